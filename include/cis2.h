@@ -1,0 +1,98 @@
+/*
+ * cis2.h - the public API of cis2, a canonical fp32 transformer engine
+ * implementing CIS-2 v0.3b (../shared/spec/CIS2_SPEC_v0.3b.md).
+ *
+ * Everything a program linking libcis2.a may call is declared here; the
+ * per-module headers in src/ are internal.  Every floating-point operation
+ * behind these functions is pinned by the spec: FTZ/DAZ on (§1.3), no FMA
+ * (§1.4), no reassociation (§1.5), the sequential reduction order (§5) and
+ * the pinned transcendental routes (§6).
+ */
+#ifndef CIS2_H
+#define CIS2_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CIS2_VERSION "0.1.0"
+#define CIS2_SPEC_VERSION "0.3b"
+
+/* ---- Errors: one exit code per failure class (README "Exit codes"). ---- */
+enum cis2_status {
+    CIS2_OK = 0,
+    CIS2_E_MISMATCH = 1,    /* a conformance/verification value differs   */
+    CIS2_E_USAGE = 2,       /* bad command line                           */
+    CIS2_E_IO = 3,          /* file missing, unreadable, unwritable       */
+    CIS2_E_FORMAT = 4,      /* malformed input file (json, safetensors..) */
+    CIS2_E_UNSUPPORTED = 5, /* well-formed but outside what cis2 runs     */
+    CIS2_E_HASH = 6,        /* pinned artifact sha256 mismatch (§2.1)     */
+    CIS2_E_FPENV = 7,       /* FTZ/DAZ pin or self-test failed (§1.3)     */
+    CIS2_E_NONDET = 8,      /* two in-process runs differ (§12.4)         */
+    CIS2_E_NOMEM = 9,       /* allocation failed / size limit exceeded    */
+    CIS2_E_INTERNAL = 10    /* a bug                                      */
+};
+
+typedef struct cis2_error {
+    int code;       /* enum cis2_status                                 */
+    char msg[512];  /* one line, no trailing newline                    */
+} cis2_error;
+
+/* Records code and a printf-formatted message (first error wins); returns code. */
+int cis2_fail(cis2_error *err, int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+const char *cis2_status_name(int code);
+
+/* ---- §1.3 floating-point environment ---- */
+/* Pins FTZ+DAZ (x86-64 MXCSR) or FZ (aarch64 FPCR) for the calling thread and
+ * reads it back.  Returns CIS2_OK or CIS2_E_FPENV. */
+int cis2_fpenv_pin(cis2_error *err);
+/* 1 if the calling thread's control register has the pin bits set. */
+int cis2_fpenv_is_pinned(void);
+/* The adversarial self-test (§1.3 + FACTS §1.1, §3).  Requires the pin. */
+int cis2_fpenv_selftest(cis2_error *err);
+/* Name of the ISA leg compiled in: "x86-64" or "aarch64". */
+const char *cis2_isa_name(void);
+
+/* ---- §5 reductions, §6 transcendentals, §11.2 argmax ---- */
+float cis2_dot_seq(const float *a, const float *b, size_t n);    /* §5.1 */
+float cis2_sum_seq(const float *a, size_t n);                    /* §5.3 */
+float cis2_exp_pinned(float x);                                  /* §6.2 */
+float cis2_ldexp_exact(float x, int k);                          /* §6.2.1 */
+float cis2_ln_pinned(float x);                                   /* §6.5 */
+float cis2_frexp_exact(float x, int *exponent);                  /* §6.5.1 */
+float cis2_sin_pinned(float x);                                  /* §6.3 */
+float cis2_cos_pinned(float x);                                  /* §6.3 */
+float cis2_rsqrt_cr(float x);                                    /* §6.1 */
+float cis2_silu_pinned(float x);                                 /* §6.4 */
+size_t cis2_argmax(const float *v, size_t n);                    /* §11.2 */
+
+/* §7.1: inv_freq[0..head_dim/2) for rope_theta (as f32). */
+void cis2_rope_inv_freq(float rope_theta, size_t head_dim, float *inv_freq);
+/* §6.6 and §7.2 digests, 32 raw bytes each. */
+void cis2_table_digest(uint8_t out[32]);
+void cis2_inv_freq_table_digest(const float *inv_freq, size_t half, uint8_t out[32]);
+
+/* ---- SHA-256 (OpenSSL EVP) ---- */
+void cis2_sha256(const void *data, size_t len, uint8_t out[32]);
+int cis2_sha256_file(const char *path, uint8_t out[32], cis2_error *err);
+void cis2_hex(const uint8_t *bytes, size_t n, char *out /* 2n+1 */);
+int cis2_unhex32(const char *hex, uint8_t out[32]); /* 0 ok, -1 bad */
+
+/* ---- self-test (cis2 selftest) ---- */
+/* Runs the §1.3 pin and probes plus the §6.6/§7.2 and §5.1/§6.1 checks,
+ * printing one line per check to `out` (may be NULL).  Returns CIS2_OK or
+ * the failure class. */
+#include <stdio.h>
+int cis2_selftest(FILE *out, cis2_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CIS2_H */

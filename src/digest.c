@@ -1,0 +1,93 @@
+/*
+ * digest.c - SHA-256 through OpenSSL's EVP API (SHA-NI where present), hex
+ * helpers, and whole-file hashing for the artifact hashes of §2.1/§12.1.
+ *
+ * The witness chain (§12.1) is one continuous stream: callers keep a
+ * cis2_sha open, update it in order and finalize once.
+ */
+#include "digest.h"
+#include "cis2.h"
+
+#include <errno.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cis2_sha_init(cis2_sha *s)
+{
+    EVP_MD_CTX *c = EVP_MD_CTX_new();
+    if (!c) return -1;
+    if (EVP_DigestInit_ex(c, EVP_sha256(), NULL) != 1) { EVP_MD_CTX_free(c); return -1; }
+    s->md = c;
+    return 0;
+}
+
+void cis2_sha_update(cis2_sha *s, const void *data, size_t len)
+{
+    if (len) EVP_DigestUpdate((EVP_MD_CTX *)s->md, data, len);
+}
+
+void cis2_sha_u32le(cis2_sha *s, uint32_t v)
+{
+    uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    cis2_sha_update(s, b, 4);
+}
+
+void cis2_sha_final(cis2_sha *s, uint8_t out[32])
+{
+    unsigned int n = 32;
+    EVP_DigestFinal_ex((EVP_MD_CTX *)s->md, out, &n);
+    EVP_MD_CTX_free((EVP_MD_CTX *)s->md);
+    s->md = NULL;
+}
+
+void cis2_sha256(const void *data, size_t len, uint8_t out[32])
+{
+    unsigned int n = 32;
+    if (EVP_Digest(data, len, out, &n, EVP_sha256(), NULL) != 1) {
+        fprintf(stderr, "cis2: OpenSSL SHA-256 failed\n");
+        abort();
+    }
+}
+
+int cis2_sha256_file(const char *path, uint8_t out[32], cis2_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return cis2_fail(err, CIS2_E_IO, "%s: %s", path, strerror(errno));
+    cis2_sha s;
+    if (cis2_sha_init(&s)) { fclose(f); return cis2_fail(err, CIS2_E_NOMEM, "sha256: out of memory"); }
+    enum { CHUNK = 1 << 20 };
+    unsigned char *buf = malloc(CHUNK);
+    if (!buf) { fclose(f); cis2_sha_final(&s, out); return cis2_fail(err, CIS2_E_NOMEM, "out of memory"); }
+    size_t n;
+    while ((n = fread(buf, 1, CHUNK, f)) > 0) cis2_sha_update(&s, buf, n);
+    int bad = ferror(f);
+    fclose(f);
+    free(buf);
+    cis2_sha_final(&s, out);
+    if (bad) return cis2_fail(err, CIS2_E_IO, "%s: read error", path);
+    return CIS2_OK;
+}
+
+void cis2_hex(const uint8_t *bytes, size_t n, char *out)
+{
+    static const char d[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = d[bytes[i] >> 4];
+        out[2 * i + 1] = d[bytes[i] & 15];
+    }
+    out[2 * n] = 0;
+}
+
+int cis2_unhex32(const char *hex, uint8_t out[32])
+{
+    for (int i = 0; i < 64; i++) {
+        char c = hex[i];
+        int v = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+        if (v < 0) return -1;
+        if (i & 1) out[i / 2] = (uint8_t)(out[i / 2] | v);
+        else out[i / 2] = (uint8_t)(v << 4);
+    }
+    return hex[64] == 0 ? 0 : -1;
+}

@@ -1,0 +1,305 @@
+/*
+ * pmath.c - the pinned arithmetic of CIS-2 v0.3b.
+ *
+ * Implements §5.1 dot_seq, §5.3 sum_seq, §6.1 rsqrt_cr, §6.2 exp_pinned
+ * (with §6.2.1 ldexp_exact), §6.3 sin/cos_pinned (f64-staged octant
+ * reduction, minimax polynomials), §6.4 silu_pinned, §6.5 ln_pinned (with
+ * §6.5.1 frexp_exact), §7.1 the RoPE inv_freq table, §6.6 table_digest,
+ * §7.2 inv_freq_table_digest and §11.2 argmax.
+ *
+ * Rules kept here: every constant is a bit pattern, never a decimal literal;
+ * every multiply and add is its own statement, in the spec's order (the
+ * build has -ffp-contract=off as a second line of defence); no libm call
+ * (floor/round/sqrt are done by bit arithmetic or the IEEE sqrt builtin).
+ */
+#include "pmath.h"
+
+#include "digest.h"
+
+#include <stdlib.h>
+
+/* §6.2 exp constants */
+#define EXP_LOG2E 0x3FB8AA3Bu
+#define EXP_C1 0x3F318000u
+#define EXP_C2 0xB95E8083u
+static const uint32_t EXP_P[6] = {0x39506967u, 0x3AB743CEu, 0x3C088908u,
+                                  0x3D2AA9C1u, 0x3E2AAAAAu, 0x3F000000u};
+#define EXP_HI 0x42B00000u /* 88.0 */
+#define EXP_LO 0xC2B00000u /* -88.0 */
+/* §6.3 sin/cos constants */
+#define PI_2_F64 0x3FF921FB54442D18ull
+#define SIN_C0 0xBE2AAAA3u
+#define SIN_C1 0x3C08839Eu
+#define SIN_C2 0xB94CA1F9u
+#define COS_C0 0x3D2AAAA5u
+#define COS_C1 0xBAB6061Au
+#define COS_C2 0x37CCF5CEu
+/* §6.5 ln constants */
+#define LOG_SQRTHF 0x3F3504F3u
+#define LOG_Q1 0xB95E8083u
+#define LOG_Q2 0x3F318000u
+static const uint32_t LOG_P[9] = {0x3D9021BBu, 0xBDEBD1B8u, 0x3DEF251Bu,
+                                  0xBDFE5D4Fu, 0x3E11E9BFu, 0xBE2AAE50u,
+                                  0x3E4CCEADu, 0xBE7FFFFCu, 0x3EAAAAAAu};
+#define F_ONE 0x3F800000u
+#define F_HALF 0x3F000000u
+
+float cis2_dot_seq(const float *a, const float *b, size_t n) /* §5.1 */
+{
+    float acc = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        float p = a[i] * b[i];
+        acc = acc + p;
+    }
+    return acc;
+}
+
+float cis2_sum_seq(const float *a, size_t n) /* §5.3 */
+{
+    float acc = 0.0f;
+    for (size_t i = 0; i < n; i++) acc = acc + a[i];
+    return acc;
+}
+
+float cis2_rsqrt_cr(float x) /* §6.1: two correctly rounded IEEE ops */
+{
+    float s = __builtin_sqrtf(x);
+    return f32_from_bits(F_ONE) / s;
+}
+
+float cis2_ldexp_exact(float x, int k) /* §6.2.1 */
+{
+    if (x == 0.0f) return x;
+    uint32_t b = f32_bits(x);
+    int e = (int)((b >> 23) & 0xFF) + k;
+    if (e <= 0) return 0.0f;
+    if (e >= 0xFF) return f32_from_bits((b & 0x80000000u) | 0x7F800000u);
+    return f32_from_bits((b & ~(0xFFu << 23)) | ((uint32_t)e << 23));
+}
+
+/* floor() of an f32 whose magnitude is below 2^23 (exact, no libm). */
+static float floor_small(float z)
+{
+    float t = (float)(int32_t)z; /* truncation toward zero, exact here */
+    if (t > z) t = t - f32_from_bits(F_ONE);
+    return t;
+}
+
+float cis2_exp_pinned(float x) /* §6.2 */
+{
+    if (x != x) return x;                                 /* 1. NaN */
+    if (x > f32_from_bits(EXP_HI)) return f32_from_bits(0x7F800000u); /* 2. */
+    if (x < f32_from_bits(EXP_LO)) return 0.0f;           /* 3. */
+    float t = x * f32_from_bits(EXP_LOG2E);               /* 4. */
+    float z0 = t + f32_from_bits(F_HALF);
+    float k = floor_small(z0);
+    float kc1 = k * f32_from_bits(EXP_C1);
+    float r0 = x - kc1;
+    float kc2 = k * f32_from_bits(EXP_C2);
+    float r = r0 - kc2;
+    float r2 = r * r;                                     /* 5. */
+    float poly = f32_from_bits(EXP_P[0]);
+    for (int i = 1; i <= 5; i++) {
+        float m = poly * r;
+        poly = m + f32_from_bits(EXP_P[i]);
+    }
+    float m1 = poly * r2;
+    float poly2 = m1 + r;
+    float result = poly2 + f32_from_bits(F_ONE);
+    return cis2_ldexp_exact(result, (int)k);              /* 6. */
+}
+
+float cis2_frexp_exact(float x, int *exponent) /* §6.5.1 */
+{
+    uint32_t b = f32_bits(x);
+    int e = (int)((b >> 23) & 0xFF);
+    *exponent = e - 126;
+    return f32_from_bits((b & 0x807FFFFFu) | (126u << 23));
+}
+
+float cis2_ln_pinned(float x) /* §6.5 */
+{
+    uint32_t b = f32_bits(x);
+    if ((b & 0x7F800000u) == 0) /* ±0 and subnormals (DAZ reads them as 0) */
+        return f32_from_bits(0xFF800000u);                 /* 2. -Inf */
+    if (x != x || (b & 0x80000000u))                       /* 1. NaN, x < 0 */
+        return f32_from_bits(CIS2_QNAN_BITS);
+    if (b == 0x7F800000u) return x; /* +Inf: outside §6.5's finite domain */
+    int e;
+    float m = cis2_frexp_exact(x, &e);                     /* 3. */
+    const float one = f32_from_bits(F_ONE);
+    if (m < f32_from_bits(LOG_SQRTHF)) {                   /* 4. */
+        e = e - 1;
+        float mm = m + m;
+        m = mm - one;
+    } else {
+        m = m - one;
+    }
+    float z = m * m;                                       /* 5. */
+    float poly = f32_from_bits(LOG_P[0]);
+    for (int i = 1; i <= 8; i++) {
+        float t = poly * m;
+        poly = t + f32_from_bits(LOG_P[i]);
+    }
+    float y = poly * m;
+    y = y * z;
+    float fe = (float)e;
+    float t1 = fe * f32_from_bits(LOG_Q1);
+    y = y + t1;
+    float half_z = f32_from_bits(F_HALF) * z;
+    y = y - half_z;
+    float result = m + y;
+    float t2 = fe * f32_from_bits(LOG_Q2);
+    result = result + t2;
+    return result;
+}
+
+/* f64::round(): nearest integer, ties away from zero, sign of zero kept. */
+static double round_half_away(double q)
+{
+    const double two52 = 4503599627370496.0; /* 2^52: exact power of two */
+    uint64_t qb;
+    memcpy(&qb, &q, 8);
+    double aq = q < 0 ? -q : q;
+    if (!(aq < two52)) return q; /* already integral (or NaN/Inf) */
+    double t = (double)(int64_t)aq; /* trunc, exact */
+    double frac = aq - t;           /* exact for |q| < 2^52 */
+    if (frac >= 0.5) t = t + 1.0;
+    uint64_t tb;
+    memcpy(&tb, &t, 8);
+    tb |= qb & 0x8000000000000000ull; /* copy the sign, as f64::round does */
+    memcpy(&t, &tb, 8);
+    return t;
+}
+
+/* §6.3 reduction: r = x - k*pi/2 in f64, then one narrowing; quadrant k mod 4. */
+static float reduce_octant(float x, int *quadrant)
+{
+    double xd = (double)x;
+    double pi_2 = f64_from_bits(PI_2_F64);
+    double q = xd / pi_2;
+    double k = round_half_away(q);
+    double khi = k * pi_2;
+    double r64 = xd - khi;
+    double ak = k < 0 ? -k : k;
+    int64_t ki = ak < 4611686018427387904.0 /* 2^62 */ ? (int64_t)k : 0;
+    /* beyond 2^62, k is a multiple of 2^10, so k mod 4 == 0 */
+    *quadrant = (int)(((ki % 4) + 4) % 4);
+    return (float)r64;
+}
+
+static float sin_poly(float r) /* §6.3 */
+{
+    float r2 = r * r;
+    float inner = f32_from_bits(SIN_C2);
+    float t = inner * r2;
+    inner = t + f32_from_bits(SIN_C1);
+    t = inner * r2;
+    inner = t + f32_from_bits(SIN_C0);
+    float r3 = r2 * r;
+    float term = inner * r3;
+    return r + term;
+}
+
+static float cos_poly(float r) /* §6.3 */
+{
+    float r2 = r * r;
+    float inner = f32_from_bits(COS_C2);
+    float t = inner * r2;
+    inner = t + f32_from_bits(COS_C1);
+    t = inner * r2;
+    inner = t + f32_from_bits(COS_C0);
+    float r4 = r2 * r2;
+    float term = inner * r4;
+    float half_r2 = f32_from_bits(F_HALF) * r2;
+    float step1 = f32_from_bits(F_ONE) - half_r2;
+    return step1 + term;
+}
+
+static int finite_f32(float x) { return (f32_bits(x) & 0x7F800000u) != 0x7F800000u; }
+
+float cis2_sin_pinned(float x) /* §6.3 */
+{
+    if (!finite_f32(x)) return f32_from_bits(CIS2_QNAN_BITS);
+    int q;
+    float r = reduce_octant(x, &q);
+    switch (q) {
+    case 0: return sin_poly(r);
+    case 1: return cos_poly(r);
+    case 2: return -sin_poly(r);
+    default: return -cos_poly(r);
+    }
+}
+
+float cis2_cos_pinned(float x) /* §6.3 */
+{
+    if (!finite_f32(x)) return f32_from_bits(CIS2_QNAN_BITS);
+    int q;
+    float r = reduce_octant(x, &q);
+    switch (q) {
+    case 0: return cos_poly(r);
+    case 1: return -sin_poly(r);
+    case 2: return -cos_poly(r);
+    default: return sin_poly(r);
+    }
+}
+
+float cis2_silu_pinned(float x) /* §6.4 */
+{
+    float neg = -x;
+    float e = cis2_exp_pinned(neg);
+    float denom = f32_from_bits(F_ONE) + e;
+    return x / denom;
+}
+
+size_t cis2_argmax(const float *v, size_t n) /* §11.2: strict >, first wins */
+{
+    size_t best = 0;
+    if (n == 0) return 0;
+    float bv = v[0];
+    for (size_t i = 1; i < n; i++)
+        if (v[i] > bv) { bv = v[i]; best = i; }
+    return best;
+}
+
+void cis2_rope_inv_freq(float rope_theta, size_t head_dim, float *inv_freq) /* §7.1 */
+{
+    float ln_theta = cis2_ln_pinned(rope_theta);
+    float hd = (float)head_dim;
+    for (size_t i = 0; i < head_dim / 2; i++) {
+        float frac = (float)(2 * i) / hd;
+        float prod = frac * ln_theta;
+        float neg_arg = -prod;
+        inv_freq[i] = cis2_exp_pinned(neg_arg);
+    }
+}
+
+static void put_le32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);
+}
+
+void cis2_table_digest(uint8_t out[32]) /* §6.6, in the declared order */
+{
+    uint8_t buf[256];
+    size_t n = 0;
+    const uint32_t head[3] = {EXP_LOG2E, EXP_C1, EXP_C2};
+    for (int i = 0; i < 3; i++, n += 4) put_le32(buf + n, head[i]);
+    for (int i = 0; i < 6; i++, n += 4) put_le32(buf + n, EXP_P[i]);
+    put_le32(buf + n, (uint32_t)PI_2_F64);
+    put_le32(buf + n + 4, (uint32_t)(PI_2_F64 >> 32));
+    n += 8;
+    const uint32_t mid[9] = {SIN_C0, SIN_C1, SIN_C2, COS_C0, COS_C1, COS_C2,
+                             LOG_SQRTHF, LOG_Q1, LOG_Q2};
+    for (int i = 0; i < 9; i++, n += 4) put_le32(buf + n, mid[i]);
+    for (int i = 0; i < 9; i++, n += 4) put_le32(buf + n, LOG_P[i]);
+    cis2_sha256(buf, n, out);
+}
+
+void cis2_inv_freq_table_digest(const float *inv_freq, size_t half, uint8_t out[32]) /* §7.2 */
+{
+    cis2_sha s;
+    if (cis2_sha_init(&s)) abort();
+    for (size_t i = 0; i < half; i++) cis2_sha_u32le(&s, f32_bits(inv_freq[i]));
+    cis2_sha_final(&s, out);
+}

@@ -1,0 +1,49 @@
+#!/bin/sh
+# tests/run.sh - run every test: the cmocka unit-test binaries
+# ($BUILD/tests/test_*) and the shell tests (tests/t_*.sh), each as one unit.
+# Prints a summary line "check: N passed, N failed" and exits non-zero on
+# any failure.  A test that prints "SKIP:" and exits 77 counts as skipped.
+#   ONLY=pattern sh tests/run.sh   runs the tests whose name contains it.
+set -u
+BUILD=${BUILD:-build}
+export BUILD
+CIS2=${CIS2:-$BUILD/cis2}
+export CIS2
+SHARED=${SHARED:-../shared}
+export SHARED
+pass=0; fail=0; skip=0; failed=""
+run_one() {
+    name=$1; shift
+    case "$name" in *"${ONLY:-}"*) ;; *) return ;; esac
+    start=$(date +%s)
+    log=$BUILD/tests/$name.log
+    "$@" > "$log" 2>&1
+    rc=$?
+    secs=$(( $(date +%s) - start ))
+    if [ $rc -eq 0 ]; then
+        pass=$((pass + 1)); echo "PASS  $name (${secs}s)"
+    elif [ $rc -eq 77 ]; then
+        skip=$((skip + 1)); echo "SKIP  $name: $(grep -m1 'SKIP' "$log")"
+    else
+        fail=$((fail + 1)); failed="$failed $name"
+        echo "FAIL  $name (rc=$rc, ${secs}s); last lines of $log:"
+        tail -n 25 "$log" | sed 's/^/    /'
+    fi
+}
+for t in "$BUILD"/tests/test_*; do
+    case "$t" in *.log) continue ;; esac
+    [ -x "$t" ] || continue
+    run_one "$(basename "$t")" "$t"
+done
+for t in tests/t_*.sh; do
+    [ -f "$t" ] || continue
+    run_one "$(basename "$t" .sh)" sh "$t"
+done
+echo
+[ -n "$failed" ] && echo "failed:$failed"
+if [ $skip -gt 0 ]; then
+    echo "check: $pass passed, $fail failed, $skip skipped"
+else
+    echo "check: $pass passed, $fail failed"
+fi
+[ $fail -eq 0 ]
