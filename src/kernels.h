@@ -1,0 +1,60 @@
+/*
+ * kernels.h - the matrix kernel contract (spec §5.1, §5.2) and the packed
+ * weight layout.
+ *
+ * Contract (like a BLIS micro-kernel): for every output row o and position p,
+ *     Y[p*rows + o] = dot_seq(W[o, :], X[p*cols : p*cols + cols])
+ * with dot_seq exactly §5.1: acc = 0; for i in 0..cols: acc = acc + (w*x),
+ * one separately rounded multiply and one separately rounded add per
+ * element, in index order.  Every variant (scalar, AVX2, AVX-512, NEON)
+ * computes the same bits as the scalar reference; SIMD lanes run across
+ * rows, threads across row groups: neither changes any row's own sum.
+ *
+ * Layout: rows are interleaved in groups of CIS2_KG rows; element (o, i)
+ * lives at data[((o / KG) * cols + i) * KG + (o % KG)].  The tail group is
+ * zero-padded.  BF16 weights stay bf16 in memory and are widened exactly
+ * (§4.1: bits << 16) inside the kernel.
+ */
+#ifndef CIS2_KERNELS_H
+#define CIS2_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cis2.h"
+
+#define CIS2_KG 16
+
+typedef enum { CIS2_W_BF16 = 1, CIS2_W_F32 = 2 } cis2_wtype;
+
+typedef struct cis2_pmat {
+    cis2_wtype type;
+    size_t rows, cols, groups; /* groups = ceil(rows / CIS2_KG) */
+    void *data;                /* 64-byte aligned, groups*cols*KG elements */
+} cis2_pmat;
+
+/* Packs a row-major [rows, cols] matrix given as little-endian bf16 (type
+ * CIS2_W_BF16) or f32 (CIS2_W_F32) bytes at any alignment. */
+int cis2_pmat_pack(cis2_pmat *m, cis2_wtype type, const uint8_t *src, size_t rows, size_t cols,
+                   cis2_error *err);
+void cis2_pmat_free(cis2_pmat *m);
+/* Row r widened to f32 (embedding lookup of a tied/packed table). */
+void cis2_pmat_row(const cis2_pmat *m, size_t r, float *out);
+size_t cis2_pmat_bytes(const cis2_pmat *m);
+
+/* The contract above, for npos positions (prefill, or a batch of sequences). */
+void cis2_matmul(const cis2_pmat *w, const float *x, size_t npos, float *y);
+
+/* Kernel choice: "auto", "scalar", "avx2", "avx512", "neon".  Refuses a
+ * kernel this build or CPU cannot run (CIS2_E_UNSUPPORTED). */
+int cis2_kernel_select(const char *name, cis2_error *err);
+const char *cis2_kernel_name(void);
+
+/* Worker threads (a persistent pool; every worker pins FTZ/DAZ, §1.3).
+ * n <= 0 means the number of online CPUs.  Results are identical for any n. */
+int cis2_threads_set(int n, cis2_error *err);
+int cis2_threads_get(void);
+/* Runs fn(ctx, i) for i in [0, n) across the pool; returns when all done. */
+void cis2_parallel_for(size_t n, void (*fn)(void *ctx, size_t i), void *ctx);
+
+#endif
