@@ -1,0 +1,519 @@
+#!/usr/bin/python3
+"""
+torch_ref.py - an independent fp32 forward-pass oracle for `cis2 run`.
+
+Reads a checkpoint directory (model.safetensors + config.json) with its own
+small safetensors parser, runs the standard Llama / Qwen2 decoder forward
+pass (spec §2.5, §7-§11, written from the architecture description, not from
+cis2's code) in torch float32 with plain ops, and compares it with the
+logits cis2 dumped (`cis2 run --json --dump-logits FILE`).
+
+It deliberately does NOT reproduce cis2's pinned arithmetic (§5-§6): torch
+uses its own matmul order and libm exp/sin/cos.  What it checks is that
+cis2 computes the right function: per-step relative L2 error of the logits
+and the greedy tokens wherever the top-1/top-2 margin is unambiguous.
+
+Run it with Debian's python (/usr/bin/python3), which has torch.
+
+  torch_ref.py check  --model-dir D --json CIS2_STDOUT --logits FILE
+                      [--tol 1e-4] [--margin 1e-3] [--min-checked 3]
+  torch_ref.py greedy --model-dir D --prompt-ids 1,2,3 --gen-toks N
+  torch_ref.py crosscheck --model-dir D --prompt-ids 1,2,3 --gen-toks N
+        torch fp32 (one causal pass) vs a second, plain numpy float64
+        implementation (token-by-token with a KV cache)
+  torch_ref.py selftest [--keep DIR]
+        writes small random checkpoints (tied/untied, biases, GQA,
+        head_dim != hidden/heads) and crosschecks each; also checks that
+        `check` rejects perturbed logits.
+
+Exit status: 0 pass, 1 mismatch / failure, 2 usage or unreadable input.
+"""
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+import tempfile
+
+import numpy as np
+
+try:
+    import torch
+except ImportError:  # the shell test probes this separately
+    torch = None
+
+
+# --------------------------------------------------------------------------
+# safetensors + config
+
+def load_safetensors(path):
+    """Return {name: np.float32 array}.  BF16 widened by <<16 (§4.2)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 8:
+        raise ValueError(f"{path}: too short for a safetensors header")
+    (hlen,) = struct.unpack("<Q", data[:8])
+    if hlen > len(data) - 8:
+        raise ValueError(f"{path}: header length {hlen} past end of file")
+    header = json.loads(data[8:8 + hlen].decode("utf-8"))
+    base = 8 + hlen
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dtype, shape = info["dtype"], info["shape"]
+        start, end = info["data_offsets"]
+        n = int(np.prod(shape)) if shape else 1
+        raw = data[base + start:base + end]
+        if dtype == "BF16":
+            if len(raw) != 2 * n:
+                raise ValueError(f"{path}: {name}: {len(raw)} bytes for {n} bf16")
+            u16 = np.frombuffer(raw, dtype="<u2").astype(np.uint32)
+            arr = (u16 << 16).view(np.float32)
+        elif dtype == "F32":
+            if len(raw) != 4 * n:
+                raise ValueError(f"{path}: {name}: {len(raw)} bytes for {n} f32")
+            arr = np.frombuffer(raw, dtype="<f4").astype(np.float32)
+        else:
+            raise ValueError(f"{path}: {name}: dtype {dtype} not supported")
+        out[name] = arr.reshape(shape)
+    return out
+
+
+class Config:
+    def __init__(self, path):
+        with open(path) as f:
+            c = json.load(f)
+        self.hidden = int(c["hidden_size"])
+        self.inter = int(c["intermediate_size"])
+        self.layers = int(c["num_hidden_layers"])
+        self.heads = int(c["num_attention_heads"])
+        self.kv_heads = int(c.get("num_key_value_heads") or self.heads)
+        self.head_dim = int(c.get("head_dim") or self.hidden // self.heads)
+        self.vocab = int(c["vocab_size"])
+        self.eps = float(c.get("rms_norm_eps", 1e-6))
+        self.theta = float(c.get("rope_theta", 10000.0))
+        self.tied = bool(c.get("tie_word_embeddings", False))
+        if c.get("rope_scaling"):
+            raise ValueError(f"{path}: rope_scaling is not supported by the oracle")
+        if c.get("rope_interleaved"):
+            raise ValueError(f"{path}: rope_interleaved=true is not supported by the oracle")
+        if c.get("hidden_act", "silu") != "silu":
+            raise ValueError(f"{path}: hidden_act {c.get('hidden_act')} is not silu")
+        if self.heads % self.kv_heads or self.head_dim % 2:
+            raise ValueError(f"{path}: heads/kv_heads/head_dim inconsistent")
+
+
+def load_model(model_dir):
+    cfg = Config(os.path.join(model_dir, "config.json"))
+    w = load_safetensors(os.path.join(model_dir, "model.safetensors"))
+    if "lm_head.weight" not in w:
+        # tied (or a checkpoint that simply omits the head): reuse the embedding (§11.1)
+        w["lm_head.weight"] = w["model.embed_tokens.weight"]
+    return cfg, w
+
+
+# --------------------------------------------------------------------------
+# implementation 1: torch float32, whole sequence in one causal pass
+
+def torch_forward(cfg, w, ids):
+    """Logits [len(ids), vocab] (float32) for every position."""
+    T = len(ids)
+    f32 = torch.float32
+    W = lambda name: torch.from_numpy(np.ascontiguousarray(w[name], dtype=np.float32))
+    eps = float(np.float32(cfg.eps))
+    H, KV, D = cfg.heads, cfg.kv_heads, cfg.head_dim
+    group = H // KV
+
+    def rmsnorm(x, g):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * g
+
+    # RoPE tables, rotate-half (§7): inv_freq[i] = theta^(-2i/D)
+    i = np.arange(D // 2, dtype=np.float64)
+    inv_freq = torch.from_numpy((cfg.theta ** (-2.0 * i / D)).astype(np.float32))
+    pos = torch.arange(T, dtype=f32)
+    ang = pos[:, None] * inv_freq[None, :]                       # [T, D/2]
+    cos = torch.cat([ang.cos(), ang.cos()], dim=-1)              # [T, D]
+    sin = torch.cat([ang.sin(), ang.sin()], dim=-1)
+
+    def rope(x):                                                 # [h, T, D]
+        x1, x2 = x[..., :D // 2], x[..., D // 2:]
+        return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+    def linear(x, name):
+        y = x @ W(name + ".weight").T
+        if name + ".bias" in w:
+            y = y + W(name + ".bias")
+        return y
+
+    with torch.no_grad():
+        x = W("model.embed_tokens.weight")[torch.tensor(ids, dtype=torch.long)]
+        mask = torch.ones(T, T, dtype=torch.bool).tril()
+        for l in range(cfg.layers):
+            p = f"model.layers.{l}."
+            h = rmsnorm(x, W(p + "input_layernorm.weight"))
+            q = linear(h, p + "self_attn.q_proj").view(T, H, D).transpose(0, 1)
+            k = linear(h, p + "self_attn.k_proj").view(T, KV, D).transpose(0, 1)
+            v = linear(h, p + "self_attn.v_proj").view(T, KV, D).transpose(0, 1)
+            q, k = rope(q), rope(k)
+            k = k.repeat_interleave(group, dim=0)                # head h -> kv h//group
+            v = v.repeat_interleave(group, dim=0)
+            s = (q @ k.transpose(1, 2)) / math.sqrt(D)
+            s = s.masked_fill(~mask, float("-inf"))
+            a = torch.softmax(s, dim=-1) @ v                     # [H, T, D]
+            x = x + linear(a.transpose(0, 1).reshape(T, H * D), p + "self_attn.o_proj")
+            h = rmsnorm(x, W(p + "post_attention_layernorm.weight"))
+            g = linear(h, p + "mlp.gate_proj")
+            u = linear(h, p + "mlp.up_proj")
+            x = x + linear(torch.nn.functional.silu(g) * u, p + "mlp.down_proj")
+        x = rmsnorm(x, W("model.norm.weight"))
+        return (x @ W("lm_head.weight").T).numpy()
+
+
+# --------------------------------------------------------------------------
+# implementation 2: numpy float64, one token at a time with a KV cache
+# (written independently of the torch path; used only to validate it)
+
+def numpy_forward(cfg, w, ids):
+    D, H, KV = cfg.head_dim, cfg.heads, cfg.kv_heads
+    g = {k: v.astype(np.float64) for k, v in w.items()}
+    half = D // 2
+    inv_freq = np.array([math.pow(cfg.theta, -(2.0 * j) / D) for j in range(half)])
+
+    def norm(v, gain):
+        return v / math.sqrt(float(np.dot(v, v)) / v.shape[0] + cfg.eps) * gain
+
+    def lin(name, v):
+        y = g[name + ".weight"].dot(v)
+        b = g.get(name + ".bias")
+        return y if b is None else y + b
+
+    def rot(vec, nh, pos):
+        out = np.empty_like(vec)
+        c, s = np.cos(pos * inv_freq), np.sin(pos * inv_freq)
+        for hh in range(nh):
+            a = vec[hh * D:hh * D + half]
+            b = vec[hh * D + half:(hh + 1) * D]
+            out[hh * D:hh * D + half] = a * c - b * s
+            out[hh * D + half:(hh + 1) * D] = b * c + a * s
+        return out
+
+    kcache = [[] for _ in range(cfg.layers)]
+    vcache = [[] for _ in range(cfg.layers)]
+    logits = []
+    for pos, tok in enumerate(ids):
+        x = g["model.embed_tokens.weight"][tok].copy()
+        for l in range(cfg.layers):
+            p = f"model.layers.{l}."
+            h = norm(x, g[p + "input_layernorm.weight"])
+            q = rot(lin(p + "self_attn.q_proj", h), H, pos)
+            kcache[l].append(rot(lin(p + "self_attn.k_proj", h), KV, pos))
+            vcache[l].append(lin(p + "self_attn.v_proj", h))
+            K = np.stack(kcache[l])                              # [pos+1, KV*D]
+            V = np.stack(vcache[l])
+            att = np.empty(H * D)
+            for hh in range(H):
+                kv = hh // (H // KV)
+                qs = q[hh * D:(hh + 1) * D]
+                sc = K[:, kv * D:(kv + 1) * D].dot(qs) / math.sqrt(D)
+                e = np.exp(sc - sc.max())
+                att[hh * D:(hh + 1) * D] = (e / e.sum()).dot(V[:, kv * D:(kv + 1) * D])
+            x = x + lin(p + "self_attn.o_proj", att)
+            h = norm(x, g[p + "post_attention_layernorm.weight"])
+            gt = lin(p + "mlp.gate_proj", h)
+            x = x + lin(p + "mlp.down_proj", gt / (1.0 + np.exp(-gt)) * lin(p + "mlp.up_proj", h))
+        logits.append(g["lm_head.weight"].dot(norm(x, g["model.norm.weight"])))
+    return np.stack(logits)
+
+
+# --------------------------------------------------------------------------
+# helpers
+
+def rel_l2(a, ref):
+    a = np.asarray(a, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    return float(np.linalg.norm(a - ref) / max(np.linalg.norm(ref), 1e-300))
+
+
+def first_argmax(v):
+    return int(np.argmax(v))  # numpy returns the first occurrence on ties (§11.2)
+
+
+def top2_margin(v):
+    t = np.partition(np.asarray(v, dtype=np.float64), -2)[-2:]
+    return float(t[1] - t[0])
+
+
+def parse_ids(s):
+    try:
+        return [int(t) for t in s.split(",") if t.strip() != ""]
+    except ValueError:
+        raise SystemExit(f"torch_ref: bad id list '{s}'")
+
+
+def check_ids(cfg, ids, what):
+    for t in ids:
+        if not 0 <= t < cfg.vocab:
+            raise ValueError(f"{what}: token id {t} outside vocab {cfg.vocab}")
+
+
+def greedy(cfg, w, prompt, n):
+    ids = list(prompt)
+    out = []
+    for _ in range(n):
+        lg = torch_forward(cfg, w, ids)[-1]
+        t = first_argmax(lg)
+        out.append(t)
+        ids.append(t)
+    return out
+
+
+# --------------------------------------------------------------------------
+# check: compare a cis2 run with the oracle
+
+def compare(cfg, w, prompt, gen, cis2_logits, tol, margin_frac, min_checked, out=sys.stdout):
+    """Returns True on pass.  cis2_logits: [len(gen), vocab] float32."""
+    n = len(gen)
+    seq = list(prompt) + list(gen[:-1])          # teacher forcing on cis2's tokens
+    ref = torch_forward(cfg, w, seq)[len(prompt) - 1:]
+    assert ref.shape == (n, cfg.vocab)
+    ok = True
+    checked = 0
+    worst = 0.0
+    print(f"{'step':>4} {'rel_l2':>10} {'max_abs':>10} {'cis2_tok':>8} {'ref_tok':>8} "
+          f"{'margin':>10} {'thresh':>10}  token", file=out)
+    for s in range(n):
+        c, r = cis2_logits[s].astype(np.float64), ref[s].astype(np.float64)
+        e = rel_l2(c, r)
+        worst = max(worst, e)
+        mabs = float(np.max(np.abs(c - r)))
+        rt = first_argmax(r)
+        ct_own = first_argmax(cis2_logits[s])
+        m = top2_margin(r)
+        thresh = margin_frac * float(np.max(np.abs(r)))
+        notes = []
+        if not (e <= tol):                       # also catches NaN
+            ok = False
+            notes.append(f"FAIL rel_l2>{tol:g}")
+        if ct_own != gen[s]:
+            ok = False
+            notes.append(f"FAIL cis2 token != argmax of its own dumped logits ({ct_own})")
+        if m > thresh:
+            checked += 1
+            if gen[s] != rt:
+                ok = False
+                notes.append("FAIL token")
+            else:
+                notes.append("ok")
+        else:
+            notes.append("unchecked (small margin)" + ("" if gen[s] == rt else ", differs"))
+        print(f"{s:>4} {e:>10.3e} {mabs:>10.3e} {gen[s]:>8} {rt:>8} {m:>10.3e} {thresh:>10.3e}  "
+              + "; ".join(notes), file=out)
+    need = min(min_checked, n)
+    if checked < need:
+        ok = False
+        print(f"FAIL: only {checked} token steps had a clear margin, need {need}", file=out)
+    print(f"oracle: {'PASS' if ok else 'FAIL'}: {n} steps, worst rel_l2 {worst:.3e} "
+          f"(tol {tol:g}), {checked}/{n} tokens checked", file=out)
+    return ok
+
+
+def read_logits(path, n, vocab):
+    raw = np.fromfile(path, dtype="<f4")
+    if raw.size != n * vocab:
+        raise ValueError(f"{path}: {raw.size} floats, expected {n} x {vocab} = {n * vocab}")
+    return raw.reshape(n, vocab)
+
+
+def cmd_check(a):
+    cfg, w = load_model(a.model_dir)
+    with open(a.json) as f:
+        j = json.load(f)
+    prompt = [int(t) for t in j["prompt_token_ids"]]
+    gen = [int(t) for t in j["generated_token_ids"]]
+    if not prompt or not gen:
+        raise ValueError(f"{a.json}: empty prompt_token_ids or generated_token_ids")
+    check_ids(cfg, prompt + gen, a.json)
+    logits = read_logits(a.logits, len(gen), cfg.vocab)
+    return 0 if compare(cfg, w, prompt, gen, logits, a.tol, a.margin, a.min_checked) else 1
+
+
+def cmd_greedy(a):
+    cfg, w = load_model(a.model_dir)
+    prompt = parse_ids(a.prompt_ids)
+    check_ids(cfg, prompt, "--prompt-ids")
+    print(",".join(str(t) for t in greedy(cfg, w, prompt, a.gen_toks)))
+    return 0
+
+
+def crosscheck(cfg, w, ids, tol, label=""):
+    t = torch_forward(cfg, w, ids)
+    n = numpy_forward(cfg, w, ids)
+    errs = [rel_l2(t[i], n[i]) for i in range(len(ids))]
+    worst = max(errs)
+    ok = worst <= tol
+    print(f"crosscheck{label}: torch fp32 vs numpy f64 over {len(ids)} positions: "
+          f"worst rel_l2 {worst:.3e} (tol {tol:g}) {'PASS' if ok else 'FAIL'}")
+    return ok
+
+
+def cmd_crosscheck(a):
+    cfg, w = load_model(a.model_dir)
+    prompt = parse_ids(a.prompt_ids)
+    check_ids(cfg, prompt, "--prompt-ids")
+    ids = prompt + greedy(cfg, w, prompt, a.gen_toks)
+    return 0 if crosscheck(cfg, w, ids, a.tol) else 1
+
+
+# --------------------------------------------------------------------------
+# selftest: random checkpoints written here, independent of `cis2 synth`
+
+def write_safetensors(path, tensors):
+    """tensors: {name: (dtype 'BF16'|'F32', float32 array)}.  BF16 by RNE."""
+    header, blobs, off = {}, [], 0
+    for name, (dt, arr) in tensors.items():
+        a = np.ascontiguousarray(arr, dtype=np.float32)
+        if dt == "BF16":
+            u = a.view(np.uint32).astype(np.uint64)
+            u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16          # round to nearest even
+            b = u.astype("<u2").tobytes()
+        else:
+            b = a.astype("<f4").tobytes()
+        header[name] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def make_checkpoint(d, rng, hidden, inter, layers, heads, kv_heads, vocab, head_dim=None,
+                    bias=False, tied=True, theta=10000.0, eps=1e-5, norm_f32=False):
+    D = head_dim or hidden // heads
+    t = {}
+    nd = "F32" if norm_f32 else "BF16"
+    sc = 1.0 / math.sqrt(hidden)
+    t["model.embed_tokens.weight"] = ("BF16", rng.standard_normal((vocab, hidden)))
+    for l in range(layers):
+        p = f"model.layers.{l}."
+        t[p + "input_layernorm.weight"] = (nd, 1 + 0.1 * rng.standard_normal(hidden))
+        t[p + "post_attention_layernorm.weight"] = (nd, 1 + 0.1 * rng.standard_normal(hidden))
+        for n_, o in (("q", heads * D), ("k", kv_heads * D), ("v", kv_heads * D)):
+            t[p + f"self_attn.{n_}_proj.weight"] = ("BF16", sc * 2 * rng.standard_normal((o, hidden)))
+            if bias:
+                t[p + f"self_attn.{n_}_proj.bias"] = ("BF16", 0.5 * rng.standard_normal(o))
+        t[p + "self_attn.o_proj.weight"] = ("BF16", rng.standard_normal((hidden, heads * D)) / math.sqrt(heads * D))
+        t[p + "mlp.gate_proj.weight"] = ("BF16", sc * rng.standard_normal((inter, hidden)))
+        t[p + "mlp.up_proj.weight"] = ("BF16", sc * rng.standard_normal((inter, hidden)))
+        t[p + "mlp.down_proj.weight"] = ("BF16", rng.standard_normal((hidden, inter)) / math.sqrt(inter))
+    t["model.norm.weight"] = (nd, 1 + 0.1 * rng.standard_normal(hidden))
+    if not tied:
+        t["lm_head.weight"] = ("BF16", sc * rng.standard_normal((vocab, hidden)))
+    os.makedirs(d, exist_ok=True)
+    write_safetensors(os.path.join(d, "model.safetensors"), t)
+    cfg = {"hidden_size": hidden, "intermediate_size": inter, "num_hidden_layers": layers,
+           "num_attention_heads": heads, "num_key_value_heads": kv_heads, "vocab_size": vocab,
+           "rms_norm_eps": eps, "rope_theta": theta, "tie_word_embeddings": tied,
+           "hidden_act": "silu"}
+    if head_dim:
+        cfg["head_dim"] = head_dim
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f)
+
+
+def cmd_selftest(a):
+    rng = np.random.default_rng(1234)
+    ok = True
+    base = a.keep or tempfile.mkdtemp(prefix="torch_ref_selftest.")
+    shapes = [
+        ("llama-tied", dict(hidden=64, inter=160, layers=2, heads=4, kv_heads=2, vocab=300)),
+        ("qwen-bias-untied", dict(hidden=48, inter=96, layers=3, heads=6, kv_heads=2, vocab=257,
+                                  bias=True, tied=False, theta=1e6, eps=1e-6)),
+        ("odd-headdim-f32norm", dict(hidden=40, inter=72, layers=2, heads=3, kv_heads=1, vocab=131,
+                                     head_dim=18, norm_f32=True, theta=100000.0)),
+        ("mha", dict(hidden=32, inter=64, layers=1, heads=2, kv_heads=2, vocab=64)),
+    ]
+    try:
+        for name, kw in shapes:
+            d = os.path.join(base, name)
+            make_checkpoint(d, rng, **kw)
+            cfg, w = load_model(d)
+            prompt = [int(x) for x in rng.integers(0, cfg.vocab, size=5)]
+            ids = prompt + greedy(cfg, w, prompt, 9)
+            ok &= crosscheck(cfg, w, ids, 1e-5, f" [{name}]")
+        # the parser: BF16 widening is exact (<<16) and F32 passes through
+        d = os.path.join(base, "parse")
+        os.makedirs(d, exist_ok=True)
+        bits = np.array([0x3F80, 0xC000, 0x0001, 0x7F80, 0x8000], dtype=np.uint32)
+        p = os.path.join(d, "model.safetensors")
+        vals = (bits << 16).view(np.float32)
+        write_safetensors(p, {"a": ("BF16", vals), "b": ("F32", np.array([0.1, -3.5], np.float32))})
+        r = load_safetensors(p)
+        parse_ok = (np.array_equal(r["a"].view(np.uint32), bits << 16)
+                    and np.array_equal(r["b"], np.array([0.1, -3.5], np.float32)))
+        print(f"parser: bf16 widening / f32 passthrough {'PASS' if parse_ok else 'FAIL'}")
+        ok &= parse_ok
+        # `check` must accept the oracle's own logits and reject perturbed ones
+        d = os.path.join(base, "llama-tied")
+        cfg, w = load_model(d)
+        prompt = [3, 1, 4, 1, 5]
+        gen = greedy(cfg, w, prompt, 6)
+        lg = torch_forward(cfg, w, prompt + gen[:-1])[len(prompt) - 1:]
+        sink = open(os.devnull, "w")
+        good = compare(cfg, w, prompt, gen, lg, 1e-4, 1e-3, 3, out=sink)
+        bad1 = lg.copy()
+        bad1[2] *= 1.001                                  # rel error 1e-3 at one step
+        bad2 = gen.copy()
+        bad2[0] = (bad2[0] + 1) % cfg.vocab               # wrong token (and not argmax)
+        r1 = compare(cfg, w, prompt, gen, bad1, 1e-4, 1e-3, 3, out=sink)
+        r2 = compare(cfg, w, prompt, bad2, lg, 1e-4, 1e-3, 3, out=sink)
+        neg_ok = good and not r1 and not r2
+        print(f"check: accepts own logits {good}, rejects scaled logits {not r1}, "
+              f"rejects wrong token {not r2}: {'PASS' if neg_ok else 'FAIL'}")
+        ok &= neg_ok
+    finally:
+        if not a.keep:
+            import shutil
+            shutil.rmtree(base, ignore_errors=True)
+    print(f"selftest: {'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(prog="torch_ref.py", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("check", help="compare a cis2 run (json stdout + logits dump) with torch")
+    c.add_argument("--model-dir", required=True)
+    c.add_argument("--json", required=True, help="file holding cis2 run --json stdout")
+    c.add_argument("--logits", required=True, help="cis2 --dump-logits file (f32 LE)")
+    c.add_argument("--tol", type=float, default=1e-4, help="max per-step relative L2 error")
+    c.add_argument("--margin", type=float, default=1e-3,
+                   help="check a token when top1-top2 > MARGIN * max|logit|")
+    c.add_argument("--min-checked", type=int, default=3,
+                   help="fail unless at least this many steps had a checkable margin")
+    g = sub.add_parser("greedy", help="print the oracle's own greedy tokens")
+    x = sub.add_parser("crosscheck", help="torch fp32 vs numpy float64 on a checkpoint")
+    for p in (g, x):
+        p.add_argument("--model-dir", required=True)
+        p.add_argument("--prompt-ids", required=True)
+        p.add_argument("--gen-toks", type=int, default=8)
+    x.add_argument("--tol", type=float, default=1e-5)
+    s = sub.add_parser("selftest", help="crosscheck on random checkpoints written here")
+    s.add_argument("--keep", help="write the checkpoints to this dir and keep them")
+    a = ap.parse_args(argv)
+    if torch is None:
+        print("torch_ref: torch is not importable by this python", file=sys.stderr)
+        return 2
+    torch.set_grad_enabled(False)
+    try:
+        return {"check": cmd_check, "greedy": cmd_greedy, "crosscheck": cmd_crosscheck,
+                "selftest": cmd_selftest}[a.cmd](a)
+    except (OSError, ValueError, KeyError, json.JSONDecodeError) as e:
+        print(f"torch_ref: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
