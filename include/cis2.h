@@ -73,6 +73,17 @@ float cis2_rsqrt_cr(float x);                                    /* §6.1 */
 float cis2_silu_pinned(float x);                                 /* §6.4 */
 size_t cis2_argmax(const float *v, size_t n);                    /* §11.2 */
 
+/* §8 RMSNorm: out[i] = (x[i]*inv)*w[i], inv = rsqrt(sum_seq(x*x)/n + eps). */
+void cis2_rmsnorm(const float *x, const float *w, float eps, size_t n, float *out);
+/* §9.3 softmax_seq in place: strict-> max, exp_pinned(v-max), sum_seq, divide. */
+void cis2_softmax_seq(float *v, size_t n);
+/* §7.4 rotate-half RoPE of one head in place (cos/sin of length half). */
+void cis2_rope_rotate(float *head, const float *cosv, const float *sinv, size_t half);
+/* §9.2-§9.4 for one query head over len cached positions: k and v rows are
+ * `stride` floats apart; scores (len floats) receives the probabilities. */
+void cis2_attend_head(const float *q, const float *k, const float *v, size_t stride, size_t len,
+                      size_t head_dim, float *scores, float *out);
+
 /* §7.1: inv_freq[0..head_dim/2) for rope_theta (as f32). */
 void cis2_rope_inv_freq(float rope_theta, size_t head_dim, float *inv_freq);
 /* §6.6 and §7.2 digests, 32 raw bytes each. */
@@ -91,6 +102,24 @@ int cis2_unhex32(const char *hex, uint8_t out[32]); /* 0 ok, -1 bad */
  * the failure class. */
 #include <stdio.h>
 int cis2_selftest(FILE *out, cis2_error *err);
+
+/* ---- §3.1 tokenizer: byte-level BPE from tokenizer.json, exact to Hugging
+ * Face `tokenizers` 0.23.1 (src/tokenizer.c). ---- */
+typedef struct cis2_tokenizer cis2_tokenizer;
+/* Reads and validates tokenizer.json; CIS2_E_IO / _FORMAT / _UNSUPPORTED. */
+int cis2_tokenizer_load(cis2_tokenizer **out, const char *path, cis2_error *err);
+void cis2_tokenizer_free(cis2_tokenizer *t);
+/* Encodes UTF-8 text (len bytes) as the reference's encode(text, false):
+ * added tokens matched first, no special tokens inserted.  Invalid UTF-8 is
+ * CIS2_E_FORMAT.  *ids is malloc'ed (free it), *n its length. */
+int cis2_tokenizer_encode(const cis2_tokenizer *t, const char *text, size_t len,
+                          uint32_t **ids, size_t *n, cis2_error *err);
+/* Decode for display: the bytes of all ids concatenated, rendered as UTF-8
+ * with U+FFFD for invalid sequences; unknown ids are skipped.  Never fails
+ * except for memory (NULL).  Returns a malloc'ed NUL-terminated string. */
+char *cis2_tokenizer_decode(const cis2_tokenizer *t, const uint32_t *ids, size_t n);
+/* Max id + 1 over the model vocab and the added tokens. */
+size_t cis2_tokenizer_vocab_size(const cis2_tokenizer *t);
 
 #ifdef __cplusplus
 }

@@ -262,6 +262,70 @@ size_t cis2_argmax(const float *v, size_t n) /* §11.2: strict >, first wins */
     return best;
 }
 
+void cis2_rmsnorm(const float *x, const float *w, float eps, size_t n, float *out) /* §8 */
+{
+    float ss = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        float sq = x[i] * x[i];
+        ss = ss + sq; /* §5.3 */
+    }
+    float mean = ss / (float)n;
+    float me = mean + eps;
+    float inv = cis2_rsqrt_cr(me); /* §6.1 */
+    for (size_t i = 0; i < n; i++) {
+        float scaled = x[i] * inv;
+        out[i] = scaled * w[i]; /* (x*inv)*w, never x*(inv*w) */
+    }
+}
+
+void cis2_softmax_seq(float *v, size_t n) /* §9.3 */
+{
+    if (n == 0) return;
+    float mx = v[0];
+    for (size_t j = 1; j < n; j++)
+        if (v[j] > mx) mx = v[j]; /* strict > */
+    for (size_t j = 0; j < n; j++) {
+        float d = v[j] - mx;
+        v[j] = cis2_exp_pinned(d); /* §6.2 */
+    }
+    float denom = cis2_sum_seq(v, n); /* §5.3 */
+    for (size_t j = 0; j < n; j++) v[j] = v[j] / denom; /* division, not reciprocal */
+}
+
+void cis2_rope_rotate(float *head, const float *cosv, const float *sinv, size_t half) /* §7.4 */
+{
+    for (size_t i = 0; i < half; i++) {
+        float x1 = head[i], x2 = head[i + half];
+        float t1 = x1 * cosv[i];
+        float nx2 = -x2;
+        float t2 = nx2 * sinv[i];
+        float t3 = x2 * cosv[i];
+        float t4 = x1 * sinv[i];
+        head[i] = t1 + t2;
+        head[i + half] = t3 + t4;
+    }
+}
+
+void cis2_attend_head(const float *q, const float *k, const float *v, size_t stride, size_t len,
+                      size_t head_dim, float *scores, float *out)
+{
+    float scale = cis2_rsqrt_cr((float)head_dim); /* §9.2 */
+    for (size_t j = 0; j < len; j++) {
+        float d = cis2_dot_seq(q, k + j * stride, head_dim);
+        scores[j] = d * scale; /* scale applied after the dot */
+    }
+    cis2_softmax_seq(scores, len); /* §9.3 */
+    for (size_t d = 0; d < head_dim; d++) out[d] = 0.0f;
+    for (size_t j = 0; j < len; j++) { /* §9.4: j outer keeps every d's order */
+        const float *vj = v + j * stride;
+        float sj = scores[j];
+        for (size_t d = 0; d < head_dim; d++) {
+            float p = sj * vj[d];
+            out[d] = out[d] + p;
+        }
+    }
+}
+
 void cis2_rope_inv_freq(float rope_theta, size_t head_dim, float *inv_freq) /* §7.1 */
 {
     float ln_theta = cis2_ln_pinned(rope_theta);
