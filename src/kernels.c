@@ -1,30 +1,93 @@
 /*
- * kernels.c - packing, dispatch and the scalar reference of the matrix
- * kernel contract (kernels.h).  PLACEHOLDER: single-threaded scalar only,
- * until the fast-kernels work lands.
+ * kernels.c - packing, runtime dispatch, threading and the scalar
+ * reference of the matrix kernel contract (kernels.h; spec §4.1, §5.1,
+ * §5.2).
+ *
+ * The scalar reference is the contract written out: one §5.1 dot_seq per
+ * output row over the packed layout.  The SIMD variants (kern_x86_avx2.c,
+ * kern_x86_avx512.c, kern_neon.c) put rows in lanes and must give the same
+ * bits; tests/test_kernels.c checks that.  cis2_matmul splits the groups of
+ * rows into contiguous ranges across the pool (§5.2: rows are independent),
+ * so the thread count never changes a bit.
  */
 #include "kernels.h"
 #include "pmath.h"
+#include "threadpool.h"
 
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ---------------- packing ---------------- */
+
+struct pack_job {
+    cis2_pmat *m;
+    const uint8_t *src;
+};
+
+#define PACK_IB 128 /* column block: keeps the destination lines in L1 */
+
+/* Packs group g: element (o, i) -> data[(g*cols + i)*KG + o%KG]; padding rows are zero. */
+static void pack_group(void *vctx, size_t g)
+{
+    const struct pack_job *j = vctx;
+    const cis2_pmat *m = j->m;
+    size_t cols = m->cols, r0 = g * CIS2_KG;
+    size_t nr = m->rows - r0 < CIS2_KG ? m->rows - r0 : CIS2_KG;
+    if (m->type == CIS2_W_BF16) {
+        uint16_t *d = (uint16_t *)m->data + g * cols * CIS2_KG;
+        for (size_t i0 = 0; i0 < cols; i0 += PACK_IB) {
+            size_t i1 = i0 + PACK_IB < cols ? i0 + PACK_IB : cols;
+            for (size_t r = 0; r < CIS2_KG; r++) {
+                uint16_t *dr = d + r;
+                if (r >= nr) {
+                    for (size_t i = i0; i < i1; i++) dr[i * CIS2_KG] = 0;
+                    continue;
+                }
+                const uint8_t *s = j->src + ((r0 + r) * cols) * 2;
+                for (size_t i = i0; i < i1; i++) /* little-endian u16 (§4.1) */
+                    dr[i * CIS2_KG] = (uint16_t)(s[2 * i] | (unsigned)s[2 * i + 1] << 8);
+            }
+        }
+    } else {
+        uint32_t *d = (uint32_t *)m->data + g * cols * CIS2_KG;
+        for (size_t i0 = 0; i0 < cols; i0 += PACK_IB) {
+            size_t i1 = i0 + PACK_IB < cols ? i0 + PACK_IB : cols;
+            for (size_t r = 0; r < CIS2_KG; r++) {
+                uint32_t *dr = d + r;
+                if (r >= nr) {
+                    for (size_t i = i0; i < i1; i++) dr[i * CIS2_KG] = 0;
+                    continue;
+                }
+                const uint8_t *s = j->src + ((r0 + r) * cols) * 4;
+                for (size_t i = i0; i < i1; i++)
+                    dr[i * CIS2_KG] = (uint32_t)s[4 * i] | (uint32_t)s[4 * i + 1] << 8 |
+                                      (uint32_t)s[4 * i + 2] << 16 | (uint32_t)s[4 * i + 3] << 24;
+            }
+        }
+    }
+}
 
 int cis2_pmat_pack(cis2_pmat *m, cis2_wtype type, const uint8_t *src, size_t rows, size_t cols,
                    cis2_error *err)
 {
-    size_t es = type == CIS2_W_BF16 ? 2 : 4;
     memset(m, 0, sizeof *m);
-    m->type = type; m->rows = rows; m->cols = cols;
-    m->groups = (rows + CIS2_KG - 1) / CIS2_KG;
-    size_t bytes = m->groups * cols * CIS2_KG * es;
-    size_t alloc = (bytes + 63) / 64 * 64;
-    m->data = aligned_alloc(64, alloc ? alloc : 64);
-    if (!m->data) return cis2_fail(err, CIS2_E_NOMEM, "out of memory packing a %zux%zu matrix", rows, cols);
-    memset(m->data, 0, alloc ? alloc : 64);
-    uint8_t *d = m->data;
-    for (size_t o = 0; o < rows; o++)
-        for (size_t i = 0; i < cols; i++)
-            memcpy(d + (((o / CIS2_KG) * cols + i) * CIS2_KG + o % CIS2_KG) * es, src + (o * cols + i) * es, es);
+    if (type != CIS2_W_BF16 && type != CIS2_W_F32)
+        return cis2_fail(err, CIS2_E_INTERNAL, "kernels: unknown weight type %d", (int)type);
+    size_t es = type == CIS2_W_BF16 ? 2 : 4;
+    size_t groups = (rows + CIS2_KG - 1) / CIS2_KG;
+    if (cols && (cols > SIZE_MAX / 64 || groups > SIZE_MAX / 2 / (cols * CIS2_KG * es)))
+        return cis2_fail(err, CIS2_E_NOMEM, "kernels: %zux%zu matrix is too large to pack", rows, cols);
+    size_t bytes = groups * cols * CIS2_KG * es;
+    size_t alloc = bytes ? (bytes + 63) / 64 * 64 : 64;
+    void *data = aligned_alloc(64, alloc);
+    if (!data)
+        return cis2_fail(err, CIS2_E_NOMEM, "kernels: out of memory packing a %zux%zu matrix", rows, cols);
+    memset((uint8_t *)data + bytes, 0, alloc - bytes);
+    m->type = type; m->rows = rows; m->cols = cols; m->groups = groups; m->data = data;
+    struct pack_job j = {m, src};
+    if (cols) cis2_pool_run(groups, pack_group, &j); /* the pool also spreads the page faults */
     return CIS2_OK;
 }
 
@@ -35,10 +98,10 @@ size_t cis2_pmat_bytes(const cis2_pmat *m)
     return m->groups * m->cols * CIS2_KG * (m->type == CIS2_W_BF16 ? 2 : 4);
 }
 
-static float elem(const cis2_pmat *m, size_t o, size_t i)
+static inline float elem(const cis2_pmat *m, size_t o, size_t i)
 {
     size_t k = ((o / CIS2_KG) * m->cols + i) * CIS2_KG + o % CIS2_KG;
-    if (m->type == CIS2_W_BF16) return bf16_to_f32(((const uint16_t *)m->data)[k]);
+    if (m->type == CIS2_W_BF16) return bf16_to_f32(((const uint16_t *)m->data)[k]); /* §4.1 */
     return ((const float *)m->data)[k];
 }
 
@@ -47,28 +110,158 @@ void cis2_pmat_row(const cis2_pmat *m, size_t r, float *out)
     for (size_t i = 0; i < m->cols; i++) out[i] = elem(m, r, i);
 }
 
-void cis2_matmul(const cis2_pmat *w, const float *x, size_t npos, float *y)
+/* ---------------- the scalar reference ---------------- */
+
+void cis2_kern_scalar(const cis2_pmat *w, const float *x, size_t npos, float *y, size_t g0, size_t g1)
 {
-    for (size_t p = 0; p < npos; p++)
-        for (size_t o = 0; o < w->rows; o++) {
-            float acc = 0.0f; /* §5.1 */
-            for (size_t i = 0; i < w->cols; i++) {
-                float prod = elem(w, o, i) * x[p * w->cols + i];
-                acc = acc + prod;
+    size_t cols = w->cols, rows = w->rows;
+    for (size_t p = 0; p < npos; p++) {
+        const float *xp = x + p * cols;
+        for (size_t o = g0 * CIS2_KG; o < g1 * CIS2_KG && o < rows; o++) {
+            size_t base = (o / CIS2_KG) * cols * CIS2_KG + o % CIS2_KG;
+            float acc = 0.0f; /* §5.1: separate multiply, separate add, index order */
+            if (w->type == CIS2_W_BF16) {
+                const uint16_t *wr = (const uint16_t *)w->data + base;
+                for (size_t i = 0; i < cols; i++) {
+                    float prod = bf16_to_f32(wr[i * CIS2_KG]) * xp[i];
+                    acc = acc + prod;
+                }
+            } else {
+                const float *wr = (const float *)w->data + base;
+                for (size_t i = 0; i < cols; i++) {
+                    float prod = wr[i * CIS2_KG] * xp[i];
+                    acc = acc + prod;
+                }
             }
-            y[p * w->rows + o] = acc;
+            y[p * rows + o] = acc;
         }
+    }
+}
+
+/* ---------------- dispatch ---------------- */
+
+struct variant {
+    const char *name;
+    cis2_kern_fn fn;
+    int (*avail)(void);
+};
+
+static int avail_yes(void) { return 1; }
+#if defined(__x86_64__)
+static int avail_avx2(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+}
+static int avail_avx512(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx2");
+}
+#endif
+
+/* Fastest first: "auto" takes the first available. */
+static const struct variant variants[] = {
+#if defined(__x86_64__)
+    {"avx512", cis2_kern_avx512, avail_avx512},
+    {"avx2", cis2_kern_avx2, avail_avx2},
+#endif
+#if defined(__aarch64__)
+    {"neon", cis2_kern_neon, avail_yes}, /* Advanced SIMD is mandatory on aarch64 */
+#endif
+    {"scalar", cis2_kern_scalar, avail_yes},
+};
+#define NVARIANTS (sizeof variants / sizeof variants[0])
+
+static _Atomic(const struct variant *) current;
+
+static const struct variant *pick_auto(void)
+{
+    for (size_t i = 0; i < NVARIANTS; i++)
+        if (variants[i].avail()) return &variants[i];
+    return &variants[NVARIANTS - 1];
+}
+
+static const struct variant *cur(void)
+{
+    const struct variant *v = atomic_load_explicit(&current, memory_order_acquire);
+    if (!v) {
+        v = pick_auto();
+        atomic_store_explicit(&current, v, memory_order_release);
+    }
+    return v;
+}
+
+int cis2_kernel_available(const char *name)
+{
+    if (!strcmp(name, "auto")) return 1;
+    for (size_t i = 0; i < NVARIANTS; i++)
+        if (!strcmp(name, variants[i].name)) return variants[i].avail();
+    return 0;
 }
 
 int cis2_kernel_select(const char *name, cis2_error *err)
 {
-    if (!strcmp(name, "auto") || !strcmp(name, "scalar")) return CIS2_OK;
-    return cis2_fail(err, CIS2_E_UNSUPPORTED, "kernel '%s' not available in this build", name);
+    if (!strcmp(name, "auto")) {
+        atomic_store(&current, pick_auto());
+        return CIS2_OK;
+    }
+    for (size_t i = 0; i < NVARIANTS; i++)
+        if (!strcmp(name, variants[i].name)) {
+            if (!variants[i].avail())
+                return cis2_fail(err, CIS2_E_UNSUPPORTED, "kernel '%s': this CPU lacks the instructions", name);
+            atomic_store(&current, &variants[i]);
+            return CIS2_OK;
+        }
+    return cis2_fail(err, CIS2_E_UNSUPPORTED, "kernel '%s' not available in this build (%s)", name,
+                     cis2_isa_name());
 }
-const char *cis2_kernel_name(void) { return "scalar"; }
-int cis2_threads_set(int n, cis2_error *err) { (void)n; (void)err; return CIS2_OK; }
-int cis2_threads_get(void) { return 1; }
+
+const char *cis2_kernel_name(void) { return cur()->name; }
+
+/* ---------------- threads ---------------- */
+
+int cis2_threads_set(int n, cis2_error *err) { return cis2_pool_resize(n, err); }
+int cis2_threads_get(void) { return cis2_pool_size(); }
+
 void cis2_parallel_for(size_t n, void (*fn)(void *ctx, size_t i), void *ctx)
 {
-    for (size_t i = 0; i < n; i++) fn(ctx, i);
+    cis2_pool_run(n, fn, ctx);
+}
+
+/* Below this many multiply-adds a matmul stays on the calling thread. */
+#define PAR_MIN_WORK ((size_t)1 << 16)
+#define GROUP_ALIGN 4 /* chunk edges on multiples of the widest register block */
+
+struct mm_job {
+    const cis2_pmat *w;
+    const float *x;
+    size_t npos, nchunks;
+    float *y;
+    cis2_kern_fn fn;
+};
+
+static void mm_chunk(void *vctx, size_t c)
+{
+    const struct mm_job *j = vctx;
+    size_t blocks = (j->w->groups + GROUP_ALIGN - 1) / GROUP_ALIGN;
+    size_t g0 = blocks * c / j->nchunks * GROUP_ALIGN;
+    size_t g1 = c + 1 == j->nchunks ? j->w->groups : blocks * (c + 1) / j->nchunks * GROUP_ALIGN;
+    if (g1 > j->w->groups) g1 = j->w->groups;
+    if (g0 < g1) j->fn(j->w, j->x, j->npos, j->y, g0, g1);
+}
+
+void cis2_matmul(const cis2_pmat *w, const float *x, size_t npos, float *y)
+{
+    cis2_kern_fn fn = cur()->fn;
+    size_t nt = (size_t)cis2_pool_size();
+    size_t work = w->groups * CIS2_KG * w->cols * npos;
+    size_t blocks = (w->groups + GROUP_ALIGN - 1) / GROUP_ALIGN;
+    if (nt <= 1 || work < PAR_MIN_WORK || blocks < 2) {
+        fn(w, x, npos, y, 0, w->groups);
+        return;
+    }
+    struct mm_job j = {w, x, npos, nt < blocks ? nt : blocks, y, fn};
+    cis2_pool_run(j.nchunks, mm_chunk, &j);
 }

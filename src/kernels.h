@@ -57,4 +57,24 @@ int cis2_threads_get(void);
 /* Runs fn(ctx, i) for i in [0, n) across the pool; returns when all done. */
 void cis2_parallel_for(size_t n, void (*fn)(void *ctx, size_t i), void *ctx);
 
+/* ---- Additions (fast-kernels work) ---- */
+
+/* 1 if this build and CPU can run the named kernel ("scalar", "avx2",
+ * "avx512", "neon"); "auto" is always available. */
+int cis2_kernel_available(const char *name);
+
+/* Internal: one kernel variant computes output groups [g0, g1) of the
+ * contract for every position (x and y as in cis2_matmul).  The pool splits
+ * a matmul into group ranges; the variants never see threads. */
+typedef void (*cis2_kern_fn)(const cis2_pmat *w, const float *x, size_t npos, float *y,
+                             size_t g0, size_t g1);
+void cis2_kern_scalar(const cis2_pmat *w, const float *x, size_t npos, float *y, size_t g0, size_t g1);
+#if defined(__x86_64__)
+void cis2_kern_avx2(const cis2_pmat *w, const float *x, size_t npos, float *y, size_t g0, size_t g1);
+void cis2_kern_avx512(const cis2_pmat *w, const float *x, size_t npos, float *y, size_t g0, size_t g1);
+#endif
+#if defined(__aarch64__)
+void cis2_kern_neon(const cis2_pmat *w, const float *x, size_t npos, float *y, size_t g0, size_t g1);
+#endif
+
 #endif

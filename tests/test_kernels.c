@@ -1,0 +1,389 @@
+/*
+ * test_kernels.c - the matrix kernel contract (src/kernels.h; spec §4.1,
+ * §5.1, §5.2) and the thread pool.
+ *
+ * Oracles: FACTS.md §4's 3x3 matvec; an independent row-major §5.1 loop
+ * (cis2_dot_seq on the unpacked matrix, bf16 widened here by the §4.1
+ * shift) for the scalar reference; the scalar reference, bit for bit, for
+ * every SIMD variant and every thread count.
+ */
+#include <setjmp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cis2.h"
+#include "kernels.h"
+
+static const char *const NAMES[] = {"scalar", "avx2", "avx512", "neon"};
+#define NNAMES (sizeof NAMES / sizeof NAMES[0])
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint64_t rnd(void)
+{
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return rng;
+}
+static float fbits(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
+static uint32_t bitsf(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }
+
+/* A finite value: mostly O(1), sometimes 1e8-scale (cancellation), sometimes
+ * tiny (products near or below FLT_MIN, so FTZ/DAZ matters), both signs. */
+static float rnd_val(void)
+{
+    uint64_t r = rnd();
+    float mag = (float)((r >> 11) & 0xFFFFF) / 1048576.0f;
+    float sgn = (r & 1) ? -1.0f : 1.0f;
+    switch ((r >> 40) % 16) {
+    case 0: return sgn * mag * 1.0e8f;
+    case 1: return sgn * mag * 3.0e7f;
+    case 2: return sgn * mag * 1.0e-20f;
+    case 3: return 0.0f;
+    default: return sgn * mag * 2.0f;
+    }
+}
+
+/* Row-major source bytes for a random matrix; also its widened f32 copy. */
+static uint8_t *rnd_matrix(cis2_wtype t, size_t rows, size_t cols, float *wide)
+{
+    size_t es = t == CIS2_W_BF16 ? 2 : 4;
+    uint8_t *src = malloc(rows * cols * es + 1);
+    assert_non_null(src);
+    for (size_t k = 0; k < rows * cols; k++) {
+        uint32_t b = bitsf(rnd_val());
+        if (t == CIS2_W_BF16) {
+            uint16_t h = (uint16_t)(b >> 16);
+            src[2 * k] = (uint8_t)h; src[2 * k + 1] = (uint8_t)(h >> 8);
+            wide[k] = fbits((uint32_t)h << 16); /* §4.1, independently of the code under test */
+        } else {
+            for (int q = 0; q < 4; q++) src[4 * k + q] = (uint8_t)(b >> (8 * q));
+            wide[k] = fbits(b);
+        }
+    }
+    return src;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    cis2_error err = {0};
+    assert_int_equal(cis2_fpenv_pin(&err), CIS2_OK);
+    return 0;
+}
+
+static void run_with(const char *kernel, int threads, const cis2_pmat *m, const float *x, size_t npos, float *y)
+{
+    cis2_error err = {0};
+    assert_int_equal(cis2_kernel_select(kernel, &err), CIS2_OK);
+    assert_int_equal(cis2_threads_set(threads, &err), CIS2_OK);
+    assert_int_equal(cis2_threads_get(), threads);
+    cis2_matmul(m, x, npos, y);
+}
+
+/* FACTS.md §4: matvec 3x3 as an f32 matrix, x = (1,1,1). */
+static void test_facts_matvec(void **state)
+{
+    (void)state;
+    static const uint32_t W[9] = {0x4CBEBC20, 0x3F800000, 0xCCBEBC20, 0x3F800000, 0x40000000,
+                                  0x40400000, 0x3F000000, 0xBFC00000, 0x40800000};
+    static const uint32_t WANT[3] = {0x00000000, 0x40C00000, 0x40400000};
+    uint8_t src[36];
+    for (int k = 0; k < 9; k++)
+        for (int q = 0; q < 4; q++) src[4 * k + q] = (uint8_t)(W[k] >> (8 * q));
+    cis2_pmat m;
+    cis2_error err = {0};
+    assert_int_equal(cis2_pmat_pack(&m, CIS2_W_F32, src, 3, 3, &err), CIS2_OK);
+    float x[3] = {1.0f, 1.0f, 1.0f};
+    for (size_t v = 0; v < NNAMES; v++) {
+        if (!cis2_kernel_available(NAMES[v])) continue;
+        float y[3] = {-1, -1, -1};
+        run_with(NAMES[v], 1, &m, x, 1, y);
+        for (int o = 0; o < 3; o++) {
+            if (bitsf(y[o]) != WANT[o]) fail_msg("%s row %d: %08X want %08X", NAMES[v], o, bitsf(y[o]), WANT[o]);
+        }
+    }
+    cis2_pmat_free(&m);
+}
+
+static const size_t ROWS[] = {1, 2, 5, 15, 16, 17, 31, 33, 64, 65, 100, 130};
+static const size_t COLS[] = {1, 2, 3, 7, 16, 63, 576, 1001, 1536, 3001};
+
+struct case_ {
+    cis2_wtype t;
+    size_t rows, cols, npos;
+    float *wide, *x;
+    cis2_pmat m;
+};
+
+static void make_case(struct case_ *c, cis2_wtype t, size_t rows, size_t cols, size_t npos)
+{
+    c->t = t; c->rows = rows; c->cols = cols; c->npos = npos;
+    c->wide = malloc(rows * cols * sizeof(float) + 4);
+    c->x = malloc(npos * cols * sizeof(float) + 4);
+    assert_non_null(c->wide); assert_non_null(c->x);
+    uint8_t *src = rnd_matrix(t, rows, cols, c->wide);
+    for (size_t k = 0; k < npos * cols; k++) c->x[k] = rnd_val();
+    cis2_error err = {0};
+    /* an odd source address: the packer accepts any alignment */
+    uint8_t *odd = malloc(rows * cols * 4 + 8);
+    assert_non_null(odd);
+    memcpy(odd + 1, src, rows * cols * (t == CIS2_W_BF16 ? 2 : 4));
+    assert_int_equal(cis2_pmat_pack(&c->m, t, odd + 1, rows, cols, &err), CIS2_OK);
+    free(odd); free(src);
+}
+
+static void free_case(struct case_ *c)
+{
+    cis2_pmat_free(&c->m); free(c->wide); free(c->x);
+}
+
+static void cmp_bits(const float *a, const float *b, size_t n, const char *what, const struct case_ *c)
+{
+    for (size_t k = 0; k < n; k++)
+        if (bitsf(a[k]) != bitsf(b[k]))
+            fail_msg("%s: %s %zux%zu npos %zu: y[%zu] = %08X, want %08X", what,
+                     c->t == CIS2_W_BF16 ? "bf16" : "f32", c->rows, c->cols, c->npos, k, bitsf(a[k]),
+                     bitsf(b[k]));
+}
+
+/* The scalar reference against an independent row-major dot_seq on the unpacked matrix. */
+static void test_scalar_vs_dot_seq(void **state)
+{
+    (void)state;
+    for (int it = 0; it < 60; it++) {
+        struct case_ c;
+        make_case(&c, (it & 1) ? CIS2_W_BF16 : CIS2_W_F32, ROWS[rnd() % 12], COLS[rnd() % 10], 1 + rnd() % 4);
+        float *y = malloc(c.npos * c.rows * sizeof(float)), *want = malloc(c.npos * c.rows * sizeof(float));
+        for (size_t p = 0; p < c.npos; p++)
+            for (size_t o = 0; o < c.rows; o++)
+                want[p * c.rows + o] = cis2_dot_seq(c.wide + o * c.cols, c.x + p * c.cols, c.cols);
+        run_with("scalar", 1, &c.m, c.x, c.npos, y);
+        cmp_bits(y, want, c.npos * c.rows, "scalar vs dot_seq", &c);
+        /* pmat_row gives back the widened row */
+        float *row = malloc(c.cols * sizeof(float));
+        size_t r = rnd() % c.rows;
+        cis2_pmat_row(&c.m, r, row);
+        assert_memory_equal(row, c.wide + r * c.cols, c.cols * sizeof(float));
+        free(row); free(y); free(want); free_case(&c);
+    }
+}
+
+/* Every available variant equals the scalar reference bit for bit. */
+static void test_variants_equal_scalar(void **state)
+{
+    (void)state;
+    int nvar = 0;
+    for (int it = 0; it < 160; it++) {
+        struct case_ c;
+        make_case(&c, (it & 1) ? CIS2_W_BF16 : CIS2_W_F32, ROWS[rnd() % 12], COLS[rnd() % 10], 1 + rnd() % 9);
+        size_t n = c.npos * c.rows;
+        float *ref = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
+        run_with("scalar", 1, &c.m, c.x, c.npos, ref);
+        for (size_t v = 1; v < NNAMES; v++) {
+            if (!cis2_kernel_available(NAMES[v])) continue;
+            nvar++;
+            memset(y, 0xFF, n * sizeof(float));
+            run_with(NAMES[v], 1, &c.m, c.x, c.npos, y);
+            cmp_bits(y, ref, n, NAMES[v], &c);
+        }
+        free(ref); free(y); free_case(&c);
+    }
+    print_message("variants compared: %d case-variant pairs\n", nvar);
+}
+
+/* Thread counts 1..4 give identical bits, on matrices big enough to split. */
+static void test_threads_identical(void **state)
+{
+    (void)state;
+    static const size_t shapes[][3] = {{576, 576, 1}, {1536, 576, 1}, {192, 577, 3}, {1000, 1536, 9},
+                                       {49, 2000, 5}, {300, 999, 16}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        struct case_ c;
+        make_case(&c, (s & 1) ? CIS2_W_F32 : CIS2_W_BF16, shapes[s][0], shapes[s][1], shapes[s][2]);
+        size_t n = c.npos * c.rows;
+        float *ref = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
+        run_with("scalar", 1, &c.m, c.x, c.npos, ref);
+        for (size_t v = 0; v < NNAMES; v++) {
+            if (!cis2_kernel_available(NAMES[v])) continue;
+            for (int t = 1; t <= 4; t++) {
+                memset(y, 0xFF, n * sizeof(float));
+                run_with(NAMES[v], t, &c.m, c.x, c.npos, y);
+                cmp_bits(y, ref, n, NAMES[v], &c);
+            }
+        }
+        free(ref); free(y); free_case(&c);
+    }
+    cis2_error err = {0};
+    assert_int_equal(cis2_kernel_select("auto", &err), CIS2_OK);
+    assert_int_equal(cis2_threads_set(1, &err), CIS2_OK);
+}
+
+/* Clears this thread's FTZ/DAZ bits, so that workers created now would not
+ * inherit a pin (Linux copies the FP control state into new threads). */
+static void unpin_this_thread(void)
+{
+#if defined(__x86_64__)
+    uint32_t csr;
+    __asm__ volatile("stmxcsr %0" : "=m"(csr));
+    csr &= ~((1u << 15) | (1u << 6));
+    __asm__ volatile("ldmxcsr %0" : : "m"(csr));
+#elif defined(__aarch64__)
+    uint64_t fpcr;
+    __asm__ volatile("mrs %0, fpcr" : "=r"(fpcr));
+    fpcr &= ~(1ull << 24);
+    __asm__ volatile("msr fpcr, %0" : : "r"(fpcr));
+#endif
+}
+
+struct pin_ctx {
+    _Atomic int unpinned, on_workers;
+    pthread_t self;
+};
+static void pin_fn(void *vctx, size_t i)
+{
+    struct pin_ctx *c = vctx;
+    if (!cis2_fpenv_is_pinned()) atomic_fetch_add(&c->unpinned, 1);
+    if (!pthread_equal(pthread_self(), c->self)) atomic_fetch_add(&c->on_workers, 1);
+    for (volatile int k = 0; k < 200; k++) { (void)i; }
+}
+
+/* Workers pin FTZ/DAZ themselves (§1.3) even when started from an unpinned
+ * thread; products below FLT_MIN then flush on every thread, so threaded
+ * results match the pinned scalar reference. */
+static void test_workers_pinned(void **state)
+{
+    (void)state;
+    cis2_error err = {0};
+    size_t rows = 512, cols = 256;
+    float *w = malloc(rows * cols * 4), x[256];
+    for (size_t k = 0; k < rows * cols; k++) w[k] = fbits(0x1E000000u + (uint32_t)(k % 977)); /* ~6.8e-21 */
+    for (size_t i = 0; i < cols; i++) x[i] = fbits(0x1E000000u + (uint32_t)i);
+    cis2_pmat m;
+    assert_int_equal(cis2_pmat_pack(&m, CIS2_W_F32, (const uint8_t *)w, rows, cols, &err), CIS2_OK);
+    float *ref = malloc(rows * 4), *y = malloc(rows * 4);
+    run_with("scalar", 1, &m, x, 1, ref);
+    for (size_t o = 0; o < rows; o++) assert_int_equal(bitsf(ref[o]), 0); /* every product flushes */
+    for (int t = 2; t <= 4; t++) {
+        unpin_this_thread();
+        assert_false(cis2_fpenv_is_pinned());
+        assert_int_equal(cis2_threads_set(t, &err), CIS2_OK);
+        assert_int_equal(cis2_fpenv_pin(&err), CIS2_OK);
+        struct pin_ctx c;
+        atomic_init(&c.unpinned, 0);
+        atomic_init(&c.on_workers, 0);
+        c.self = pthread_self();
+        for (int rep = 0; rep < 1000 && atomic_load(&c.on_workers) == 0; rep++)
+            cis2_parallel_for(4096, pin_fn, &c);
+        assert_true(atomic_load(&c.on_workers) > 0);
+        assert_int_equal(atomic_load(&c.unpinned), 0);
+        for (int rep = 0; rep < 50; rep++) {
+            run_with("auto", t, &m, x, 1, y);
+            assert_memory_equal(y, ref, rows * 4);
+            run_with("scalar", t, &m, x, 1, y);
+            assert_memory_equal(y, ref, rows * 4);
+        }
+    }
+    cis2_pmat_free(&m); free(w); free(ref); free(y);
+    assert_int_equal(cis2_threads_set(1, &err), CIS2_OK);
+}
+
+static void test_select(void **state)
+{
+    (void)state;
+    cis2_error err = {0};
+    assert_int_equal(cis2_kernel_select("auto", &err), CIS2_OK);
+    assert_true(cis2_kernel_available(cis2_kernel_name()));
+    assert_int_equal(cis2_kernel_select("bogus", &err), CIS2_E_UNSUPPORTED);
+    for (size_t v = 0; v < NNAMES; v++) {
+        cis2_error e2 = {0};
+        int rc = cis2_kernel_select(NAMES[v], &e2);
+        if (cis2_kernel_available(NAMES[v])) {
+            assert_int_equal(rc, CIS2_OK);
+            assert_string_equal(cis2_kernel_name(), NAMES[v]);
+        } else {
+            assert_int_equal(rc, CIS2_E_UNSUPPORTED);
+            assert_true(strlen(e2.msg) > 0);
+        }
+    }
+#if defined(__x86_64__)
+    assert_false(cis2_kernel_available("neon"));
+    assert_true(cis2_kernel_available("avx2") || !__builtin_cpu_supports("avx2"));
+#else
+    assert_false(cis2_kernel_available("avx2"));
+    assert_true(cis2_kernel_available("neon"));
+#endif
+    assert_int_equal(cis2_kernel_select("auto", &err), CIS2_OK);
+}
+
+struct pf_ctx {
+    _Atomic int *hits;
+    _Atomic int unpinned;
+};
+static void pf_fn(void *vctx, size_t i)
+{
+    struct pf_ctx *c = vctx;
+    atomic_fetch_add(&c->hits[i], 1);
+    if (!cis2_fpenv_is_pinned()) atomic_fetch_add(&c->unpinned, 1);
+}
+
+/* parallel_for runs every index exactly once, on pinned threads. */
+static void test_parallel_for(void **state)
+{
+    (void)state;
+    cis2_error err = {0};
+    static const size_t ns[] = {0, 1, 2, 3, 7, 64, 1000, 100000};
+    for (int t = 1; t <= 5; t++) {
+        assert_int_equal(cis2_threads_set(t, &err), CIS2_OK);
+        for (size_t q = 0; q < sizeof ns / sizeof ns[0]; q++)
+            for (int rep = 0; rep < 20; rep++) {
+                struct pf_ctx c;
+                c.hits = calloc(ns[q] + 1, sizeof(_Atomic int));
+                atomic_init(&c.unpinned, 0);
+                cis2_parallel_for(ns[q], pf_fn, &c);
+                for (size_t i = 0; i < ns[q]; i++) assert_int_equal(atomic_load(&c.hits[i]), 1);
+                assert_int_equal(atomic_load(&c.unpinned), 0);
+                free(c.hits);
+            }
+    }
+    assert_int_equal(cis2_threads_set(0, &err), CIS2_OK); /* online CPUs */
+    assert_true(cis2_threads_get() >= 1);
+    assert_int_equal(cis2_threads_set(1, &err), CIS2_OK);
+}
+
+static void test_pack_shapes(void **state)
+{
+    (void)state;
+    cis2_error err = {0};
+    cis2_pmat m;
+    uint8_t b[4] = {0};
+    assert_int_equal(cis2_pmat_pack(&m, CIS2_W_BF16, b, 0, 0, &err), CIS2_OK); /* empty is fine */
+    cis2_pmat_free(&m);
+    assert_int_equal(cis2_pmat_pack(&m, CIS2_W_BF16, b, SIZE_MAX / 4, SIZE_MAX / 8, &err), CIS2_E_NOMEM);
+    /* padding lanes of the tail group are zero */
+    uint16_t src[3 * 5];
+    for (int k = 0; k < 15; k++) src[k] = 0x3F80;
+    assert_int_equal(cis2_pmat_pack(&m, CIS2_W_BF16, (const uint8_t *)src, 3, 5, &err), CIS2_OK);
+    assert_int_equal(cis2_pmat_bytes(&m), 5 * CIS2_KG * 2);
+    const uint16_t *d = m.data;
+    for (size_t i = 0; i < 5; i++)
+        for (size_t r = 0; r < CIS2_KG; r++) assert_int_equal(d[i * CIS2_KG + r], r < 3 ? 0x3F80 : 0);
+    cis2_pmat_free(&m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_facts_matvec),     cmocka_unit_test(test_scalar_vs_dot_seq),
+        cmocka_unit_test(test_variants_equal_scalar), cmocka_unit_test(test_threads_identical),
+        cmocka_unit_test(test_workers_pinned),   cmocka_unit_test(test_select),
+        cmocka_unit_test(test_parallel_for),     cmocka_unit_test(test_pack_shapes),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
