@@ -11,6 +11,27 @@
 int cmd_selftest(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_conform(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+
+/* Options shared by every command that runs a model (cli_run.c). */
+#include <stddef.h>
+#include <stdint.h>
+struct cis2_model;
+typedef struct cli_engine {
+    const char *model_dir; /* default models/SmolLM2-135M */
+    const char *kernel;    /* --kernel, default auto */
+    int threads;           /* --threads, 0 = online CPUs */
+} cli_engine;
+/* If argv[*i] is an engine option, consumes it (and its value) and returns
+ * 0 or a usage error code; returns -1 if it is not one. */
+int cli_engine_opt(const char *cmd, int argc, char **argv, int *i, cli_engine *e);
+/* Applies kernel/threads and loads the model. */
+int cli_engine_start(cli_engine *e, struct cis2_model *m, cis2_error *err);
+int cli_parse_size(const char *cmd, const char *opt, const char *s, size_t max, size_t *out);
+int cli_parse_ids(const char *cmd, const char *csv, uint32_t **ids, size_t *n);
+void cli_hex(const uint8_t d[32], char out[65]);
 
 /* Prints "cis2: <msg>" to stderr and returns err->code. */
 int cli_report(const cis2_error *err);

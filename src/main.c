@@ -46,6 +46,9 @@ static const struct {
     {"selftest", cmd_selftest, "FTZ/DAZ pin, adversarial probes, table digests"},
     {"tokenize", cmd_tokenize, "--tokenizer FILE [--text TEXT] [--json]: text (or stdin) -> ids"},
     {"detokenize", cmd_detokenize, "--tokenizer FILE IDS: comma-separated ids -> text"},
+    {"run", cmd_run, "[--model-dir DIR] [--prompt T | --prompt-file F | --prompt-ids CSV] [--gen-toks N] [--json]"},
+    {"conform", cmd_conform, "[--model-dir DIR] [--all]: the §13.1 test vector (needs the real weights)"},
+    {"synth", cmd_synth, "--shape NAME --seed N --out DIR [--tokenizer FILE] | --list: synthetic checkpoint"},
 };
 
 static void help(FILE *f)

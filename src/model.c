@@ -1,0 +1,361 @@
+/*
+ * model.c - checkpoint loading and the forward pass of CIS-2 v0.3b.
+ *
+ * Owns: tensor-name/shape validation against config.json (§2.2, §2.5),
+ * packing the weights once (kernels.h), and the per-row arithmetic of
+ * §7 (RoPE), §8 (RMSNorm), §9 (GQA attention), §10 (SwiGLU MLP) and
+ * §11.1 (final norm, tied or untied LM head).  Matrix products go through
+ * cis2_matmul (§5.2); everything else is written out here in the spec's
+ * exact operation order, one rounding per statement.
+ */
+#include "model.h"
+#include "digest.h"
+#include "pmath.h"
+#include "safetensors.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ load */
+
+static int path_join(char *out, size_t cap, const char *dir, const char *file, cis2_error *err)
+{
+    int n = snprintf(out, cap, "%s/%s", dir, file);
+    if (n < 0 || (size_t)n >= cap) return cis2_fail(err, CIS2_E_USAGE, "path too long: %s/%s", dir, file);
+    return CIS2_OK;
+}
+
+typedef struct loader {
+    cis2_st_file st;
+    const char *path;
+    unsigned char *used; /* one flag per tensor: every tensor must be used */
+} loader;
+
+static const cis2_st_tensor *want(loader *L, const char *name, uint64_t d0, uint64_t d1, int ndim,
+                                  cis2_error *err)
+{
+    const cis2_st_tensor *t = cis2_st_find(&L->st, name);
+    if (!t) { cis2_fail(err, CIS2_E_FORMAT, "%s: missing tensor %s", L->path, name); return NULL; }
+    int ok = t->ndim == ndim && t->shape[0] == d0 && (ndim == 1 || t->shape[1] == d1);
+    if (!ok) {
+        cis2_fail(err, CIS2_E_FORMAT, "%s: tensor %s has shape [%llu%s%llu], config expects [%llu%s%llu]",
+                  L->path, name, (unsigned long long)t->shape[0], t->ndim > 1 ? "," : "",
+                  t->ndim > 1 ? (unsigned long long)t->shape[1] : 0ull, (unsigned long long)d0,
+                  ndim > 1 ? "," : "", ndim > 1 ? (unsigned long long)d1 : 0ull);
+        return NULL;
+    }
+    L->used[t - L->st.t] = 1;
+    return t;
+}
+
+static int load_mat(loader *L, cis2_pmat *m, const char *name, size_t rows, size_t cols, cis2_error *err)
+{
+    const cis2_st_tensor *t = want(L, name, rows, cols, 2, err);
+    if (!t) return err->code;
+    cis2_wtype wt = t->dtype == CIS2_ST_BF16 ? CIS2_W_BF16 : CIS2_W_F32;
+    return cis2_pmat_pack(m, wt, t->data, rows, cols, err);
+}
+
+static int load_vec(loader *L, float **v, const char *name, size_t n, cis2_error *err)
+{
+    const cis2_st_tensor *t = want(L, name, n, 0, 1, err);
+    if (!t) return err->code;
+    *v = malloc(n * sizeof(float));
+    if (!*v) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    cis2_st_read_f32(t, 0, n, *v);
+    return CIS2_OK;
+}
+
+static int load_tensors(cis2_model *m, loader *L, cis2_error *err)
+{
+    char name[256];
+    int rc;
+#define NAME(...) (snprintf(name, sizeof name, __VA_ARGS__), name)
+    if ((rc = load_mat(L, &m->embed, "model.embed_tokens.weight", m->vocab, m->hidden, err))) return rc;
+    if ((rc = load_vec(L, &m->norm, "model.norm.weight", m->hidden, err))) return rc;
+    int has_head = cis2_st_find(&L->st, "lm_head.weight") != NULL;
+    if (m->cfg.tie_word_embeddings && has_head)
+        return cis2_fail(err, CIS2_E_UNSUPPORTED,
+                         "%s: tie_word_embeddings is true but lm_head.weight is present (the spec does not say which wins)",
+                         L->path);
+    if (!m->cfg.tie_word_embeddings && !has_head)
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: tie_word_embeddings is false but lm_head.weight is missing",
+                         L->path);
+    m->tied = m->cfg.tie_word_embeddings;
+    if (!m->tied && (rc = load_mat(L, &m->lm_head, "lm_head.weight", m->vocab, m->hidden, err))) return rc;
+    int bias = cis2_st_find(&L->st, "model.layers.0.self_attn.q_proj.bias") != NULL;
+    for (size_t i = 0; i < m->n_layers; i++) {
+        cis2_layer *ly = &m->layers[i];
+        if ((rc = load_vec(L, &ly->ln1, NAME("model.layers.%zu.input_layernorm.weight", i), m->hidden, err)) ||
+            (rc = load_vec(L, &ly->ln2, NAME("model.layers.%zu.post_attention_layernorm.weight", i), m->hidden, err)) ||
+            (rc = load_mat(L, &ly->q, NAME("model.layers.%zu.self_attn.q_proj.weight", i), m->q_dim, m->hidden, err)) ||
+            (rc = load_mat(L, &ly->k, NAME("model.layers.%zu.self_attn.k_proj.weight", i), m->kv_dim, m->hidden, err)) ||
+            (rc = load_mat(L, &ly->v, NAME("model.layers.%zu.self_attn.v_proj.weight", i), m->kv_dim, m->hidden, err)) ||
+            (rc = load_mat(L, &ly->o, NAME("model.layers.%zu.self_attn.o_proj.weight", i), m->hidden, m->q_dim, err)) ||
+            (rc = load_mat(L, &ly->gate, NAME("model.layers.%zu.mlp.gate_proj.weight", i), m->inter, m->hidden, err)) ||
+            (rc = load_mat(L, &ly->up, NAME("model.layers.%zu.mlp.up_proj.weight", i), m->inter, m->hidden, err)) ||
+            (rc = load_mat(L, &ly->down, NAME("model.layers.%zu.mlp.down_proj.weight", i), m->hidden, m->inter, err)))
+            return rc;
+        if (bias &&
+            ((rc = load_vec(L, &ly->bq, NAME("model.layers.%zu.self_attn.q_proj.bias", i), m->q_dim, err)) ||
+             (rc = load_vec(L, &ly->bk, NAME("model.layers.%zu.self_attn.k_proj.bias", i), m->kv_dim, err)) ||
+             (rc = load_vec(L, &ly->bv, NAME("model.layers.%zu.self_attn.v_proj.bias", i), m->kv_dim, err))))
+            return rc;
+    }
+#undef NAME
+    for (size_t i = 0; i < L->st.n; i++)
+        if (!L->used[i])
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: unexpected tensor %s (not part of a %zu-layer %s model)",
+                             L->path, L->st.t[i].name, m->n_layers, bias ? "biased" : "bias-free");
+    return CIS2_OK;
+}
+
+int cis2_model_load(cis2_model *m, const char *dir, cis2_error *err)
+{
+    memset(m, 0, sizeof *m);
+    char path[4096];
+    int rc;
+    if ((rc = path_join(path, sizeof path, dir, "config.json", err))) return rc;
+    if ((rc = cis2_config_load(&m->cfg, path, err))) return rc;
+    if ((rc = cis2_sha256_file(path, m->config_sha, err))) return rc;
+    if ((rc = path_join(path, sizeof path, dir, "tokenizer.json", err))) return rc;
+    if ((rc = cis2_sha256_file(path, m->tokenizer_sha, err))) return rc;
+
+    const cis2_config *c = &m->cfg;
+    m->hidden = (size_t)c->hidden_size;
+    m->inter = (size_t)c->intermediate_size;
+    m->n_layers = (size_t)c->num_hidden_layers;
+    m->n_heads = (size_t)c->num_attention_heads;
+    m->n_kv = (size_t)c->num_key_value_heads;
+    m->head_dim = (size_t)c->head_dim;
+    m->vocab = (size_t)c->vocab_size;
+    m->q_dim = m->n_heads * m->head_dim;
+    m->kv_dim = m->n_kv * m->head_dim;
+
+    m->inv_freq = malloc(m->head_dim / 2 * sizeof(float));
+    m->layers = calloc(m->n_layers, sizeof *m->layers);
+    if (!m->inv_freq || !m->layers) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    cis2_rope_inv_freq(c->rope_theta, m->head_dim, m->inv_freq); /* §7.1 */
+    cis2_inv_freq_table_digest(m->inv_freq, m->head_dim / 2, m->inv_freq_digest); /* §7.2 */
+    cis2_table_digest(m->table_digest); /* §6.6 */
+
+    loader L = {0};
+    if ((rc = path_join(path, sizeof path, dir, "model.safetensors", err))) return rc;
+    L.path = path;
+    if ((rc = cis2_st_open(&L.st, path, err))) return rc;
+    cis2_sha256(L.st.map, L.st.map_len, m->weights_sha); /* §2.1 over the mapped bytes */
+    L.used = calloc(L.st.n ? L.st.n : 1, 1);
+    if (!L.used) rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    else rc = load_tensors(m, &L, err);
+    free(L.used);
+    cis2_st_close(&L.st); /* the packed copies are the only weights kept */
+    if (rc) return rc;
+
+    m->weight_bytes = cis2_pmat_bytes(m->tied ? &m->embed : &m->lm_head);
+    for (size_t i = 0; i < m->n_layers; i++) {
+        const cis2_layer *ly = &m->layers[i];
+        m->weight_bytes += cis2_pmat_bytes(&ly->q) + cis2_pmat_bytes(&ly->k) + cis2_pmat_bytes(&ly->v) +
+                           cis2_pmat_bytes(&ly->o) + cis2_pmat_bytes(&ly->gate) + cis2_pmat_bytes(&ly->up) +
+                           cis2_pmat_bytes(&ly->down);
+    }
+    return CIS2_OK;
+}
+
+void cis2_model_free(cis2_model *m)
+{
+    if (m->layers)
+        for (size_t i = 0; i < m->n_layers; i++) {
+            cis2_layer *ly = &m->layers[i];
+            cis2_pmat_free(&ly->q); cis2_pmat_free(&ly->k); cis2_pmat_free(&ly->v); cis2_pmat_free(&ly->o);
+            cis2_pmat_free(&ly->gate); cis2_pmat_free(&ly->up); cis2_pmat_free(&ly->down);
+            free(ly->ln1); free(ly->ln2); free(ly->bq); free(ly->bk); free(ly->bv);
+        }
+    free(m->layers);
+    cis2_pmat_free(&m->embed);
+    cis2_pmat_free(&m->lm_head);
+    free(m->norm);
+    free(m->inv_freq);
+    memset(m, 0, sizeof *m);
+}
+
+int cis2_kv_init(cis2_kv *kv, const cis2_model *m, size_t cap, cis2_error *err)
+{
+    size_t n = m->n_layers * cap * m->kv_dim;
+    kv->cap = cap;
+    kv->k = malloc(n * sizeof(float));
+    kv->v = malloc(n * sizeof(float));
+    if (!kv->k || !kv->v) {
+        cis2_kv_free(kv);
+        return cis2_fail(err, CIS2_E_NOMEM, "out of memory for a KV cache of %zu positions", cap);
+    }
+    return CIS2_OK;
+}
+
+void cis2_kv_free(cis2_kv *kv)
+{
+    free(kv->k); free(kv->v);
+    kv->k = kv->v = NULL;
+}
+
+/* --------------------------------------------------------------- forward */
+
+static void add_inplace(float *a, const float *b, size_t n) /* §5.4 */
+{
+    for (size_t i = 0; i < n; i++) a[i] = a[i] + b[i];
+}
+
+typedef struct fwd {
+    const cis2_model *m;
+    cis2_row *rows;
+    size_t n, layer;
+    float *q, *att, *cs; /* cs: per row cos[half], sin[half] */
+    float *probs;        /* per row n_heads * (pos+1) when tracing, else NULL */
+    size_t probs_stride;
+    int oom;
+} fwd;
+
+/* §9.2-§9.4 for one (row, head): scores, softmax, V-mix. */
+static void attend_task(void *ctx, size_t idx)
+{
+    fwd *F = ctx;
+    const cis2_model *m = F->m;
+    size_t r = idx / m->n_heads, h = idx % m->n_heads;
+    const cis2_row *row = &F->rows[r];
+    size_t hd = m->head_dim, len = row->pos + 1;
+    size_t kvh = h / (m->n_heads / m->n_kv); /* GQA */
+    const float *q = F->q + r * m->q_dim + h * hd;
+    const float *kc = row->kv->k + (F->layer * row->kv->cap) * m->kv_dim + kvh * hd;
+    const float *vc = row->kv->v + (F->layer * row->kv->cap) * m->kv_dim + kvh * hd;
+    float stackbuf[1024];
+    float *s = len <= 1024 ? stackbuf : malloc(len * sizeof(float));
+    if (!s) { F->oom = 1; return; }
+    cis2_attend_head(q, kc, vc, m->kv_dim, len, hd, s, F->att + r * m->q_dim + h * hd); /* §9.2-§9.4 */
+    if (F->probs) memcpy(F->probs + r * F->probs_stride + h * len, s, len * sizeof(float));
+    if (s != stackbuf) free(s);
+}
+
+#define TRACE(name, base, width)                                                               \
+    do {                                                                                       \
+        if (trace)                                                                             \
+            for (size_t r_ = 0; r_ < n; r_++) trace(tctx, rows[r_].pos, (int)l, name, (base) + r_ * (width), (width)); \
+    } while (0)
+
+int cis2_forward(const cis2_model *m, cis2_row *rows, size_t n, cis2_trace_fn trace, void *tctx,
+                 cis2_error *err)
+{
+    const size_t H = m->hidden, Q = m->q_dim, KV = m->kv_dim, I = m->inter, half = m->head_dim / 2;
+    const float eps = m->cfg.rms_norm_eps;
+    size_t maxlen = 0, nlog = 0;
+    for (size_t r = 0; r < n; r++) {
+        if (rows[r].pos >= rows[r].kv->cap)
+            return cis2_fail(err, CIS2_E_INTERNAL, "position %zu beyond the KV cache", rows[r].pos);
+        if (rows[r].token >= m->vocab)
+            return cis2_fail(err, CIS2_E_FORMAT, "token id %u is outside the vocabulary (%zu)", rows[r].token,
+                             m->vocab);
+        if (rows[r].pos + 1 > maxlen) maxlen = rows[r].pos + 1;
+        if (rows[r].logits) nlog++;
+    }
+    size_t wide = I > H ? I : H;
+    wide = wide > Q ? wide : Q;
+    float *x = malloc(n * H * sizeof(float));
+    float *xn = malloc(n * H * sizeof(float));
+    float *q = malloc(n * Q * sizeof(float));
+    float *k = malloc(n * KV * sizeof(float));
+    float *v = malloc(n * KV * sizeof(float));
+    float *att = malloc(n * Q * sizeof(float));
+    float *g = malloc(n * wide * sizeof(float));
+    float *u = malloc(n * I * sizeof(float));
+    float *cs = malloc(n * 2 * half * sizeof(float));
+    float *lg = nlog ? malloc(nlog * m->vocab * sizeof(float)) : NULL;
+    float *probs = trace ? malloc(n * m->n_heads * maxlen * sizeof(float)) : NULL;
+    int rc = CIS2_OK;
+    if (!x || !xn || !q || !k || !v || !att || !g || !u || !cs || (nlog && !lg) || (trace && !probs)) {
+        rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory in the forward pass (%zu rows)", n);
+        goto out;
+    }
+    for (size_t r = 0; r < n; r++) {
+        cis2_pmat_row(&m->embed, rows[r].token, x + r * H); /* embedding lookup */
+        float fp = (float)rows[r].pos;                      /* §7.3, exact */
+        for (size_t i = 0; i < half; i++) {
+            float angle = fp * m->inv_freq[i];
+            cs[r * 2 * half + i] = cis2_cos_pinned(angle);
+            cs[r * 2 * half + half + i] = cis2_sin_pinned(angle);
+        }
+    }
+    fwd F = {.m = m, .rows = rows, .n = n, .q = q, .att = att, .cs = cs, .probs = probs,
+             .probs_stride = m->n_heads * maxlen};
+    for (size_t l = 0; l < m->n_layers; l++) {
+        const cis2_layer *ly = &m->layers[l];
+        for (size_t r = 0; r < n; r++) cis2_rmsnorm(x + r * H, ly->ln1, eps, H, xn + r * H);
+        TRACE("ln1", xn, H);
+        cis2_matmul(&ly->q, xn, n, q); /* §9.1 */
+        cis2_matmul(&ly->k, xn, n, k);
+        cis2_matmul(&ly->v, xn, n, v);
+        if (ly->bq)
+            for (size_t r = 0; r < n; r++) {
+                add_inplace(q + r * Q, ly->bq, Q);
+                add_inplace(k + r * KV, ly->bk, KV);
+                add_inplace(v + r * KV, ly->bv, KV);
+            }
+        TRACE("q", q, Q);
+        TRACE("k", k, KV);
+        TRACE("v", v, KV);
+        for (size_t r = 0; r < n; r++) { /* §7.4 on every q and k head */
+            const float *cosv = cs + r * 2 * half, *sinv = cosv + half;
+            for (size_t h = 0; h < m->n_heads; h++) cis2_rope_rotate(q + r * Q + h * m->head_dim, cosv, sinv, half);
+            for (size_t h = 0; h < m->n_kv; h++) cis2_rope_rotate(k + r * KV + h * m->head_dim, cosv, sinv, half);
+            cis2_kv *kv = rows[r].kv; /* §3.5: cache post-RoPE k, and v */
+            memcpy(kv->k + (l * kv->cap + rows[r].pos) * KV, k + r * KV, KV * sizeof(float));
+            memcpy(kv->v + (l * kv->cap + rows[r].pos) * KV, v + r * KV, KV * sizeof(float));
+        }
+        TRACE("q_rope", q, Q);
+        TRACE("k_rope", k, KV);
+        F.layer = l;
+        F.oom = 0;
+        cis2_parallel_for(n * m->n_heads, attend_task, &F);
+        if (F.oom) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory in attention"); goto out; }
+        if (trace)
+            for (size_t r = 0; r < n; r++)
+                trace(tctx, rows[r].pos, (int)l, "scores", probs + r * F.probs_stride, m->n_heads * (rows[r].pos + 1));
+        TRACE("attn_out", att, Q);
+        cis2_matmul(&ly->o, att, n, g); /* §9.5 */
+        TRACE("o_proj", g, H);
+        for (size_t r = 0; r < n; r++) add_inplace(x + r * H, g + r * H, H);
+        TRACE("resid_attn", x, H);
+        for (size_t r = 0; r < n; r++) cis2_rmsnorm(x + r * H, ly->ln2, eps, H, xn + r * H);
+        TRACE("ln2", xn, H);
+        cis2_matmul(&ly->gate, xn, n, g); /* §10 */
+        cis2_matmul(&ly->up, xn, n, u);
+        TRACE("gate", g, I);
+        TRACE("up", u, I);
+        for (size_t e = 0; e < n * I; e++) {
+            float sg = cis2_silu_pinned(g[e]);
+            g[e] = sg * u[e];
+        }
+        TRACE("act", g, I);
+        cis2_matmul(&ly->down, g, n, xn);
+        TRACE("down", xn, H);
+        for (size_t r = 0; r < n; r++) add_inplace(x + r * H, xn + r * H, H);
+        TRACE("resid_mlp", x, H);
+    }
+    /* §11.1: final norm and LM head, only for the rows that want logits */
+    size_t j = 0;
+    for (size_t r = 0; r < n; r++)
+        if (rows[r].logits) cis2_rmsnorm(x + r * H, m->norm, eps, H, xn + (j++) * H);
+    if (nlog) {
+        cis2_matmul(m->tied ? &m->embed : &m->lm_head, xn, nlog, lg);
+        j = 0;
+        for (size_t r = 0; r < n; r++)
+            if (rows[r].logits) {
+                if (trace) {
+                    trace(tctx, rows[r].pos, -1, "final_norm", xn + j * H, H);
+                    trace(tctx, rows[r].pos, -1, "logits", lg + j * m->vocab, m->vocab);
+                }
+                memcpy(rows[r].logits, lg + (j++) * m->vocab, m->vocab * sizeof(float));
+            }
+    }
+out:
+    free(x); free(xn); free(q); free(k); free(v); free(att); free(g); free(u); free(cs); free(lg); free(probs);
+    return rc;
+}

@@ -1,0 +1,74 @@
+/*
+ * model.h - a loaded checkpoint and the forward pass (spec §2, §7-§11).
+ *
+ * The forward pass works on "rows": each row is one token of one sequence
+ * at one position.  A prefill is the rows of one prompt; a batched decode
+ * step is one row per sequence.  Every row's arithmetic is exactly the
+ * single-sequence arithmetic of the spec: batching only shares the weight
+ * passes (kernels.h), it never changes any sum's order.
+ */
+#ifndef CIS2_MODEL_H
+#define CIS2_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cis2.h"
+#include "config.h"
+#include "kernels.h"
+
+typedef struct cis2_layer {
+    cis2_pmat q, k, v, o, gate, up, down;
+    float *ln1, *ln2;       /* input_layernorm, post_attention_layernorm */
+    float *bq, *bk, *bv;    /* §9.1 optional biases (NULL when absent) */
+} cis2_layer;
+
+typedef struct cis2_model {
+    cis2_config cfg;
+    size_t hidden, inter, n_layers, n_heads, n_kv, head_dim, vocab, q_dim, kv_dim;
+    cis2_layer *layers;
+    cis2_pmat embed;        /* [vocab, hidden] */
+    cis2_pmat lm_head;      /* untied head; unused when tied */
+    int tied;               /* §11.1: LM head = embed */
+    float *norm;            /* model.norm.weight */
+    float *inv_freq;        /* §7.1, head_dim/2 */
+    uint8_t weights_sha[32], config_sha[32], tokenizer_sha[32];
+    uint8_t table_digest[32], inv_freq_digest[32];
+    size_t weight_bytes;    /* packed bytes read per decoded token */
+} cis2_model;
+
+/* Loads DIR/{model.safetensors,config.json,tokenizer.json}: hashes all three
+ * (§2.1), validates every tensor name and shape against the config. */
+int cis2_model_load(cis2_model *m, const char *dir, cis2_error *err);
+void cis2_model_free(cis2_model *m);
+
+/* Per-sequence KV cache of post-RoPE keys and values (§3.5). */
+typedef struct cis2_kv {
+    size_t cap;             /* positions */
+    float *k, *v;           /* [layer][pos][kv_dim] */
+} cis2_kv;
+int cis2_kv_init(cis2_kv *kv, const cis2_model *m, size_t cap, cis2_error *err);
+void cis2_kv_free(cis2_kv *kv);
+
+typedef struct cis2_row {
+    cis2_kv *kv;            /* the row's sequence */
+    size_t pos;             /* its position (§3.4) */
+    uint32_t token;         /* input token id */
+    float *logits;          /* if non-NULL: receives the vocab logits */
+} cis2_row;
+
+/* Optional observer of intermediate tensors (divergence tracing): called
+ * for each row (identified by its position), layer (-1 after the last
+ * layer) and tensor name, in a fixed order.  Names: ln1 q k v (after bias)
+ * q_rope k_rope scores (softmax probabilities, all heads) attn_out o_proj
+ * resid_attn ln2 gate up act down resid_mlp; then final_norm, logits. */
+typedef void (*cis2_trace_fn)(void *ctx, size_t pos, int layer, const char *tensor,
+                              const float *v, size_t n);
+
+/* Runs the rows through the model.  Rows of one sequence must be in
+ * increasing position order and their earlier positions already cached (or
+ * in this call).  Fills each row's KV slot and its logits if requested. */
+int cis2_forward(const cis2_model *m, cis2_row *rows, size_t n, cis2_trace_fn trace, void *trace_ctx,
+                 cis2_error *err);
+
+#endif
