@@ -13,6 +13,7 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_conform(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 
 /* Options shared by every command that runs a model (cli_run.c). */

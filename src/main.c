@@ -47,6 +47,7 @@ static const struct {
     {"tokenize", cmd_tokenize, "--tokenizer FILE [--text TEXT] [--json]: text (or stdin) -> ids"},
     {"detokenize", cmd_detokenize, "--tokenizer FILE IDS: comma-separated ids -> text"},
     {"run", cmd_run, "[--model-dir DIR] [--prompt T | --prompt-file F | --prompt-ids CSV] [--gen-toks N] [--json]"},
+    {"bench", cmd_bench, "[--model-dir DIR | --shape NAME] [--gen-toks N] [--json]: speed vs memory bandwidth"},
     {"conform", cmd_conform, "[--model-dir DIR] [--all]: the §13.1 test vector (needs the real weights)"},
     {"synth", cmd_synth, "--shape NAME --seed N --out DIR [--tokenizer FILE] | --list: synthetic checkpoint"},
 };
