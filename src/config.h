@@ -1,0 +1,41 @@
+/*
+ * config.h - reads a Hugging Face config.json into the architecture
+ * parameters cis2 runs (spec §2.2, the §2.3 eps cast, §7.1's theta cast).
+ */
+#ifndef CIS2_CONFIG_H
+#define CIS2_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cis2.h"
+
+typedef struct cis2_config {
+    int64_t hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
+            num_key_value_heads, head_dim, vocab_size, max_position_embeddings;
+    double rms_norm_eps_f64;   /* as parsed */
+    float rms_norm_eps;        /* §2.3: one RNE cast f64->f32; 1e-05 -> 0x3727C5AC */
+    double rope_theta_f64;
+    float rope_theta;          /* (float)rope_theta_f64: `rope_theta as f32` of §7.1 */
+    int tie_word_embeddings;
+    char model_type[32];       /* "llama", "qwen2", or "" if absent */
+} cis2_config;
+
+/* Limits (see config.c): anything larger is refused as CIS2_E_FORMAT. */
+#define CIS2_CFG_MAX_HIDDEN 65536
+#define CIS2_CFG_MAX_INTER (1 << 20)
+#define CIS2_CFG_MAX_LAYERS 1024
+#define CIS2_CFG_MAX_VOCAB (1 << 22)
+#define CIS2_CFG_MAX_POS (1 << 20)
+#define CIS2_CFG_MAX_PARAMS 64000000000ull
+#define CIS2_CFG_MAX_FILE (16u << 20)
+
+/* Reads and parses `path` (CIS2_E_IO if unreadable). */
+int cis2_config_load(cis2_config *c, const char *path, cis2_error *err);
+/* Parses `len` bytes of JSON; name_for_errors prefixes every message. */
+int cis2_config_parse(cis2_config *c, const char *json, size_t len, const char *name_for_errors, cis2_error *err);
+/* Total parameter count of the checkpoint this config describes (§2.5
+ * tensors, plus q/k/v biases when `qkv_bias`, plus lm_head when untied). */
+uint64_t cis2_config_param_count(const cis2_config *c, int qkv_bias);
+
+#endif

@@ -1,0 +1,372 @@
+/*
+ * synth.c - deterministic synthetic checkpoints for tests and benchmarks
+ * (`cis2 synth`).  Tensor names/shapes follow spec §2.5, plus the §9.1
+ * q/k/v biases (qwen2 shapes) and §11.1's lm_head.weight (untied shapes).
+ *
+ * Bit-exactness: each tensor has its own splitmix64 stream seeded from
+ * (seed, FNV-1a of the tensor name).  One 64-bit draw makes one element:
+ *   normal-ish: S = sum of its four 16-bit fields - 131070 (an integer,
+ *               Irwin-Hall, std 65536/sqrt(3)), value = (float)S * k;
+ *   norm weight: 1 + ((top 24 bits) - 2^23) * (0.1 / 2^23).
+ * Only integer ops, int->float conversion and single IEEE f32 multiplies/
+ * adds are used, then an integer round-to-nearest-even to bf16, so the
+ * output is identical on every ISA and compiler.  Per-tensor scales use
+ * cis2_rsqrt_cr (§6.1, correctly rounded), not libm.
+ *   embeddings / lm_head: std 1.5/sqrt(hidden)   (0.0625 at 576, 0.19 at 64)
+ *   linear weights:       std 1/sqrt(in_features)
+ *   q/k/v biases:         std 0.05
+ *   norm weights:         uniform 1 +- 0.1
+ */
+#include "synth.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const cis2_synth_shape shapes[] = {
+    /* name, type, hidden, inter, layers, heads, kv, vocab, max_pos, head_dim, eps, theta, tied, bias, odd */
+    {"smollm2-135m", "llama", 576, 1536, 30, 9, 3, 49152, 8192, 0, "1e-05", "100000", 1, 0, 1},
+    {"smollm2-360m", "llama", 960, 2560, 32, 15, 5, 49152, 8192, 0, "1e-05", "100000", 1, 0, 1},
+    {"qwen2.5-0.5b", "qwen2", 896, 4864, 24, 14, 2, 151936, 32768, 0, "1e-06", "1000000.0", 0, 1, 0},
+    {"tiny", "llama", 64, 160, 2, 4, 2, 512, 256, 0, "1e-05", "10000", 1, 0, 1},
+    {"tiny-qwen", "qwen2", 96, 224, 3, 6, 2, 640, 512, 0, "1e-06", "1000000.0", 0, 1, 0},
+    {"odd", "llama", 72, 200, 2, 3, 1, 300, 128, 24, "1e-05", "500000.0", 0, 0, 1},
+};
+
+size_t cis2_synth_shape_count(void) { return sizeof shapes / sizeof shapes[0]; }
+const cis2_synth_shape *cis2_synth_shape_at(size_t i) { return i < cis2_synth_shape_count() ? &shapes[i] : NULL; }
+
+const cis2_synth_shape *cis2_synth_find_shape(const char *name)
+{
+    for (size_t i = 0; i < cis2_synth_shape_count(); i++)
+        if (!strcmp(shapes[i].name, name)) return &shapes[i];
+    return NULL;
+}
+
+/* ---- deterministic generator ---- */
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t fnv1a64(const char *s)
+{
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001B3ull;
+    return h;
+}
+
+static uint32_t f32_bits(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }
+
+/* f32 -> bf16, round to nearest even, by integer arithmetic (inputs are finite). */
+static uint16_t bf16_rne(float f)
+{
+    uint32_t b = f32_bits(f);
+    b += 0x7FFFu + ((b >> 16) & 1u);
+    return (uint16_t)(b >> 16);
+}
+
+enum kind { K_NORMAL, K_NORM };
+
+typedef struct tdesc {
+    char name[96];
+    int ndim;
+    uint64_t d0, d1;
+    enum kind kind;
+    float std;
+} tdesc;
+
+static uint64_t numel(const tdesc *t) { return t->ndim == 1 ? t->d0 : t->d0 * t->d1; }
+
+static void fill(uint64_t *state, const tdesc *t, uint16_t *out, size_t n)
+{
+    if (t->kind == K_NORM) {
+        const float k = 0.1f / 8388608.0f; /* exact: 0.1f * 2^-23 */
+        for (size_t i = 0; i < n; i++) {
+            int32_t m = (int32_t)(splitmix64(state) >> 40) - 8388608;
+            float p = (float)m * k;
+            out[i] = bf16_rne(1.0f + p);
+        }
+    } else {
+        /* (float)S is exact (|S| < 2^18); one RNE multiply; no contraction (-ffp-contract=off). */
+        const float k = t->std * (1.7320508f / 65536.0f);
+        for (size_t i = 0; i < n; i++) {
+            uint64_t x = splitmix64(state);
+            int32_t s = (int32_t)((x & 0xFFFF) + ((x >> 16) & 0xFFFF) + ((x >> 32) & 0xFFFF) + (x >> 48)) - 131070;
+            out[i] = bf16_rne((float)s * k);
+        }
+    }
+}
+
+/* The tensor list of a shape, in file order.  Returns the count (<= cap). */
+static size_t tensor_list(const cis2_synth_shape *s, tdesc *out, size_t cap)
+{
+    size_t n = 0;
+    uint64_t H = (uint64_t)s->hidden, I = (uint64_t)s->inter, V = (uint64_t)s->vocab;
+    uint64_t KV = (uint64_t)s->kv_heads * (H / (uint64_t)s->heads);
+    float emb_std = 1.5f * cis2_rsqrt_cr((float)H), lin_h = cis2_rsqrt_cr((float)H), lin_i = cis2_rsqrt_cr((float)I);
+#define ADD(nd, a, b, kd, sd, ...)                                                    \
+    do {                                                                              \
+        if (n < cap) {                                                                \
+            snprintf(out[n].name, sizeof out[n].name, __VA_ARGS__);                   \
+            out[n].ndim = nd; out[n].d0 = a; out[n].d1 = b; out[n].kind = kd; out[n].std = sd; \
+        }                                                                             \
+        n++;                                                                          \
+    } while (0)
+    ADD(2, V, H, K_NORMAL, emb_std, "model.embed_tokens.weight");
+    for (int64_t l = 0; l < s->layers; l++) {
+        const char *p = "model.layers.";
+        ADD(1, H, 0, K_NORM, 0, "%s%lld.input_layernorm.weight", p, (long long)l);
+        ADD(2, H, H, K_NORMAL, lin_h, "%s%lld.self_attn.q_proj.weight", p, (long long)l);
+        if (s->qkv_bias) ADD(1, H, 0, K_NORMAL, 0.05f, "%s%lld.self_attn.q_proj.bias", p, (long long)l);
+        ADD(2, KV, H, K_NORMAL, lin_h, "%s%lld.self_attn.k_proj.weight", p, (long long)l);
+        if (s->qkv_bias) ADD(1, KV, 0, K_NORMAL, 0.05f, "%s%lld.self_attn.k_proj.bias", p, (long long)l);
+        ADD(2, KV, H, K_NORMAL, lin_h, "%s%lld.self_attn.v_proj.weight", p, (long long)l);
+        if (s->qkv_bias) ADD(1, KV, 0, K_NORMAL, 0.05f, "%s%lld.self_attn.v_proj.bias", p, (long long)l);
+        ADD(2, H, H, K_NORMAL, lin_h, "%s%lld.self_attn.o_proj.weight", p, (long long)l);
+        ADD(1, H, 0, K_NORM, 0, "%s%lld.post_attention_layernorm.weight", p, (long long)l);
+        ADD(2, I, H, K_NORMAL, lin_h, "%s%lld.mlp.gate_proj.weight", p, (long long)l);
+        ADD(2, I, H, K_NORMAL, lin_h, "%s%lld.mlp.up_proj.weight", p, (long long)l);
+        ADD(2, H, I, K_NORMAL, lin_i, "%s%lld.mlp.down_proj.weight", p, (long long)l);
+    }
+    ADD(1, H, 0, K_NORM, 0, "model.norm.weight");
+    if (!s->tied) ADD(2, V, H, K_NORMAL, emb_std, "lm_head.weight");
+#undef ADD
+    return n;
+}
+
+/* ---- small string builder ---- */
+
+typedef struct sbuf { char *p; size_t len, cap; int oom; } sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    if (b->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0) { b->oom = 1; return; }
+        if (b->p && b->len + (size_t)k < b->cap) { b->len += (size_t)k; return; }
+        size_t nc = (b->cap ? b->cap * 2 : 4096) + (size_t)k;
+        char *np = realloc(b->p, nc);
+        if (!np) { b->oom = 1; return; }
+        b->p = np;
+        b->cap = nc;
+    }
+}
+
+/* ---- files ---- */
+
+static int mkdir_p(const char *dir, cis2_error *err)
+{
+    char tmp[4096];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof tmp) return cis2_fail(err, CIS2_E_IO, "%s: bad output directory name", dir);
+    memcpy(tmp, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (tmp[i] == '/' || tmp[i] == '\0') {
+            char c = tmp[i];
+            tmp[i] = '\0';
+            if (mkdir(tmp, 0777) != 0 && errno != EEXIST)
+                return cis2_fail(err, CIS2_E_IO, "%s: cannot create directory: %s", tmp, strerror(errno));
+            tmp[i] = c;
+        }
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return cis2_fail(err, CIS2_E_IO, "%s: not a directory", dir);
+    return CIS2_OK;
+}
+
+/* Opens dir/name.tmp for writing; *final gets dir/name. */
+static FILE *open_tmp(const char *dir, const char *name, char *tmp, char *final, size_t cap, cis2_error *err)
+{
+    snprintf(final, cap, "%s/%s", dir, name);
+    snprintf(tmp, cap, "%s/%s.tmp", dir, name);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) cis2_fail(err, CIS2_E_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    return f;
+}
+
+static int finish(FILE *f, const char *tmp, const char *final, int rc, cis2_error *err)
+{
+    if (fflush(f) != 0 || ferror(f)) rc = rc ? rc : cis2_fail(err, CIS2_E_IO, "%s: write error: %s", tmp, strerror(errno));
+    if (fclose(f) != 0) rc = rc ? rc : cis2_fail(err, CIS2_E_IO, "%s: close error: %s", tmp, strerror(errno));
+    if (!rc && rename(tmp, final) != 0) rc = cis2_fail(err, CIS2_E_IO, "%s: cannot rename: %s", final, strerror(errno));
+    if (rc) remove(tmp);
+    return rc;
+}
+
+static int write_safetensors(const cis2_synth_shape *s, uint64_t seed, const char *dir, cis2_error *err)
+{
+    size_t nt = tensor_list(s, NULL, 0);
+    tdesc *t = calloc(nt, sizeof *t);
+    uint16_t *buf = malloc((size_t)1 << 17);
+    sbuf h = {0};
+    int rc = CIS2_OK;
+    FILE *f = NULL;
+    char tmp[4200], final[4200];
+    if (!t || !buf) { rc = cis2_fail(err, CIS2_E_NOMEM, "synth: out of memory"); goto out; }
+    tensor_list(s, t, nt);
+
+    /* Header: metadata, then the tensors in file order with contiguous offsets. */
+    sb_printf(&h, "{\"__metadata__\":{\"format\":\"pt\",\"cis2_synth_shape\":\"%s\",\"cis2_synth_seed\":\"%llu\"}",
+              s->name, (unsigned long long)seed);
+    uint64_t off = 0;
+    for (size_t i = 0; i < nt; i++) {
+        uint64_t bytes = numel(&t[i]) * 2;
+        if (t[i].ndim == 1)
+            sb_printf(&h, ",\"%s\":{\"dtype\":\"BF16\",\"shape\":[%llu],\"data_offsets\":[%llu,%llu]}", t[i].name,
+                      (unsigned long long)t[i].d0, (unsigned long long)off, (unsigned long long)(off + bytes));
+        else
+            sb_printf(&h, ",\"%s\":{\"dtype\":\"BF16\",\"shape\":[%llu,%llu],\"data_offsets\":[%llu,%llu]}",
+                      t[i].name, (unsigned long long)t[i].d0, (unsigned long long)t[i].d1, (unsigned long long)off,
+                      (unsigned long long)(off + bytes));
+        off += bytes;
+    }
+    sb_printf(&h, "}");
+    /* Pad with spaces: data area at an odd byte (exercises unaligned reads)
+     * or at a multiple of 8 (what the safetensors library writes). */
+    while (!h.oom && (s->odd_data_offset ? (8 + h.len) % 2 != 1 : (8 + h.len) % 8 != 0)) sb_printf(&h, " ");
+    if (h.oom) { rc = cis2_fail(err, CIS2_E_NOMEM, "synth: out of memory"); goto out; }
+
+    if (!(f = open_tmp(dir, "model.safetensors", tmp, final, sizeof tmp, err))) { rc = CIS2_E_IO; goto out; }
+    setvbuf(f, NULL, _IOFBF, (size_t)1 << 20);
+    uint8_t len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
+    fwrite(len8, 1, 8, f);
+    fwrite(h.p, 1, h.len, f);
+    uint64_t base = 0x5EED0000C152ull ^ seed;
+    base = splitmix64(&base);
+    const size_t chunk = ((size_t)1 << 17) / 2;
+    for (size_t i = 0; i < nt && !ferror(f); i++) {
+        uint64_t state = base ^ fnv1a64(t[i].name);
+        for (uint64_t done = 0, n = numel(&t[i]); done < n;) {
+            size_t k = n - done < chunk ? (size_t)(n - done) : chunk;
+            fill(&state, &t[i], buf, k);
+            /* little-endian bf16 payload (§2.5); both supported ISAs are little-endian */
+            fwrite(buf, 2, k, f);
+            done += k;
+        }
+    }
+    rc = finish(f, tmp, final, rc, err);
+out:
+    free(h.p);
+    free(buf);
+    free(t);
+    return rc;
+}
+
+static int write_config(const cis2_synth_shape *s, const char *dir, cis2_error *err)
+{
+    char tmp[4200], final[4200];
+    FILE *f = open_tmp(dir, "config.json", tmp, final, sizeof tmp, err);
+    if (!f) return CIS2_E_IO;
+    int qwen = !strcmp(s->model_type, "qwen2");
+    fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n  \"hidden_act\": \"silu\",\n",
+            qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM", s->model_type);
+    fprintf(f, "  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n  \"num_hidden_layers\": %lld,\n"
+               "  \"num_attention_heads\": %lld,\n  \"num_key_value_heads\": %lld,\n",
+            (long long)s->hidden, (long long)s->inter, (long long)s->layers, (long long)s->heads,
+            (long long)s->kv_heads);
+    if (s->head_dim) fprintf(f, "  \"head_dim\": %lld,\n", (long long)s->head_dim);
+    fprintf(f, "  \"vocab_size\": %lld,\n  \"max_position_embeddings\": %lld,\n  \"rms_norm_eps\": %s,\n"
+               "  \"rope_theta\": %s,\n  \"tie_word_embeddings\": %s,\n",
+            (long long)s->vocab, (long long)s->max_pos, s->eps_json, s->theta_json, s->tied ? "true" : "false");
+    if (qwen) fprintf(f, "  \"use_sliding_window\": false,\n");
+    else fprintf(f, "  \"attention_bias\": false,\n  \"rope_scaling\": null,\n");
+    fprintf(f, "  \"torch_dtype\": \"bfloat16\"\n}\n");
+    return finish(f, tmp, final, CIS2_OK, err);
+}
+
+/* Spec §3.1.5.a: byte -> codepoint (188 printable bytes map to themselves,
+ * the other 68 to 256.. in ascending byte order). */
+static void byte_to_cp(uint32_t cp[256])
+{
+    uint32_t n = 0;
+    for (uint32_t b = 0; b < 256; b++) {
+        int self = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+        cp[b] = self ? b : 256 + n++;
+    }
+}
+
+char *cis2_synth_min_tokenizer_json(void)
+{
+    uint32_t cp[256];
+    byte_to_cp(cp);
+    json_t *vocab = json_object();
+    for (uint32_t b = 0; b < 256; b++) {
+        char s[4];
+        if (cp[b] < 0x80) { s[0] = (char)cp[b]; s[1] = 0; }
+        else { s[0] = (char)(0xC0 | (cp[b] >> 6)); s[1] = (char)(0x80 | (cp[b] & 0x3F)); s[2] = 0; } /* < 0x800 */
+        json_object_set_new(vocab, s, json_integer(b));
+    }
+    json_t *bl = json_pack("{s:s, s:b, s:b, s:b}", "type", "ByteLevel", "add_prefix_space", 0, "trim_offsets", 1,
+                           "use_regex", 1);
+    json_t *dec = json_deep_copy(bl);
+    json_t *model = json_pack("{s:s, s:n, s:n, s:n, s:n, s:b, s:b, s:b, s:o, s:[]}", "type", "BPE", "dropout",
+                              "unk_token", "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk", 0,
+                              "byte_fallback", 0, "ignore_merges", 0, "vocab", vocab, "merges");
+    json_t *root = json_pack("{s:s, s:n, s:n, s:[], s:n, s:o, s:n, s:o, s:o}", "version", "1.0", "truncation",
+                             "padding", "added_tokens", "normalizer", "pre_tokenizer", bl, "post_processor",
+                             "decoder", dec, "model", model);
+    char *out = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(root);
+    return out;
+}
+
+static int write_tokenizer(const char *src, const char *dir, cis2_error *err)
+{
+    char tmp[4200], final[4200];
+    FILE *in = NULL;
+    if (src) {
+        struct stat st;
+        if (!(in = fopen(src, "rb"))) return cis2_fail(err, CIS2_E_IO, "%s: cannot open: %s", src, strerror(errno));
+        if (fstat(fileno(in), &st) != 0 || !S_ISREG(st.st_mode)) {
+            fclose(in);
+            return cis2_fail(err, CIS2_E_IO, "%s: not a regular file", src);
+        }
+    }
+    FILE *f = open_tmp(dir, "tokenizer.json", tmp, final, sizeof tmp, err);
+    if (!f) { if (in) fclose(in); return CIS2_E_IO; }
+    int rc = CIS2_OK;
+    if (in) {
+        char buf[65536];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, n, f);
+        if (ferror(in)) rc = cis2_fail(err, CIS2_E_IO, "%s: read error", src);
+        fclose(in);
+    } else {
+        char *js = cis2_synth_min_tokenizer_json();
+        if (!js) rc = cis2_fail(err, CIS2_E_NOMEM, "synth: out of memory building tokenizer.json");
+        else { fputs(js, f); fputc('\n', f); free(js); }
+    }
+    return finish(f, tmp, final, rc, err);
+}
+
+int cis2_synth_write(const char *shape, uint64_t seed, const char *out_dir, const char *tokenizer_src,
+                     cis2_error *err)
+{
+    const cis2_synth_shape *s = cis2_synth_find_shape(shape);
+    if (!s) return cis2_fail(err, CIS2_E_USAGE, "synth: unknown shape '%s'", shape);
+    int rc;
+    if ((rc = mkdir_p(out_dir, err)) || (rc = write_tokenizer(tokenizer_src, out_dir, err)) ||
+        (rc = write_config(s, out_dir, err)) || (rc = write_safetensors(s, seed, out_dir, err)))
+        return rc;
+    return CIS2_OK;
+}

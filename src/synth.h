@@ -1,0 +1,42 @@
+/*
+ * synth.h - deterministic synthetic checkpoints (`cis2 synth`): a
+ * model.safetensors with the §2.5 tensor names (plus §9.1 q/k/v biases and
+ * §11.1's untied lm_head where the shape has them), a config.json that
+ * cis2_config_load reads back to the same shape, and a tokenizer.json.
+ */
+#ifndef CIS2_SYNTH_H
+#define CIS2_SYNTH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cis2.h"
+
+typedef struct cis2_synth_shape {
+    const char *name;
+    const char *model_type;     /* "llama" or "qwen2" */
+    int64_t hidden, inter, layers, heads, kv_heads, vocab, max_pos;
+    int64_t head_dim;           /* written to config.json when nonzero (must equal hidden/heads) */
+    const char *eps_json;       /* rms_norm_eps exactly as written, e.g. "1e-05" */
+    const char *theta_json;     /* rope_theta exactly as written, e.g. "100000" */
+    int tied;                   /* tie_word_embeddings; untied shapes get lm_head.weight */
+    int qkv_bias;               /* self_attn.{q,k,v}_proj.bias tensors */
+    int odd_data_offset;        /* pad the header so the data area starts at an odd byte */
+} cis2_synth_shape;
+
+size_t cis2_synth_shape_count(void);
+const cis2_synth_shape *cis2_synth_shape_at(size_t i);
+const cis2_synth_shape *cis2_synth_find_shape(const char *name); /* NULL if unknown */
+
+/* Writes out_dir/{model.safetensors,config.json,tokenizer.json} (creating
+ * out_dir and its parents if missing).  tokenizer_src: a tokenizer.json to
+ * copy byte for byte, or NULL for the minimal 256-symbol byte-level BPE one.
+ * The weights depend only on (shape, seed, tensor name): bit-identical on
+ * every ISA and compiler.  Returns CIS2_OK or an error code. */
+int cis2_synth_write(const char *shape, uint64_t seed, const char *out_dir, const char *tokenizer_src,
+                     cis2_error *err);
+
+/* The minimal tokenizer.json (NUL-terminated, caller frees), or NULL. */
+char *cis2_synth_min_tokenizer_json(void);
+
+#endif

@@ -1,0 +1,394 @@
+/*
+ * test_config.c - config.json reader (src/config.c): the real configs in
+ * $SHARED/models, the §2.3 eps cast and §7.1 theta cast (bit patterns from
+ * python's struct.pack('<f') and node's Math.fround, which agree), the
+ * LlamaConfig defaults, one test per refused input, and the configs that
+ * cis2 synth writes read back to the shapes the issue lists.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "synth.h"
+
+static uint32_t bits(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }
+
+/* A complete SmolLM2-135M-like config; tests edit one member at a time. */
+static const char *BASE =
+    "{\"model_type\":\"llama\",\"hidden_size\":576,\"intermediate_size\":1536,\"num_hidden_layers\":30,"
+    "\"num_attention_heads\":9,\"num_key_value_heads\":3,\"vocab_size\":49152,\"rms_norm_eps\":1e-05,"
+    "\"rope_theta\":100000,\"max_position_embeddings\":8192,\"tie_word_embeddings\":true,"
+    "\"hidden_act\":\"silu\",\"rope_scaling\":null,\"rope_interleaved\":false,\"pretraining_tp\":1}";
+
+/* Parses BASE with `key` set to the JSON text `val` (removed when val is NULL). */
+static int parse_mod(cis2_config *c, cis2_error *e, const char *key, const char *val)
+{
+    json_error_t je;
+    json_t *root = json_loads(BASE, 0, &je);
+    assert_non_null(root);
+    if (key) {
+        if (val) {
+            json_t *v = json_loads(val, JSON_DECODE_ANY, &je);
+            if (!v) fail_msg("bad test JSON %s", val);
+            json_object_set_new(root, key, v);
+        } else {
+            json_object_del(root, key);
+        }
+    }
+    char *s = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    int rc = cis2_config_parse(c, s, strlen(s), "test-config", e);
+    free(s);
+    return rc;
+}
+
+static void expect_mod_fails(const char *key, const char *val, int code, const char *substr)
+{
+    cis2_config c;
+    cis2_error e = {0};
+    int rc = parse_mod(&c, &e, key, val);
+    if (rc != code || !strstr(e.msg, substr) || !strstr(e.msg, "test-config"))
+        fail_msg("%s=%s: rc=%d (want %d) msg='%s' (want '%s')", key, val ? val : "<deleted>", rc, code, e.msg, substr);
+    assert_int_equal(c.hidden_size, 0); /* zeroed on failure */
+}
+
+static void expect_raw_fails(const char *json, int code, const char *substr)
+{
+    cis2_config c;
+    cis2_error e = {0};
+    int rc = cis2_config_parse(&c, json, strlen(json), "test-config", &e);
+    if (rc != code || !strstr(e.msg, substr)) fail_msg("rc=%d (want %d) msg='%s' (want '%s')", rc, code, e.msg, substr);
+}
+
+static const char *shared(void)
+{
+    const char *s = getenv("SHARED");
+    return s && *s ? s : "../shared";
+}
+
+static int load_shared(cis2_config *c, const char *model)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s/models/%s/config.json", shared(), model);
+    if (access(p, R_OK) != 0) return -1;
+    cis2_error e = {0};
+    int rc = cis2_config_load(c, p, &e);
+    if (rc) fail_msg("%s", e.msg);
+    return 0;
+}
+
+/* ---- the real configs ---- */
+
+static void real_smollm2_135m(void **s)
+{
+    (void)s;
+    cis2_config c;
+    if (load_shared(&c, "smollm2-135m")) skip();
+    /* §2.2's table */
+    assert_int_equal(c.hidden_size, 576);
+    assert_int_equal(c.intermediate_size, 1536);
+    assert_int_equal(c.num_hidden_layers, 30);
+    assert_int_equal(c.num_attention_heads, 9);
+    assert_int_equal(c.num_key_value_heads, 3);
+    assert_int_equal(c.head_dim, 64);
+    assert_int_equal(c.vocab_size, 49152);
+    assert_int_equal(c.max_position_embeddings, 8192);
+    assert_int_equal(c.tie_word_embeddings, 1);
+    assert_string_equal(c.model_type, "llama");
+    assert_int_equal(bits(c.rms_norm_eps), 0x3727C5AC); /* §2.3 EPS_F32 */
+    assert_true(c.rms_norm_eps_f64 == 1e-05);
+    assert_true(c.rope_theta_f64 == 100000.0);
+    assert_int_equal(bits(c.rope_theta), 0x47C35000);
+    /* 134,515,008 parameters: the real model.safetensors is 269,060,552 bytes */
+    assert_int_equal(cis2_config_param_count(&c, 0), 134515008);
+}
+
+static void real_smollm2_360m(void **s)
+{
+    (void)s;
+    cis2_config c;
+    if (load_shared(&c, "smollm2-360m")) skip();
+    assert_int_equal(c.hidden_size, 960);
+    assert_int_equal(c.intermediate_size, 2560);
+    assert_int_equal(c.num_hidden_layers, 32);
+    assert_int_equal(c.num_attention_heads, 15);
+    assert_int_equal(c.num_key_value_heads, 5);
+    assert_int_equal(c.head_dim, 64);
+    assert_int_equal(c.vocab_size, 49152);
+    assert_int_equal(c.tie_word_embeddings, 1);
+    assert_int_equal(bits(c.rms_norm_eps), 0x3727C5AC);
+}
+
+static void real_qwen25_05b(void **s)
+{
+    (void)s;
+    cis2_config c;
+    /* use_sliding_window false with a sliding_window value: not in use, fine */
+    if (load_shared(&c, "qwen2.5-0.5b")) skip();
+    assert_int_equal(c.hidden_size, 896);
+    assert_int_equal(c.intermediate_size, 4864);
+    assert_int_equal(c.num_hidden_layers, 24);
+    assert_int_equal(c.num_attention_heads, 14);
+    assert_int_equal(c.num_key_value_heads, 2);
+    assert_int_equal(c.head_dim, 64);
+    assert_int_equal(c.vocab_size, 151936);
+    assert_int_equal(c.max_position_embeddings, 32768);
+    assert_int_equal(c.tie_word_embeddings, 1);
+    assert_string_equal(c.model_type, "qwen2");
+    assert_int_equal(bits(c.rms_norm_eps), 0x358637BD); /* (float)1e-06, RNE */
+    assert_int_equal(bits(c.rope_theta), 0x49742400);   /* 1000000.0f */
+    /* Qwen2.5-0.5B is documented as 494,032,768 parameters (tied) */
+    assert_int_equal(cis2_config_param_count(&c, 1), 494032768);
+}
+
+static void load_missing_file(void **s)
+{
+    (void)s;
+    cis2_config c;
+    cis2_error e = {0};
+    assert_int_equal(cis2_config_load(&c, "/nonexistent/config.json", &e), CIS2_E_IO);
+    assert_non_null(strstr(e.msg, "/nonexistent/config.json"));
+}
+
+/* ---- casts and spellings ---- */
+
+static void eps_cast(void **s)
+{
+    (void)s;
+    cis2_config c;
+    cis2_error e = {0};
+    assert_int_equal(parse_mod(&c, &e, "rms_norm_eps", "1e-05"), CIS2_OK);
+    assert_int_equal(bits(c.rms_norm_eps), 0x3727C5AC);
+    assert_int_equal(parse_mod(&c, &e, "rms_norm_eps", "0.00001"), CIS2_OK);
+    assert_int_equal(bits(c.rms_norm_eps), 0x3727C5AC);
+    assert_int_equal(parse_mod(&c, &e, "rms_norm_eps", "1e-06"), CIS2_OK);
+    assert_int_equal(bits(c.rms_norm_eps), 0x358637BD);
+    assert_true(c.rms_norm_eps_f64 == 1e-06);
+    /* an integer spelling is a number too */
+    assert_int_equal(parse_mod(&c, &e, "rms_norm_eps", "1"), CIS2_OK);
+    assert_int_equal(bits(c.rms_norm_eps), 0x3F800000);
+}
+
+static void theta_spellings(void **s)
+{
+    (void)s;
+    cis2_config c;
+    cis2_error e = {0};
+    assert_int_equal(parse_mod(&c, &e, "rope_theta", "100000"), CIS2_OK);
+    assert_int_equal(bits(c.rope_theta), 0x47C35000);
+    assert_true(c.rope_theta_f64 == 100000.0);
+    assert_int_equal(parse_mod(&c, &e, "rope_theta", "100000.0"), CIS2_OK);
+    assert_int_equal(bits(c.rope_theta), 0x47C35000);
+    assert_int_equal(parse_mod(&c, &e, "rope_theta", "1e5"), CIS2_OK);
+    assert_int_equal(bits(c.rope_theta), 0x47C35000);
+    assert_int_equal(parse_mod(&c, &e, "rope_theta", "500000.0"), CIS2_OK);
+    assert_int_equal(bits(c.rope_theta), 0x48F42400);
+    /* not exactly representable: one RNE cast (python: struct '<f' of 10000.3 -> 0x461C4133) */
+    assert_int_equal(parse_mod(&c, &e, "rope_theta", "10000.3"), CIS2_OK);
+    assert_int_equal(bits(c.rope_theta), 0x461C4133);
+}
+
+static void defaults(void **s)
+{
+    (void)s;
+    const char *min = "{\"hidden_size\":64,\"intermediate_size\":160,\"num_hidden_layers\":2,"
+                      "\"num_attention_heads\":4,\"vocab_size\":512,\"rms_norm_eps\":1e-06}";
+    cis2_config c;
+    cis2_error e = {0};
+    assert_int_equal(cis2_config_parse(&c, min, strlen(min), "min", &e), CIS2_OK);
+    assert_int_equal(c.num_key_value_heads, 4);  /* = num_attention_heads */
+    assert_int_equal(c.head_dim, 16);            /* hidden / heads */
+    assert_int_equal(c.max_position_embeddings, 2048);
+    assert_true(c.rope_theta_f64 == 10000.0);
+    assert_int_equal(bits(c.rope_theta), 0x461C4000);
+    assert_int_equal(c.tie_word_embeddings, 0);
+    assert_string_equal(c.model_type, "");
+    /* null counts as absent */
+    assert_int_equal(parse_mod(&c, &e, "num_key_value_heads", "null"), CIS2_OK);
+    assert_int_equal(c.num_key_value_heads, 9);
+    assert_int_equal(parse_mod(&c, &e, "rope_theta", NULL), CIS2_OK);
+    assert_true(c.rope_theta_f64 == 10000.0);
+    /* explicit head_dim consistent with hidden/heads is fine */
+    assert_int_equal(parse_mod(&c, &e, "head_dim", "64"), CIS2_OK);
+    assert_int_equal(c.head_dim, 64);
+    assert_int_equal(parse_mod(&c, &e, "model_type", "\"qwen2\""), CIS2_OK);
+    assert_string_equal(c.model_type, "qwen2");
+    /* qwen2 ignores attention_bias (its q/k/v biases are §9.1 tensors) */
+    assert_int_equal(parse_mod(&c, &e, "use_sliding_window", "false"), CIS2_OK);
+}
+
+/* ---- one test per refused input ---- */
+
+#define REJ(fn, key, val, code, substr) \
+    static void fn(void **s) { (void)s; expect_mod_fails(key, val, code, substr); }
+
+REJ(missing_hidden, "hidden_size", NULL, CIS2_E_FORMAT, "missing required field hidden_size")
+REJ(missing_inter, "intermediate_size", NULL, CIS2_E_FORMAT, "missing required field intermediate_size")
+REJ(missing_layers, "num_hidden_layers", NULL, CIS2_E_FORMAT, "missing required field num_hidden_layers")
+REJ(missing_heads, "num_attention_heads", NULL, CIS2_E_FORMAT, "missing required field num_attention_heads")
+REJ(missing_vocab, "vocab_size", NULL, CIS2_E_FORMAT, "missing required field vocab_size")
+REJ(missing_eps, "rms_norm_eps", NULL, CIS2_E_FORMAT, "missing required field rms_norm_eps")
+REJ(unsup_rope_scaling, "rope_scaling", "{\"type\":\"linear\",\"factor\":2.0}", CIS2_E_UNSUPPORTED, "rope_scaling")
+REJ(unsup_act, "hidden_act", "\"gelu\"", CIS2_E_UNSUPPORTED, "hidden_act 'gelu'")
+REJ(unsup_interleaved, "rope_interleaved", "true", CIS2_E_UNSUPPORTED, "rope_interleaved is true")
+REJ(unsup_sliding, "use_sliding_window", "true", CIS2_E_UNSUPPORTED, "use_sliding_window is true")
+REJ(unsup_model_type, "model_type", "\"mistral\"", CIS2_E_UNSUPPORTED, "model_type 'mistral'")
+REJ(unsup_mlp_bias, "mlp_bias", "true", CIS2_E_UNSUPPORTED, "mlp_bias is true")
+REJ(unsup_tp, "pretraining_tp", "2", CIS2_E_UNSUPPORTED, "pretraining_tp = 2")
+REJ(unsup_llama_attn_bias, "attention_bias", "true", CIS2_E_UNSUPPORTED, "attention_bias is true")
+REJ(unsup_mrope, "use_mrope", "true", CIS2_E_UNSUPPORTED, "use_mrope is true")
+REJ(unsup_head_dim_mismatch, "head_dim", "128", CIS2_E_UNSUPPORTED, "head_dim 128")
+REJ(size_float, "hidden_size", "576.0", CIS2_E_FORMAT, "hidden_size must be a positive integer")
+REJ(size_string, "num_hidden_layers", "\"30\"", CIS2_E_FORMAT, "num_hidden_layers must be a positive integer")
+REJ(size_negative, "vocab_size", "-5", CIS2_E_FORMAT, "vocab_size must be a positive integer, got -5")
+REJ(size_zero, "num_key_value_heads", "0", CIS2_E_FORMAT, "num_key_value_heads must be a positive integer, got 0")
+REJ(size_bool, "intermediate_size", "true", CIS2_E_FORMAT, "intermediate_size must be a positive integer")
+REJ(heads_not_multiple_of_kv, "num_key_value_heads", "2", CIS2_E_FORMAT, "not a multiple of num_key_value_heads 2")
+REJ(kv_more_than_heads, "num_key_value_heads", "18", CIS2_E_FORMAT, "not a multiple")
+REJ(hidden_not_divisible, "num_attention_heads", "7", CIS2_E_FORMAT, "not divisible by num_attention_heads 7")
+REJ(head_dim_odd, "hidden_size", "585", CIS2_E_FORMAT, "head_dim 65 is odd")
+REJ(absurd_hidden, "hidden_size", "131072", CIS2_E_FORMAT, "hidden_size = 131072 exceeds the limit")
+REJ(absurd_layers, "num_hidden_layers", "5000", CIS2_E_FORMAT, "exceeds the limit")
+REJ(absurd_vocab, "vocab_size", "10000000", CIS2_E_FORMAT, "exceeds the limit")
+REJ(absurd_max_pos, "max_position_embeddings", "2097152", CIS2_E_FORMAT, "exceeds the limit")
+REJ(absurd_inter, "intermediate_size", "2097152", CIS2_E_FORMAT, "exceeds the limit")
+REJ(absurd_int64, "hidden_size", "9223372036854775807", CIS2_E_FORMAT, "exceeds the limit")
+REJ(eps_zero, "rms_norm_eps", "0.0", CIS2_E_FORMAT, "rms_norm_eps must be finite and > 0")
+REJ(eps_negative, "rms_norm_eps", "-1e-05", CIS2_E_FORMAT, "rms_norm_eps must be finite and > 0")
+REJ(eps_string, "rms_norm_eps", "\"1e-05\"", CIS2_E_FORMAT, "rms_norm_eps must be a number")
+REJ(eps_underflows_f32, "rms_norm_eps", "1e-50", CIS2_E_FORMAT, "also as f32")
+REJ(eps_huge, "rms_norm_eps", "1e308", CIS2_E_FORMAT, "also as f32")
+REJ(theta_zero, "rope_theta", "0", CIS2_E_FORMAT, "rope_theta must be finite and > 0")
+REJ(theta_negative, "rope_theta", "-10000.0", CIS2_E_FORMAT, "rope_theta must be finite and > 0")
+REJ(theta_overflows_f32, "rope_theta", "1e39", CIS2_E_FORMAT, "also as f32")
+REJ(theta_string, "rope_theta", "\"10000\"", CIS2_E_FORMAT, "rope_theta must be a number")
+REJ(tie_not_bool, "tie_word_embeddings", "1", CIS2_E_FORMAT, "tie_word_embeddings must be true or false")
+REJ(tp_zero, "pretraining_tp", "0", CIS2_E_FORMAT, "pretraining_tp must be a positive integer")
+REJ(model_type_not_string, "model_type", "3", CIS2_E_FORMAT, "model_type must be a string")
+
+static void too_many_params(void **s)
+{
+    (void)s;
+    /* every field within its own limit, but 65536*2^20*3*1024 parameters */
+    expect_raw_fails("{\"hidden_size\":65536,\"intermediate_size\":1048576,\"num_hidden_layers\":1024,"
+                     "\"num_attention_heads\":512,\"vocab_size\":4194304,\"rms_norm_eps\":1e-05}",
+                     CIS2_E_FORMAT, "parameters exceed the limit");
+}
+
+static void bad_json(void **s)
+{
+    (void)s;
+    expect_raw_fails("{\"hidden_size\":", CIS2_E_FORMAT, "invalid JSON");
+    expect_raw_fails("[1]", CIS2_E_FORMAT, "not a JSON object");
+    expect_raw_fails("{\"hidden_size\":576,\"hidden_size\":576}", CIS2_E_FORMAT, "duplicate");
+    expect_raw_fails("", CIS2_E_FORMAT, "invalid JSON");
+}
+
+/* ---- synth configs read back (values from the issue, not from synth.c) ---- */
+
+static void check_synth_cfg(const char *shape, int64_t H, int64_t I, int64_t L, int64_t nh, int64_t kv, int64_t V,
+                            int64_t hd, int64_t maxpos, uint32_t eps_bits, uint32_t theta_bits, int tied,
+                            const char *mt)
+{
+    char dir[] = "/tmp/cis2_test_cfg_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    cis2_error e = {0};
+    assert_int_equal(cis2_synth_write(shape, 1, dir, NULL, &e), CIS2_OK);
+    char p[128];
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    cis2_config c;
+    if (cis2_config_load(&c, p, &e)) fail_msg("%s", e.msg);
+    assert_int_equal(c.hidden_size, H);
+    assert_int_equal(c.intermediate_size, I);
+    assert_int_equal(c.num_hidden_layers, L);
+    assert_int_equal(c.num_attention_heads, nh);
+    assert_int_equal(c.num_key_value_heads, kv);
+    assert_int_equal(c.vocab_size, V);
+    assert_int_equal(c.head_dim, hd);
+    assert_int_equal(c.max_position_embeddings, maxpos);
+    assert_int_equal(bits(c.rms_norm_eps), eps_bits);
+    assert_int_equal(bits(c.rope_theta), theta_bits);
+    assert_int_equal(c.tie_word_embeddings, tied);
+    assert_string_equal(c.model_type, mt);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void synth_configs(void **s)
+{
+    (void)s;
+    check_synth_cfg("tiny", 64, 160, 2, 4, 2, 512, 16, 256, 0x3727C5AC, 0x461C4000, 1, "llama");
+    check_synth_cfg("tiny-qwen", 96, 224, 3, 6, 2, 640, 16, 512, 0x358637BD, 0x49742400, 0, "qwen2");
+    check_synth_cfg("odd", 72, 200, 2, 3, 1, 300, 24, 128, 0x3727C5AC, 0x48F42400, 0, "llama");
+}
+
+static void synth_shape_table(void **s)
+{
+    (void)s;
+    /* The big shapes' architecture (issue 4; the real configs for the SmolLM2s) */
+    const cis2_synth_shape *a = cis2_synth_find_shape("smollm2-135m");
+    assert_non_null(a);
+    assert_true(a->hidden == 576 && a->inter == 1536 && a->layers == 30 && a->heads == 9 && a->kv_heads == 3 &&
+                a->vocab == 49152 && a->max_pos == 8192 && a->tied && !a->qkv_bias);
+    const cis2_synth_shape *b = cis2_synth_find_shape("smollm2-360m");
+    assert_true(b->hidden == 960 && b->inter == 2560 && b->layers == 32 && b->heads == 15 && b->kv_heads == 5 &&
+                b->vocab == 49152 && b->max_pos == 8192 && b->tied && !b->qkv_bias);
+    const cis2_synth_shape *q = cis2_synth_find_shape("qwen2.5-0.5b");
+    assert_true(q->hidden == 896 && q->inter == 4864 && q->layers == 24 && q->heads == 14 && q->kv_heads == 2 &&
+                q->vocab == 151936 && q->max_pos == 32768 && !q->tied && q->qkv_bias);
+    assert_null(cis2_synth_find_shape("nope"));
+    /* each config text parses to the cast the issue names */
+    const char *eps[] = {"1e-05", "1e-06"};
+    const uint32_t eb[] = {0x3727C5AC, 0x358637BD};
+    for (int i = 0; i < 2; i++) {
+        cis2_config c;
+        cis2_error e = {0};
+        assert_int_equal(parse_mod(&c, &e, "rms_norm_eps", eps[i]), CIS2_OK);
+        assert_int_equal(bits(c.rms_norm_eps), eb[i]);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(real_smollm2_135m), cmocka_unit_test(real_smollm2_360m),
+        cmocka_unit_test(real_qwen25_05b), cmocka_unit_test(load_missing_file),
+        cmocka_unit_test(eps_cast), cmocka_unit_test(theta_spellings),
+        cmocka_unit_test(defaults),
+        cmocka_unit_test(missing_hidden), cmocka_unit_test(missing_inter),
+        cmocka_unit_test(missing_layers), cmocka_unit_test(missing_heads),
+        cmocka_unit_test(missing_vocab), cmocka_unit_test(missing_eps),
+        cmocka_unit_test(unsup_rope_scaling), cmocka_unit_test(unsup_act),
+        cmocka_unit_test(unsup_interleaved), cmocka_unit_test(unsup_sliding),
+        cmocka_unit_test(unsup_model_type), cmocka_unit_test(unsup_mlp_bias),
+        cmocka_unit_test(unsup_tp), cmocka_unit_test(unsup_llama_attn_bias),
+        cmocka_unit_test(unsup_mrope), cmocka_unit_test(unsup_head_dim_mismatch),
+        cmocka_unit_test(size_float), cmocka_unit_test(size_string),
+        cmocka_unit_test(size_negative), cmocka_unit_test(size_zero),
+        cmocka_unit_test(size_bool), cmocka_unit_test(heads_not_multiple_of_kv),
+        cmocka_unit_test(kv_more_than_heads), cmocka_unit_test(hidden_not_divisible),
+        cmocka_unit_test(head_dim_odd), cmocka_unit_test(absurd_hidden),
+        cmocka_unit_test(absurd_layers), cmocka_unit_test(absurd_vocab),
+        cmocka_unit_test(absurd_max_pos), cmocka_unit_test(absurd_inter),
+        cmocka_unit_test(absurd_int64), cmocka_unit_test(eps_zero),
+        cmocka_unit_test(eps_negative), cmocka_unit_test(eps_string),
+        cmocka_unit_test(eps_underflows_f32), cmocka_unit_test(eps_huge),
+        cmocka_unit_test(theta_zero), cmocka_unit_test(theta_negative),
+        cmocka_unit_test(theta_overflows_f32), cmocka_unit_test(theta_string),
+        cmocka_unit_test(tie_not_bool), cmocka_unit_test(tp_zero),
+        cmocka_unit_test(model_type_not_string), cmocka_unit_test(too_many_params),
+        cmocka_unit_test(bad_json), cmocka_unit_test(synth_configs),
+        cmocka_unit_test(synth_shape_table),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
