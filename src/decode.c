@@ -130,22 +130,42 @@ int cis2_decode(const cis2_model *m, cis2_seq *seqs, size_t nseq, const cis2_dec
 
 int cis2_run(const cis2_model *m, cis2_seq *seqs, size_t nseq, const cis2_decode_opts *o, cis2_error *err)
 {
-    int rc = cis2_decode(m, seqs, nseq, o, err);
-    if (rc) return rc;
-    cis2_seq *again = calloc(nseq, sizeof *again);
-    if (!again) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
-    cis2_decode_opts o2 = *o;
-    o2.dump_logits = NULL; /* side outputs come from the first run only */
-    o2.trace = NULL;
-    for (size_t s = 0; s < nseq; s++) { again[s].prompt = seqs[s].prompt; again[s].n_prompt = seqs[s].n_prompt; }
-    rc = cis2_decode(m, again, nseq, &o2, err);
-    for (size_t s = 0; s < nseq && !rc; s++) /* §12.4 */
-        if (memcmp(again[s].witness, seqs[s].witness, 32) || memcmp(again[s].argmax, seqs[s].argmax, 32) ||
-            memcmp(again[s].generated, seqs[s].generated, o->gen_toks * sizeof(uint32_t)))
-            rc = cis2_fail(err, CIS2_E_NONDET, "§12.4 determinism check failed: the two in-process runs of sequence %zu differ", s);
-    for (size_t s = 0; s < nseq; s++) cis2_seq_free(&again[s]);
-    free(again);
-    if (rc)
-        for (size_t s = 0; s < nseq; s++) cis2_seq_free(&seqs[s]);
+    /* §12.4: the whole decode twice.  Without a trace the two copies decode
+     * as one batch (each still computes every sum itself; they only share
+     * the weight passes); with a trace, one after the other. */
+    cis2_seq *all = calloc(2 * nseq, sizeof *all);
+    if (!all) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    for (size_t s = 0; s < nseq; s++) {
+        all[s].prompt = all[nseq + s].prompt = seqs[s].prompt;
+        all[s].n_prompt = all[nseq + s].n_prompt = seqs[s].n_prompt;
+    }
+    int rc;
+    if (o->trace) {
+        rc = cis2_decode(m, all, nseq, o, err);
+        cis2_decode_opts o2 = *o;
+        o2.dump_logits = NULL; /* side outputs come from the first run only */
+        o2.trace = NULL;
+        if (!rc) rc = cis2_decode(m, all + nseq, nseq, &o2, err);
+    } else {
+        rc = cis2_decode(m, all, 2 * nseq, o, err);
+    }
+    for (size_t s = 0; s < nseq && !rc; s++) {
+        const cis2_seq *a = &all[s], *b = &all[nseq + s];
+        if (memcmp(a->witness, b->witness, 32) || memcmp(a->argmax, b->argmax, 32) ||
+            memcmp(a->generated, b->generated, o->gen_toks * sizeof(uint32_t)))
+            rc = cis2_fail(err, CIS2_E_NONDET,
+                           "§12.4 determinism check failed: the two in-process runs of sequence %zu differ", s);
+    }
+    for (size_t s = 0; s < nseq; s++) {
+        if (!rc) {
+            memcpy(seqs[s].witness, all[s].witness, 32);
+            memcpy(seqs[s].argmax, all[s].argmax, 32);
+            seqs[s].generated = all[s].generated;
+            all[s].generated = NULL;
+        }
+        cis2_seq_free(&all[s]);
+        cis2_seq_free(&all[nseq + s]);
+    }
+    free(all);
     return rc;
 }

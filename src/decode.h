@@ -31,8 +31,9 @@ typedef struct cis2_decode_opts {
  * its witness chain and argmax digest.  One pass only: see cis2_run. */
 int cis2_decode(const cis2_model *m, cis2_seq *seqs, size_t nseq, const cis2_decode_opts *o, cis2_error *err);
 
-/* §12.4: decodes twice in this process, compares witness, argmax digest and
- * tokens of every sequence, and fails with CIS2_E_NONDET if any differs. */
+/* §12.4: decodes twice in this process (as one batch of both copies),
+ * compares witness, argmax digest and tokens of every sequence, and fails
+ * with CIS2_E_NONDET if any differs.  dump_logits/trace see the first run. */
 int cis2_run(const cis2_model *m, cis2_seq *seqs, size_t nseq, const cis2_decode_opts *o, cis2_error *err);
 
 void cis2_seq_free(cis2_seq *s);
