@@ -84,6 +84,14 @@ void cis2_rope_rotate(float *head, const float *cosv, const float *sinv, size_t 
 void cis2_attend_head(const float *q, const float *k, const float *v, size_t stride, size_t len,
                       size_t head_dim, float *scores, float *out);
 
+/* The same §9.2-§9.4 computation with the keys in the KV cache's blocked
+ * layout: key j, dim d at kt[(j / 16) * kt_block + d * 16 + j % 16]
+ * (kt_block = 16 * head_dim).  Lanes run across cached positions; each
+ * position's dot product keeps §5.1's order, so the bits equal
+ * cis2_attend_head's. */
+void cis2_attend_head_kt(const float *q, const float *kt, const float *v, size_t v_stride, size_t len,
+                         size_t head_dim, float *scores, float *out);
+
 /* §7.1: inv_freq[0..head_dim/2) for rope_theta (as f32). */
 void cis2_rope_inv_freq(float rope_theta, size_t head_dim, float *inv_freq);
 /* §6.6 and §7.2 digests, 32 raw bytes each. */

@@ -181,9 +181,10 @@ void cis2_model_free(cis2_model *m)
 
 int cis2_kv_init(cis2_kv *kv, const cis2_model *m, size_t cap, cis2_error *err)
 {
+    cap = (cap + 15) / 16 * 16; /* whole key blocks */
     size_t n = m->n_layers * cap * m->kv_dim;
     kv->cap = cap;
-    kv->k = malloc(n * sizeof(float));
+    kv->k = calloc(n, sizeof(float)); /* block padding stays 0 */
     kv->v = malloc(n * sizeof(float));
     if (!kv->k || !kv->v) {
         cis2_kv_free(kv);
@@ -225,12 +226,12 @@ static void attend_task(void *ctx, size_t idx)
     size_t hd = m->head_dim, len = row->pos + 1;
     size_t kvh = h / (m->n_heads / m->n_kv); /* GQA */
     const float *q = F->q + r * m->q_dim + h * hd;
-    const float *kc = row->kv->k + (F->layer * row->kv->cap) * m->kv_dim + kvh * hd;
+    const float *kt = row->kv->k + (F->layer * row->kv->cap) * m->kv_dim + kvh * hd * row->kv->cap;
     const float *vc = row->kv->v + (F->layer * row->kv->cap) * m->kv_dim + kvh * hd;
     float stackbuf[1024];
     float *s = len <= 1024 ? stackbuf : malloc(len * sizeof(float));
     if (!s) { F->oom = 1; return; }
-    cis2_attend_head(q, kc, vc, m->kv_dim, len, hd, s, F->att + r * m->q_dim + h * hd); /* §9.2-§9.4 */
+    cis2_attend_head_kt(q, kt, vc, m->kv_dim, len, hd, s, F->att + r * m->q_dim + h * hd); /* §9.2-§9.4 */
     if (F->probs) memcpy(F->probs + r * F->probs_stride + h * len, s, len * sizeof(float));
     if (s != stackbuf) free(s);
 }
@@ -306,7 +307,11 @@ int cis2_forward(const cis2_model *m, cis2_row *rows, size_t n, cis2_trace_fn tr
             for (size_t h = 0; h < m->n_heads; h++) cis2_rope_rotate(q + r * Q + h * m->head_dim, cosv, sinv, half);
             for (size_t h = 0; h < m->n_kv; h++) cis2_rope_rotate(k + r * KV + h * m->head_dim, cosv, sinv, half);
             cis2_kv *kv = rows[r].kv; /* §3.5: cache post-RoPE k, and v */
-            memcpy(kv->k + (l * kv->cap + rows[r].pos) * KV, k + r * KV, KV * sizeof(float));
+            size_t p = rows[r].pos, hd = m->head_dim;
+            float *kl = kv->k + l * kv->cap * KV; /* blocked keys, see cis2_kv */
+            for (size_t h = 0; h < m->n_kv; h++)
+                for (size_t d = 0; d < hd; d++)
+                    kl[h * hd * kv->cap + (p / 16) * 16 * hd + d * 16 + p % 16] = k[r * KV + h * hd + d];
             memcpy(kv->v + (l * kv->cap + rows[r].pos) * KV, v + r * KV, KV * sizeof(float));
         }
         TRACE("q_rope", q, Q);

@@ -42,10 +42,12 @@ typedef struct cis2_model {
 int cis2_model_load(cis2_model *m, const char *dir, cis2_error *err);
 void cis2_model_free(cis2_model *m);
 
-/* Per-sequence KV cache of post-RoPE keys and values (§3.5). */
+/* Per-sequence KV cache of post-RoPE keys and values (§3.5).  Values are
+ * rows: v[layer][pos][kv_dim].  Keys are blocked for SIMD across positions:
+ * k[layer][kv_head][pos / 16][dim][pos % 16] (cis2_attend_head_kt). */
 typedef struct cis2_kv {
-    size_t cap;             /* positions */
-    float *k, *v;           /* [layer][pos][kv_dim] */
+    size_t cap;             /* positions, a multiple of 16 */
+    float *k, *v;
 } cis2_kv;
 int cis2_kv_init(cis2_kv *kv, const cis2_model *m, size_t cap, cis2_error *err);
 void cis2_kv_free(cis2_kv *kv);

@@ -326,6 +326,37 @@ void cis2_attend_head(const float *q, const float *k, const float *v, size_t str
     }
 }
 
+void cis2_attend_head_kt(const float *q, const float *kt, const float *v, size_t v_stride, size_t len,
+                         size_t head_dim, float *scores, float *out)
+{
+    float scale = cis2_rsqrt_cr((float)head_dim); /* §9.2 */
+    for (size_t b = 0; b * 16 < len; b++) {
+        const float *blk = kt + b * 16 * head_dim;
+        float acc[16];
+        for (int l = 0; l < 16; l++) acc[l] = 0.0f;
+        for (size_t d = 0; d < head_dim; d++) { /* §5.1 order per lane */
+            float qd = q[d];
+            const float *kd = blk + d * 16;
+            for (int l = 0; l < 16; l++) {
+                float p = qd * kd[l];
+                acc[l] = acc[l] + p;
+            }
+        }
+        size_t n = len - b * 16 < 16 ? len - b * 16 : 16;
+        for (size_t l = 0; l < n; l++) scores[b * 16 + l] = acc[l] * scale;
+    }
+    cis2_softmax_seq(scores, len); /* §9.3 */
+    for (size_t d = 0; d < head_dim; d++) out[d] = 0.0f;
+    for (size_t j = 0; j < len; j++) { /* §9.4 */
+        const float *vj = v + j * v_stride;
+        float sj = scores[j];
+        for (size_t d = 0; d < head_dim; d++) {
+            float p = sj * vj[d];
+            out[d] = out[d] + p;
+        }
+    }
+}
+
 void cis2_rope_inv_freq(float rope_theta, size_t head_dim, float *inv_freq) /* §7.1 */
 {
     float ln_theta = cis2_ln_pinned(rope_theta);

@@ -227,6 +227,30 @@ static void test_attention(void **s)
     expect(out, want, 8, "attention");
 }
 
+/* The blocked-key attention equals the row-layout one bit for bit. */
+static void test_attention_blocked(void **s)
+{
+    (void)s;
+    uint64_t st = 0x9E3779B97F4A7C15ull;
+    const size_t hd = 24, lens[] = {1, 2, 15, 16, 17, 33, 100};
+    static float q[24], k[112 * 24], v[112 * 24], kt[7 * 16 * 24], s1[112], s2[112], o1[24], o2[24];
+    for (size_t t = 0; t < sizeof lens / sizeof lens[0]; t++) {
+        size_t len = lens[t];
+        for (size_t i = 0; i < hd + 2 * 112 * hd; i++) {
+            st ^= st << 13; st ^= st >> 7; st ^= st << 17;
+            float x = (float)(int32_t)(st >> 40) / 4096.0f; /* about +-2000, so cancellation happens */
+            if (i < hd) q[i] = x; else if (i < hd + 112 * hd) k[i - hd] = x / 1024.0f; else v[i - hd - 112 * hd] = x;
+        }
+        memset(kt, 0, sizeof kt);
+        for (size_t j = 0; j < len; j++)
+            for (size_t d = 0; d < hd; d++) kt[(j / 16) * 16 * hd + d * 16 + j % 16] = k[j * hd + d];
+        cis2_attend_head(q, k, v, hd, len, hd, s1, o1);
+        cis2_attend_head_kt(q, kt, v, hd, len, hd, s2, o2);
+        for (size_t j = 0; j < len; j++) assert_int_equal(B(s1[j]), B(s2[j]));
+        for (size_t d = 0; d < hd; d++) assert_int_equal(B(o1[d]), B(o2[d]));
+    }
+}
+
 static void test_rope_tables(void **s)
 {
     (void)s;
@@ -284,7 +308,7 @@ int main(void)
         cmocka_unit_test(test_silu),      cmocka_unit_test(test_sin_cos),    cmocka_unit_test(test_rsqrt),
         cmocka_unit_test(test_ldexp_frexp), cmocka_unit_test(test_argmax),   cmocka_unit_test(test_dot_seq),
         cmocka_unit_test(test_rmsnorm),   cmocka_unit_test(test_matvec),     cmocka_unit_test(test_softmax),
-        cmocka_unit_test(test_attention), cmocka_unit_test(test_rope_tables), cmocka_unit_test(test_digests),
+        cmocka_unit_test(test_attention), cmocka_unit_test(test_attention_blocked), cmocka_unit_test(test_rope_tables), cmocka_unit_test(test_digests),
     };
     return cmocka_run_group_tests_name("pmath", tests, setup, NULL);
 }
