@@ -25,7 +25,7 @@ static int parse_u64(const char *s, uint64_t *out)
 
 int cmd_synth(int argc, char **argv)
 {
-    const char *shape = NULL, *seed_s = NULL, *out = NULL, *tok = NULL;
+    const char *shape = NULL, *seed_s = NULL, *out = NULL, *tok = NULL, *config = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--list")) {
@@ -39,19 +39,22 @@ int cmd_synth(int argc, char **argv)
             return CIS2_OK;
         }
         const char **dst = !strcmp(a, "--shape") ? &shape : !strcmp(a, "--seed") ? &seed_s
-                         : !strcmp(a, "--out") ? &out : !strcmp(a, "--tokenizer") ? &tok : NULL;
+                         : !strcmp(a, "--out") ? &out : !strcmp(a, "--tokenizer") ? &tok
+                         : !strcmp(a, "--config") ? &config : NULL;
         if (!dst) return cli_usage_error("synth", "unknown argument '%s'", a);
         if (i + 1 >= argc) return cli_usage_error("synth", "%s needs a value", a);
         if (*dst) return cli_usage_error("synth", "%s given twice", a);
         *dst = argv[++i];
     }
-    if (!shape || !seed_s || !out)
-        return cli_usage_error("synth", "usage: cis2 synth --shape NAME --seed N --out DIR [--tokenizer FILE] | --list");
-    if (!cis2_synth_find_shape(shape)) return cli_usage_error("synth", "unknown shape '%s' (try --list)", shape);
+    if (!!shape == !!config || !seed_s || !out)
+        return cli_usage_error("synth", "usage: cis2 synth (--shape NAME | --config FILE) --seed N --out DIR [--tokenizer FILE] | --list");
+    if (shape && !cis2_synth_find_shape(shape)) return cli_usage_error("synth", "unknown shape '%s' (try --list)", shape);
     uint64_t seed;
     if (parse_u64(seed_s, &seed)) return cli_usage_error("synth", "--seed must be a decimal integer < 2^64");
     cis2_error err = {0};
-    if (cis2_synth_write(shape, seed, out, tok, &err)) return cli_report(&err);
-    printf("synth: shape=%s seed=%llu -> %s\n", shape, (unsigned long long)seed, out);
+    if (shape ? cis2_synth_write(shape, seed, out, tok, &err) : cis2_synth_write_config(config, seed, out, tok, &err))
+        return cli_report(&err);
+    printf("synth: %s=%s seed=%llu -> %s\n", shape ? "shape" : "config", shape ? shape : config,
+           (unsigned long long)seed, out);
     return CIS2_OK;
 }

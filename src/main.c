@@ -49,7 +49,11 @@ static const struct {
     {"run", cmd_run, "[--model-dir DIR] [--prompt T | --prompt-file F | --prompt-ids CSV] [--gen-toks N] [--json]"},
     {"bench", cmd_bench, "[--model-dir DIR | --shape NAME] [--gen-toks N] [--json]: speed vs memory bandwidth"},
     {"conform", cmd_conform, "[--model-dir DIR] [--all]: the §13.1 test vector (needs the real weights)"},
-    {"synth", cmd_synth, "--shape NAME --seed N --out DIR [--tokenizer FILE] | --list: synthetic checkpoint"},
+    {"synth", cmd_synth, "(--shape NAME | --config FILE) --seed N --out DIR [--tokenizer FILE] | --list: synthetic checkpoint"},
+    {"verify", cmd_verify, "RECEIPT [--model-dir DIR]: recompute every field of a receipt"},
+    {"check", cmd_check, "RECEIPT [--tokenizer F] [--config F]: check what needs no weights"},
+    {"compare", cmd_compare, "A B: SAME, DIFFERENT-RUN, CONTRADICTION or WITNESS-COLLISION"},
+    {"diff", cmd_diff, "TRACE_A TRACE_B: first differing tensor of two run --trace files"},
 };
 
 static void help(FILE *f)

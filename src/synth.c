@@ -18,6 +18,7 @@
  *   norm weights:         uniform 1 +- 0.1
  */
 #include "synth.h"
+#include "config.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -330,7 +331,8 @@ char *cis2_synth_min_tokenizer_json(void)
     return out;
 }
 
-static int write_tokenizer(const char *src, const char *dir, cis2_error *err)
+/* dir/name = a byte-for-byte copy of src, or (src NULL) the minimal tokenizer. */
+static int write_copy(const char *src, const char *dir, const char *name, cis2_error *err)
 {
     char tmp[4200], final[4200];
     FILE *in = NULL;
@@ -342,7 +344,7 @@ static int write_tokenizer(const char *src, const char *dir, cis2_error *err)
             return cis2_fail(err, CIS2_E_IO, "%s: not a regular file", src);
         }
     }
-    FILE *f = open_tmp(dir, "tokenizer.json", tmp, final, sizeof tmp, err);
+    FILE *f = open_tmp(dir, name, tmp, final, sizeof tmp, err);
     if (!f) { if (in) fclose(in); return CIS2_E_IO; }
     int rc = CIS2_OK;
     if (in) {
@@ -365,8 +367,25 @@ int cis2_synth_write(const char *shape, uint64_t seed, const char *out_dir, cons
     const cis2_synth_shape *s = cis2_synth_find_shape(shape);
     if (!s) return cis2_fail(err, CIS2_E_USAGE, "synth: unknown shape '%s'", shape);
     int rc;
-    if ((rc = mkdir_p(out_dir, err)) || (rc = write_tokenizer(tokenizer_src, out_dir, err)) ||
+    if ((rc = mkdir_p(out_dir, err)) || (rc = write_copy(tokenizer_src, out_dir, "tokenizer.json", err)) ||
         (rc = write_config(s, out_dir, err)) || (rc = write_safetensors(s, seed, out_dir, err)))
+        return rc;
+    return CIS2_OK;
+}
+
+int cis2_synth_write_config(const char *config_path, uint64_t seed, const char *out_dir, const char *tokenizer_src,
+                            cis2_error *err)
+{
+    cis2_config c;
+    int rc = cis2_config_load(&c, config_path, err);
+    if (rc) return rc;
+    int qwen = !strcmp(c.model_type, "qwen2");
+    cis2_synth_shape s = {"config", qwen ? "qwen2" : "llama", c.hidden_size, c.intermediate_size,
+                          c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, c.vocab_size,
+                          c.max_position_embeddings, c.head_dim, "", "", c.tie_word_embeddings, qwen, 1};
+    if ((rc = mkdir_p(out_dir, err)) || (rc = write_copy(tokenizer_src, out_dir, "tokenizer.json", err)) ||
+        (rc = write_copy(config_path, out_dir, "config.json", err)) ||
+        (rc = write_safetensors(&s, seed, out_dir, err)))
         return rc;
     return CIS2_OK;
 }

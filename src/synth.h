@@ -36,6 +36,12 @@ const cis2_synth_shape *cis2_synth_find_shape(const char *name); /* NULL if unkn
 int cis2_synth_write(const char *shape, uint64_t seed, const char *out_dir, const char *tokenizer_src,
                      cis2_error *err);
 
+/* The same for the shape a real config.json describes (copied byte for
+ * byte, so config_sha256 is the real one): Qwen2 configs get q/k/v biases,
+ * an untied config gets lm_head.weight. */
+int cis2_synth_write_config(const char *config_path, uint64_t seed, const char *out_dir, const char *tokenizer_src,
+                            cis2_error *err);
+
 /* The minimal tokenizer.json (NUL-terminated, caller frees), or NULL. */
 char *cis2_synth_min_tokenizer_json(void);
 
