@@ -6,6 +6,8 @@
 #   make install PREFIX=DIR   binary, library, header, pkg-config file
 #   make CC=clang OPT=-O0     any compiler / optimisation; the target ISA is
 #                             taken from `$(CC) -dumpmachine`, never uname.
+#   make check SAN=1 BUILD=build-san   the tests under ASan+UBSan
+#   make fuzz [FUZZ_SECONDS=60]       libFuzzer targets (fuzz/), each that long
 #
 # Float rules (spec §1.4, §1.5): -ffp-contract=off and -fno-fast-math on
 # every compile line, gcc's -fexcess-precision=standard; never -Ofast or
@@ -59,7 +61,7 @@ $(BUILD)/obj/kern_x86_avx512.o: XFLAGS := -mavx512f -mavx512bw -mavx512vl -mavx2
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
-.PHONY: all check run install clean tests FORCE
+.PHONY: all check run install clean tests fuzz fuzz-build FORCE
 all: $(BUILD)/cis2 $(BUILD)/libcis2.a
 
 # Rebuild everything when the compiler or flags change.
@@ -97,6 +99,47 @@ install: all
 	install -m 644 include/cis2.h $(DESTDIR)$(PREFIX)/include/cis2.h
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/.*CIS2_VERSION "\(.*\)"/\1/p' include/cis2.h)|g' \
 	  cis2.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/cis2.pc
+
+# ---- libFuzzer targets (fuzz/, issue 8; docs/inputs.md) ----
+# Each target is built with clang -fsanitize=fuzzer,address,undefined from
+# its fuzz/fuzz_NAME.c and the src/*.c it needs, then run for FUZZ_SECONDS
+# on a scratch copy of its seed corpus fuzz/corpus/NAME/ (the repo's seeds
+# are never modified).  A finding leaves crash-* files in $(FUZZ_OUT).
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_OUT ?= $(BUILD)/fuzz
+FUZZ_NAMES := safetensors config tokenizer_load tokenizer_encode receipt
+FUZZ_BIN := $(patsubst %,$(FUZZ_OUT)/fuzz_%,$(FUZZ_NAMES))
+FUZZ_CFLAGS := -std=c11 -ffp-contract=off -fno-fast-math -fno-math-errno -O1 -g $(WARN) -D_DEFAULT_SOURCE \
+               -Iinclude -Isrc -pthread -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+               -fno-omit-frame-pointer
+FUZZ_TOK_SRC := src/tokenizer.c src/pretok.c src/unicode_tables.c
+$(FUZZ_OUT)/fuzz_safetensors: FUZZ_DEPS := src/safetensors.c
+$(FUZZ_OUT)/fuzz_config: FUZZ_DEPS := src/config.c
+$(FUZZ_OUT)/fuzz_tokenizer_load: FUZZ_DEPS := $(FUZZ_TOK_SRC)
+$(FUZZ_OUT)/fuzz_tokenizer_encode: FUZZ_DEPS := $(FUZZ_TOK_SRC)
+$(FUZZ_OUT)/fuzz_receipt: FUZZ_DEPS := src/receipt.c src/digest.c
+
+$(FUZZ_OUT)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_util.h $(wildcard src/*.c src/*.h) include/cis2.h
+	@mkdir -p $(FUZZ_OUT)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_DEPS) src/error.c -lcrypto -ljansson -lpthread
+
+fuzz-build: $(FUZZ_BIN)
+
+fuzz: fuzz-build
+	@fail=""; for n in $(FUZZ_NAMES); do \
+	  work=$$(mktemp -d); mkdir -p $(FUZZ_OUT)/artifacts; \
+	  cp fuzz/corpus/$$n/* "$$work"/ 2>/dev/null; \
+	  echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
+	  SHARED=$${SHARED:-../shared} $(FUZZ_OUT)/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+	    -rss_limit_mb=2048 -malloc_limit_mb=1024 -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_OUT)/artifacts/$$n- "$$work" > $(FUZZ_OUT)/$$n.log 2>&1 \
+	    || { fail="$$fail $$n"; tail -n 40 $(FUZZ_OUT)/$$n.log; }; \
+	  grep -E '^stat::number_of_executed_units|^Done' $(FUZZ_OUT)/$$n.log | tr '\n' ' '; echo; \
+	  rm -rf "$$work"; \
+	done; \
+	if [ -n "$$fail" ]; then echo "fuzz: FAILED:$$fail (inputs in $(FUZZ_OUT)/artifacts/)"; exit 1; fi; \
+	echo "fuzz: all targets clean"
 
 clean:
 	rm -rf $(BUILD)

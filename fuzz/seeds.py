@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""fuzz/seeds.py - regenerate the seed corpora in fuzz/corpus/<target>/.
+
+Small hand-made inputs (a few KB at most), valid and near-valid, so each
+libFuzzer target starts from the interesting structure of its format.
+Nothing is copied from ../shared (the real model files stay outside the
+repo).  Run from the repo root: python3 fuzz/seeds.py
+"""
+import json, os, struct
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+
+
+def put(target, name, data):
+    d = os.path.join(OUT, target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+# ---- safetensors: 8-byte LE header length, JSON header, data area ----
+def st(tensors, meta=None, pad=b"", raw_header=None):
+    """tensors: list of (name, dtype, shape, nbytes) laid out in order."""
+    hdr, pos = {}, 0
+    if meta is not None:
+        hdr["__metadata__"] = meta
+    data = b""
+    for name, dt, shape, nb in tensors:
+        hdr[name] = {"dtype": dt, "shape": shape, "data_offsets": [pos, pos + nb]}
+        data += bytes((i * 37 + 11) & 0xFF for i in range(nb))
+        pos += nb
+    h = raw_header if raw_header is not None else json.dumps(hdr, separators=(",", ":")).encode()
+    return struct.pack("<Q", len(h)) + h + data + pad
+
+
+put("safetensors", "two_bf16", st([("a", "BF16", [2, 3], 12), ("b", "BF16", [4], 8)]))
+put("safetensors", "f32_meta", st([("w", "F32", [3], 12)], meta={"format": "pt"}))
+put("safetensors", "odd_header", st([("x.weight", "BF16", [1, 1], 2), ("y", "F32", [2], 8)], meta={"k": "v "}))
+put("safetensors", "scalar_empty", st([("s", "F32", [], 4), ("e", "BF16", [0, 5], 0)]))
+put("safetensors", "empty", st([]))
+put("safetensors", "layers", st([("model.embed_tokens.weight", "BF16", [4, 2], 16),
+                                  ("model.layers.0.input_layernorm.weight", "BF16", [2], 4),
+                                  ("model.norm.weight", "F32", [2], 8)]))
+put("safetensors", "overlap", st([], raw_header=b'{"a":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]},'
+                                  b'"b":{"dtype":"BF16","shape":[2],"data_offsets":[2,6]}}') + bytes(6))
+put("safetensors", "hole", st([("a", "BF16", [1], 2)], pad=b"\0\0\0"))
+put("safetensors", "len_past_end", struct.pack("<Q", 1 << 20) + b"{}")
+
+# ---- config.json ----
+base = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
+        "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "vocab_size": 512, "max_position_embeddings": 256,
+        "rms_norm_eps": 1e-05, "rope_theta": 10000, "tie_word_embeddings": True,
+        "attention_bias": False, "rope_scaling": None, "torch_dtype": "bfloat16"}
+put("config", "llama_tiny.json", json.dumps(base, indent=1))
+q = dict(base, model_type="qwen2", hidden_size=96, intermediate_size=224, num_hidden_layers=3,
+         num_attention_heads=6, vocab_size=640, rope_theta=1000000.0, tie_word_embeddings=False,
+         use_sliding_window=False, sliding_window=None, rms_norm_eps=1e-06, attention_bias=True)
+put("config", "qwen2.json", json.dumps(q))
+minimal = {k: base[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers",
+                                "num_attention_heads", "vocab_size", "rms_norm_eps")}
+put("config", "minimal.json", json.dumps(minimal))
+put("config", "head_dim.json", json.dumps(dict(base, head_dim=16, pretraining_tp=1, mlp_bias=False)))
+put("config", "bad_heads.json", json.dumps(dict(base, num_attention_heads=7)))
+put("config", "huge.json", json.dumps(dict(base, hidden_size=65536, intermediate_size=1 << 20,
+                                           num_hidden_layers=1024, vocab_size=1 << 22)))
+
+# ---- tokenizer.json (the SmolLM2 shape, a small vocab) ----
+def b2u():
+    bs = list(range(0x21, 0x7F)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b); cs.append(256 + n); n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+M = b2u()
+def tok(vocab_words, merges, added=(), pre="seq", merges_as_pairs=False, extra_model=None):
+    vocab = {M[b]: i for i, b in enumerate(range(256))}
+    for w in vocab_words:
+        vocab[w] = len(vocab)
+    bl = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    pt = {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, bl]} \
+        if pre == "seq" else bl
+    model = {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+             "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+             "ignore_merges": False, "vocab": vocab,
+             "merges": [m.split(" ") for m in merges] if merges_as_pairs else list(merges)}
+    model.update(extra_model or {})
+    return json.dumps({"version": "1.0", "truncation": None, "padding": None,
+                       "added_tokens": [dict(id=i, content=c, single_word=False, lstrip=False, rstrip=False,
+                                             normalized=False, special=True) for i, c in added],
+                       "normalizer": None, "pre_tokenizer": pt, "post_processor": None,
+                       "decoder": bl, "model": model}, ensure_ascii=False, separators=(",", ":"))
+
+
+words = ["Ġt", "he", "Ġthe", "in", "Ġa", "er", "on", "Ġo", "Ġon", "ce"]
+merges = ["Ġ t", "h e", "Ġt he", "i n", "Ġ a", "e r", "o n", "Ġ o", "Ġo n", "c e"]
+put("tokenizer_load", "smollm_shape.json", tok(words, merges, added=[(0, "<|endoftext|>"), (1, "<|im_start|>")]))
+put("tokenizer_load", "pair_merges.json", tok(words, merges, pre="bytelevel", merges_as_pairs=True))
+put("tokenizer_load", "ignore_merges.json", tok(words, merges, extra_model={"ignore_merges": True}))
+put("tokenizer_load", "bytes_only.json", tok([], []))
+put("tokenizer_load", "unknown_merge.json", tok(words, merges + ["x yz"]))
+
+# ---- text for encode (with the real SmolLM2 tokenizer) ----
+put("tokenizer_encode", "english", "Once upon a time, there was a little robot.\n")
+put("tokenizer_encode", "digits_ws", "In 2024 we had 1,234,567.89 items;   spaces\t\ttabs\r\n\n  end ")
+put("tokenizer_encode", "unicode", "Café naïve — 日本語のテキスト 🤖👍🏽 Ελληνικά русский عربى\u00a0nbsp")
+put("tokenizer_encode", "special", "<|im_start|>user\nhi<|im_end|><|endoftext|>x<|endoftext")
+put("tokenizer_encode", "contractions", "I'm you're he'll we've they'd it's DON'T 'S 's")
+put("tokenizer_encode", "invalid_utf8", b"ok\xff\xfe bad \xc3( \xed\xa0\x80 surrogate \xf4\x90\x80\x80")
+put("tokenizer_encode", "code", "def f(x):\n    return {'a': [1, 2]}  # done\n\n\n")
+
+# ---- CIS-2-RECEIPT v1 (FACTS.md §6) ----
+def receipt(prompt=b"Once upon a time", ids="6403,1980,253,655", gen="3", generated="1,2,3"):
+    h = lambda c: c * 64
+    lines = ["CIS-2-RECEIPT v1", "spec-version 0.3b", "weights-sha256 " + h("a"), "config-sha256 " + h("b"),
+             "tokenizer-sha256 " + h("c"), "prompt-hex " + prompt.hex(), "prompt-token-ids " + ids,
+             "gen-toks " + gen, "dtype fp32", "table-digest " + h("d"), "inv-freq-table-digest " + h("e"),
+             "generated-token-ids " + generated, "argmax-digest " + h("f"), "witness-digest " + h("0")]
+    return "\n".join(lines) + "\n"
+
+
+put("receipt", "valid", receipt())
+put("receipt", "one_token", receipt(prompt=b"x", ids="0", gen="1", generated="4294967295"))
+put("receipt", "crlf", receipt().replace("\n", "\r\n"))
+put("receipt", "gen_mismatch", receipt(gen="4"))
+put("receipt", "leading_zero", receipt(ids="06403,1980"))

@@ -1,0 +1,164 @@
+#!/bin/sh
+# tests/t_hostile.sh - hostile inputs through the `cis2` command line (issue
+# 8, docs/inputs.md): each must end in exactly one stderr line naming the
+# file or option and the problem, with the documented exit code, never a
+# crash, hang or huge allocation.  Only the cases no other test covers are
+# here; docs/inputs.md points every other line of the list at its test
+# (tests/test_safetensors.c, test_config.c, test_tokenizer.c, t_run.sh, ...).
+set -eu
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+TOK=$SHARED/models/smollm2-135m/tokenizer.json
+n=0
+fail() { echo "FAIL: $*"; exit 1; }
+# expect CODE NEEDLE cmd...: exit CODE, one stderr line containing NEEDLE.
+# Every run is bounded: 60 s wall (no hang) and, on a build without ASan
+# (which reserves terabytes of address space), 4 GiB of address space (no
+# huge allocation).  ASan reports also fail the one-line check.
+ULIM=""
+nm "$CIS2" 2>/dev/null | grep -q __asan_init || ULIM="ulimit -v 4194304;"
+expect() {
+    code=$1; needle=$2; shift 2
+    set +e
+    sh -c "$ULIM"' exec timeout 60 "$@"' sh "$@" > "$T/out" 2> "$T/err" < /dev/null
+    rc=$?
+    set -e
+    [ $rc -eq "$code" ] || { cat "$T/err"; fail "exit $rc, want $code: $*"; }
+    [ "$(wc -l < "$T/err")" -eq 1 ] || { cat "$T/err"; fail "stderr is not one line: $*"; }
+    grep -q -- "$needle" "$T/err" || fail "stderr lacks '$needle': $(cat "$T/err")"
+    n=$((n + 1))
+    echo "ok $n: exit $code: $(cut -c1-160 "$T/err")"
+}
+# st_edit SRC DST PYTHON: rewrite a safetensors file; the snippet edits `h`
+# (the header dict) and `data` (the data-area bytes), then it is re-serialised.
+st_edit() {
+    python3 - "$1" "$2" "$3" <<'PY'
+import json, struct, sys
+src, dst, code = sys.argv[1:]
+b = open(src, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n]); data = b[8 + n:]
+exec(code)
+hb = json.dumps(h).encode()
+open(dst, "wb").write(struct.pack("<Q", len(hb)) + hb + data)
+PY
+}
+model() { rm -rf "$T/$1"; cp -r "$T/tiny" "$T/$1"; }
+cfg_edit() { python3 -c "import json,sys; c=json.load(open(sys.argv[1])); $2; json.dump(c, open(sys.argv[1],'w'))" "$T/$1/config.json"; }
+
+$CIS2 synth --shape tiny --seed 1 --out "$T/tiny" > /dev/null
+$CIS2 synth --shape odd --seed 1 --out "$T/odd" > /dev/null
+RUN="run --gen-toks 1"
+
+# ---- model.safetensors, at the command line ----
+model extra
+st_edit "$T/tiny/model.safetensors" "$T/extra/model.safetensors" \
+  'h["extra.bias"] = {"dtype": "BF16", "shape": [2], "data_offsets": [len(data), len(data) + 4]}; data += bytes(4)'
+expect 4 "unexpected tensor extra.bias" $CIS2 $RUN --model-dir "$T/extra" --prompt-ids 1
+model f16
+st_edit "$T/tiny/model.safetensors" "$T/f16/model.safetensors" 'h["model.norm.weight"]["dtype"] = "F16"'
+expect 5 "model.norm.weight.*dtype 'F16' not supported" $CIS2 $RUN --model-dir "$T/f16" --prompt-ids 1
+model bigheader
+printf '\000\000\000\020\000\000\000\000{}' > "$T/bigheader/model.safetensors"   # 2^28-byte header
+expect 4 "model.safetensors: header length 268435456 exceeds" $CIS2 $RUN --model-dir "$T/bigheader" --prompt-ids 1
+model outside
+st_edit "$T/tiny/model.safetensors" "$T/outside/model.safetensors" \
+  'h["model.norm.weight"]["data_offsets"][1] += 1 << 40'
+expect 4 "model.norm.weight.*beyond the data area" $CIS2 $RUN --model-dir "$T/outside" --prompt-ids 1
+model nost; rm "$T/nost/model.safetensors"
+expect 3 "model.safetensors: cannot open" $CIS2 $RUN --model-dir "$T/nost" --prompt-ids 1
+model dirst; rm "$T/dirst/model.safetensors"; mkdir "$T/dirst/model.safetensors"
+expect 3 "model.safetensors: not a regular file" $CIS2 $RUN --model-dir "$T/dirst" --prompt-ids 1
+
+# ---- tensors against config.json (model.c) ----
+model shape; cfg_edit shape 'c["intermediate_size"] = 128'
+expect 4 "gate_proj.weight has shape \[160,64\], config expects \[128,64\]" \
+  $CIS2 $RUN --model-dir "$T/shape" --prompt-ids 1
+model untied; cfg_edit untied 'c["tie_word_embeddings"] = False'
+expect 4 "tie_word_embeddings is false but lm_head.weight is missing" \
+  $CIS2 $RUN --model-dir "$T/untied" --prompt-ids 1
+rm -rf "$T/tied"; cp -r "$T/odd" "$T/tied"; cfg_edit tied 'c["tie_word_embeddings"] = True'
+expect 5 "tie_word_embeddings is true but lm_head.weight is present" \
+  $CIS2 $RUN --model-dir "$T/tied" --prompt-ids 1
+# a config near the size limits (~45e9 parameters, 180 GB of f32) against a
+# 240 KB file: refused on the first tensor's shape, before any allocation
+model huge
+cfg_edit huge 'c.update(hidden_size=65536, intermediate_size=65536, num_hidden_layers=2, num_attention_heads=64, num_key_value_heads=8, vocab_size=4096, max_position_embeddings=1048576)'
+expect 4 "model.embed_tokens.weight has shape \[512,64\], config expects \[4096,65536\]" \
+  $CIS2 $RUN --model-dir "$T/huge" --prompt-ids 1
+
+# ---- config.json ----
+model nocfg; rm "$T/nocfg/config.json"
+expect 3 "config.json: cannot open" $CIS2 $RUN --model-dir "$T/nocfg" --prompt-ids 1
+model bigcfg; truncate -s 17M "$T/bigcfg/config.json"
+expect 4 "config.json: larger than 16777216 bytes" $CIS2 $RUN --model-dir "$T/bigcfg" --prompt-ids 1
+model deepcfg; python3 -c "print('[' * 100000 + ']' * 100000)" > "$T/deepcfg/config.json"
+expect 4 "config.json: invalid JSON (maximum parsing depth" $CIS2 $RUN --model-dir "$T/deepcfg" --prompt-ids 1
+model negcfg; cfg_edit negcfg 'c["num_hidden_layers"] = -2'
+expect 4 "config.json: num_hidden_layers must be a positive integer" $CIS2 $RUN --model-dir "$T/negcfg" --prompt-ids 1
+model divcfg; cfg_edit divcfg 'c["num_attention_heads"] = 5'
+expect 4 "config.json: hidden_size 64 is not divisible by num_attention_heads 5" \
+  $CIS2 $RUN --model-dir "$T/divcfg" --prompt-ids 1
+
+# ---- tokenizer.json ----
+model notok; rm "$T/notok/tokenizer.json"
+expect 3 "tokenizer.json" $CIS2 $RUN --model-dir "$T/notok" --prompt-ids 1   # hashed even for ids (§2.1)
+model badtok; printf '{"model": ' > "$T/badtok/tokenizer.json"
+expect 4 "tokenizer.json: malformed JSON" $CIS2 $RUN --model-dir "$T/badtok" --prompt "hi"
+model bigtok; truncate -s 300M "$T/bigtok/tokenizer.json"
+expect 4 "tokenizer.json: 314572800 bytes is too large" $CIS2 $RUN --model-dir "$T/bigtok" --prompt "hi"
+mkdir "$T/dirtok"
+expect 3 "dirtok: not a regular file" $CIS2 tokenize --tokenizer "$T/dirtok" --text x
+python3 -c "print('{\"model\": ' + '[' * 100000 + ']' * 100000 + '}')" > "$T/deeptok.json"
+expect 4 "malformed JSON.*maximum parsing depth" $CIS2 tokenize --tokenizer "$T/deeptok.json" --text x
+printf '{"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false}, "model": {"type": "BPE", "vocab": {"a": 0, "a": 1}}}' > "$T/duptok.json"
+expect 4 "malformed JSON.*duplicate" $CIS2 tokenize --tokenizer "$T/duptok.json" --text x
+printf '{"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false}, "model": {"type": "BPE", "vocab": {"a": 0, "b": "1"}}}' > "$T/strid.json"
+expect 4 "model.vocab entry \"b\" has no valid id" $CIS2 tokenize --tokenizer "$T/strid.json" --text x
+printf '{"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false}, "model": {"type": "BPE", "vocab": {"a": 0, "b": 4294967296}}}' > "$T/bigid.json"
+expect 4 "model.vocab entry \"b\" has no valid id" $CIS2 tokenize --tokenizer "$T/bigid.json" --text x
+
+# ---- prompts ----
+expect 4 "not valid UTF-8" $CIS2 $RUN --model-dir "$T/tiny" --prompt "$(printf 'a\377')"
+printf '' > "$T/empty.txt"
+expect 4 "empty.txt: no prompts" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file "$T/empty.txt"
+printf '[]' > "$T/empty.json"
+expect 4 "empty.json: no prompts" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file "$T/empty.json"
+printf '\r\n' > "$T/cr.txt"
+expect 4 "cr.txt: line 1: empty prompt" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file "$T/cr.txt"
+printf '["a", ""]' > "$T/emptystr.json"
+expect 2 "prompt 1 encodes to no tokens" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file "$T/emptystr.json"
+printf '["a", 7]' > "$T/nonstr.json"
+expect 4 "nonstr.json: element 1 is not a string" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file "$T/nonstr.json"
+printf '["a\377"]' > "$T/badutf8.json"
+expect 4 "badutf8.json: line 1: unable to decode byte 0xff" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file "$T/badutf8.json"
+python3 -c "print('[' * 100000 + ']' * 100000)" > "$T/deep.json"
+expect 4 "deep.json: line 1: maximum parsing depth" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file "$T/deep.json"
+expect 3 "nope.txt" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file "$T/nope.txt"
+expect 3 "read error" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file "$T"
+truncate -s 300M "$T/huge.txt"
+expect 4 "huge.txt: larger than 256 MiB" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file "$T/huge.txt"
+rm -f "$T/huge.txt"
+# a 400-token text prompt on a 256-position model
+expect 2 "prompt (400 tokens) + gen-toks (1) exceeds max_position_embeddings (256)" \
+  $CIS2 $RUN --model-dir "$T/tiny" --prompt "$(python3 -c "print('a ' * 200, end='')")"
+expect 2 "exceeds max_position_embeddings" $CIS2 run --model-dir "$T/tiny" --prompt-ids 1,2 --gen-toks 255
+expect 2 "'4294967296' is not a comma-separated list" $CIS2 $RUN --model-dir "$T/tiny" --prompt-ids 4294967296
+expect 2 "'1,' is not a comma-separated list" $CIS2 $RUN --model-dir "$T/tiny" --prompt-ids 1,
+expect 2 "'' is not a comma-separated list" $CIS2 $RUN --model-dir "$T/tiny" --prompt-ids ""
+expect 2 "'-1' is not a comma-separated list" $CIS2 $RUN --model-dir "$T/tiny" --prompt-ids -1
+
+# ---- command-line arguments ----
+set +e; $CIS2 > /dev/null 2>&1; rc=$?; set -e   # no command: the help text, on stderr
+[ $rc -eq 2 ] || fail "cis2 with no arguments exited $rc, want 2"
+expect 2 "unknown command 'frobnicate'" $CIS2 frobnicate
+expect 2 "missing value: --gen-toks" $CIS2 run --gen-toks
+expect 2 "'abc' is not a non-negative integer" $CIS2 run --gen-toks abc
+expect 2 "--gen-toks: 99999999999999999999 is too large" $CIS2 run --gen-toks 99999999999999999999
+expect 2 "--threads: 5000 is too large" $CIS2 run --threads 5000
+expect 2 "at most one of --prompt" $CIS2 run --prompt a --prompt-ids 1
+expect 5 "kernel 'nope' not available" $CIS2 $RUN --model-dir "$T/tiny" --prompt-ids 1 --kernel nope
+expect 2 "path too long" $CIS2 $RUN --model-dir "$(python3 -c "print('d' * 5000)")" --prompt-ids 1
+expect 3 "nodir/logits" $CIS2 $RUN --model-dir "$T/tiny" --prompt-ids 1 --dump-logits "$T/nodir/logits"
+expect 2 "unknown shape 'nope'" $CIS2 synth --shape nope --seed 1 --out "$T/x"
+expect 2 "--seed must be a decimal integer" $CIS2 synth --shape tiny --seed -1 --out "$T/x"
+echo "t_hostile: $n hostile inputs refused cleanly"
