@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------------ load */
 
@@ -49,12 +51,26 @@ static const cis2_st_tensor *want(loader *L, const char *name, uint64_t d0, uint
     return t;
 }
 
+/* Drops the pages of [p, p+n) of the read-only file mapping from the
+ * resident set once they have been hashed or packed, so that a load never
+ * holds two copies of the weights (issue 8): they are clean file pages, and
+ * touching them again just re-reads the file. */
+static void drop_pages(const void *p, size_t n)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    if (pg <= 0 || n == 0) return;
+    uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(pg - 1), hi = (uintptr_t)p + n;
+    madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 static int load_mat(loader *L, cis2_pmat *m, const char *name, size_t rows, size_t cols, cis2_error *err)
 {
     const cis2_st_tensor *t = want(L, name, rows, cols, 2, err);
     if (!t) return err->code;
     cis2_wtype wt = t->dtype == CIS2_ST_BF16 ? CIS2_W_BF16 : CIS2_W_F32;
-    return cis2_pmat_pack(m, wt, t->data, rows, cols, err);
+    int rc = cis2_pmat_pack(m, wt, t->data, rows, cols, err);
+    drop_pages(t->data, t->nbytes);
+    return rc;
 }
 
 static int load_vec(loader *L, float **v, const char *name, size_t n, cis2_error *err)
@@ -145,6 +161,7 @@ int cis2_model_load(cis2_model *m, const char *dir, cis2_error *err)
     L.path = path;
     if ((rc = cis2_st_open(&L.st, path, err))) return rc;
     cis2_sha256(L.st.map, L.st.map_len, m->weights_sha); /* §2.1 over the mapped bytes */
+    drop_pages(L.st.map, L.st.map_len);
     L.used = calloc(L.st.n ? L.st.n : 1, 1);
     if (!L.used) rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
     else rc = load_tensors(m, &L, err);
