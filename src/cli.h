@@ -15,6 +15,10 @@ int cmd_run(int argc, char **argv);
 int cmd_conform(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
+int cmd_verify(int argc, char **argv);  /* cli_receipt.c */
+int cmd_check(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
 
 /* Options shared by every command that runs a model (cli_run.c). */
 #include <stddef.h>
@@ -33,6 +37,15 @@ int cli_engine_start(cli_engine *e, struct cis2_model *m, cis2_error *err);
 int cli_parse_size(const char *cmd, const char *opt, const char *s, size_t max, size_t *out);
 int cli_parse_ids(const char *cmd, const char *csv, uint32_t **ids, size_t *n);
 void cli_hex(const uint8_t d[32], char out[65]);
+
+/* `cis2 run --receipt` (cli_receipt.c).  prompt_from_ids: the prompt bytes
+ * for a --prompt-ids run (the ids must round-trip decode->encode, else a
+ * usage error); receipt_write: writes PATH (or PATH.IDX when np > 1). */
+struct cis2_seq;
+int cli_receipt_prompt_from_ids(const cis2_tokenizer *tok, const uint32_t *ids, size_t n, char **text, size_t *len,
+                                cis2_error *err);
+int cli_receipt_write(const char *path, size_t idx, size_t np, const struct cis2_model *m, const char *text,
+                      size_t len, const struct cis2_seq *s, size_t gen, cis2_error *err);
 
 /* Prints "cis2: <msg>" to stderr and returns err->code. */
 int cli_report(const cis2_error *err);

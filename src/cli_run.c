@@ -14,6 +14,7 @@
 #include "kernels.h"
 #include "model.h"
 #include "tokenizer.h"
+#include "trace.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -312,32 +313,38 @@ static void progress(void *ctx, size_t step, size_t total)
 
 static const char run_usage[] =
     "usage: cis2 run [--model-dir DIR] [--prompt TEXT | --prompt-file F | --prompt-ids CSV]\n"
-    "                [--gen-toks N] [--json] [--dump-logits FILE] [--kernel K] [--threads N]\n";
+    "                [--gen-toks N] [--json] [--dump-logits FILE] [--kernel K] [--threads N]\n"
+    "                [--receipt FILE] [--trace FILE [--trace-dump]]\n";
 
 int cmd_run(int argc, char **argv)
 {
     cli_engine eng = {0};
     const char *prompt_text = NULL, *prompt_file = NULL, *prompt_ids = NULL, *dump = NULL;
+    const char *receipt = NULL, *trace = NULL; /* cli_receipt.c, trace.h */
     size_t gen = 16;
-    int json = 0, recompute = 0, rc;
+    int json = 0, recompute = 0, trace_dump = 0, rc;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if ((rc = cli_engine_opt("run", argc, argv, &i, &eng)) >= 0) { if (rc) return rc; continue; }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(run_usage, stdout); return 0; }
         if (!strcmp(a, "--json")) { json = 1; continue; }
         if (!strcmp(a, "--recompute")) { recompute = 1; continue; }
+        if (!strcmp(a, "--trace-dump")) { trace_dump = 1; continue; }
         if (i + 1 >= argc) return cli_usage_error("run", "unknown option or missing value: %s", a);
         const char *v = argv[++i];
         if (!strcmp(a, "--prompt")) prompt_text = v;
         else if (!strcmp(a, "--prompt-file")) prompt_file = v;
         else if (!strcmp(a, "--prompt-ids")) prompt_ids = v;
         else if (!strcmp(a, "--dump-logits")) dump = v;
+        else if (!strcmp(a, "--receipt")) receipt = v;
+        else if (!strcmp(a, "--trace")) trace = v;
         else if (!strcmp(a, "--gen-toks")) { if ((rc = cli_parse_size("run", a, v, 1u << 24, &gen))) return rc; }
         else return cli_usage_error("run", "unknown option %s", a);
     }
     if (!!prompt_text + !!prompt_file + !!prompt_ids > 1)
         return cli_usage_error("run", "give at most one of --prompt, --prompt-file, --prompt-ids");
     if (gen == 0) return cli_usage_error("run", "--gen-toks must be at least 1");
+    if (trace_dump && !trace) return cli_usage_error("run", "--trace-dump needs --trace FILE");
 
     cis2_error err = {0};
     prompt *ps = NULL;
@@ -377,6 +384,10 @@ int cmd_run(int argc, char **argv)
             if ((rc = cis2_tokenizer_encode(tok, ps[i].text, ps[i].len, &ps[i].ids, &ps[i].n, &err))) goto fail;
             if (ps[i].n == 0) { rc = cis2_fail(&err, CIS2_E_USAGE, "prompt %zu encodes to no tokens", i); goto fail; }
         }
+    for (size_t i = 0; receipt && i < np; i++) /* a receipt records prompt bytes: ids must round-trip */
+        if (!ps[i].text && (rc = cli_receipt_prompt_from_ids(tok, ps[i].ids, ps[i].n, &ps[i].text, &ps[i].len, &err)))
+            goto fail;
+    if (trace && np != 1) { rc = cis2_fail(&err, CIS2_E_USAGE, "--trace needs a single prompt"); goto fail; }
     seqs = calloc(np, sizeof *seqs);
     if (!seqs) { rc = cis2_fail(&err, CIS2_E_NOMEM, "out of memory"); goto fail; }
     for (size_t i = 0; i < np; i++) { seqs[i].prompt = ps[i].ids; seqs[i].n_prompt = ps[i].n; }
@@ -385,10 +396,16 @@ int cmd_run(int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &pc.t0);
     cis2_decode_opts o = {.gen_toks = gen, .dump_logits = df, .recompute = recompute};
     if (isatty(2)) { o.progress = progress; o.progress_ctx = &pc; }
+    cis2_trace_writer *tw = NULL;
+    if (trace && (rc = cis2_trace_open(&tw, trace, trace_dump, &err))) goto fail;
+    if (tw) { o.trace = cis2_trace_record; o.trace_ctx = tw; }
     rc = cis2_run(&m, seqs, np, &o, &err);
     if (df && fclose(df) != 0 && !rc) rc = cis2_fail(&err, CIS2_E_IO, "%s: write failed", dump);
     df = NULL;
+    if (cis2_trace_close(tw, &err) && !rc) rc = err.code;
     if (rc) goto fail;
+    for (size_t i = 0; receipt && i < np; i++)
+        if ((rc = cli_receipt_write(receipt, i, np, &m, ps[i].text, ps[i].len, &seqs[i], gen, &err))) goto fail;
     json_t *arr = json ? json_array() : NULL;
     for (size_t i = 0; i < np; i++) {
         char *completion = tok ? cis2_tokenizer_decode(tok, seqs[i].generated, gen) : NULL;
