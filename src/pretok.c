@@ -1,0 +1,166 @@
+/*
+ * pretok.c - the pre-tokenizer scanner (CIS-2 §3.1.4 a-b; FACTS §1.14, §2).
+ *
+ * Digits (§3.1.4.a) splits at Unicode general category N (Rust's
+ * char::is_numeric); ByteLevel (§3.1.4.b) then applies the GPT-2 pattern
+ *   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ * as the reference's Oniguruma does: at each position the first
+ * alternative that matches wins, each quantifier is greedy, and the
+ * pattern matches every character, so the matches tile the piece.  \s is
+ * White_Space, ' ?' is U+0020 only, the contractions are case-sensitive
+ * (FACTS §2).  Every match is one pre-token ("isolated" delimiters).
+ */
+#include "pretok.h"
+#include "unicode_tables.h"
+
+int cis2_uclass(uint32_t cp)
+{
+    if (cp < 128) return cis2_uclass_ascii[cp];
+    size_t lo = 0, hi = CIS2_UCLASS_NRANGES;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cp < cis2_uclass_ranges[mid].lo) hi = mid;
+        else if (cp > cis2_uclass_ranges[mid].hi) lo = mid + 1;
+        else return cis2_uclass_ranges[mid].cls;
+    }
+    return UC_OTHER;
+}
+
+uint32_t cis2_utf8_next(const unsigned char *s, size_t *len)
+{
+    unsigned char c = s[0];
+    if (c < 0x80) { *len = 1; return c; }
+    if (c < 0xE0) { *len = 2; return ((uint32_t)(c & 0x1F) << 6) | (s[1] & 0x3F); }
+    if (c < 0xF0) {
+        *len = 3;
+        return ((uint32_t)(c & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
+    }
+    *len = 4;
+    return ((uint32_t)(c & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) |
+           ((uint32_t)(s[2] & 0x3F) << 6) | (s[3] & 0x3F);
+}
+
+int cis2_utf8_validate(const unsigned char *s, size_t n, size_t *bad)
+{
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c < 0x80) { i++; continue; }
+        size_t k; uint32_t min, cp;
+        if (c >= 0xC2 && c <= 0xDF) { k = 1; min = 0x80; cp = c & 0x1F; }
+        else if (c >= 0xE0 && c <= 0xEF) { k = 2; min = 0x800; cp = c & 0x0F; }
+        else if (c >= 0xF0 && c <= 0xF4) { k = 3; min = 0x10000; cp = c & 0x07; }
+        else goto fail;
+        if (n - i <= k) goto fail;
+        for (size_t j = 1; j <= k; j++) {
+            if ((s[i + j] & 0xC0) != 0x80) goto fail;
+            cp = (cp << 6) | (s[i + j] & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) goto fail;
+        i += k + 1;
+    }
+    return 0;
+fail:
+    if (bad) *bad = i;
+    return -1;
+}
+
+/* Class of the character at p (< end), its byte length in *len. */
+static inline int cls_at(const unsigned char *p, size_t *len)
+{
+    if (*p < 0x80) { *len = 1; return cis2_uclass_ascii[*p]; }
+    return cis2_uclass(cis2_utf8_next(p, len));
+}
+
+/* End of the run of characters of class k starting at p. */
+static const unsigned char *run_of(const unsigned char *p, const unsigned char *end, int k)
+{
+    while (p < end) {
+        size_t l;
+        if (cls_at(p, &l) != k) break;
+        p += l;
+    }
+    return p;
+}
+
+/* Length of the GPT-2 pattern's match at p (p < end). */
+static size_t gpt2_match(const unsigned char *p, const unsigned char *end)
+{
+    size_t rem = (size_t)(end - p);
+    if (p[0] == '\'' && rem >= 2) {                       /* 's 't 're 've 'm 'll 'd */
+        unsigned char a = p[1];
+        if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
+        if (rem >= 3 && ((a == 'r' && p[2] == 'e') || (a == 'v' && p[2] == 'e') ||
+                         (a == 'l' && p[2] == 'l')))
+            return 3;
+    }
+    const unsigned char *q = p + (p[0] == ' ');           /* ' ?' */
+    if (q < end) {
+        size_t l;
+        int k = cls_at(q, &l);
+        /* ' ?\p{L}+', ' ?\p{N}+', ' ?[^\s\p{L}\p{N}]+': greedy, and the
+         * optional space backtracking to empty cannot help (space is \s). */
+        if (k == UC_L || k == UC_N || k == UC_OTHER)
+            return (size_t)(run_of(q + l, end, k) - p);
+    }
+    /* p is whitespace: '\s+(?!\S)' gives back the last character when a
+     * non-space follows (if the run has two or more), else '\s+'. */
+    const unsigned char *r = p, *last = p;
+    size_t nchars = 0;
+    while (r < end) {
+        size_t l;
+        if (cls_at(r, &l) != UC_S) break;
+        last = r; r += l; nchars++;
+    }
+    if (r < end && nchars >= 2) return (size_t)(last - p);
+    return (size_t)(r - p);
+}
+
+/* Digits' char::is_numeric: general category N.  The oracle (npm
+ * tokenizers 0.23.2) was built by a Rust whose tables are Unicode 17.0,
+ * which adds exactly these N code points to 16.0's (FACTS §1.14; checked
+ * against the oracle by tests/tokenizer/diff.js).  The regex's \p{N}
+ * (Oniguruma) stays at 16.0, where they are unassigned. */
+static inline int is_numeric17(uint32_t cp, int cls)
+{
+    return cls == UC_N || (cp >= 0x11DE0 && cp <= 0x11DE9) || (cp >= 0x16FF4 && cp <= 0x16FF6);
+}
+
+/* Class for the Digits step at p: 1 if numeric; *len its byte length. */
+static inline int digit_at(const unsigned char *p, size_t *len)
+{
+    if (*p < 0x80) { *len = 1; return *p >= '0' && *p <= '9'; }
+    uint32_t cp = cis2_utf8_next(p, len);
+    return is_numeric17(cp, cis2_uclass(cp));
+}
+
+static void regex_split(const char *s, size_t n, int use_regex, cis2_pretok_cb cb, void *ctx)
+{
+    if (n == 0) return;
+    if (!use_regex) { cb(ctx, s, n); return; }
+    const unsigned char *p = (const unsigned char *)s, *end = p + n;
+    while (p < end) {
+        size_t m = gpt2_match(p, end);
+        cb(ctx, (const char *)p, m);
+        p += m;
+    }
+}
+
+void cis2_pretok_split(const char *s, size_t n, int digits_mode, int use_regex,
+                       cis2_pretok_cb cb, void *ctx)
+{
+    if (digits_mode == CIS2_DIGITS_NONE) { regex_split(s, n, use_regex, cb, ctx); return; }
+    const unsigned char *u = (const unsigned char *)s;
+    size_t seg = 0, i = 0;
+    while (i < n) {
+        size_t l;
+        if (!digit_at(u + i, &l)) { i += l; continue; }
+        regex_split(s + seg, i - seg, use_regex, cb, ctx);      /* text before */
+        size_t j = i + l;
+        if (digits_mode == CIS2_DIGITS_CONTIGUOUS)
+            while (j < n && digit_at(u + j, &l)) j += l;
+        regex_split(s + i, j - i, use_regex, cb, ctx);          /* §3.1.4.a: isolated */
+        seg = i = j;
+    }
+    regex_split(s + seg, n - seg, use_regex, cb, ctx);
+}

@@ -1,0 +1,38 @@
+/*
+ * pretok.h - the byte-level BPE pre-tokenizer scanner (CIS-2 §3.1.4,
+ * FACTS §2): the Digits split and the GPT-2 pattern
+ *   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ * with Oniguruma (leftmost-first alternation) semantics, hand-written over
+ * the Unicode 16.0 tables in unicode_tables.c.  Input must be valid UTF-8
+ * (the caller validates); output is byte ranges of the input.
+ */
+#ifndef CIS2_PRETOK_H
+#define CIS2_PRETOK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum cis2_digits_mode {
+    CIS2_DIGITS_NONE = 0,       /* no Digits pre-tokenizer                */
+    CIS2_DIGITS_INDIVIDUAL = 1, /* individual_digits=true: each digit alone */
+    CIS2_DIGITS_CONTIGUOUS = 2  /* individual_digits=false: digit runs     */
+};
+
+/* Class of a code point: UC_L, UC_N, UC_S or UC_OTHER (unicode_tables.h). */
+int cis2_uclass(uint32_t cp);
+
+/* Decodes the (valid) UTF-8 sequence at s; stores its length in *len. */
+uint32_t cis2_utf8_next(const unsigned char *s, size_t *len);
+
+/* Returns 0 if s[0..n) is valid UTF-8 (no overlongs, surrogates or values
+ * above U+10FFFF), else -1 and the offset of the first bad byte in *bad. */
+int cis2_utf8_validate(const unsigned char *s, size_t n, size_t *bad);
+
+/* Splits s[0..n) (valid UTF-8) into pre-tokens: first the Digits split
+ * (mode), then, if use_regex, the GPT-2 pattern on each piece; calls
+ * cb(ctx, start, len) for every non-empty pre-token in order. */
+typedef void (*cis2_pretok_cb)(void *ctx, const char *start, size_t len);
+void cis2_pretok_split(const char *s, size_t n, int digits_mode, int use_regex,
+                       cis2_pretok_cb cb, void *ctx);
+
+#endif

@@ -1,0 +1,802 @@
+/*
+ * tokenizer.c - byte-level BPE from tokenizer.json (CIS-2 §3.1), exact to
+ * Hugging Face `tokenizers` 0.23.1 (§3.1.2; FACTS §1.14, §2).
+ *
+ * Owns: loading and validating tokenizer.json (only the SmolLM2 shape and
+ * its subsets are admitted; anything else is refused by name), the
+ * added-token split, the byte->unicode map (§3.1.5.a), the rank-ordered
+ * merge loop (§3.1.5.c) and decode.  The pre-tokenizer scanner is
+ * pretok.c.  Encode pipeline, as the reference runs encode(text, false):
+ *   1. added tokens are matched in the raw text, leftmost-longest, first
+ *      those with normalized=false, then (no normalizer) the others;
+ *   2. each remaining piece: Digits, then the GPT-2 pattern (§3.1.4);
+ *   3. each pre-token: its bytes -> single-byte tokens (bytes without a
+ *      vocab entry are dropped, FACTS §2), then the merge loop;
+ *   4. ids concatenated; no post-processing (§3.1.3, §3.3).
+ */
+#include "tokenizer.h"
+#include "pretok.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define MAX_FILE_BYTES (256u << 20) /* a tokenizer.json larger than this is refused */
+#define MAX_ID (1u << 24)           /* ids beyond this are refused (memory bound) */
+#define CACHE_MAX_WORD 128          /* pre-tokens up to this many bytes are cached */
+
+/* ---- hashing ---- */
+static uint64_t hash_bytes(const char *s, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull ^ n;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+    return h ^ (h >> 29);
+}
+static uint64_t hash_pair(uint64_t k)
+{
+    k *= 0x9E3779B97F4A7C15ull;
+    return k ^ (k >> 31);
+}
+static size_t pow2_at_least(size_t n)
+{
+    size_t c = 16;
+    while (c < n) c <<= 1;
+    return c;
+}
+
+typedef struct { uint32_t off, len, id; } vslot;             /* vocab: string -> id */
+typedef struct { uint64_t key; uint32_t rank, new_id; } mslot; /* merges: pair -> rank, id */
+#define MSLOT_EMPTY UINT64_MAX
+
+typedef struct {
+    char *s;
+    size_t len;
+    uint32_t id;
+    int normalized;
+} added_tok;
+
+struct cis2_tokenizer {
+    char *arena;              /* vocab strings, then decode bytes */
+    size_t arena_len, arena_cap;
+    vslot *vocab; size_t vcap; size_t nvocab;
+    mslot *merges; size_t mcap; size_t nmerges;
+    uint32_t b2u[256];        /* §3.1.5.a byte -> code point */
+    int32_t byte_id[256];     /* §3.1.5.b: id of each byte's one-char token, -1 none */
+    uint8_t added_first[256]; /* 1 if some added token starts with this byte */
+    uint32_t *dec_off, *dec_len; /* per id; dec_len UINT32_MAX = unknown id */
+    size_t nids;              /* max id + 1 */
+    added_tok *added; size_t nadded;
+    int digits_mode, use_regex, ignore_merges;
+};
+
+/* ---- §3.1.5.a byte -> unicode ---- */
+uint32_t cis2_byte_to_unicode(uint8_t b)
+{
+    if ((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE) return b;
+    uint32_t n = 0;                         /* rank of b among the other 68 bytes */
+    for (unsigned c = 0; c < b; c++)
+        if (!((c >= 0x21 && c <= 0x7E) || (c >= 0xA1 && c <= 0xAC) || c >= 0xAE)) n++;
+    return 256 + n;
+}
+static size_t utf8_put(uint32_t cp, char *o)
+{
+    if (cp < 0x80) { o[0] = (char)cp; return 1; }
+    if (cp < 0x800) { o[0] = (char)(0xC0 | (cp >> 6)); o[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | (cp >> 12)); o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (char)(0x80 | (cp & 0x3F)); return 3;
+    }
+    o[0] = (char)(0xF0 | (cp >> 18)); o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); o[3] = (char)(0x80 | (cp & 0x3F)); return 4;
+}
+
+/* ---- arena and tables ---- */
+static int arena_add(cis2_tokenizer *t, const char *s, size_t n, uint32_t *off)
+{
+    if (t->arena_len + n > t->arena_cap) {
+        size_t cap = t->arena_cap ? t->arena_cap : 1 << 16;
+        while (cap < t->arena_len + n) cap *= 2;
+        if (cap > UINT32_MAX) return -1;
+        char *a = realloc(t->arena, cap);
+        if (!a) return -1;
+        t->arena = a; t->arena_cap = cap;
+    }
+    memcpy(t->arena + t->arena_len, s, n);
+    *off = (uint32_t)t->arena_len;
+    t->arena_len += n;
+    return 0;
+}
+
+static vslot *vocab_find(const cis2_tokenizer *t, const char *s, size_t n)
+{
+    size_t mask = t->vcap - 1;
+    for (size_t i = hash_bytes(s, n) & mask;; i = (i + 1) & mask) {
+        vslot *v = &t->vocab[i];
+        if (v->id == UINT32_MAX) return v; /* empty */
+        if (v->len == n && !memcmp(t->arena + v->off, s, n)) return v;
+    }
+}
+
+static const mslot *merge_find(const cis2_tokenizer *t, uint32_t a, uint32_t b)
+{
+    uint64_t key = ((uint64_t)a << 32) | b;
+    size_t mask = t->mcap - 1;
+    for (size_t i = hash_pair(key) & mask;; i = (i + 1) & mask) {
+        const mslot *m = &t->merges[i];
+        if (m->key == key) return m;
+        if (m->key == MSLOT_EMPTY) return NULL;
+    }
+}
+
+void cis2_tokenizer_free(cis2_tokenizer *t)
+{
+    if (!t) return;
+    for (size_t i = 0; i < t->nadded; i++) free(t->added[i].s);
+    free(t->added); free(t->arena); free(t->vocab); free(t->merges);
+    free(t->dec_off); free(t->dec_len); free(t);
+}
+
+size_t cis2_tokenizer_vocab_size(const cis2_tokenizer *t) { return t->nids; }
+
+const char *cis2_tokenizer_token_bytes(const cis2_tokenizer *t, uint32_t id, size_t *len)
+{
+    if (id >= t->nids || t->dec_len[id] == UINT32_MAX) return NULL;
+    *len = t->dec_len[id];
+    return t->arena + t->dec_off[id];
+}
+
+/* ---- loading ---- */
+#define FAIL(code, ...) do { rc = cis2_fail(err, code, __VA_ARGS__); goto out; } while (0)
+
+/* Field `key` of object o must be absent, null, or (if allowed) `ok_value` semantics
+ * are checked by the caller; these helpers read optional booleans/strings. */
+static int get_bool(json_t *o, const char *key, int dflt, int *out)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) { *out = dflt; return 0; }
+    if (!json_is_boolean(v)) return -1;
+    *out = json_is_true(v);
+    return 0;
+}
+static int absent_or_null(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    return !v || json_is_null(v);
+}
+static const char *type_of(json_t *o)
+{
+    json_t *v = json_object_get(o, "type");
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/* The ByteLevel pre-tokenizer object (§3.1.4.b). */
+static int load_bytelevel(cis2_tokenizer *t, json_t *o, const char *path, cis2_error *err)
+{
+    int aps, trim, regex;
+    json_t *ap = json_object_get(o, "add_prefix_space");
+    if (!ap) return cis2_fail(err, CIS2_E_FORMAT, "%s: pre_tokenizer ByteLevel lacks add_prefix_space", path);
+    if (get_bool(o, "add_prefix_space", 0, &aps) || get_bool(o, "trim_offsets", 1, &trim) ||
+        get_bool(o, "use_regex", 1, &regex))
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: pre_tokenizer ByteLevel has a non-boolean option", path);
+    if (aps)
+        return cis2_fail(err, CIS2_E_UNSUPPORTED,
+                         "%s: pre_tokenizer ByteLevel add_prefix_space=true is not supported", path);
+    t->use_regex = regex;
+    return CIS2_OK;
+}
+
+static int load_digits(cis2_tokenizer *t, json_t *o, const char *path, cis2_error *err)
+{
+    int ind;
+    if (get_bool(o, "individual_digits", 0, &ind))
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: pre_tokenizer Digits individual_digits is not a boolean", path);
+    t->digits_mode = ind ? CIS2_DIGITS_INDIVIDUAL : CIS2_DIGITS_CONTIGUOUS;
+    return CIS2_OK;
+}
+
+/* Admitted: ByteLevel, or Sequence [ByteLevel] / [Digits, ByteLevel] (§3.1.4). */
+static int load_pretok(cis2_tokenizer *t, json_t *p, const char *path, cis2_error *err)
+{
+    if (!p || json_is_null(p))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: pre_tokenizer is null (cis2 needs a ByteLevel pre-tokenizer)", path);
+    const char *ty = json_is_object(p) ? type_of(p) : NULL;
+    if (!ty) return cis2_fail(err, CIS2_E_FORMAT, "%s: pre_tokenizer has no type", path);
+    if (!strcmp(ty, "ByteLevel")) return load_bytelevel(t, p, path, err);
+    if (strcmp(ty, "Sequence"))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: pre_tokenizer type %s is not supported", path, ty);
+    json_t *list = json_object_get(p, "pretokenizers");
+    if (!json_is_array(list))
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: pre_tokenizer Sequence lacks the pretokenizers array", path);
+    size_t n = json_array_size(list);
+    int have_bl = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get(list, i);
+        const char *et = json_is_object(e) ? type_of(e) : NULL;
+        if (!et) return cis2_fail(err, CIS2_E_FORMAT, "%s: pre_tokenizer Sequence item %zu has no type", path, i);
+        int rc;
+        if (!strcmp(et, "Digits") && i == 0 && n == 2) rc = load_digits(t, e, path, err);
+        else if (!strcmp(et, "ByteLevel") && i == n - 1) { rc = load_bytelevel(t, e, path, err); have_bl = 1; }
+        else
+            return cis2_fail(err, CIS2_E_UNSUPPORTED,
+                             "%s: pre_tokenizer Sequence item %zu (%s) is not supported "
+                             "(cis2 admits [Digits,] ByteLevel)", path, i, et);
+        if (rc) return rc;
+    }
+    if (!have_bl)
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: pre_tokenizer Sequence has no ByteLevel", path);
+    return CIS2_OK;
+}
+
+/* post_processor / decoder: null or ByteLevel (neither adds tokens). */
+static int load_passive(json_t *root, const char *key, const char *path, cis2_error *err)
+{
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v)) return CIS2_OK;
+    const char *ty = json_is_object(v) ? type_of(v) : NULL;
+    if (!ty) return cis2_fail(err, CIS2_E_FORMAT, "%s: %s has no type", path, key);
+    if (strcmp(ty, "ByteLevel"))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s type %s is not supported", path, key, ty);
+    return CIS2_OK;
+}
+
+static int read_file(const char *path, char **buf, size_t *len, cis2_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return cis2_fail(err, CIS2_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return cis2_fail(err, CIS2_E_IO, "%s: not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > MAX_FILE_BYTES) {
+        fclose(f);
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: %lld bytes is too large for a tokenizer.json",
+                         path, (long long)st.st_size);
+    }
+    char *b = malloc((size_t)st.st_size + 1);
+    if (!b) { fclose(f); return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path); }
+    size_t got = fread(b, 1, (size_t)st.st_size, f);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad || got != (size_t)st.st_size) {
+        free(b);
+        return cis2_fail(err, CIS2_E_IO, "%s: read error", path);
+    }
+    *buf = b; *len = got;
+    return CIS2_OK;
+}
+
+static int load_vocab(cis2_tokenizer *t, json_t *vocab, const char *path, cis2_error *err)
+{
+    size_t n = json_object_size(vocab);
+    if (n == 0) return cis2_fail(err, CIS2_E_FORMAT, "%s: model.vocab is empty", path);
+    t->vcap = pow2_at_least(2 * n + 2);
+    t->vocab = malloc(t->vcap * sizeof *t->vocab);
+    if (!t->vocab) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
+    memset(t->vocab, 0xFF, t->vcap * sizeof *t->vocab);
+    const char *key; size_t klen; json_t *val;
+    uint32_t maxid = 0;
+    json_object_keylen_foreach(vocab, key, klen, val) {
+        if (!json_is_integer(val) || json_integer_value(val) < 0 || json_integer_value(val) >= MAX_ID)
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: model.vocab entry \"%.40s\" has no valid id (0..%u)",
+                             path, key, MAX_ID - 1);
+        if (klen == 0) return cis2_fail(err, CIS2_E_FORMAT, "%s: model.vocab has an empty token", path);
+        vslot *s = vocab_find(t, key, klen);
+        if (s->id != UINT32_MAX)
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: model.vocab token \"%.40s\" appears twice", path, key);
+        uint32_t off;
+        if (arena_add(t, key, klen, &off)) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
+        s->off = off; s->len = (uint32_t)klen; s->id = (uint32_t)json_integer_value(val);
+        if (s->id > maxid) maxid = s->id;
+    }
+    t->nvocab = n;
+    t->nids = n ? (size_t)maxid + 1 : 0;
+    return CIS2_OK;
+}
+
+static int load_merges(cis2_tokenizer *t, json_t *merges, const char *path, cis2_error *err)
+{
+    size_t n = merges ? json_array_size(merges) : 0;
+    t->mcap = pow2_at_least(2 * n + 2);
+    t->merges = malloc(t->mcap * sizeof *t->merges);
+    if (!t->merges) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
+    for (size_t i = 0; i < t->mcap; i++) t->merges[i].key = MSLOT_EMPTY;
+    char *cat = NULL; size_t catcap = 0;
+    int rc = CIS2_OK;
+    for (size_t r = 0; r < n; r++) {
+        json_t *m = json_array_get(merges, r);
+        const char *a, *b; size_t al, bl;
+        if (json_is_string(m)) {                 /* "a b" (split at the first space) */
+            a = json_string_value(m);
+            const char *sp = memchr(a, ' ', json_string_length(m));
+            if (!sp) { rc = cis2_fail(err, CIS2_E_FORMAT, "%s: model.merges[%zu] \"%.40s\" is not \"a b\"", path, r, a); break; }
+            al = (size_t)(sp - a); b = sp + 1; bl = json_string_length(m) - al - 1;
+        } else if (json_is_array(m) && json_array_size(m) == 2 && json_is_string(json_array_get(m, 0)) &&
+                   json_is_string(json_array_get(m, 1))) {   /* ["a", "b"] */
+            a = json_string_value(json_array_get(m, 0)); al = json_string_length(json_array_get(m, 0));
+            b = json_string_value(json_array_get(m, 1)); bl = json_string_length(json_array_get(m, 1));
+        } else { rc = cis2_fail(err, CIS2_E_FORMAT, "%s: model.merges[%zu] is neither \"a b\" nor [\"a\",\"b\"]", path, r); break; }
+        vslot *va = vocab_find(t, a, al), *vb = vocab_find(t, b, bl);
+        if (va->id == UINT32_MAX || vb->id == UINT32_MAX) {
+            rc = cis2_fail(err, CIS2_E_FORMAT, "%s: model.merges[%zu] names a token not in model.vocab (\"%.*s\")",
+                           path, r, (int)(va->id == UINT32_MAX ? (al > 40 ? 40 : al) : (bl > 40 ? 40 : bl)),
+                           va->id == UINT32_MAX ? a : b);
+            break;
+        }
+        if (al + bl > catcap) {
+            catcap = 2 * (al + bl) + 64;
+            char *c = realloc(cat, catcap);
+            if (!c) { rc = cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path); break; }
+            cat = c;
+        }
+        memcpy(cat, a, al); memcpy(cat + al, b, bl);
+        vslot *vm = vocab_find(t, cat, al + bl);
+        if (vm->id == UINT32_MAX) {
+            rc = cis2_fail(err, CIS2_E_FORMAT, "%s: model.merges[%zu]: merged token \"%.*s\" is not in model.vocab",
+                           path, r, (int)(al + bl > 40 ? 40 : al + bl), cat);
+            break;
+        }
+        /* §3.1.5.c: list position = rank; a repeated pair keeps its last rank,
+         * as the reference's HashMap insertion does. */
+        uint64_t key = ((uint64_t)va->id << 32) | vb->id;
+        size_t mask = t->mcap - 1, i = hash_pair(key) & mask;
+        while (t->merges[i].key != MSLOT_EMPTY && t->merges[i].key != key) i = (i + 1) & mask;
+        if (t->merges[i].key == MSLOT_EMPTY) t->nmerges++;
+        t->merges[i].key = key; t->merges[i].rank = (uint32_t)r; t->merges[i].new_id = vm->id;
+    }
+    free(cat);
+    return rc;
+}
+
+static int load_added(cis2_tokenizer *t, json_t *arr, const char *path, cis2_error *err)
+{
+    if (!arr || json_is_null(arr)) return CIS2_OK;
+    if (!json_is_array(arr)) return cis2_fail(err, CIS2_E_FORMAT, "%s: added_tokens is not an array", path);
+    size_t n = json_array_size(arr);
+    t->added = calloc(n ? n : 1, sizeof *t->added);
+    if (!t->added) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
+    for (size_t i = 0; i < n; i++) {
+        json_t *o = json_array_get(arr, i);
+        json_t *id = json_object_get(o, "id"), *c = json_object_get(o, "content");
+        if (!json_is_object(o) || !json_is_integer(id) || json_integer_value(id) < 0 ||
+            json_integer_value(id) >= MAX_ID || !json_is_string(c) || json_string_length(c) == 0)
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: added_tokens[%zu] needs an id (0..%u) and a non-empty content",
+                             path, i, MAX_ID - 1);
+        static const char *const refused[] = {"single_word", "lstrip", "rstrip"};
+        for (int k = 0; k < 3; k++) {
+            int v;
+            if (get_bool(o, refused[k], 0, &v))
+                return cis2_fail(err, CIS2_E_FORMAT, "%s: added_tokens[%zu].%s is not a boolean", path, i, refused[k]);
+            if (v)
+                return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: added_tokens[%zu].%s=true is not supported",
+                                 path, i, refused[k]);
+        }
+        int special, normalized;
+        if (get_bool(o, "special", 0, &special) || get_bool(o, "normalized", !special, &normalized))
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: added_tokens[%zu] has a non-boolean flag", path, i);
+        size_t len = json_string_length(c);
+        size_t bad;
+        if (cis2_utf8_validate((const unsigned char *)json_string_value(c), len, &bad))
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: added_tokens[%zu].content is not valid UTF-8", path, i);
+        for (size_t j = 0; j < t->nadded; j++)
+            if (t->added[j].len == len && !memcmp(t->added[j].s, json_string_value(c), len))
+                return cis2_fail(err, CIS2_E_FORMAT, "%s: added_tokens[%zu].content \"%.40s\" appears twice",
+                                 path, i, json_string_value(c));
+        added_tok *a = &t->added[t->nadded];
+        a->s = malloc(len);
+        if (!a->s) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
+        memcpy(a->s, json_string_value(c), len);
+        a->len = len; a->id = (uint32_t)json_integer_value(id); a->normalized = normalized;
+        t->nadded++;
+        if (a->id + 1 > t->nids) t->nids = a->id + 1;
+    }
+    return CIS2_OK;
+}
+
+/* Per-id decode bytes: added token content, else the vocab string mapped
+ * back through §3.1.5.a (or its raw UTF-8 if a char is outside the map, as
+ * the reference's ByteLevel decoder does). */
+static int build_decode(cis2_tokenizer *t, const char *path, cis2_error *err)
+{
+    t->dec_off = malloc((t->nids ? t->nids : 1) * sizeof *t->dec_off);
+    t->dec_len = malloc((t->nids ? t->nids : 1) * sizeof *t->dec_len);
+    if (!t->dec_off || !t->dec_len) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
+    for (size_t i = 0; i < t->nids; i++) t->dec_len[i] = UINT32_MAX;
+    size_t vocab_end = t->arena_len;
+    char *tmp = NULL; size_t tmpcap = 0;
+    int16_t inv[324];                                   /* §3.1.5.a inverse */
+    for (int i = 0; i < 324; i++) inv[i] = -1;
+    for (int b = 0; b < 256; b++) inv[t->b2u[b]] = (int16_t)b;
+    for (size_t i = 0; i < t->vcap; i++) {
+        vslot v = t->vocab[i];
+        if (v.id == UINT32_MAX) continue;
+        if (v.len > tmpcap) {
+            tmpcap = 2 * v.len;
+            char *n = realloc(tmp, tmpcap);
+            if (!n) { free(tmp); return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path); }
+            tmp = n;
+        }
+        const unsigned char *s = (const unsigned char *)t->arena + v.off;
+        size_t k = 0, j = 0, l;
+        int mapped = !cis2_utf8_validate(s, v.len, NULL);
+        while (mapped && j < v.len) {
+            uint32_t cp = cis2_utf8_next(s + j, &l);
+            int b = cp < 324 ? inv[cp] : -1;
+            if (b < 0) mapped = 0;
+            else tmp[k++] = (char)b;
+            j += l;
+        }
+        if (mapped) {
+            uint32_t off;
+            if (arena_add(t, tmp, k, &off)) { free(tmp); return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path); }
+            t->dec_off[v.id] = off; t->dec_len[v.id] = (uint32_t)k;
+        } else {
+            t->dec_off[v.id] = v.off; t->dec_len[v.id] = v.len;
+        }
+        if (v.off + v.len > vocab_end) { free(tmp); return cis2_fail(err, CIS2_E_INTERNAL, "arena"); }
+    }
+    free(tmp);
+    for (size_t i = 0; i < t->nadded; i++) {
+        uint32_t off;
+        if (arena_add(t, t->added[i].s, t->added[i].len, &off)) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
+        t->dec_off[t->added[i].id] = off; t->dec_len[t->added[i].id] = (uint32_t)t->added[i].len;
+    }
+    return CIS2_OK;
+}
+
+int cis2_tokenizer_load(cis2_tokenizer **out, const char *path, cis2_error *err)
+{
+    int rc = CIS2_OK;
+    char *buf = NULL; size_t len = 0;
+    json_t *root = NULL;
+    cis2_tokenizer *t = NULL;
+    *out = NULL;
+    if ((rc = read_file(path, &buf, &len, err))) goto out;
+    json_error_t je;
+    root = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+    if (!root) FAIL(CIS2_E_FORMAT, "%s: malformed JSON at line %d column %d: %s", path, je.line, je.column, je.text);
+    if (!json_is_object(root)) FAIL(CIS2_E_FORMAT, "%s: top level is not a JSON object", path);
+    t = calloc(1, sizeof *t);
+    if (!t) FAIL(CIS2_E_NOMEM, "%s: out of memory", path);
+
+    static const char *const nulls[] = {"normalizer", "truncation", "padding"};
+    for (int i = 0; i < 3; i++)
+        if (!absent_or_null(root, nulls[i]))
+            FAIL(CIS2_E_UNSUPPORTED, "%s: %s is not null (cis2 implements none)", path, nulls[i]);
+    json_t *model = json_object_get(root, "model");
+    if (!json_is_object(model)) FAIL(CIS2_E_FORMAT, "%s: model is missing", path);
+    const char *mty = type_of(model);
+    if (mty && strcmp(mty, "BPE")) FAIL(CIS2_E_UNSUPPORTED, "%s: model type %s is not supported (only BPE)", path, mty);
+    json_t *vocab = json_object_get(model, "vocab"), *merges = json_object_get(model, "merges");
+    if (!json_is_object(vocab)) FAIL(CIS2_E_FORMAT, "%s: model.vocab is missing or not an object", path);
+    if (!mty && !merges) FAIL(CIS2_E_UNSUPPORTED, "%s: model has no type and no merges (only BPE is supported)", path);
+    if (merges && !json_is_array(merges)) FAIL(CIS2_E_FORMAT, "%s: model.merges is not an array", path);
+    static const char *const mnulls[] = {"dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix"};
+    for (int i = 0; i < 4; i++)
+        if (!absent_or_null(model, mnulls[i]))
+            FAIL(CIS2_E_UNSUPPORTED, "%s: model.%s is not null (not supported)", path, mnulls[i]);
+    int bf, fu;
+    if (get_bool(model, "byte_fallback", 0, &bf) || get_bool(model, "fuse_unk", 0, &fu) ||
+        get_bool(model, "ignore_merges", 0, &t->ignore_merges))
+        FAIL(CIS2_E_FORMAT, "%s: model has a non-boolean byte_fallback/fuse_unk/ignore_merges", path);
+    if (bf) FAIL(CIS2_E_UNSUPPORTED, "%s: model.byte_fallback=true is not supported", path);
+
+    if ((rc = load_pretok(t, json_object_get(root, "pre_tokenizer"), path, err))) goto out;
+    if ((rc = load_passive(root, "post_processor", path, err))) goto out;
+    if ((rc = load_passive(root, "decoder", path, err))) goto out;
+    if ((rc = load_vocab(t, vocab, path, err))) goto out;
+    if ((rc = load_merges(t, merges, path, err))) goto out;
+    if ((rc = load_added(t, json_object_get(root, "added_tokens"), path, err))) goto out;
+
+    /* Duplicate ids in the vocab (the reference would silently keep one). */
+    {
+        uint8_t *seen = calloc(t->nids ? t->nids : 1, 1);
+        if (!seen) FAIL(CIS2_E_NOMEM, "%s: out of memory", path);
+        for (size_t i = 0; i < t->vcap; i++) {
+            vslot v = t->vocab[i];
+            if (v.id == UINT32_MAX) continue;
+            if (seen[v.id]) { free(seen); FAIL(CIS2_E_FORMAT, "%s: model.vocab id %u is used twice", path, v.id); }
+            seen[v.id] = 1;
+        }
+        free(seen);
+    }
+    /* §3.1.5.b: each byte's one-character token (FACTS §2: some have none). */
+    for (int b = 0; b < 256; b++) t->b2u[b] = cis2_byte_to_unicode((uint8_t)b);
+    for (size_t i = 0; i < t->nadded; i++) t->added_first[(unsigned char)t->added[i].s[0]] = 1;
+    for (int b = 0; b < 256; b++) {
+        char u[4];
+        size_t ul = utf8_put(t->b2u[b], u);
+        vslot *v = vocab_find(t, u, ul);
+        t->byte_id[b] = v->id == UINT32_MAX ? -1 : (int32_t)v->id;
+    }
+    if ((rc = build_decode(t, path, err))) goto out;
+out:
+    json_decref(root);
+    free(buf);
+    if (rc) cis2_tokenizer_free(t);
+    else *out = t;
+    return rc;
+}
+
+/* ---- encoding ---- */
+typedef struct { uint32_t rank, pos, new_id; } qent;
+typedef struct { uint32_t id; int32_t prev, next; uint32_t len; } sym;
+typedef struct { const char *s; uint32_t len, off, n; uint64_t h; } centry;
+
+typedef struct {
+    const cis2_tokenizer *t;
+    uint32_t *ids; size_t n, cap;
+    sym *syms; size_t symcap;
+    qent *heap; size_t heapcap;
+    centry *cache; size_t ccap, cused;
+    uint32_t *cids; size_t cn, ccidcap; /* ids of cached words */
+    int oom;
+} enc_ctx;
+
+static int push_ids(uint32_t **v, size_t *n, size_t *cap, const uint32_t *src, size_t k)
+{
+    if (k == 0) return 0;
+    if (*n + k > *cap) {
+        size_t c = *cap ? *cap : 256;
+        while (c < *n + k) c *= 2;
+        uint32_t *nv = realloc(*v, c * sizeof *nv);
+        if (!nv) return -1;
+        *v = nv; *cap = c;
+    }
+    memcpy(*v + *n, src, k * sizeof *src);
+    *n += k;
+    return 0;
+}
+
+/* Min-heap on (rank, pos): the reference's Merge ordering (§3.1.5.c.ii). */
+static inline int qless(qent a, qent b) { return a.rank != b.rank ? a.rank < b.rank : a.pos < b.pos; }
+static void qpush(qent *h, size_t *n, qent e)
+{
+    size_t i = (*n)++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!qless(e, h[p])) break;
+        h[i] = h[p]; i = p;
+    }
+    h[i] = e;
+}
+static qent qpop(qent *h, size_t *n)
+{
+    qent top = h[0], e = h[--(*n)];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && qless(h[c + 1], h[c])) c++;
+        if (!qless(h[c], e)) break;
+        h[i] = h[c]; i = c;
+    }
+    if (*n) h[i] = e;
+    return top;
+}
+
+/* BPE of one pre-token (raw bytes): appends its ids to (*out, *n). */
+static int bpe_word(enc_ctx *c, const unsigned char *w, size_t len, uint32_t **out, size_t *n, size_t *cap)
+{
+    const cis2_tokenizer *t = c->t;
+    if (t->ignore_merges) {               /* whole word in the vocab: one token */
+        char *m = calloc(len * 2 + 1, 1);
+        if (!m) return -1;
+        size_t k = 0;
+        for (size_t i = 0; i < len; i++) k += utf8_put(t->b2u[w[i]], m + k);
+        vslot *v = vocab_find(t, m, k);
+        free(m);
+        if (v->id != UINT32_MAX) return push_ids(out, n, cap, &v->id, 1);
+    }
+    if (len > c->symcap) {
+        size_t nc = 2 * len;
+        sym *s = realloc(c->syms, nc * sizeof *s);
+        if (!s) return -1;
+        c->syms = s;
+        qent *q = realloc(c->heap, 2 * nc * sizeof *q);
+        if (!q) return -1;
+        c->heap = q; c->symcap = nc; c->heapcap = 2 * nc;
+    }
+    /* §3.1.5.b: one symbol per byte that has a token; others are dropped
+     * and their neighbours become adjacent (FACTS §2). */
+    sym *s = c->syms;
+    size_t ns = 0;
+    for (size_t i = 0; i < len; i++) {
+        int32_t id = t->byte_id[w[i]];
+        if (id < 0) continue;
+        s[ns].id = (uint32_t)id; s[ns].len = 1;
+        s[ns].prev = (int32_t)ns - 1; s[ns].next = (int32_t)ns + 1;
+        ns++;
+    }
+    if (ns == 0) return 0;
+    s[ns - 1].next = -1;
+    /* §3.1.5.c, exactly as the reference's Word::merge_all without dropout. */
+    qent *h = c->heap;
+    size_t hn = 0;
+    for (size_t i = 0; i + 1 < ns; i++) {
+        const mslot *m = merge_find(t, s[i].id, s[i + 1].id);
+        if (m) qpush(h, &hn, (qent){m->rank, (uint32_t)i, m->new_id});
+    }
+    while (hn) {
+        if (hn + 2 > c->heapcap) { /* cannot happen: at most one live entry per merge plus seeds */
+            size_t ncap = 2 * c->heapcap;
+            qent *q = realloc(c->heap, ncap * sizeof *q);
+            if (!q) return -1;
+            c->heap = h = q; c->heapcap = ncap;
+        }
+        qent top = qpop(h, &hn);
+        sym *cur = &s[top.pos];
+        if (cur->len == 0 || cur->next < 0) continue;   /* removed, or last symbol */
+        sym right = s[cur->next];
+        const mslot *m = merge_find(t, cur->id, right.id);
+        if (!m || m->new_id != top.new_id) continue;     /* stale entry (iii) */
+        int32_t rpos = cur->next;
+        cur->id = top.new_id; cur->len += right.len; cur->next = right.next;   /* (iv) */
+        s[rpos].len = 0;
+        if (right.next >= 0) s[right.next].prev = (int32_t)top.pos;
+        if (cur->prev >= 0) {
+            const mslot *pm = merge_find(t, s[cur->prev].id, cur->id);
+            if (pm) qpush(h, &hn, (qent){pm->rank, (uint32_t)cur->prev, pm->new_id});
+        }
+        if (cur->next >= 0) {
+            const mslot *nm = merge_find(t, cur->id, s[cur->next].id);
+            if (nm) qpush(h, &hn, (qent){nm->rank, top.pos, nm->new_id});
+        }
+    }
+    for (int32_t i = 0; i >= 0; i = s[i].next)
+        if (push_ids(out, n, cap, &s[i].id, 1)) return -1;
+    return 0;
+}
+
+/* Per-call word cache: pre-token bytes -> ids (the reference caches too;
+ * it never changes results). */
+static void on_word(void *ctx, const char *w, size_t len)
+{
+    enc_ctx *c = ctx;
+    if (c->oom) return;
+    if (len > CACHE_MAX_WORD) {
+        if (bpe_word(c, (const unsigned char *)w, len, &c->ids, &c->n, &c->cap)) c->oom = 1;
+        return;
+    }
+    uint64_t h = hash_bytes(w, len);
+    size_t mask = c->ccap - 1, i = h & mask;
+    for (; c->cache[i].s; i = (i + 1) & mask) {
+        centry *e = &c->cache[i];
+        if (e->h == h && e->len == len && !memcmp(e->s, w, len)) {
+            if (push_ids(&c->ids, &c->n, &c->cap, c->cids + e->off, e->n)) c->oom = 1;
+            return;
+        }
+    }
+    size_t before = c->cn;
+    if (bpe_word(c, (const unsigned char *)w, len, &c->cids, &c->cn, &c->ccidcap) ||
+        push_ids(&c->ids, &c->n, &c->cap, c->cids + before, c->cn - before)) {
+        c->oom = 1;
+        return;
+    }
+    c->cache[i] = (centry){w, (uint32_t)len, (uint32_t)before, (uint32_t)(c->cn - before), h};
+    if (++c->cused * 2 > c->ccap) {                    /* grow */
+        size_t ncap = c->ccap * 2;
+        centry *nc = calloc(ncap, sizeof *nc);
+        if (!nc) { c->oom = 1; return; }
+        for (size_t j = 0; j < c->ccap; j++) {
+            if (!c->cache[j].s) continue;
+            size_t k = c->cache[j].h & (ncap - 1);
+            while (nc[k].s) k = (k + 1) & (ncap - 1);
+            nc[k] = c->cache[j];
+        }
+        free(c->cache);
+        c->cache = nc; c->ccap = ncap;
+    }
+}
+
+static void encode_piece(enc_ctx *c, const char *s, size_t n)
+{
+    cis2_pretok_split(s, n, c->t->digits_mode, c->t->use_regex, on_word, c);
+}
+
+/* Added tokens of one group (normalized = 0 or 1), leftmost-longest;
+ * pieces between them go to the next group, then to the pre-tokenizer. */
+static void split_added(enc_ctx *c, const char *s, size_t n, int group)
+{
+    const cis2_tokenizer *t = c->t;
+    size_t seg = 0, i = 0;
+    while (i < n && !c->oom) {
+        const added_tok *best = NULL;
+        if (!t->added_first[(unsigned char)s[i]]) { i++; continue; }
+        for (size_t k = 0; k < t->nadded; k++) {
+            const added_tok *a = &t->added[k];
+            if (a->normalized != group || a->len > n - i || a->s[0] != s[i]) continue;
+            if ((!best || a->len > best->len) && !memcmp(a->s, s + i, a->len)) best = a;
+        }
+        if (!best) { i++; continue; }
+        if (group == 0) split_added(c, s + seg, i - seg, 1);
+        else encode_piece(c, s + seg, i - seg);
+        if (push_ids(&c->ids, &c->n, &c->cap, &best->id, 1)) c->oom = 1;
+        i += best->len;
+        seg = i;
+    }
+    if (group == 0) split_added(c, s + seg, n - seg, 1);
+    else encode_piece(c, s + seg, n - seg);
+}
+
+int cis2_tokenizer_encode(const cis2_tokenizer *t, const char *text, size_t len,
+                          uint32_t **ids, size_t *n, cis2_error *err)
+{
+    *ids = NULL; *n = 0;
+    size_t bad;
+    if (cis2_utf8_validate((const unsigned char *)text, len, &bad))
+        return cis2_fail(err, CIS2_E_FORMAT, "tokenize: input is not valid UTF-8 (byte offset %zu)", bad);
+    enc_ctx c = {.t = t};
+    c.ccap = 1024;
+    c.cache = calloc(c.ccap, sizeof *c.cache);
+    c.ids = malloc(256 * sizeof *c.ids);
+    c.cap = 256;
+    if (!c.cache || !c.ids) c.oom = 1;
+    else split_added(&c, text, len, 0);
+    free(c.cache); free(c.cids); free(c.syms); free(c.heap);
+    if (c.oom) {
+        free(c.ids);
+        return cis2_fail(err, CIS2_E_NOMEM, "tokenize: out of memory");
+    }
+    *ids = c.ids; *n = c.n;
+    return CIS2_OK;
+}
+
+/* ---- decoding ---- */
+/* Appends s[0..n) as UTF-8 with U+FFFD for each maximal invalid subpart
+ * (the substitution of Rust's String::from_utf8_lossy). */
+static size_t lossy_utf8(const unsigned char *s, size_t n, char *o)
+{
+    size_t i = 0, k = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c < 0x80) { o[k++] = (char)c; i++; continue; }
+        size_t need; unsigned char lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) need = 1;
+        else if (c == 0xE0) { need = 2; lo = 0xA0; }
+        else if (c == 0xED) { need = 2; hi = 0x9F; }
+        else if (c >= 0xE1 && c <= 0xEF) need = 2;
+        else if (c == 0xF0) { need = 3; lo = 0x90; }
+        else if (c == 0xF4) { need = 3; hi = 0x8F; }
+        else if (c >= 0xF1 && c <= 0xF3) need = 3;
+        else { k += utf8_put(0xFFFD, o + k); i++; continue; }
+        size_t j = 1;
+        for (; j <= need && i + j < n; j++) {
+            unsigned char d = s[i + j];
+            if (d < (j == 1 ? lo : 0x80) || d > (j == 1 ? hi : 0xBF)) break;
+        }
+        if (j == need + 1) { memcpy(o + k, s + i, need + 1); k += need + 1; }
+        else k += utf8_put(0xFFFD, o + k);
+        i += j;
+    }
+    return k;
+}
+
+char *cis2_tokenizer_decode(const cis2_tokenizer *t, const uint32_t *ids, size_t n)
+{
+    size_t len;
+    return cis2_tokenizer_decode_n(t, ids, n, &len);
+}
+
+char *cis2_tokenizer_decode_n(const cis2_tokenizer *t, const uint32_t *ids, size_t n, size_t *len)
+{
+    size_t total = 0, l;
+    for (size_t i = 0; i < n; i++)
+        if (cis2_tokenizer_token_bytes(t, ids[i], &l)) total += l;
+    unsigned char *raw = malloc(total + 1);
+    char *o = malloc(3 * total + 1);                 /* each bad byte -> 3 bytes */
+    if (!raw || !o) { free(raw); free(o); return NULL; }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *b = cis2_tokenizer_token_bytes(t, ids[i], &l);
+        if (b) { memcpy(raw + k, b, l); k += l; }
+    }
+    size_t m = lossy_utf8(raw, k, o);
+    o[m] = 0;
+    *len = m;
+    free(raw);
+    return o;
+}

@@ -1,0 +1,332 @@
+/*
+ * test_tokenizer.c - the tokenizer (CIS-2 §3.1) on the real SmolLM2-135M
+ * tokenizer.json: §3.1.7's worked example and every example of FACTS §2
+ * (values from the spec and FACTS, observed there with the reference
+ * library), decode, invalid UTF-8; and on small hand-made tokenizer.json
+ * files: merge order, both merge spellings, Digits modes, and the
+ * refusal of malformed/unsupported files with the right class.
+ * The differential test against the oracle is tests/t_tokenizer_diff.sh.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cis2.h"
+#include "tokenizer.h"
+
+static cis2_tokenizer *real;
+static char tmpdir[] = "/tmp/cis2-test-tok-XXXXXX";
+
+static int setup(void **state)
+{
+    (void)state;
+    if (!mkdtemp(tmpdir)) return -1;
+    const char *shared = getenv("SHARED") ? getenv("SHARED") : "../shared";
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models/smollm2-135m/tokenizer.json", shared);
+    uint8_t d[32];
+    char hex[65];
+    cis2_error err = {0};
+    if (cis2_sha256_file(path, d, &err)) return 0;          /* tests needing it skip */
+    cis2_hex(d, 32, hex);
+    if (strcmp(hex, "9ca9acddb6525a194ec8ac7a87f24fbba7232a9a15ffa1af0c1224fcd888e47c")) {
+        fprintf(stderr, "%s: sha256 %s is not §3.1.1's\n", path, hex);
+        return -1;
+    }
+    if (cis2_tokenizer_load(&real, path, &err)) {
+        fprintf(stderr, "load: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    cis2_tokenizer_free(real);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void expect_ids(const cis2_tokenizer *t, const char *text, size_t len, const uint32_t *want, size_t nwant)
+{
+    uint32_t *ids;
+    size_t n;
+    cis2_error err = {0};
+    int rc = cis2_tokenizer_encode(t, text, len, &ids, &n, &err);
+    if (rc) fprintf(stderr, "encode: %s\n", err.msg);
+    assert_int_equal(rc, CIS2_OK);
+    if (n != nwant) {
+        fprintf(stderr, "got %zu ids:", n);
+        for (size_t i = 0; i < n; i++) fprintf(stderr, " %u", ids[i]);
+        fprintf(stderr, "\n");
+    }
+    assert_int_equal(n, nwant);
+    for (size_t i = 0; i < n; i++) assert_int_equal(ids[i], want[i]);
+    free(ids);
+}
+#define EXPECT(t, text, ...) do { \
+        const uint32_t w_[] = {__VA_ARGS__}; \
+        expect_ids(t, text, sizeof(text) - 1, w_, sizeof w_ / sizeof w_[0]); } while (0)
+
+#define NEED_REAL() do { if (!real) { fprintf(stderr, "SKIP: tokenizer.json missing\n"); skip(); } } while (0)
+
+/* §3.1.7 / §3.3 */
+static void worked_example(void **state)
+{
+    (void)state;
+    NEED_REAL();
+    EXPECT(real, "Once upon a time", 6403, 1980, 253, 655);
+    assert_int_equal(cis2_tokenizer_vocab_size(real), 49152);
+}
+
+/* FACTS §2, each example. */
+static void facts_examples(void **state)
+{
+    (void)state;
+    NEED_REAL();
+    EXPECT(real, "a\x04" "b", 81, 82);                          /* byte 0x04 has no token */
+    EXPECT(real, "\xF1\x80\x80\x80z", 218, 218, 218, 106);      /* U+40000: 0xF1 dropped */
+    EXPECT(real, "<|endoftext|>Hi", 0, 26843);
+    EXPECT(real, "Hi<|im_start|>user", 26843, 1, 4093);
+    EXPECT(real, "\xD9\xA3\xD9\xA4\xD9\xA5", 164, 113, 164, 114, 164, 115); /* ٣٤٥ */
+    EXPECT(real, "\xC2\xB2\xC2\xB3", 19133, 39050);             /* ²³ */
+    EXPECT(real, "  \n\n x", 256, 1116, 1792);
+    uint32_t *ids;
+    size_t n;
+    cis2_error err = {0};
+    assert_int_equal(cis2_tokenizer_encode(real, "", 0, &ids, &n, &err), CIS2_OK);
+    assert_int_equal(n, 0);
+    free(ids);
+}
+
+static void invalid_utf8(void **state)
+{
+    (void)state;
+    NEED_REAL();
+    static const char *const bad[] = {"\x80", "a\xC0\x80", "\xED\xA0\x80", "\xE2\x82", "\xF4\x90\x80\x80",
+                                      "\xFF", "ok\xC3"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint32_t *ids = (uint32_t *)1;
+        size_t n = 7;
+        cis2_error err = {0};
+        assert_int_equal(cis2_tokenizer_encode(real, bad[i], strlen(bad[i]), &ids, &n, &err), CIS2_E_FORMAT);
+        assert_null(ids);
+        assert_non_null(strstr(err.msg, "UTF-8"));
+    }
+}
+
+static void decode(void **state)
+{
+    (void)state;
+    NEED_REAL();
+    const uint32_t once[] = {6403, 1980, 253, 655};
+    char *s = cis2_tokenizer_decode(real, once, 4);
+    assert_string_equal(s, "Once upon a time");
+    free(s);
+    /* 218 is byte 0x80 (FACTS §2): a lone continuation byte is one U+FFFD each. */
+    const uint32_t cont[] = {218, 218, 106};
+    s = cis2_tokenizer_decode(real, cont, 3);
+    assert_string_equal(s, "\xEF\xBF\xBD\xEF\xBF\xBDz");
+    free(s);
+    /* Unknown ids are skipped; special tokens decode to their text. */
+    const uint32_t mixed[] = {0, 4000000000u, 26843, 49152};
+    s = cis2_tokenizer_decode(real, mixed, 4);
+    assert_string_equal(s, "<|endoftext|>Hi");
+    free(s);
+    s = cis2_tokenizer_decode(real, NULL, 0);
+    assert_string_equal(s, "");
+    free(s);
+}
+
+/* §3.1.5.a */
+static void byte_map(void **state)
+{
+    (void)state;
+    assert_int_equal(cis2_byte_to_unicode(0x20), 0x120);
+    assert_int_equal(cis2_byte_to_unicode(0x0A), 0x10A);
+    assert_int_equal(cis2_byte_to_unicode(0x00), 0x100);
+    assert_int_equal(cis2_byte_to_unicode('A'), 'A');
+    assert_int_equal(cis2_byte_to_unicode(0xAD), 0x143);    /* the last of the 68 */
+    uint8_t seen[324] = {0};
+    for (int b = 0; b < 256; b++) {
+        uint32_t u = cis2_byte_to_unicode((uint8_t)b);
+        assert_true(u < 324);
+        assert_int_equal(seen[u], 0);
+        seen[u] = 1;
+    }
+}
+
+/* ---- small hand-made tokenizer.json files ---- */
+static const char *write_tmp(const char *name, const char *body)
+{
+    static char path[512];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(body, f);
+    fclose(f);
+    return path;
+}
+
+/* A minimal file: {"model": {...}, "pre_tokenizer": PRE} with given vocab/merges. */
+static const char *mini(const char *name, const char *pre, const char *vocab, const char *merges, const char *extra)
+{
+    static char body[4096];
+    snprintf(body, sizeof body,
+             "{\"pre_tokenizer\": %s, %s \"model\": {\"type\": \"BPE\", "
+             "\"vocab\": {%s}, \"merges\": [%s]}}", pre, extra ? extra : "", vocab, merges);
+    return write_tmp(name, body);
+}
+#define BL "{\"type\": \"ByteLevel\", \"add_prefix_space\": false}"
+
+static cis2_tokenizer *load_ok(const char *path)
+{
+    cis2_tokenizer *t = NULL;
+    cis2_error err = {0};
+    int rc = cis2_tokenizer_load(&t, path, &err);
+    if (rc) fprintf(stderr, "load %s: %s\n", path, err.msg);
+    assert_int_equal(rc, CIS2_OK);
+    return t;
+}
+
+/* §3.1.5.c by hand: the lowest rank merges first, whatever its position. */
+static void merge_order(void **state)
+{
+    (void)state;
+    const char *v = "\"a\": 0, \"b\": 1, \"c\": 2, \"ab\": 3, \"bc\": 4, \"abc\": 5, \"\\u0120\": 6, \"\\u0120a\": 7";
+    cis2_tokenizer *t = load_ok(mini("m1.json", BL, v, "\"b c\", \"a b\", \"a bc\"", NULL));
+    EXPECT(t, "abc", 5);          /* b c (rank 0), then a bc */
+    EXPECT(t, "abab", 3, 3);
+    EXPECT(t, "ab ab", 3, 6, 3);  /* " ab" -> Ġ a b: no Ġ a merge here */
+    EXPECT(t, "abd", 3);          /* 'd' has no token: dropped */
+    EXPECT(t, "adc", 0, 2);       /* dropped byte: a and c become adjacent (no a c merge) */
+    cis2_tokenizer_free(t);
+    t = load_ok(mini("m2.json", BL, v, "[\"a\", \"b\"], [\"\\u0120\", \"a\"], [\"b\", \"c\"]", NULL));
+    EXPECT(t, "abc", 3, 2);       /* a b first; no "ab c" merge */
+    EXPECT(t, "ab ab", 3, 6, 3);  /* in " ab", a b (rank 0) beats Ġ a (rank 1) */
+    EXPECT(t, "adb", 3);          /* a b adjacent across the dropped 'd' */
+    cis2_tokenizer_free(t);
+}
+
+static void digits_modes(void **state)
+{
+    (void)state;
+    const char *v = "\"1\": 0, \"2\": 1, \"3\": 2, \"12\": 3, \"123\": 4";
+    const char *m = "\"1 2\", \"12 3\"";
+    cis2_tokenizer *t = load_ok(mini("d0.json", BL, v, m, NULL));
+    EXPECT(t, "123", 4);
+    cis2_tokenizer_free(t);
+    t = load_ok(mini("d1.json", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\", "
+                     "\"individual_digits\": true}, " BL "]}", v, m, NULL));
+    EXPECT(t, "123", 0, 1, 2);
+    cis2_tokenizer_free(t);
+    t = load_ok(mini("d2.json", "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\", "
+                     "\"individual_digits\": false}, " BL "]}", v, m, NULL));
+    EXPECT(t, "123", 4);
+    cis2_tokenizer_free(t);
+}
+
+static void expect_refused(const char *name, const char *body, int code, const char *needle)
+{
+    cis2_tokenizer *t = (cis2_tokenizer *)1;
+    cis2_error err = {0};
+    int rc = cis2_tokenizer_load(&t, write_tmp(name, body), &err);
+    if (rc != code || !strstr(err.msg, needle))
+        fprintf(stderr, "%s: rc %d, msg '%s' (want %d, '%s')\n", name, rc, err.msg, code, needle);
+    assert_int_equal(rc, code);
+    assert_null(t);
+    assert_non_null(strstr(err.msg, needle));
+    assert_null(strchr(err.msg, '\n'));
+}
+
+#define MODEL(extra) "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, " \
+                     "\"merges\": [\"a b\"]" extra "}"
+#define GOOD_PRE "\"pre_tokenizer\": " BL
+
+static void refusals(void **state)
+{
+    (void)state;
+    /* malformed -> CIS2_E_FORMAT */
+    expect_refused("f1.json", "{\"model\": ", CIS2_E_FORMAT, "malformed JSON");
+    expect_refused("f2.json", "[1, 2]", CIS2_E_FORMAT, "not a JSON object");
+    expect_refused("f3.json", "{" GOOD_PRE ", \"model\": {\"type\": \"BPE\", \"merges\": []}}", CIS2_E_FORMAT, "vocab");
+    expect_refused("f4.json", "{" GOOD_PRE ", \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1}, "
+                   "\"merges\": [\"a c\"]}}", CIS2_E_FORMAT, "merges[0]");
+    expect_refused("f5.json", "{" GOOD_PRE ", \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 0}}}",
+                   CIS2_E_FORMAT, "used twice");
+    expect_refused("f6.json", "{" GOOD_PRE ", \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1}, "
+                   "\"merges\": [\"a b\"]}}", CIS2_E_FORMAT, "merged token");
+    expect_refused("f7.json", "{" GOOD_PRE ", \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": -3}}}",
+                   CIS2_E_FORMAT, "valid id");
+    expect_refused("f8.json", "{" GOOD_PRE ", " MODEL("") ", \"model\": {}}", CIS2_E_FORMAT, "malformed JSON");
+    expect_refused("f9.json", "{" GOOD_PRE ", " MODEL("") ", \"added_tokens\": [{\"id\": 5}]}", CIS2_E_FORMAT,
+                   "added_tokens[0]");
+    /* well-formed but unsupported -> CIS2_E_UNSUPPORTED, naming the field */
+    expect_refused("u1.json", "{\"normalizer\": {\"type\": \"NFC\"}, " GOOD_PRE ", " MODEL("") "}",
+                   CIS2_E_UNSUPPORTED, "normalizer");
+    expect_refused("u2.json", "{" GOOD_PRE ", " MODEL(", \"dropout\": 0.1") "}", CIS2_E_UNSUPPORTED, "dropout");
+    expect_refused("u3.json", "{" GOOD_PRE ", " MODEL(", \"byte_fallback\": true") "}", CIS2_E_UNSUPPORTED,
+                   "byte_fallback");
+    expect_refused("u4.json", "{" GOOD_PRE ", " MODEL(", \"continuing_subword_prefix\": \"##\"") "}",
+                   CIS2_E_UNSUPPORTED, "continuing_subword_prefix");
+    expect_refused("u5.json", "{" GOOD_PRE ", " MODEL(", \"end_of_word_suffix\": \"</w>\"") "}",
+                   CIS2_E_UNSUPPORTED, "end_of_word_suffix");
+    expect_refused("u6.json", "{" GOOD_PRE ", \"model\": {\"type\": \"WordPiece\", \"vocab\": {\"a\": 0}}}",
+                   CIS2_E_UNSUPPORTED, "WordPiece");
+    expect_refused("u7.json", "{\"pre_tokenizer\": {\"type\": \"Whitespace\"}, " MODEL("") "}",
+                   CIS2_E_UNSUPPORTED, "Whitespace");
+    expect_refused("u8.json", "{\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true}, "
+                   MODEL("") "}", CIS2_E_UNSUPPORTED, "add_prefix_space");
+    expect_refused("u9.json", "{" GOOD_PRE ", \"decoder\": {\"type\": \"Metaspace\"}, " MODEL("") "}",
+                   CIS2_E_UNSUPPORTED, "decoder");
+    expect_refused("u10.json", "{" GOOD_PRE ", \"post_processor\": {\"type\": \"TemplateProcessing\"}, "
+                   MODEL("") "}", CIS2_E_UNSUPPORTED, "post_processor");
+    expect_refused("u11.json", "{" GOOD_PRE ", " MODEL(", \"unk_token\": \"<unk>\"") "}", CIS2_E_UNSUPPORTED,
+                   "unk_token");
+    expect_refused("u12.json", "{\"pre_tokenizer\": null, " MODEL("") "}", CIS2_E_UNSUPPORTED, "pre_tokenizer");
+    expect_refused("u13.json", "{" GOOD_PRE ", " MODEL("") ", \"added_tokens\": [{\"id\": 5, \"content\": "
+                   "\"<x>\", \"lstrip\": true}]}", CIS2_E_UNSUPPORTED, "lstrip");
+    expect_refused("u14.json", "{" GOOD_PRE ", \"truncation\": {\"max_length\": 8}, " MODEL("") "}",
+                   CIS2_E_UNSUPPORTED, "truncation");
+    /* a missing file is an I/O error */
+    cis2_tokenizer *t;
+    cis2_error err = {0};
+    assert_int_equal(cis2_tokenizer_load(&t, "/nonexistent/tokenizer.json", &err), CIS2_E_IO);
+}
+
+/* Added tokens: leftmost, then longest; pieces between are pre-tokenized apart. */
+static void added_tokens(void **state)
+{
+    (void)state;
+    cis2_tokenizer *t = load_ok(mini("a1.json", BL, "\"a\": 0, \"b\": 1, \"ab\": 2, \"<\": 3, \">\": 4", "\"a b\"",
+        "\"added_tokens\": [{\"id\": 10, \"content\": \"<a\", \"special\": true}, "
+        "{\"id\": 11, \"content\": \"<ab>\", \"special\": true}, {\"id\": 12, \"content\": \"b>\", \"special\": true}],"));
+    EXPECT(t, "<ab>", 11);        /* longest at the leftmost start */
+    EXPECT(t, "<a>", 10, 4);
+    EXPECT(t, "ab>", 0, 12);      /* "b>" is matched before BPE sees "ab" */
+    EXPECT(t, "a<ab>b", 0, 11, 1);
+    assert_int_equal(cis2_tokenizer_vocab_size(t), 13);
+    char *s = cis2_tokenizer_decode(t, (const uint32_t[]){11, 2}, 2);
+    assert_string_equal(s, "<ab>ab");
+    free(s);
+    cis2_tokenizer_free(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(worked_example), cmocka_unit_test(facts_examples), cmocka_unit_test(invalid_utf8),
+        cmocka_unit_test(decode),         cmocka_unit_test(byte_map),       cmocka_unit_test(merge_order),
+        cmocka_unit_test(digits_modes),   cmocka_unit_test(refusals),       cmocka_unit_test(added_tokens),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
