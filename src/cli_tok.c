@@ -2,11 +2,12 @@
  * cli_tok.c - `cis2 tokenize` and `cis2 detokenize` (CIS-2 §3.1; the
  * tokenizer itself is tokenizer.c).
  *
- *   cis2 tokenize --tokenizer FILE [--text TEXT] [--json] [--batch]
+ *   cis2 tokenize --tokenizer FILE [--text TEXT] [--json] [--batch] [--stats]
  *       TEXT (else all of stdin, verbatim: a trailing newline is text too)
  *       -> ids, comma-separated without spaces, or a JSON array (--json).
  *       --batch: stdin is JSON lines, one JSON string each; prints one
  *       line of ids per input line (the differential test's fast path).
+ *       --stats: load and encode times on stderr (tools/bench-tokenizer).
  *   cis2 detokenize --tokenizer FILE [IDS] [--batch]
  *       comma-separated ids (or a JSON array) -> the decoded text and a
  *       newline.  --batch: stdin lines of ids -> one JSON string per line.
@@ -18,6 +19,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* --stats: timings on stderr (tools/bench-tokenizer reads them). */
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+static double enc_secs;
+static size_t enc_bytes, enc_tokens;
+static int timed_encode(const cis2_tokenizer *t, const char *s, size_t len, uint32_t **ids, size_t *n,
+                        cis2_error *err)
+{
+    double t0 = now_s();
+    int rc = cis2_tokenizer_encode(t, s, len, ids, n, err);
+    enc_secs += now_s() - t0;
+    enc_bytes += len;
+    if (!rc) enc_tokens += *n;
+    return rc;
+}
 
 static int read_stdin(char **buf, size_t *len, cis2_error *err)
 {
@@ -97,7 +119,7 @@ static int batch_tokenize(const cis2_tokenizer *t, int json, cis2_error *err)
             rc = cis2_fail(err, CIS2_E_FORMAT, "stdin line %zu: not a JSON string", lineno);
         } else {
             uint32_t *ids; size_t n;
-            rc = cis2_tokenizer_encode(t, json_string_value(s), json_string_length(s), &ids, &n, err);
+            rc = timed_encode(t, json_string_value(s), json_string_length(s), &ids, &n, err);
             if (!rc) { print_ids(ids, n, json); free(ids); }
         }
         json_decref(s);
@@ -128,7 +150,7 @@ static int batch_detokenize(const cis2_tokenizer *t, cis2_error *err)
 }
 
 /* Common option parsing: --tokenizer FILE, --text T, --json, --batch, one positional. */
-typedef struct { const char *tok, *text, *pos; int json, batch; } tok_opts;
+typedef struct { const char *tok, *text, *pos; int json, batch, stats; } tok_opts;
 
 static int parse_opts(const char *cmd, int argc, char **argv, tok_opts *o, int allow_text)
 {
@@ -139,6 +161,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, tok_opts *o, int a
         else if (allow_text && !strcmp(a, "--text") && i + 1 < argc) o->text = argv[++i];
         else if (allow_text && !strcmp(a, "--json")) o->json = 1;
         else if (!strcmp(a, "--batch")) o->batch = 1;
+        else if (allow_text && !strcmp(a, "--stats")) o->stats = 1;
         else if (!allow_text && !o->pos && strncmp(a, "--", 2)) o->pos = a;
         else return cli_usage_error(cmd, "unexpected argument '%s'", a);
     }
@@ -154,7 +177,9 @@ int cmd_tokenize(int argc, char **argv)
     if (rc) return rc;
     cis2_error err = {0};
     cis2_tokenizer *t;
+    double t0 = now_s();
     if (cis2_tokenizer_load(&t, o.tok, &err)) return cli_report(&err);
+    double load_s = now_s() - t0;
     if (o.batch) {
         rc = batch_tokenize(t, o.json, &err);
     } else {
@@ -163,13 +188,16 @@ int cmd_tokenize(int argc, char **argv)
         else rc = read_stdin(&buf, &len, &err);
         if (!rc) {
             uint32_t *ids; size_t n;
-            rc = cis2_tokenizer_encode(t, o.text ? o.text : buf, len, &ids, &n, &err);
+            rc = timed_encode(t, o.text ? o.text : buf, len, &ids, &n, &err);
             if (!rc) { print_ids(ids, n, o.json); free(ids); }
         }
         free(buf);
     }
     cis2_tokenizer_free(t);
     if (!rc && (fflush(stdout) || ferror(stdout))) rc = cis2_fail(&err, CIS2_E_IO, "stdout: write error");
+    if (!rc && o.stats)
+        fprintf(stderr, "tokenize: load %.1f ms, encode %.1f ms, %zu bytes, %zu tokens\n",
+                load_s * 1e3, enc_secs * 1e3, enc_bytes, enc_tokens);
     return rc ? cli_report(&err) : CIS2_OK;
 }
 
