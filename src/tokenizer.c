@@ -385,6 +385,22 @@ static int load_added(cis2_tokenizer *t, json_t *arr, const char *path, cis2_err
             if (t->added[j].len == len && !memcmp(t->added[j].s, json_string_value(c), len))
                 return cis2_fail(err, CIS2_E_FORMAT, "%s: added_tokens[%zu].content \"%.40s\" appears twice",
                                  path, i, json_string_value(c));
+        /* The reference ignores the declared id: a content in the vocab
+         * (or already added) keeps that id, a new one gets the next id past
+         * max(len(vocab), added ids) (AddedVocabulary::add_tokens).  A file
+         * whose ids disagree with that is refused rather than renumbered. */
+        uint32_t want, decl = (uint32_t)json_integer_value(id);
+        vslot *vs = vocab_find(t, json_string_value(c), len);
+        if (vs->id != UINT32_MAX) want = vs->id;
+        else {
+            uint32_t mx = 0;
+            for (size_t j = 0; j < t->nadded; j++) if (t->added[j].id > mx) mx = t->added[j].id;
+            want = (uint32_t)t->nvocab;
+            if (t->nadded && mx >= t->nvocab) want = mx + 1;
+        }
+        if (decl != want)
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: added_tokens[%zu] \"%.40s\" declares id %u but the "
+                             "reference library assigns it %u", path, i, json_string_value(c), decl, want);
         added_tok *a = &t->added[t->nadded];
         a->s = malloc(len);
         if (!a->s) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
@@ -666,13 +682,13 @@ static void on_word(void *ctx, const char *w, size_t len)
     for (; c->cache[i].s; i = (i + 1) & mask) {
         centry *e = &c->cache[i];
         if (e->h == h && e->len == len && !memcmp(e->s, w, len)) {
-            if (push_ids(&c->ids, &c->n, &c->cap, c->cids + e->off, e->n)) c->oom = 1;
+            if (push_ids(&c->ids, &c->n, &c->cap, e->n ? c->cids + e->off : NULL, e->n)) c->oom = 1;
             return;
         }
     }
     size_t before = c->cn;
     if (bpe_word(c, (const unsigned char *)w, len, &c->cids, &c->cn, &c->ccidcap) ||
-        push_ids(&c->ids, &c->n, &c->cap, c->cids + before, c->cn - before)) {
+        push_ids(&c->ids, &c->n, &c->cap, c->cn > before ? c->cids + before : NULL, c->cn - before)) {
         c->oom = 1;
         return;
     }

@@ -186,7 +186,7 @@ static const char *mini(const char *name, const char *pre, const char *vocab, co
              "\"vocab\": {%s}, \"merges\": [%s]}}", pre, extra ? extra : "", vocab, merges);
     return write_tmp(name, body);
 }
-#define BL "{\"type\": \"ByteLevel\", \"add_prefix_space\": false}"
+#define BL "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true}"
 
 static cis2_tokenizer *load_ok(const char *path)
 {
@@ -303,21 +303,29 @@ static void refusals(void **state)
     assert_int_equal(cis2_tokenizer_load(&t, "/nonexistent/tokenizer.json", &err), CIS2_E_IO);
 }
 
-/* Added tokens: leftmost, then longest; pieces between are pre-tokenized apart. */
+/* Added tokens: leftmost, then longest; pieces between are pre-tokenized
+ * apart.  Expected ids checked with the oracle on the same file. */
 static void added_tokens(void **state)
 {
     (void)state;
     cis2_tokenizer *t = load_ok(mini("a1.json", BL, "\"a\": 0, \"b\": 1, \"ab\": 2, \"<\": 3, \">\": 4", "\"a b\"",
-        "\"added_tokens\": [{\"id\": 10, \"content\": \"<a\", \"special\": true}, "
-        "{\"id\": 11, \"content\": \"<ab>\", \"special\": true}, {\"id\": 12, \"content\": \"b>\", \"special\": true}],"));
-    EXPECT(t, "<ab>", 11);        /* longest at the leftmost start */
-    EXPECT(t, "<a>", 10, 4);
-    EXPECT(t, "ab>", 0, 12);      /* "b>" is matched before BPE sees "ab" */
-    EXPECT(t, "a<ab>b", 0, 11, 1);
-    assert_int_equal(cis2_tokenizer_vocab_size(t), 13);
-    char *s = cis2_tokenizer_decode(t, (const uint32_t[]){11, 2}, 2);
+        "\"added_tokens\": [{\"id\": 5, \"content\": \"<a\", \"special\": true}, "
+        "{\"id\": 6, \"content\": \"<ab>\", \"special\": true}, {\"id\": 7, \"content\": \"b>\", \"special\": true}],"));
+    EXPECT(t, "<ab>", 6);         /* longest at the leftmost start */
+    EXPECT(t, "<a>", 5, 4);
+    EXPECT(t, "ab>", 0, 7);       /* "b>" is matched before BPE sees "ab" */
+    EXPECT(t, "a<ab>b", 0, 6, 1);
+    assert_int_equal(cis2_tokenizer_vocab_size(t), 8);
+    char *s = cis2_tokenizer_decode(t, (const uint32_t[]){6, 2}, 2);
     assert_string_equal(s, "<ab>ab");
     free(s);
+    cis2_tokenizer_free(t);
+    /* The reference renumbers added tokens (next id past the vocab): a file
+     * declaring other ids is refused, not silently renumbered. */
+    expect_refused("a2.json", "{" GOOD_PRE ", " MODEL("") ", \"added_tokens\": [{\"id\": 10, \"content\": "
+                   "\"<x>\", \"special\": true}]}", CIS2_E_FORMAT, "assigns it 3");
+    t = load_ok(write_tmp("a3.json", "{" GOOD_PRE ", " MODEL("") ", \"added_tokens\": [{\"id\": 2, \"content\": "
+                          "\"ab\", \"special\": true}, {\"id\": 3, \"content\": \"<x>\", \"special\": true}]}"));
     cis2_tokenizer_free(t);
 }
 
