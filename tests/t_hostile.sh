@@ -64,6 +64,12 @@ model outside
 st_edit "$T/tiny/model.safetensors" "$T/outside/model.safetensors" \
   'h["model.norm.weight"]["data_offsets"][1] += 1 << 40'
 expect 4 "model.norm.weight.*beyond the data area" $CIS2 $RUN --model-dir "$T/outside" --prompt-ids 1
+model deepst   # a header nested 100000 deep (jansson stops at 2048)
+python3 -c "import struct,sys; h=b'['*100000+b']'*100000; sys.stdout.buffer.write(struct.pack('<Q',len(h))+h)" > "$T/deepst/model.safetensors"
+expect 4 "model.safetensors: header is not valid JSON (maximum parsing depth" $CIS2 $RUN --model-dir "$T/deepst" --prompt-ids 1
+model noname
+st_edit "$T/tiny/model.safetensors" "$T/noname/model.safetensors" 'h[""] = h.pop("model.norm.weight")'
+expect 4 "model.safetensors: empty tensor name" $CIS2 $RUN --model-dir "$T/noname" --prompt-ids 1
 model nost; rm "$T/nost/model.safetensors"
 expect 3 "model.safetensors: cannot open" $CIS2 $RUN --model-dir "$T/nost" --prompt-ids 1
 model dirst; rm "$T/dirst/model.safetensors"; mkdir "$T/dirst/model.safetensors"
@@ -116,6 +122,23 @@ printf '{"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false}, "mod
 expect 4 "model.vocab entry \"b\" has no valid id" $CIS2 tokenize --tokenizer "$T/strid.json" --text x
 printf '{"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false}, "model": {"type": "BPE", "vocab": {"a": 0, "b": 4294967296}}}' > "$T/bigid.json"
 expect 4 "model.vocab entry \"b\" has no valid id" $CIS2 tokenize --tokenizer "$T/bigid.json" --text x
+# regression (fuzz_tokenizer_load): a word made only of bytes that have no
+# token encodes to no ids (FACTS §2 drops them), exit 0, nothing on stderr;
+# UBSan once flagged the empty id list here (NULL + 0 in tokenizer.c on_word)
+printf '{"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false}, "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}}' > "$T/nobytes.json"
+set +e; $CIS2 tokenize --tokenizer "$T/nobytes.json" --text "xyz a xyz" > "$T/out" 2> "$T/err"; rc=$?; set -e
+[ $rc -eq 0 ] && [ ! -s "$T/err" ] || { cat "$T/err"; fail "tokenize of tokenless bytes: exit $rc"; }
+[ "$(cat "$T/out")" = "0" ] || fail "tokenize of tokenless bytes printed '$(cat "$T/out")', want 0"
+n=$((n + 1)); echo "ok $n: tokenless bytes encode to nothing"
+# the same with the real tokenizer: SmolLM2 has no token for byte 0x04, so
+# "\004y" must encode exactly as "y" (fuzz_tokenizer_encode regression)
+if [ -f "$TOK" ]; then
+    want=$($CIS2 tokenize --tokenizer "$TOK" --text y)
+    set +e; printf '\004y' | $CIS2 tokenize --tokenizer "$TOK" > "$T/out" 2> "$T/err"; rc=$?; set -e
+    [ $rc -eq 0 ] && [ ! -s "$T/err" ] || { cat "$T/err"; fail "tokenize of \\004y: exit $rc"; }
+    [ "$(cat "$T/out")" = "$want" ] || fail "\\004y encodes to '$(cat "$T/out")', want '$want' (y alone)"
+    n=$((n + 1)); echo "ok $n: a tokenless byte of the real tokenizer is dropped"
+fi
 
 # ---- prompts ----
 expect 4 "not valid UTF-8" $CIS2 $RUN --model-dir "$T/tiny" --prompt "$(printf 'a\377')"
