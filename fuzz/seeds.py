@@ -5,6 +5,8 @@ Small hand-made inputs (a few KB at most), valid and near-valid, so each
 libFuzzer target starts from the interesting structure of its format.
 Nothing is copied from ../shared (the real model files stay outside the
 repo).  Run from the repo root: python3 fuzz/seeds.py
+Files named regress_* are inputs that once failed a target (kept by hand,
+not written here); docs/inputs.md and tests/t_hostile.sh cover them too.
 """
 import json, os, struct
 
