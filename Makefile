@@ -42,6 +42,30 @@ CFLAGS_ALL := -std=c11 $(FPFLAGS) $(OPT) -g $(WARN) -D_DEFAULT_SOURCE -Iinclude 
 LDLIBS_ALL := -lcrypto -ljansson -lpthread $(LDLIBS)
 LDFLAGS_ALL := -pthread $(SANFLAGS) $(LDFLAGS)
 
+# aarch64 cross builds (docs/cross-isa.md).  tools/install-deps unpacks the
+# arm64 libcrypto/jansson/cmocka .debs into AARCH64_DEPS instead of
+# installing them as multiarch packages: libc6:arm64 would then shadow the
+# cross libc under `qemu-aarch64-static -L /usr/aarch64-linux-gnu` and hang
+# every threaded program (ld.so and libc from different builds).  libcrypto
+# and jansson are linked statically; cmocka (no .a) is found through rpath.
+# RUNNER prefixes every target binary `make check` runs: qemu when the
+# target ISA differs from the host's (uname is only asked about the host).
+AARCH64_DEPS ?= /opt/cis2-aarch64-deps
+ifeq ($(ARCH),aarch64)
+  ifneq ($(wildcard $(AARCH64_DEPS)/usr/include/jansson.h),)
+    DEPLIB := $(AARCH64_DEPS)/usr/lib/aarch64-linux-gnu
+    CFLAGS_ALL += -isystem $(AARCH64_DEPS)/usr/include -isystem $(AARCH64_DEPS)/usr/include/aarch64-linux-gnu
+    LDFLAGS_ALL += -L$(DEPLIB) -Wl,-rpath,$(DEPLIB)
+    LDLIBS_ALL := -Wl,-Bstatic -lcrypto -ljansson -Wl,-Bdynamic -lpthread $(LDLIBS)
+  endif
+endif
+ifneq ($(ARCH),$(shell uname -m))
+  ifeq ($(ARCH),aarch64)
+    RUNNER ?= qemu-aarch64-static -L /usr/aarch64-linux-gnu
+  endif
+endif
+RUNNER ?=
+
 # Per-ISA kernel files: src/kern_x86_*.c on x86-64, src/kern_neon*.c on aarch64.
 ALL_SRC := $(wildcard src/*.c)
 X86_SRC := $(wildcard src/kern_x86_*.c)
@@ -86,7 +110,7 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libcis2.a $(wildcard tests/*.h)
 tests: all $(TEST_BIN)
 
 check: tests
-	BUILD=$(BUILD) CC="$(CC)" OPT="$(OPT)" ARCH=$(ARCH) sh tests/run.sh
+	BUILD=$(BUILD) CC="$(CC)" OPT="$(OPT)" ARCH=$(ARCH) RUNNER="$(RUNNER)" sh tests/run.sh
 
 run: all
 	sh tools/run-main
@@ -99,6 +123,7 @@ install: all
 	install -m 644 include/cis2.h $(DESTDIR)$(PREFIX)/include/cis2.h
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/.*CIS2_VERSION "\(.*\)"/\1/p' include/cis2.h)|g' \
 	  cis2.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/cis2.pc
+
 
 # ---- libFuzzer targets (fuzz/, issue 8; docs/inputs.md) ----
 # Each target is built with clang -fsanitize=fuzzer,address,undefined from
@@ -140,6 +165,12 @@ fuzz: fuzz-build
 	done; \
 	if [ -n "$$fail" ]; then echo "fuzz: FAILED:$$fail (inputs in $(FUZZ_OUT)/artifacts/)"; exit 1; fi; \
 	echo "fuzz: all targets clean"
+
+# Every compiler x optimisation x ISA cell must print the same CIS2_REFs
+# (tools/matrix, docs/cross-isa.md); MATRIX="cell ..." runs a subset.
+.PHONY: matrix
+matrix:
+	sh tools/matrix
 
 clean:
 	rm -rf $(BUILD)

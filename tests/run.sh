@@ -11,6 +11,20 @@ CIS2=${CIS2:-$BUILD/cis2}
 export CIS2
 SHARED=${SHARED:-../shared}
 export SHARED
+# RUNNER (e.g. "qemu-aarch64-static -L /usr/aarch64-linux-gnu", set by
+# `make check` for a cross build) prefixes every target binary: the unit
+# test binaries directly, and $CIS2 through a wrapper script so shell tests
+# can keep calling "$CIS2" as one word.
+RUNNER=${RUNNER:-}
+export RUNNER
+if [ -n "$RUNNER" ]; then
+    mkdir -p "$BUILD/tests"
+    wrap=$BUILD/tests/cis2-runner
+    printf '#!/bin/sh\nexec %s %s "$@"\n' "$RUNNER" "$(cd "$(dirname "$CIS2")" && pwd)/$(basename "$CIS2")" > "$wrap"
+    chmod +x "$wrap"
+    CIS2=$wrap
+    echo "run.sh: target binaries run through: $RUNNER"
+fi
 pass=0; fail=0; skip=0; failed=""
 run_one() {
     name=$1; shift
@@ -33,7 +47,7 @@ run_one() {
 for t in "$BUILD"/tests/test_*; do
     case "$t" in *.log) continue ;; esac
     [ -x "$t" ] || continue
-    run_one "$(basename "$t")" "$t"
+    run_one "$(basename "$t")" $RUNNER "$t"
 done
 for t in tests/t_*.sh; do
     [ -f "$t" ] || continue
