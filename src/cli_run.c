@@ -350,7 +350,7 @@ int cmd_run(int argc, char **argv)
     prompt *ps = NULL;
     size_t np = 0;
     if (prompt_file) {
-        if ((rc = load_prompt_file(prompt_file, &ps, &np, &err))) return cli_report(&err);
+        if ((rc = load_prompt_file(prompt_file, &ps, &np, &err))) { free_prompts(ps, np); return cli_report(&err); }
     } else {
         ps = calloc(1, sizeof *ps);
         np = 1;

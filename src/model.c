@@ -127,9 +127,8 @@ static int load_tensors(cis2_model *m, loader *L, cis2_error *err)
     return CIS2_OK;
 }
 
-int cis2_model_load(cis2_model *m, const char *dir, cis2_error *err)
+static int model_load(cis2_model *m, const char *dir, cis2_error *err)
 {
-    memset(m, 0, sizeof *m);
     char path[4096];
     int rc;
     if ((rc = path_join(path, sizeof path, dir, "config.json", err))) return rc;
@@ -177,6 +176,15 @@ int cis2_model_load(cis2_model *m, const char *dir, cis2_error *err)
                            cis2_pmat_bytes(&ly->down);
     }
     return CIS2_OK;
+}
+
+/* A failed load frees what it had built (every pointer is NULL or owned). */
+int cis2_model_load(cis2_model *m, const char *dir, cis2_error *err)
+{
+    memset(m, 0, sizeof *m);
+    int rc = model_load(m, dir, err);
+    if (rc) cis2_model_free(m);
+    return rc;
 }
 
 void cis2_model_free(cis2_model *m)
