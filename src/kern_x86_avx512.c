@@ -15,6 +15,9 @@
 #include <immintrin.h>
 
 #define AI static inline __attribute__((always_inline))
+#ifndef PF_COLS
+#define PF_COLS 32
+#endif
 
 AI __m512 load_w(const void *base, size_t k, int bf)
 {
@@ -40,7 +43,12 @@ AI void block(const cis2_pmat *w, const float *x, float *y, size_t g, size_t p, 
     for (size_t i = 0; i < cols; i++) {
         __m512 wv[4];
 #pragma GCC unroll 4
-        for (int a = 0; a < G; a++) wv[a] = load_w(base, k0 + a * gs + i * CIS2_KG, bf);
+        for (int a = 0; a < G; a++) {
+            if (P == 1) /* memory-bound: fetch ahead in each of the G streams (never faults) */
+                _mm_prefetch((const char *)base + (k0 + a * gs + (i + PF_COLS) * CIS2_KG) * (bf ? 2 : 4),
+                             _MM_HINT_T0);
+            wv[a] = load_w(base, k0 + a * gs + i * CIS2_KG, bf);
+        }
 #pragma GCC unroll 4
         for (int b = 0; b < P; b++) {
             __m512 xb = _mm512_set1_ps(xp[b * cols + i]);

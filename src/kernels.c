@@ -262,6 +262,8 @@ void cis2_matmul(const cis2_pmat *w, const float *x, size_t npos, float *y)
         fn(w, x, npos, y, 0, w->groups);
         return;
     }
-    struct mm_job j = {w, x, npos, nt < blocks ? nt : blocks, y, fn};
+    /* a few chunks per thread: a preempted thread then delays only a small one */
+    size_t nch = 4 * nt < blocks ? 4 * nt : blocks;
+    struct mm_job j = {w, x, npos, nch, y, fn};
     cis2_pool_run(j.nchunks, mm_chunk, &j);
 }

@@ -15,6 +15,7 @@
 #include "threadpool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,6 +177,9 @@ void cis2_pool_run(size_t n, void (*fn)(void *ctx, size_t i), void *ctx)
     drain();
     in_job = 0;
     atomic_fetch_add(&S.gen, 1); /* close (even) */
-    while (atomic_load(&S.active) > 0) CPU_RELAX();
+    /* a worker still inside runs its last item; yield if it was preempted */
+    for (int spins = 0; atomic_load(&S.active) > 0; spins++) {
+        if (spins < 1000) CPU_RELAX(); else sched_yield();
+    }
     pthread_mutex_unlock(&run_lock);
 }

@@ -1,0 +1,157 @@
+/*
+ * bench-kernels.c - decode-shaped benchmark of the matrix kernels
+ * (src/kernels.h).  Not a test: prints numbers.  Built and run by
+ * tools/bench-kernels.
+ *
+ * One "token" is the whole set of matmuls of SmolLM2-135M (30 layers of
+ * q 576x576, k/v 192x576, o 576x576, gate/up 1536x576, down 576x1536, then
+ * the 49152x576 LM head; ~269 MB of bf16 weights).  The bandwidth bound is
+ * that byte count divided by a streaming-read measurement over a buffer of
+ * the same size with the same thread count.
+ */
+#include <immintrin.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cis2.h"
+#include "kernels.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+#define NL 30
+static const size_t SHAPES[7][2] = {{576, 576}, {192, 576}, {192, 576}, {576, 576},
+                                    {1536, 576}, {1536, 576}, {576, 1536}};
+static cis2_pmat W[NL][7], HEAD;
+
+/* ---- streaming read ---- */
+struct rd { const uint8_t *buf; size_t bytes, chunks; unsigned long long sink[64]; };
+#if defined(__x86_64__)
+__attribute__((target("avx2")))
+#endif
+static void rd_chunk(void *vctx, size_t c)
+{
+    struct rd *r = vctx;
+    size_t per = r->bytes / r->chunks / 64 * 64;
+    const uint8_t *p = r->buf + c * per;
+#if defined(__x86_64__)
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t k = 0; k < per; k += 128) {
+        a0 = _mm256_xor_si256(a0, _mm256_load_si256((const __m256i *)(p + k)));
+        a1 = _mm256_xor_si256(a1, _mm256_load_si256((const __m256i *)(p + k + 32)));
+        a2 = _mm256_xor_si256(a2, _mm256_load_si256((const __m256i *)(p + k + 64)));
+        a3 = _mm256_xor_si256(a3, _mm256_load_si256((const __m256i *)(p + k + 96)));
+    }
+    a0 = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
+    r->sink[c % 64] += (unsigned long long)_mm256_extract_epi64(a0, 0);
+#else
+    unsigned long long a[4] = {0};
+    const unsigned long long *q = (const unsigned long long *)p;
+    for (size_t k = 0; k < per / 8; k += 4) { a[0] ^= q[k]; a[1] ^= q[k + 1]; a[2] ^= q[k + 2]; a[3] ^= q[k + 3]; }
+    r->sink[c % 64] += a[0] ^ a[1] ^ a[2] ^ a[3];
+#endif
+}
+
+static double stream_gbs(size_t bytes, int threads)
+{
+    uint8_t *buf = aligned_alloc(64, bytes);
+    memset(buf, 1, bytes);
+    struct rd r = {buf, bytes, (size_t)threads, {0}};
+    double best = 1e9;
+    for (int rep = 0; rep < 8; rep++) {
+        double t0 = now();
+        cis2_parallel_for(r.chunks, rd_chunk, &r);
+        double t = now() - t0;
+        if (t < best) best = t;
+    }
+    free(buf);
+    return (double)(bytes / r.chunks / 64 * 64 * r.chunks) / best / 1e9;
+}
+
+static double token(float **x, float **y, size_t npos)
+{
+    double t0 = now();
+    for (int l = 0; l < NL; l++)
+        for (int k = 0; k < 7; k++) cis2_matmul(&W[l][k], x[k], npos, y[k]);
+    cis2_matmul(&HEAD, x[0], npos, y[7]);
+    return now() - t0;
+}
+
+int main(int argc, char **argv)
+{
+    cis2_error err = {0};
+    if (cis2_fpenv_pin(&err)) { fprintf(stderr, "%s\n", err.msg); return 1; }
+    int maxt = argc > 1 ? atoi(argv[1]) : 2;
+    uint64_t s = 88172645463325252ull;
+    size_t total = 0;
+    /* random bf16 in a sane range: sign, exponent 0x70..0x8F, random mantissa */
+    size_t maxw = 49152 * 576;
+    uint16_t *src = malloc(maxw * 2);
+    for (size_t k = 0; k < maxw; k++) {
+        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+        src[k] = (uint16_t)((s & 0x8000) | (0x70 + (s >> 20) % 32) << 7 | ((s >> 32) & 0x7F));
+    }
+    cis2_threads_set(maxt, &err);
+    double t0 = now();
+    for (int l = 0; l < NL; l++)
+        for (int k = 0; k < 7; k++) {
+            cis2_pmat_pack(&W[l][k], CIS2_W_BF16, (const uint8_t *)src, SHAPES[k][0], SHAPES[k][1], &err);
+            total += cis2_pmat_bytes(&W[l][k]);
+        }
+    cis2_pmat_pack(&HEAD, CIS2_W_BF16, (const uint8_t *)src, 49152, 576, &err);
+    total += cis2_pmat_bytes(&HEAD);
+    double tpack = now() - t0;
+    printf("packed %.1f MB of bf16 weights (%zu weights) in %.3f s with %d threads\n", total / 1e6,
+           total / 2, tpack, maxt);
+
+    size_t maxpos = 16;
+    float *x[7], *y[8];
+    for (int k = 0; k < 7; k++) {
+        x[k] = malloc(maxpos * 1536 * 4);
+        for (size_t i = 0; i < maxpos * 1536; i++) x[k][i] = (float)((i * 37 + k) % 101) / 50.0f - 1.0f;
+        y[k] = malloc(maxpos * 1536 * 4);
+    }
+    y[7] = malloc(maxpos * 49152 * 4);
+
+    double bw[65] = {0};
+    for (int t = 1; t <= maxt; t++) {
+        cis2_threads_set(t, &err);
+        bw[t] = stream_gbs(total, t);
+        printf("streaming read, %d thread(s), %.0f MB: %.1f GB/s\n", t, total / 1e6, bw[t]);
+    }
+
+    cis2_kernel_select("scalar", &err);
+    cis2_threads_set(1, &err);
+    double tscalar = token(x, y, 1);
+    printf("\n%-7s thr npos  ms/call  ms/token   GB/s  x-bound  x-scalar\n", "kernel");
+    printf("%-7s %3d %4d %8.1f %9.2f %6.1f %8.2f %9.1f\n", "scalar", 1, 1, tscalar * 1e3, tscalar * 1e3,
+           total / tscalar / 1e9, tscalar / (total / (bw[1] * 1e9)), 1.0);
+    const char *ks[] = {"avx2", "avx512", "neon"};
+    for (int v = 0; v < 3; v++) {
+        if (!cis2_kernel_available(ks[v])) continue;
+        cis2_kernel_select(ks[v], &err);
+        for (int t = 1; t <= maxt; t++) {
+            cis2_threads_set(t, &err);
+            for (size_t npos = 1; npos <= 16; npos += 15) {
+                double best = 1e9;
+                for (int rep = 0; rep < (npos == 1 ? 10 : 4); rep++) {
+                    double tt = token(x, y, npos);
+                    if (tt < best) best = tt;
+                }
+                double per = best / npos;
+                printf("%-7s %3d %4zu %8.1f %9.2f %6.1f %8.2f %9.1f\n", ks[v], t, npos, best * 1e3, per * 1e3,
+                       total / best / 1e9, best / (total / (bw[t] * 1e9)), tscalar / per);
+            }
+        }
+    }
+    printf("\n(ms/call: one pass over all weights with npos positions; GB/s: weight bytes per pass /\n"
+           " time; x-bound: time / (weight bytes / streaming read GB/s, same thread count);\n"
+           " x-scalar: per-token speedup over the scalar kernel, 1 thread, npos 1)\n");
+    return 0;
+}
