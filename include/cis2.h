@@ -116,6 +116,12 @@ int cis2_selftest(FILE *out, cis2_error *err);
 typedef struct cis2_tokenizer cis2_tokenizer;
 /* Reads and validates tokenizer.json; CIS2_E_IO / _FORMAT / _UNSUPPORTED. */
 int cis2_tokenizer_load(cis2_tokenizer **out, const char *path, cis2_error *err);
+/* cis2_tokenizer_load with flags.  CIS2_TOK_ALLOW_NONNORMATIVE also admits
+ * Qwen2.5's shape (normalizer NFC; pre_tokenizer Sequence [Split with its
+ * regex, ByteLevel use_regex=false]), which is outside CIS-2 v0.3b §3: a
+ * non-normative extension, exact to the reference library all the same. */
+#define CIS2_TOK_ALLOW_NONNORMATIVE 1u
+int cis2_tokenizer_load_ext(cis2_tokenizer **out, const char *path, unsigned flags, cis2_error *err);
 void cis2_tokenizer_free(cis2_tokenizer *t);
 /* Encodes UTF-8 text (len bytes) as the reference's encode(text, false):
  * added tokens matched first, no special tokens inserted.  Invalid UTF-8 is

@@ -314,7 +314,9 @@ static void progress(void *ctx, size_t step, size_t total)
 static const char run_usage[] =
     "usage: cis2 run [--model-dir DIR] [--prompt TEXT | --prompt-file F | --prompt-ids CSV]\n"
     "                [--gen-toks N] [--json] [--dump-logits FILE] [--kernel K] [--threads N]\n"
-    "                [--receipt FILE] [--trace FILE [--trace-dump]]\n";
+    "                [--receipt FILE] [--trace FILE [--trace-dump]] [--tokenizer-ext]\n"
+    "  --tokenizer-ext: also admit Qwen2.5's tokenizer.json (NFC, Split): a non-normative\n"
+    "                   extension outside CIS-2 v0.3b §3\n";
 
 int cmd_run(int argc, char **argv)
 {
@@ -322,13 +324,14 @@ int cmd_run(int argc, char **argv)
     const char *prompt_text = NULL, *prompt_file = NULL, *prompt_ids = NULL, *dump = NULL;
     const char *receipt = NULL, *trace = NULL; /* cli_receipt.c, trace.h */
     size_t gen = 16;
-    int json = 0, recompute = 0, trace_dump = 0, rc;
+    int json = 0, recompute = 0, trace_dump = 0, tok_ext = 0, rc;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if ((rc = cli_engine_opt("run", argc, argv, &i, &eng)) >= 0) { if (rc) return rc; continue; }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(run_usage, stdout); return 0; }
         if (!strcmp(a, "--json")) { json = 1; continue; }
         if (!strcmp(a, "--recompute")) { recompute = 1; continue; }
+        if (!strcmp(a, "--tokenizer-ext")) { tok_ext = 1; continue; }
         if (!strcmp(a, "--trace-dump")) { trace_dump = 1; continue; }
         if (i + 1 >= argc) return cli_usage_error("run", "unknown option or missing value: %s", a);
         const char *v = argv[++i];
@@ -373,7 +376,7 @@ int cmd_run(int argc, char **argv)
     snprintf(path, sizeof path, "%s/tokenizer.json", eng.model_dir);
     int need_tok = 0;
     for (size_t i = 0; i < np; i++) need_tok |= ps[i].text != NULL;
-    if ((rc = cis2_tokenizer_load(&tok, path, &err))) {
+    if ((rc = cis2_tokenizer_load_ext(&tok, path, tok_ext ? CIS2_TOK_ALLOW_NONNORMATIVE : 0, &err))) {
         if (need_tok) goto fail;
         tok = NULL; /* ids given: the tokenizer is only hashed (§12.1), and completion is null */
         err = (cis2_error){0};

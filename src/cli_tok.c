@@ -11,6 +11,8 @@
  *   cis2 detokenize --tokenizer FILE [IDS] [--batch]
  *       comma-separated ids (or a JSON array) -> the decoded text and a
  *       newline.  --batch: stdin lines of ids -> one JSON string per line.
+ *   Both take --tokenizer-ext: also admit Qwen2.5's tokenizer.json shape, a
+ *   non-normative extension outside CIS-2 v0.3b §3 (tokenizer.c).
  */
 #include "cli.h"
 #include "tokenizer.h"
@@ -150,7 +152,7 @@ static int batch_detokenize(const cis2_tokenizer *t, cis2_error *err)
 }
 
 /* Common option parsing: --tokenizer FILE, --text T, --json, --batch, one positional. */
-typedef struct { const char *tok, *text, *pos; int json, batch, stats; } tok_opts;
+typedef struct { const char *tok, *text, *pos; int json, batch, stats, ext; } tok_opts;
 
 static int parse_opts(const char *cmd, int argc, char **argv, tok_opts *o, int allow_text)
 {
@@ -161,6 +163,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, tok_opts *o, int a
         else if (allow_text && !strcmp(a, "--text") && i + 1 < argc) o->text = argv[++i];
         else if (allow_text && !strcmp(a, "--json")) o->json = 1;
         else if (!strcmp(a, "--batch")) o->batch = 1;
+        else if (!strcmp(a, "--tokenizer-ext")) o->ext = 1;
         else if (allow_text && !strcmp(a, "--stats")) o->stats = 1;
         else if (!allow_text && !o->pos && strncmp(a, "--", 2)) o->pos = a;
         else return cli_usage_error(cmd, "unexpected argument '%s'", a);
@@ -178,7 +181,7 @@ int cmd_tokenize(int argc, char **argv)
     cis2_error err = {0};
     cis2_tokenizer *t;
     double t0 = now_s();
-    if (cis2_tokenizer_load(&t, o.tok, &err)) return cli_report(&err);
+    if (cis2_tokenizer_load_ext(&t, o.tok, o.ext ? CIS2_TOK_ALLOW_NONNORMATIVE : 0, &err)) return cli_report(&err);
     double load_s = now_s() - t0;
     if (o.batch) {
         rc = batch_tokenize(t, o.json, &err);
@@ -212,7 +215,10 @@ int cmd_detokenize(int argc, char **argv)
         return cli_usage_error("detokenize", "IDS must be comma-separated decimal ids, got '%s'", o.pos);
     cis2_error err = {0};
     cis2_tokenizer *t;
-    if (cis2_tokenizer_load(&t, o.tok, &err)) { free(ids); return cli_report(&err); }
+    if (cis2_tokenizer_load_ext(&t, o.tok, o.ext ? CIS2_TOK_ALLOW_NONNORMATIVE : 0, &err)) {
+        free(ids);
+        return cli_report(&err);
+    }
     if (o.batch) {
         rc = batch_detokenize(t, &err);
     } else {

@@ -9,6 +9,9 @@
  * pattern matches every character, so the matches tile the piece.  \s is
  * White_Space, ' ?' is U+0020 only, the contractions are case-sensitive
  * (FACTS §2).  Every match is one pre-token ("isolated" delimiters).
+ *
+ * Also the NON-NORMATIVE Qwen2.5 Split pattern (cis2_pretok_split_qwen, at
+ * the end), a second scanner over the same Unicode 16.0 tables.
  */
 #include "pretok.h"
 #include "unicode_tables.h"
@@ -163,4 +166,71 @@ void cis2_pretok_split(const char *s, size_t n, int digits_mode, int use_regex,
         seg = i = j;
     }
     regex_split(s + seg, n - seg, use_regex, cb, ctx);
+}
+
+/* ---- NON-NORMATIVE: Qwen2.5's Split pre-tokenizer (outside CIS-2 v0.3b §3) ----
+ * The pattern (CIS2_QWEN_SPLIT_REGEX), alternatives in Oniguruma's order:
+ *   1 (?i:'s|'t|'re|'ve|'m|'ll|'d)   case-insensitive: s also matches U+017F
+ *                                    (its case fold), the others ASCII only
+ *   2 [^\r\n\p{L}\p{N}]?\p{L}+       one optional non-letter/number/CR/LF
+ *   3 \p{N}                          one number character
+ *   4 ' '?[^\s\p{L}\p{N}]+[\r\n]*    symbols, then any CR/LF run
+ *   5 \s*[\r\n]+                     greedy \s* backtracks to the last CR/LF
+ *                                    of the whitespace run
+ *   6 \s+(?!\S)                      a run before a non-space gives up its
+ *                                    last character
+ *   7 \s+
+ * Every character starts some match, so the matches tile the piece. */
+static inline int is_crlf(unsigned char c) { return c == '\r' || c == '\n'; }
+
+static size_t qwen_match(const unsigned char *p, const unsigned char *end)
+{
+    size_t rem = (size_t)(end - p);
+    if (p[0] == '\'' && rem >= 2) {                                   /* 1 */
+        unsigned char a = p[1], b = rem >= 3 ? p[2] : 0;
+        if (a == 0xC5 && b == 0xBF) return 3;                         /* 'ſ */
+        a |= 0x20; b |= 0x20;                                         /* ASCII fold */
+        if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
+        if (rem >= 3 && ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')))
+            return 3;
+    }
+    size_t l0;
+    int k0 = cls_at(p, &l0);
+    if (k0 == UC_L) return (size_t)(run_of(p + l0, end, UC_L) - p);  /* 2, no prefix */
+    if (k0 != UC_N && !is_crlf(p[0]) && p + l0 < end) {              /* 2, with prefix */
+        size_t l1;
+        if (cls_at(p + l0, &l1) == UC_L) return (size_t)(run_of(p + l0 + l1, end, UC_L) - p);
+    }
+    if (k0 == UC_N) return l0;                                        /* 3 */
+    const unsigned char *q = p + (p[0] == ' ');                       /* 4 */
+    if (q < end) {
+        size_t l;
+        if (cls_at(q, &l) == UC_OTHER) {
+            q = run_of(q + l, end, UC_OTHER);
+            while (q < end && is_crlf(*q)) q++;
+            return (size_t)(q - p);
+        }
+    }
+    /* p is whitespace (k0 == UC_S) */
+    const unsigned char *r = p, *last = p, *nl = NULL;
+    size_t nchars = 0;
+    while (r < end) {
+        size_t l;
+        if (cls_at(r, &l) != UC_S) break;
+        if (is_crlf(*r)) nl = r;
+        last = r; r += l; nchars++;
+    }
+    if (nl) return (size_t)(nl + 1 - p);                              /* 5 */
+    if (r < end && nchars >= 2) return (size_t)(last - p);           /* 6 */
+    return (size_t)(r - p);                                           /* 6 at the end, or 7 */
+}
+
+void cis2_pretok_split_qwen(const char *s, size_t n, cis2_pretok_cb cb, void *ctx)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + n;
+    while (p < end) {
+        size_t m = qwen_match(p, end);
+        cb(ctx, (const char *)p, m);
+        p += m;
+    }
 }

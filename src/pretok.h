@@ -35,4 +35,13 @@ typedef void (*cis2_pretok_cb)(void *ctx, const char *start, size_t len);
 void cis2_pretok_split(const char *s, size_t n, int digits_mode, int use_regex,
                        cis2_pretok_cb cb, void *ctx);
 
+/* NON-NORMATIVE extension (outside CIS-2 v0.3b §3): Qwen2.5's Split
+ * pre-tokenizer, behavior Isolated, with the pattern CIS2_QWEN_SPLIT_REGEX
+ * (Oniguruma semantics, see pretok.c); calls cb for every match in order
+ * (the matches tile s). */
+#define CIS2_QWEN_SPLIT_REGEX \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" \
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+void cis2_pretok_split_qwen(const char *s, size_t n, cis2_pretok_cb cb, void *ctx);
+
 #endif

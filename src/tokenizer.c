@@ -13,8 +13,18 @@
  *   3. each pre-token: its bytes -> single-byte tokens (bytes without a
  *      vocab entry are dropped, FACTS §2), then the merge loop;
  *   4. ids concatenated; no post-processing (§3.1.3, §3.3).
+ *
+ * NON-NORMATIVE extension (cis2_tokenizer_load_ext with
+ * CIS2_TOK_ALLOW_NONNORMATIVE; outside CIS-2 v0.3b §3, FACTS §2): Qwen2.5's
+ * shape, normalizer NFC (nfc.c) applied to each piece between the
+ * normalized=false added tokens (as the reference's
+ * AddedVocabulary::extract_and_normalize does), and pre_tokenizer
+ * Sequence [Split(Qwen regex, Isolated), ByteLevel(use_regex=false)]
+ * (pretok.c).  The strict loader refuses both, pointing to the flag and
+ * to --prompt-ids.
  */
 #include "tokenizer.h"
+#include "nfc.h"
 #include "pretok.h"
 
 #include <errno.h>
@@ -70,6 +80,7 @@ struct cis2_tokenizer {
     size_t nids;              /* max id + 1 */
     added_tok *added; size_t nadded;
     int digits_mode, use_regex, ignore_merges;
+    int nfc, split_qwen;      /* non-normative extension (see the top) */
 };
 
 /* ---- §3.1.5.a byte -> unicode ---- */
@@ -197,8 +208,37 @@ static int load_digits(cis2_tokenizer *t, json_t *o, const char *path, cis2_erro
     return CIS2_OK;
 }
 
-/* Admitted: ByteLevel, or Sequence [ByteLevel] / [Digits, ByteLevel] (§3.1.4). */
-static int load_pretok(cis2_tokenizer *t, json_t *p, const char *path, cis2_error *err)
+/* The message for a part of Qwen2.5's shape when the flag is absent. */
+static int refuse_ext(cis2_error *err, const char *path, const char *what)
+{
+    return cis2_fail(err, CIS2_E_UNSUPPORTED,
+                     "%s: %s is outside CIS-2 v0.3b §3 (Qwen2.5 shape): give token ids with --prompt-ids, "
+                     "or allow the non-normative extension with --tokenizer-ext", path, what);
+}
+
+/* NON-NORMATIVE: Qwen2.5's Split pre-tokenizer: exactly its regex, Isolated. */
+static int load_split(cis2_tokenizer *t, json_t *o, unsigned flags, const char *path, cis2_error *err)
+{
+    json_t *pat = json_object_get(o, "pattern"), *beh = json_object_get(o, "behavior");
+    json_t *rx = json_is_object(pat) ? json_object_get(pat, "Regex") : NULL;
+    int inv;
+    if (!json_is_string(rx) || json_object_size(pat) != 1 || !json_is_string(beh) ||
+        get_bool(o, "invert", 0, &inv))
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: pre_tokenizer Split needs pattern {\"Regex\": ...}, "
+                         "behavior and a boolean invert", path);
+    if (strcmp(json_string_value(rx), CIS2_QWEN_SPLIT_REGEX) || json_string_length(rx) != strlen(CIS2_QWEN_SPLIT_REGEX) ||
+        strcmp(json_string_value(beh), "Isolated") || inv)
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: pre_tokenizer Split is supported only with Qwen2.5's "
+                         "regex, behavior Isolated and invert false", path);
+    if (!(flags & CIS2_TOK_ALLOW_NONNORMATIVE))
+        return refuse_ext(err, path, "pre_tokenizer Split (Qwen2.5 regex)");
+    t->split_qwen = 1;
+    return CIS2_OK;
+}
+
+/* Admitted: ByteLevel, or Sequence [ByteLevel] / [Digits, ByteLevel] (§3.1.4);
+ * with the flag also Sequence [Split, ByteLevel(use_regex=false)]. */
+static int load_pretok(cis2_tokenizer *t, json_t *p, unsigned flags, const char *path, cis2_error *err)
 {
     if (!p || json_is_null(p))
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: pre_tokenizer is null (cis2 needs a ByteLevel pre-tokenizer)", path);
@@ -218,6 +258,7 @@ static int load_pretok(cis2_tokenizer *t, json_t *p, const char *path, cis2_erro
         if (!et) return cis2_fail(err, CIS2_E_FORMAT, "%s: pre_tokenizer Sequence item %zu has no type", path, i);
         int rc;
         if (!strcmp(et, "Digits") && i == 0 && n == 2) rc = load_digits(t, e, path, err);
+        else if (!strcmp(et, "Split") && i == 0 && n == 2) rc = load_split(t, e, flags, path, err);
         else if (!strcmp(et, "ByteLevel") && i == n - 1) { rc = load_bytelevel(t, e, path, err); have_bl = 1; }
         else
             return cis2_fail(err, CIS2_E_UNSUPPORTED,
@@ -227,6 +268,9 @@ static int load_pretok(cis2_tokenizer *t, json_t *p, const char *path, cis2_erro
     }
     if (!have_bl)
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: pre_tokenizer Sequence has no ByteLevel", path);
+    if (t->split_qwen && t->use_regex)      /* Split then the GPT-2 pattern: not Qwen2.5's shape */
+        return cis2_fail(err, CIS2_E_UNSUPPORTED,
+                         "%s: pre_tokenizer Split must be followed by ByteLevel with use_regex=false", path);
     return CIS2_OK;
 }
 
@@ -381,6 +425,16 @@ static int load_added(cis2_tokenizer *t, json_t *arr, const char *path, cis2_err
         size_t bad;
         if (cis2_utf8_validate((const unsigned char *)json_string_value(c), len, &bad))
             return cis2_fail(err, CIS2_E_FORMAT, "%s: added_tokens[%zu].content is not valid UTF-8", path, i);
+        if (t->nfc && normalized) {    /* non-normative: the reference would match its NFC */
+            char *nc = NULL; size_t nl;
+            if (cis2_nfc(json_string_value(c), len, &nc, &nl))
+                return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
+            int same = !nc || (nl == len && !memcmp(nc, json_string_value(c), len));
+            free(nc);
+            if (!same)
+                return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: added_tokens[%zu] is normalized but its content "
+                                 "is not NFC (not supported)", path, i);
+        }
         for (size_t j = 0; j < t->nadded; j++)
             if (t->added[j].len == len && !memcmp(t->added[j].s, json_string_value(c), len))
                 return cis2_fail(err, CIS2_E_FORMAT, "%s: added_tokens[%zu].content \"%.40s\" appears twice",
@@ -465,6 +519,25 @@ static int build_decode(cis2_tokenizer *t, const char *path, cis2_error *err)
 
 int cis2_tokenizer_load(cis2_tokenizer **out, const char *path, cis2_error *err)
 {
+    return cis2_tokenizer_load_ext(out, path, 0, err);
+}
+
+/* normalizer: null, or (non-normative, with the flag) {"type": "NFC"}. */
+static int load_normalizer(cis2_tokenizer *t, json_t *v, unsigned flags, const char *path, cis2_error *err)
+{
+    if (!v || json_is_null(v)) return CIS2_OK;
+    const char *ty = json_is_object(v) ? type_of(v) : NULL;
+    if (ty && !strcmp(ty, "NFC") && json_object_size(v) == 1) {
+        if (!(flags & CIS2_TOK_ALLOW_NONNORMATIVE)) return refuse_ext(err, path, "normalizer NFC");
+        t->nfc = 1;
+        return CIS2_OK;
+    }
+    return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: normalizer %s is not supported (CIS-2 v0.3b §3.1.3: none)",
+                     path, ty ? ty : "(no type)");
+}
+
+int cis2_tokenizer_load_ext(cis2_tokenizer **out, const char *path, unsigned flags, cis2_error *err)
+{
     int rc = CIS2_OK;
     char *buf = NULL; size_t len = 0;
     json_t *root = NULL;
@@ -478,10 +551,11 @@ int cis2_tokenizer_load(cis2_tokenizer **out, const char *path, cis2_error *err)
     t = calloc(1, sizeof *t);
     if (!t) FAIL(CIS2_E_NOMEM, "%s: out of memory", path);
 
-    static const char *const nulls[] = {"normalizer", "truncation", "padding"};
-    for (int i = 0; i < 3; i++)
+    static const char *const nulls[] = {"truncation", "padding"};
+    for (int i = 0; i < 2; i++)
         if (!absent_or_null(root, nulls[i]))
             FAIL(CIS2_E_UNSUPPORTED, "%s: %s is not null (cis2 implements none)", path, nulls[i]);
+    if ((rc = load_normalizer(t, json_object_get(root, "normalizer"), flags, path, err))) goto out;
     json_t *model = json_object_get(root, "model");
     if (!json_is_object(model)) FAIL(CIS2_E_FORMAT, "%s: model is missing", path);
     const char *mty = type_of(model);
@@ -491,16 +565,19 @@ int cis2_tokenizer_load(cis2_tokenizer **out, const char *path, cis2_error *err)
     if (!mty && !merges) FAIL(CIS2_E_UNSUPPORTED, "%s: model has no type and no merges (only BPE is supported)", path);
     if (merges && !json_is_array(merges)) FAIL(CIS2_E_FORMAT, "%s: model.merges is not an array", path);
     static const char *const mnulls[] = {"dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix"};
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 4; i++) {
+        json_t *mv = json_object_get(model, mnulls[i]);
+        if (i >= 2 && json_is_string(mv) && json_string_length(mv) == 0) continue; /* "" = none (Qwen2.5's files) */
         if (!absent_or_null(model, mnulls[i]))
             FAIL(CIS2_E_UNSUPPORTED, "%s: model.%s is not null (not supported)", path, mnulls[i]);
+    }
     int bf, fu;
     if (get_bool(model, "byte_fallback", 0, &bf) || get_bool(model, "fuse_unk", 0, &fu) ||
         get_bool(model, "ignore_merges", 0, &t->ignore_merges))
         FAIL(CIS2_E_FORMAT, "%s: model has a non-boolean byte_fallback/fuse_unk/ignore_merges", path);
     if (bf) FAIL(CIS2_E_UNSUPPORTED, "%s: model.byte_fallback=true is not supported", path);
 
-    if ((rc = load_pretok(t, json_object_get(root, "pre_tokenizer"), path, err))) goto out;
+    if ((rc = load_pretok(t, json_object_get(root, "pre_tokenizer"), flags, path, err))) goto out;
     if ((rc = load_passive(root, "post_processor", path, err))) goto out;
     if ((rc = load_passive(root, "decoder", path, err))) goto out;
     if ((rc = load_vocab(t, vocab, path, err))) goto out;
@@ -549,6 +626,7 @@ typedef struct {
     qent *heap; size_t heapcap;
     centry *cache; size_t ccap, cused;
     uint32_t *cids; size_t cn, ccidcap; /* ids of cached words */
+    char **bufs; size_t nbufs;          /* NFC'd pieces (the cache points into them) */
     int oom;
 } enc_ctx;
 
@@ -710,7 +788,25 @@ static void on_word(void *ctx, const char *w, size_t len)
 
 static void encode_piece(enc_ctx *c, const char *s, size_t n)
 {
-    cis2_pretok_split(s, n, c->t->digits_mode, c->t->use_regex, on_word, c);
+    if (c->t->split_qwen) cis2_pretok_split_qwen(s, n, on_word, c);   /* non-normative */
+    else cis2_pretok_split(s, n, c->t->digits_mode, c->t->use_regex, on_word, c);
+}
+
+static void split_added(enc_ctx *c, const char *s, size_t n, int group);
+
+/* A piece between normalized=false added tokens: normalize it (non-normative
+ * NFC, if the file has it), then split it at the normalized=true ones. */
+static void normalize_piece(enc_ctx *c, const char *s, size_t n)
+{
+    char *norm = NULL;
+    size_t nn = n;
+    if (c->t->nfc && n) {
+        char **nb = realloc(c->bufs, (c->nbufs + 1) * sizeof *nb);
+        if (!nb || cis2_nfc(s, n, &norm, &nn)) { c->bufs = nb ? nb : c->bufs; c->oom = 1; return; }
+        c->bufs = nb;
+        if (norm) c->bufs[c->nbufs++] = norm;
+    }
+    split_added(c, norm ? norm : s, nn, 1);
 }
 
 /* Added tokens of one group (normalized = 0 or 1), leftmost-longest;
@@ -728,13 +824,13 @@ static void split_added(enc_ctx *c, const char *s, size_t n, int group)
             if ((!best || a->len > best->len) && !memcmp(a->s, s + i, a->len)) best = a;
         }
         if (!best) { i++; continue; }
-        if (group == 0) split_added(c, s + seg, i - seg, 1);
+        if (group == 0) normalize_piece(c, s + seg, i - seg);
         else encode_piece(c, s + seg, i - seg);
         if (push_ids(&c->ids, &c->n, &c->cap, &best->id, 1)) c->oom = 1;
         i += best->len;
         seg = i;
     }
-    if (group == 0) split_added(c, s + seg, n - seg, 1);
+    if (group == 0) normalize_piece(c, s + seg, n - seg);
     else encode_piece(c, s + seg, n - seg);
 }
 
@@ -753,6 +849,8 @@ int cis2_tokenizer_encode(const cis2_tokenizer *t, const char *text, size_t len,
     if (!c.cache || !c.ids) c.oom = 1;
     else split_added(&c, text, len, 0);
     free(c.cache); free(c.cids); free(c.syms); free(c.heap);
+    for (size_t i = 0; i < c.nbufs; i++) free(c.bufs[i]);
+    free(c.bufs);
     if (c.oom) {
         free(c.ids);
         return cis2_fail(err, CIS2_E_NOMEM, "tokenize: out of memory");
