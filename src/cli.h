@@ -37,6 +37,8 @@ int cli_engine_start(cli_engine *e, struct cis2_model *m, cis2_error *err);
 int cli_parse_size(const char *cmd, const char *opt, const char *s, size_t max, size_t *out);
 int cli_parse_ids(const char *cmd, const char *csv, uint32_t **ids, size_t *n);
 void cli_hex(const uint8_t d[32], char out[65]);
+/* "1,2,3" (malloc'ed; NULL when out of memory). */
+char *cli_ids_csv(const uint32_t *ids, size_t n);
 
 /* `cis2 run --receipt` (cli_receipt.c).  prompt_from_ids: the prompt bytes
  * for a --prompt-ids run (the ids must round-trip decode->encode, else a

@@ -61,15 +61,6 @@ static int check(const char *name, const char *want, const char *got, int *fails
     return ok;
 }
 
-static char *csv(const uint32_t *ids, size_t n)
-{
-    char *s = malloc(n * 11 + 1), *p = s;
-    if (!s) return NULL;
-    *p = 0;
-    for (size_t i = 0; i < n; i++) p += sprintf(p, i ? ",%u" : "%u", ids[i]);
-    return s;
-}
-
 static int run_vector(const cis2_model *m, const cis2_tokenizer *tok, const vector *v, int full, int *fails,
                       cis2_error *err)
 {
@@ -84,8 +75,8 @@ static int run_vector(const cis2_model *m, const cis2_tokenizer *tok, const vect
     printf("-- prompt \"%s\", %zu tokens\n", v->prompt, v->gen);
     if ((rc = cis2_run(m, &s, 1, &o, err))) { free(ids); return rc; }
     char h[65], *c;
-    if (v->ids) { c = csv(ids, n); check("prompt_token_ids", v->ids, c, fails); free(c); }
-    if (v->generated) { c = csv(s.generated, v->gen); check("generated_token_ids", v->generated, c, fails); free(c); }
+    if (v->ids) { c = cli_ids_csv(ids, n); check("prompt_token_ids", v->ids, c, fails); free(c); }
+    if (v->generated) { c = cli_ids_csv(s.generated, v->gen); check("generated_token_ids", v->generated, c, fails); free(c); }
     if (full) {
         cli_hex(m->table_digest, h); check("table_digest", TABLE_DIGEST, h, fails);
         cli_hex(m->inv_freq_digest, h); check("inv_freq_table_digest", INV_FREQ_DIGEST, h, fails);

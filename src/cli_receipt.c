@@ -24,15 +24,6 @@
 
 /* ------------------------------------------------------------ helpers */
 
-static char *csv(const uint32_t *ids, size_t n)
-{
-    char *s = malloc(n * 11 + 1), *p = s;
-    if (!s) return NULL;
-    *p = 0;
-    for (size_t i = 0; i < n; i++) p += sprintf(p, i ? ",%u" : "%u", ids[i]);
-    return s;
-}
-
 static int ids_equal(const uint32_t *a, size_t na, const uint32_t *b, size_t nb)
 {
     return na == nb && (na == 0 || !memcmp(a, b, na * sizeof *a));
@@ -52,7 +43,7 @@ static int v_digest(const char *key, const uint8_t want[32], const uint8_t got[3
 static int v_ids(const char *key, const uint32_t *want, size_t nw, const uint32_t *got, size_t ng)
 {
     if (ids_equal(want, nw, got, ng)) { printf("%s ok\n", key); return 0; }
-    char *a = csv(want, nw), *b = csv(got, ng);
+    char *a = cli_ids_csv(want, nw), *b = cli_ids_csv(got, ng);
     printf("%s MISMATCH expected=%s got=%s\n", key, a ? a : "?", b ? b : "?");
     free(a);
     free(b);

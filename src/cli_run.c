@@ -228,7 +228,7 @@ static void free_prompts(prompt *ps, size_t n)
 
 /* ---------------------------------------------------------------- output */
 
-static char *ids_csv(const uint32_t *ids, size_t n)
+char *cli_ids_csv(const uint32_t *ids, size_t n)
 {
     char *s = malloc(n * 11 + 1), *p = s;
     if (!s) return NULL;
@@ -272,7 +272,7 @@ static void print_text(const cis2_model *m, const prompt *p, const cis2_seq *s, 
                        const char *completion)
 {
     char h[65];
-    char *pc = ids_csv(p->ids, p->n), *gc = ids_csv(s->generated, gen);
+    char *pc = cli_ids_csv(p->ids, p->n), *gc = cli_ids_csv(s->generated, gen);
     cli_hex(m->weights_sha, h); printf("weights_sha256 = %s\n", h);
     cli_hex(m->config_sha, h); printf("config_sha256 = %s\n", h);
     cli_hex(m->tokenizer_sha, h); printf("tokenizer_sha256 = %s\n", h);
