@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "cis2.h"
+#include "nfc.h"
+#include "pretok.h"
 #include "tokenizer.h"
 
 static cis2_tokenizer *real;
@@ -329,12 +331,172 @@ static void added_tokens(void **state)
     cis2_tokenizer_free(t);
 }
 
+/* ---- NON-NORMATIVE Qwen2.5 extension (outside CIS-2 v0.3b §3) ---- */
+
+static void expect_nfc(const char *in, const char *want)
+{
+    char *out = NULL;
+    size_t n = 0;
+    assert_int_equal(cis2_nfc(in, strlen(in), &out, &n), 0);
+    const char *got = out ? out : in;
+    if (n != strlen(want) || memcmp(got, want, n)) {
+        fprintf(stderr, "NFC of");
+        for (const char *p = in; *p; p++) fprintf(stderr, " %02x", (unsigned char)*p);
+        fprintf(stderr, ": got");
+        for (size_t i = 0; i < n; i++) fprintf(stderr, " %02x", (unsigned char)got[i]);
+        fprintf(stderr, "\n");
+    }
+    assert_int_equal(n, strlen(want));
+    assert_memory_equal(got, want, n);
+    free(out);
+}
+
+/* NFC by the definitions of UAX #15 (and its examples). */
+static void nfc_cases(void **state)
+{
+    (void)state;
+    char *out = (char *)1;
+    size_t n;
+    assert_int_equal(cis2_nfc("abc \xc3\xa9", 6, &out, &n), 0);      /* nothing >= U+0300: as is */
+    assert_null(out);
+    expect_nfc("e\xcc\x81", "\xc3\xa9");                               /* e U+0301 -> U+00E9 */
+    expect_nfc("\xc3\xa9", "\xc3\xa9");
+    expect_nfc("a\xcc\x81\xcc\xa3", "\xe1\xba\xa1\xcc\x81");           /* reordered: U+1EA1 U+0301 */
+    expect_nfc("a\xcc\xa3\xcc\x81", "\xe1\xba\xa1\xcc\x81");
+    expect_nfc("\xc3\x85\xcc\xa8", "\xc4\x84\xcc\x8a");                /* U+00C5 U+0328 -> U+0104 U+030A */
+    expect_nfc("\xe2\x84\xab", "\xc3\x85");                            /* singleton U+212B -> U+00C5 */
+    expect_nfc("\xe1\xba\x9b\xcc\xa3", "\xe1\xba\x9b\xcc\xa3");        /* UAX #15 example: U+1E9B U+0323 */
+    expect_nfc("\xe0\xa5\x98", "\xe0\xa4\x95\xe0\xa4\xbc");            /* exclusion U+0958 */
+    expect_nfc("\xcd\x84", "\xcc\x88\xcc\x81");                        /* non-starter decomposition U+0344 */
+    expect_nfc("\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8", "\xea\xb0\x81"); /* Hangul L V T -> U+AC01 */
+    expect_nfc("\xea\xb0\x80\xe1\x86\xa8", "\xea\xb0\x81");            /* LV T */
+    expect_nfc("\xea\xb0\x81\xe1\x86\xa8", "\xea\xb0\x81\xe1\x86\xa8"); /* LVT T: no */
+    expect_nfc("\xe1\x84\x80\xcc\x81\xe1\x85\xa1", "\xe1\x84\x80\xcc\x81\xe1\x85\xa1"); /* blocked */
+    expect_nfc("\xcc\x81" "a", "\xcc\x81" "a");                         /* leading non-starter */
+    /* U+07FD (ccc 220 since Unicode 11.0) is ccc 0 in the reference's
+     * Unicode 9.0 data, so it blocks (checked against the oracle). */
+    expect_nfc("a\xdf\xbd\xcc\x81", "a\xdf\xbd\xcc\x81");
+    /* A long run of marks (the counting sort): a, 100 x (U+0301 U+0323)
+     * -> U+1EA1, 99 x U+0323, 100 x U+0301. */
+    char in[1 + 400 + 1], want[3 + 198 + 200 + 1];
+    size_t k = 0, w = 0;
+    in[k++] = 'a';
+    for (int i = 0; i < 100; i++) { memcpy(in + k, "\xcc\x81\xcc\xa3", 4); k += 4; }
+    in[k] = 0;
+    memcpy(want, "\xe1\xba\xa1", 3); w = 3;
+    for (int i = 0; i < 99; i++) { memcpy(want + w, "\xcc\xa3", 2); w += 2; }
+    for (int i = 0; i < 100; i++) { memcpy(want + w, "\xcc\x81", 2); w += 2; }
+    want[w] = 0;
+    expect_nfc(in, want);
+}
+
+typedef struct { char buf[512]; size_t n; } pieces;
+static void collect(void *ctx, const char *s, size_t len)
+{
+    pieces *p = ctx;
+    memcpy(p->buf + p->n, s, len); p->n += len;
+    p->buf[p->n++] = '|';
+    p->buf[p->n] = 0;
+}
+static void expect_split(const char *in, const char *want)
+{
+    pieces p = {.n = 0};
+    cis2_pretok_split_qwen(in, strlen(in), collect, &p);
+    if (strcmp(p.buf, want)) fprintf(stderr, "split: got '%s', want '%s'\n", p.buf, want);
+    assert_string_equal(p.buf, want);
+}
+
+/* The Split regex, derived by hand from Oniguruma's leftmost-first,
+ * greedy-with-backtracking semantics (and agreeing with the oracle). */
+static void qwen_split(void **state)
+{
+    (void)state;
+    expect_split("Hello world", "Hello| world|");
+    expect_split("I'M here", "I|'M| here|");
+    expect_split("'LLama", "'LL|ama|");
+    expect_split("'\xc5\xbf" "a", "'\xc5\xbf|a|");            /* U+017F folds to s */
+    expect_split("  \n\n x", "  \n\n| x|");                     /* \s*[\r\n]+ */
+    expect_split(" \t\n\r y", " \t\n\r| y|");
+    expect_split("a   b", "a|  | b|");                          /* \s+(?!\S) */
+    expect_split("x \r\n\t z", "x| \r\n|\t| z|");
+    expect_split("\t\t!", "\t|\t|!|");
+    expect_split("123", "1|2|3|");                              /* \p{N} alone */
+    expect_split("x.\r\n\r\ny", "x|.\r\n\r\n|y|");              /* symbols take the CR/LF run */
+    expect_split("$$abc", "$$|abc|");
+    expect_split("(abc", "(abc|");
+    expect_split(" !", " !|");
+    expect_split("a \n", "a| \n|");
+}
+
+#define QWEN_PRE "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": " \
+    "\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{N}]+" \
+    "[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"}, \"behavior\": \"Isolated\", \"invert\": false}, " \
+    "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": false, \"use_regex\": %s}]}"
+
+static int load_flags(const char *path, unsigned flags, cis2_tokenizer **t, cis2_error *err)
+{
+    *t = NULL;
+    *err = (cis2_error){0};                 /* the first recorded error wins */
+    return cis2_tokenizer_load_ext(t, path, flags, err);
+}
+
+/* The strict loader refuses Qwen2.5's shape; the flag admits it. */
+static void qwen_load(void **state)
+{
+    (void)state;
+    char pre[1024], body[2048];
+    const char *vocab = "\"e\": 0, \"\\u00c3\": 1, \"\\u00a9\": 2, \"\\u00c3\\u00a9\": 3, \"\\u00cc\": 4, "
+                        "\"\\u0123\": 5, \"\\u0124\": 6, \"\\u0120\": 7, \"\\u0120e\": 8";
+    snprintf(pre, sizeof pre, QWEN_PRE, "false");
+    snprintf(body, sizeof body, "{\"normalizer\": {\"type\": \"NFC\"}, \"pre_tokenizer\": %s, \"model\": {\"type\": "
+             "\"BPE\", \"continuing_subword_prefix\": \"\", \"end_of_word_suffix\": \"\", \"vocab\": {%s}, "
+             "\"merges\": [\"\\u00c3 \\u00a9\", \"\\u0120 e\"]}}", pre, vocab);
+    const char *path = write_tmp("q1.json", body);
+    cis2_tokenizer *t;
+    cis2_error err = {0};
+    assert_int_equal(load_flags(path, 0, &t, &err), CIS2_E_UNSUPPORTED);
+    assert_null(t);
+    assert_non_null(strstr(err.msg, "normalizer NFC"));
+    assert_non_null(strstr(err.msg, "--prompt-ids"));
+    assert_non_null(strstr(err.msg, "--tokenizer-ext"));
+    assert_int_equal(load_flags(path, CIS2_TOK_ALLOW_NONNORMATIVE, &t, &err), CIS2_OK);
+    EXPECT(t, "e\xcc\x81", 3);          /* NFC first: U+00E9 = C3 A9, merged */
+    EXPECT(t, "\xc3\xa9 e", 3, 8);      /* Split: "é", " e" */
+    cis2_tokenizer_free(t);
+    /* Split without NFC: refused without the flag too, naming the Split */
+    snprintf(body, sizeof body, "{\"pre_tokenizer\": %s, \"model\": {\"type\": \"BPE\", \"vocab\": {%s}, "
+             "\"merges\": []}}", pre, vocab);
+    path = write_tmp("q2.json", body);
+    assert_int_equal(load_flags(path, 0, &t, &err), CIS2_E_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "Split"));
+    assert_non_null(strstr(err.msg, "--prompt-ids"));
+    assert_int_equal(load_flags(path, CIS2_TOK_ALLOW_NONNORMATIVE, &t, &err), CIS2_OK);
+    EXPECT(t, "e\xcc\x81", 0, 4, 5);    /* no NFC: e, CC 81 (U+0301 -> CC -> 0xCC, 0x81 -> U+0123) */
+    cis2_tokenizer_free(t);
+    /* Split then ByteLevel with its regex, another regex, another normalizer:
+     * refused even with the flag. */
+    snprintf(pre, sizeof pre, QWEN_PRE, "true");
+    snprintf(body, sizeof body, "{\"pre_tokenizer\": %s, \"model\": {\"type\": \"BPE\", \"vocab\": {%s}}}", pre, vocab);
+    assert_int_equal(load_flags(write_tmp("q3.json", body), CIS2_TOK_ALLOW_NONNORMATIVE, &t, &err),
+                     CIS2_E_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "use_regex=false"));
+    assert_int_equal(load_flags(write_tmp("q4.json", "{\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": "
+                     "[{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\s+\"}, \"behavior\": \"Isolated\", "
+                     "\"invert\": false}, " BL "]}, " MODEL("") "}"), CIS2_TOK_ALLOW_NONNORMATIVE, &t, &err),
+                     CIS2_E_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "Split"));
+    assert_int_equal(load_flags(write_tmp("q5.json", "{\"normalizer\": {\"type\": \"NFKC\"}, " GOOD_PRE ", "
+                     MODEL("") "}"), CIS2_TOK_ALLOW_NONNORMATIVE, &t, &err), CIS2_E_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "NFKC"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(worked_example), cmocka_unit_test(facts_examples), cmocka_unit_test(invalid_utf8),
         cmocka_unit_test(decode),         cmocka_unit_test(byte_map),       cmocka_unit_test(merge_order),
         cmocka_unit_test(digits_modes),   cmocka_unit_test(refusals),       cmocka_unit_test(added_tokens),
+        cmocka_unit_test(nfc_cases),      cmocka_unit_test(qwen_split),     cmocka_unit_test(qwen_load),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -79,7 +79,8 @@ function byteToChar() {
     let pass = 0, fail = 0, shown = 0;
     const report = (what, s, a, b) => {
         fail++;
-        if (shown++ < 20) console.log('MISMATCH ' + what + ' on ' + esc(s) + '\n  oracle: ' + a + '\n  cis2:   ' + b);
+        const cut = (x) => (String(x).length > 300 ? String(x).slice(0, 300) + '...' : x);
+        if (shown++ < 20) console.log('MISMATCH ' + what + ' on ' + esc(s) + '\n  oracle: ' + cut(a) + '\n  cis2:   ' + cut(b));
     };
     for (let i = 0; i < corpus.length; i++) {
         const s = corpus[i];
