@@ -134,6 +134,8 @@ int cis2_tokenizer_encode(const cis2_tokenizer *t, const char *text, size_t len,
 char *cis2_tokenizer_decode(const cis2_tokenizer *t, const uint32_t *ids, size_t n);
 /* Max id + 1 over the model vocab and the added tokens. */
 size_t cis2_tokenizer_vocab_size(const cis2_tokenizer *t);
+/* 0 when the file uses the non-normative extension (NFC / Qwen Split). */
+int cis2_tokenizer_is_normative(const cis2_tokenizer *t);
 
 #ifdef __cplusplus
 }

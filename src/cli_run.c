@@ -382,6 +382,8 @@ int cmd_run(int argc, char **argv)
         err = (cis2_error){0};
         rc = CIS2_OK;
     }
+    if (tok && need_tok && !cis2_tokenizer_is_normative(tok))
+        fprintf(stderr, "cis2: note: %s uses the non-normative tokenizer extension (outside CIS-2 v0.3b §3)\n", path);
     for (size_t i = 0; i < np; i++)
         if (ps[i].text) {
             if ((rc = cis2_tokenizer_encode(tok, ps[i].text, ps[i].len, &ps[i].ids, &ps[i].n, &err))) goto fail;

@@ -151,6 +151,7 @@ void cis2_tokenizer_free(cis2_tokenizer *t)
 }
 
 size_t cis2_tokenizer_vocab_size(const cis2_tokenizer *t) { return t->nids; }
+int cis2_tokenizer_is_normative(const cis2_tokenizer *t) { return !t->nfc && !t->split_qwen; }
 
 const char *cis2_tokenizer_token_bytes(const cis2_tokenizer *t, uint32_t id, size_t *len)
 {
