@@ -93,19 +93,33 @@ def tok(vocab_words, merges, added=(), pre="seq", merges_as_pairs=False, extra_m
              "merges": [m.split(" ") for m in merges] if merges_as_pairs else list(merges)}
     model.update(extra_model or {})
     return json.dumps({"version": "1.0", "truncation": None, "padding": None,
-                       "added_tokens": [dict(id=i, content=c, single_word=False, lstrip=False, rstrip=False,
-                                             normalized=False, special=True) for i, c in added],
+                       # ids after the vocab, where the reference library puts
+                       # added tokens that are not vocab entries
+                       "added_tokens": [dict(id=len(vocab) + k, content=c, single_word=False, lstrip=False,
+                                             rstrip=False, normalized=False, special=True)
+                                        for k, c in enumerate(added)],
                        "normalizer": None, "pre_tokenizer": pt, "post_processor": None,
                        "decoder": bl, "model": model}, ensure_ascii=False, separators=(",", ":"))
 
 
 words = ["Ġt", "he", "Ġthe", "in", "Ġa", "er", "on", "Ġo", "Ġon", "ce"]
 merges = ["Ġ t", "h e", "Ġt he", "i n", "Ġ a", "e r", "o n", "Ġ o", "Ġo n", "c e"]
-put("tokenizer_load", "smollm_shape.json", tok(words, merges, added=[(0, "<|endoftext|>"), (1, "<|im_start|>")]))
+put("tokenizer_load", "smollm_shape.json", tok(words, merges, added=["<|endoftext|>", "<|im_start|>"]))
 put("tokenizer_load", "pair_merges.json", tok(words, merges, pre="bytelevel", merges_as_pairs=True))
 put("tokenizer_load", "ignore_merges.json", tok(words, merges, extra_model={"ignore_merges": True}))
 put("tokenizer_load", "bytes_only.json", tok([], []))
 put("tokenizer_load", "unknown_merge.json", tok(words, merges + ["x yz"]))
+# Qwen2.5's shape (normalizer NFC, Split + ByteLevel): only the non-normative
+# extension (cis2_tokenizer_load_ext) admits it
+QWEN_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+           r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+q = json.loads(tok(words, merges, added=["<|endoftext|>"]))
+q["normalizer"] = {"type": "NFC"}
+q["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": QWEN_RE}, "behavior": "Isolated", "invert": False},
+    {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]}
+q["model"].update(continuing_subword_prefix="", end_of_word_suffix="")
+put("tokenizer_load", "qwen_shape.json", json.dumps(q, ensure_ascii=False, separators=(",", ":")))
 
 # ---- text for encode (with the real SmolLM2 tokenizer) ----
 put("tokenizer_encode", "english", "Once upon a time, there was a little robot.\n")
