@@ -13,6 +13,7 @@
  */
 #include "decode.h"
 #include "digest.h"
+#include "pmath.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,23 @@ void cis2_seq_free(cis2_seq *s)
 {
     free(s->generated);
     s->generated = NULL;
+}
+
+/* §12.1 7a: the logit vector as u32 LE bit patterns.  A NaN is hashed as
+ * the canonical quiet NaN 0x7FC00000: an invalid operation (inf - inf...)
+ * yields 0xFFC00000 on x86-64 but 0x7FC00000 on aarch64, and the witness
+ * must not depend on the ISA (README "Cross-ISA").  Other values are their
+ * exact bits. */
+static void hash_logits(cis2_sha *w, const float *l, size_t n)
+{
+    size_t start = 0;
+    for (size_t i = 0; i < n; i++)
+        if (l[i] != l[i]) {
+            cis2_sha_update(w, l + start, (i - start) * sizeof(float));
+            cis2_sha_u32le(w, CIS2_QNAN_BITS);
+            start = i + 1;
+        }
+    cis2_sha_update(w, l + start, (n - start) * sizeof(float));
 }
 
 typedef struct trace_shim {
@@ -101,7 +119,7 @@ int cis2_decode(const cis2_model *m, cis2_seq *seqs, size_t nseq, const cis2_dec
         for (size_t s = 0; s < nseq; s++) {
             uint32_t tok = (uint32_t)cis2_argmax(st[s].logits, m->vocab); /* §11.2 */
             seqs[s].generated[step] = tok;
-            cis2_sha_update(&st[s].w, st[s].logits, m->vocab * sizeof(float)); /* §12.1 7a, LE */
+            hash_logits(&st[s].w, st[s].logits, m->vocab); /* §12.1 7a */
             cis2_sha_u32le(&st[s].w, tok);                                     /* §12.1 7b */
             if (s == 0 && o->dump_logits &&
                 fwrite(st[s].logits, sizeof(float), m->vocab, o->dump_logits) != m->vocab)

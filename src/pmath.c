@@ -249,7 +249,9 @@ float cis2_silu_pinned(float x) /* §6.4 */
     float neg = -x;
     float e = cis2_exp_pinned(neg);
     float denom = f32_from_bits(F_ONE) + e;
-    return x / denom;
+    float r = x / denom;
+    /* -inf / inf is the ISA's default NaN (x86 0xFFC00000): make it canonical */
+    return r != r ? f32_from_bits(CIS2_QNAN_BITS) : r;
 }
 
 size_t cis2_argmax(const float *v, size_t n) /* §11.2: strict >, first wins */
