@@ -81,4 +81,16 @@ check tiny auto 2 --prompt-ids 1,2,3,4 --gen-toks 8
 check qwen auto 3 --prompt-ids 7,1,300,42,5 --gen-toks 8
 check odd scalar 2 --prompt-ids 3,1,4,1,5 --gen-toks 6
 [ -d "$T/s135" ] && check s135 auto 2 --prompt "Once upon a time" --gen-toks 2
+# NaN logits from inf - inf (default NaNs differ by ISA): the witness hashes
+# them canonically, so the receipt still agrees (src/decode.c hash_logits)
+cp -r "$T/qwen" "$T/nan"
+python3 - "$T/nan/model.safetensors" <<'PYEOF'
+import json, struct, sys
+p = sys.argv[1]; b = bytearray(open(p, 'rb').read())
+n = struct.unpack('<Q', b[:8])[0]; t = json.loads(b[8:8 + n])['model.norm.weight']
+o = 8 + n + t['data_offsets'][0]
+b[o:o + 4] = b'\x80\x7f\x80\x7f'   # two final-norm gains = bf16 +inf
+open(p, 'wb').write(b)
+PYEOF
+check nan auto 2 --prompt-ids 4,8,15,16 --gen-toks 3
 echo "ok: $n runs agree between x86-64 and aarch64"
