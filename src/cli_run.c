@@ -184,6 +184,7 @@ static int load_prompt_file(const char *path, prompt **ps, size_t *np, cis2_erro
             json_t *s = json_array_get(arr, i);
             if (!json_is_string(s)) { rc = cis2_fail(err, CIS2_E_FORMAT, "%s: element %zu is not a string", path, i); break; }
             size_t sl = json_string_length(s);
+            if (sl == 0) { rc = cis2_fail(err, CIS2_E_FORMAT, "%s: element %zu is an empty prompt", path, i); break; }
             (*ps)[i].text = malloc(sl + 1);
             if (!(*ps)[i].text) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); break; }
             memcpy((*ps)[i].text, json_string_value(s), sl + 1);

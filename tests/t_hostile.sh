@@ -151,7 +151,7 @@ expect 4 "empty.json: no prompts" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file
 printf '\r\n' > "$T/cr.txt"
 expect 4 "cr.txt: line 1: empty prompt" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file "$T/cr.txt"
 printf '["a", ""]' > "$T/emptystr.json"
-expect 2 "prompt 1 encodes to no tokens" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file "$T/emptystr.json"
+expect 4 "element 1 is an empty prompt" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file "$T/emptystr.json"
 printf '["a", 7]' > "$T/nonstr.json"
 expect 4 "nonstr.json: element 1 is not a string" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file "$T/nonstr.json"
 printf '["a\377"]' > "$T/badutf8.json"
