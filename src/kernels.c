@@ -237,19 +237,29 @@ void cis2_parallel_for(size_t n, void (*fn)(void *ctx, size_t i), void *ctx)
 struct mm_job {
     const cis2_pmat *w;
     const float *x;
-    size_t npos, nchunks;
+    size_t npos, nchunks; /* nchunks = gchunks * pchunks */
+    size_t gchunks, pchunks;
     float *y;
     cis2_kern_fn fn;
 };
 
+/* Chunk c = (row-group range, position range); edges on register blocks.
+ * Splitting positions too keeps small matrices (k/v: 3 blocks) balanced
+ * when several positions share a call; no row's sum is split. */
 static void mm_chunk(void *vctx, size_t c)
 {
     const struct mm_job *j = vctx;
+    size_t gc = c / j->pchunks, pc = c % j->pchunks;
     size_t blocks = (j->w->groups + GROUP_ALIGN - 1) / GROUP_ALIGN;
-    size_t g0 = blocks * c / j->nchunks * GROUP_ALIGN;
-    size_t g1 = c + 1 == j->nchunks ? j->w->groups : blocks * (c + 1) / j->nchunks * GROUP_ALIGN;
+    size_t g0 = blocks * gc / j->gchunks * GROUP_ALIGN;
+    size_t g1 = gc + 1 == j->gchunks ? j->w->groups : blocks * (gc + 1) / j->gchunks * GROUP_ALIGN;
     if (g1 > j->w->groups) g1 = j->w->groups;
-    if (g0 < g1) j->fn(j->w, j->x, j->npos, j->y, g0, g1);
+    size_t pblocks = (j->npos + 3) / 4;
+    size_t p0 = pblocks * pc / j->pchunks * 4;
+    size_t p1 = pc + 1 == j->pchunks ? j->npos : pblocks * (pc + 1) / j->pchunks * 4;
+    if (p1 > j->npos) p1 = j->npos;
+    if (g0 < g1 && p0 < p1)
+        j->fn(j->w, j->x + p0 * j->w->cols, p1 - p0, j->y + p0 * j->w->rows, g0, g1);
 }
 
 void cis2_matmul(const cis2_pmat *w, const float *x, size_t npos, float *y)
@@ -258,12 +268,14 @@ void cis2_matmul(const cis2_pmat *w, const float *x, size_t npos, float *y)
     size_t nt = (size_t)cis2_pool_size();
     size_t work = w->groups * CIS2_KG * w->cols * npos;
     size_t blocks = (w->groups + GROUP_ALIGN - 1) / GROUP_ALIGN;
-    if (nt <= 1 || work < PAR_MIN_WORK || blocks < 2) {
+    if (nt <= 1 || work < PAR_MIN_WORK || (blocks < 2 && npos < 8)) {
         fn(w, x, npos, y, 0, w->groups);
         return;
     }
     /* a few chunks per thread: a preempted thread then delays only a small one */
-    size_t nch = 4 * nt < blocks ? 4 * nt : blocks;
-    struct mm_job j = {w, x, npos, nch, y, fn};
+    size_t gch = 4 * nt < blocks ? 4 * nt : blocks;
+    size_t pch = 1, pblocks = (npos + 3) / 4;
+    while (gch * pch < 4 * nt && pch < pblocks) pch++;
+    struct mm_job j = {w, x, npos, gch * pch, gch, pch, y, fn};
     cis2_pool_run(j.nchunks, mm_chunk, &j);
 }

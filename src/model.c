@@ -261,6 +261,20 @@ static void attend_task(void *ctx, size_t idx)
     if (s != stackbuf) free(s);
 }
 
+/* §10: hid[i] = silu_pinned(gate[i]) * up[i], elementwise, in chunks across threads. */
+#define SWIGLU_CHUNK 2048
+typedef struct swiglu_ctx { float *g; const float *u; size_t n; } swiglu_ctx;
+
+static void swiglu_task(void *ctx, size_t c)
+{
+    swiglu_ctx *s = ctx;
+    size_t hi = (c + 1) * SWIGLU_CHUNK < s->n ? (c + 1) * SWIGLU_CHUNK : s->n;
+    for (size_t e = c * SWIGLU_CHUNK; e < hi; e++) {
+        float sg = cis2_silu_pinned(s->g[e]);
+        s->g[e] = sg * s->u[e];
+    }
+}
+
 #define TRACE(name, base, width)                                                               \
     do {                                                                                       \
         if (trace)                                                                             \
@@ -359,10 +373,8 @@ int cis2_forward(const cis2_model *m, cis2_row *rows, size_t n, cis2_trace_fn tr
         cis2_matmul(&ly->up, xn, n, u);
         TRACE("gate", g, I);
         TRACE("up", u, I);
-        for (size_t e = 0; e < n * I; e++) {
-            float sg = cis2_silu_pinned(g[e]);
-            g[e] = sg * u[e];
-        }
+        swiglu_ctx sw = {g, u, n * I};
+        cis2_parallel_for((n * I + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK, swiglu_task, &sw); /* §10 */
         TRACE("act", g, I);
         cis2_matmul(&ly->down, g, n, xn);
         TRACE("down", xn, H);
