@@ -162,14 +162,14 @@ int cmd_bench(int argc, char **argv)
     size_t long_pos[3] = {16, 512, 2048};
     if (long_gen) {
         size_t marks[3];
-        for (int i = 0; i < 3; i++) marks[i] = long_pos[i] + 8 <= long_gen ? long_pos[i] : 0;
+        for (int i = 0; i < 3; i++) marks[i] = long_pos[i] <= long_gen ? long_pos[i] : 0;
         /* a second pass with 8-step windows after each mark */
         for (int i = 0; i < 3; i++) {
-            if (!marks[i]) continue; /* tokens/s over the 8 steps after position marks[i] */
+            if (!marks[i]) continue; /* tokens/s over the 8 steps ending at step marks[i] */
             timing w = {0};
-            w.marks[0] = marks[i];
-            w.marks[1] = marks[i] + 8;
-            if ((rc = decode_timed(&m, 1, 4, marks[i] + 8, &w, &err))) goto done;
+            w.marks[0] = marks[i] - 8;
+            w.marks[1] = marks[i];
+            if ((rc = decode_timed(&m, 1, 4, marks[i], &w, &err))) goto done;
             long_tps[i] = 8.0 / (w.at[1] - w.at[0]);
         }
     }
