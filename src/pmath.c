@@ -328,35 +328,64 @@ void cis2_attend_head(const float *q, const float *k, const float *v, size_t str
     }
 }
 
+/* Four lanes of binary32: GCC/Clang vector extensions, element-wise IEEE
+ * ops (a*b and a+b stay separate with -ffp-contract=off), lowered to
+ * SSE/AVX/NEON as the target allows. */
+typedef float v4f __attribute__((vector_size(16)));
+
+static v4f v4_load(const float *p) { v4f r; memcpy(&r, p, sizeof r); return r; }
+
+/* §9.2 dot products of q with the 16 keys of one block, lane l = key l. */
+static void scores_block(const float *q, const float *blk, size_t head_dim, float acc_out[16])
+{
+    v4f a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0;
+    for (size_t d = 0; d < head_dim; d++) { /* §5.1 order in every lane */
+        v4f qd = {q[d], q[d], q[d], q[d]};
+        const float *kd = blk + d * 16;
+        v4f p0 = qd * v4_load(kd), p1 = qd * v4_load(kd + 4), p2 = qd * v4_load(kd + 8), p3 = qd * v4_load(kd + 12);
+        a0 = a0 + p0; a1 = a1 + p1; a2 = a2 + p2; a3 = a3 + p3;
+    }
+    memcpy(acc_out, &a0, 16); memcpy(acc_out + 4, &a1, 16); memcpy(acc_out + 8, &a2, 16); memcpy(acc_out + 12, &a3, 16);
+}
+
+/* §9.4: out[d] = sum over j in order of scores[j] * v[j][d]; lanes across
+ * d, 16 dims per pass held in registers, the tail one dim at a time. */
+static void vmix(float *out, const float *v, size_t v_stride, const float *s, size_t len, size_t head_dim)
+{
+    size_t d0 = 0;
+    for (; d0 + 16 <= head_dim; d0 += 16) {
+        v4f a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0;
+        for (size_t j = 0; j < len; j++) {
+            const float *vj = v + j * v_stride + d0;
+            v4f sj = {s[j], s[j], s[j], s[j]};
+            v4f p0 = sj * v4_load(vj), p1 = sj * v4_load(vj + 4), p2 = sj * v4_load(vj + 8), p3 = sj * v4_load(vj + 12);
+            a0 = a0 + p0; a1 = a1 + p1; a2 = a2 + p2; a3 = a3 + p3;
+        }
+        memcpy(out + d0, &a0, 16); memcpy(out + d0 + 4, &a1, 16);
+        memcpy(out + d0 + 8, &a2, 16); memcpy(out + d0 + 12, &a3, 16);
+    }
+    for (size_t d = d0; d < head_dim; d++) {
+        float acc = 0.0f;
+        for (size_t j = 0; j < len; j++) {
+            float p = s[j] * v[j * v_stride + d];
+            acc = acc + p;
+        }
+        out[d] = acc;
+    }
+}
+
 void cis2_attend_head_kt(const float *q, const float *kt, const float *v, size_t v_stride, size_t len,
                          size_t head_dim, float *scores, float *out)
 {
     float scale = cis2_rsqrt_cr((float)head_dim); /* §9.2 */
     for (size_t b = 0; b * 16 < len; b++) {
-        const float *blk = kt + b * 16 * head_dim;
         float acc[16];
-        for (int l = 0; l < 16; l++) acc[l] = 0.0f;
-        for (size_t d = 0; d < head_dim; d++) { /* §5.1 order per lane */
-            float qd = q[d];
-            const float *kd = blk + d * 16;
-            for (int l = 0; l < 16; l++) {
-                float p = qd * kd[l];
-                acc[l] = acc[l] + p;
-            }
-        }
+        scores_block(q, kt + b * 16 * head_dim, head_dim, acc);
         size_t n = len - b * 16 < 16 ? len - b * 16 : 16;
-        for (size_t l = 0; l < n; l++) scores[b * 16 + l] = acc[l] * scale;
+        for (size_t l = 0; l < n; l++) scores[b * 16 + l] = acc[l] * scale; /* scale after the dot */
     }
     cis2_softmax_seq(scores, len); /* §9.3 */
-    for (size_t d = 0; d < head_dim; d++) out[d] = 0.0f;
-    for (size_t j = 0; j < len; j++) { /* §9.4 */
-        const float *vj = v + j * v_stride;
-        float sj = scores[j];
-        for (size_t d = 0; d < head_dim; d++) {
-            float p = sj * vj[d];
-            out[d] = out[d] + p;
-        }
-    }
+    vmix(out, v, v_stride, scores, len, head_dim);
 }
 
 void cis2_rope_inv_freq(float rope_theta, size_t head_dim, float *inv_freq) /* §7.1 */
