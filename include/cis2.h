@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -108,7 +109,6 @@ int cis2_unhex32(const char *hex, uint8_t out[32]); /* 0 ok, -1 bad */
 /* Runs the §1.3 pin and probes plus the §6.6/§7.2 and §5.1/§6.1 checks,
  * printing one line per check to `out` (may be NULL).  Returns CIS2_OK or
  * the failure class. */
-#include <stdio.h>
 int cis2_selftest(FILE *out, cis2_error *err);
 
 /* ---- §3.1 tokenizer: byte-level BPE from tokenizer.json, exact to Hugging
