@@ -13,6 +13,7 @@
  */
 #include "decode.h"
 #include "digest.h"
+#include "kernels.h"
 #include "pmath.h"
 
 #include <stdlib.h>
@@ -61,6 +62,24 @@ typedef struct seqstate {
     cis2_sha w;
     float *logits;
 } seqstate;
+
+/* One step of one sequence: argmax (§11.2), then its witness items 7a, 7b. */
+typedef struct step_ctx {
+    const cis2_model *m;
+    cis2_seq *seqs;
+    seqstate *st;
+    size_t step;
+} step_ctx;
+
+static void pick_task(void *ctx, size_t s)
+{
+    step_ctx *c = ctx;
+    seqstate *q = &c->st[s];
+    uint32_t tok = (uint32_t)cis2_argmax(q->logits, c->m->vocab); /* §11.2 */
+    c->seqs[s].generated[c->step] = tok;
+    hash_logits(&q->w, q->logits, c->m->vocab); /* §12.1 7a */
+    cis2_sha_u32le(&q->w, tok);                 /* §12.1 7b */
+}
 
 int cis2_decode(const cis2_model *m, cis2_seq *seqs, size_t nseq, const cis2_decode_opts *o, cis2_error *err)
 {
@@ -116,15 +135,10 @@ int cis2_decode(const cis2_model *m, cis2_seq *seqs, size_t nseq, const cis2_dec
         shim.step = step;
         rc = cis2_forward(m, rows, n, o->trace ? trace_step : NULL, &shim, err);
         if (rc) break;
-        for (size_t s = 0; s < nseq; s++) {
-            uint32_t tok = (uint32_t)cis2_argmax(st[s].logits, m->vocab); /* §11.2 */
-            seqs[s].generated[step] = tok;
-            hash_logits(&st[s].w, st[s].logits, m->vocab); /* §12.1 7a */
-            cis2_sha_u32le(&st[s].w, tok);                                     /* §12.1 7b */
-            if (s == 0 && o->dump_logits &&
-                fwrite(st[s].logits, sizeof(float), m->vocab, o->dump_logits) != m->vocab)
-                rc = cis2_fail(err, CIS2_E_IO, "writing the logits dump failed");
-        }
+        step_ctx sc = {m, seqs, st, step};
+        cis2_parallel_for(nseq, pick_task, &sc); /* each sequence its own stream */
+        if (o->dump_logits && fwrite(st[0].logits, sizeof(float), m->vocab, o->dump_logits) != m->vocab)
+            rc = cis2_fail(err, CIS2_E_IO, "writing the logits dump failed");
         if (o->progress) o->progress(o->progress_ctx, step + 1, o->gen_toks);
     }
     for (size_t s = 0; s < nseq; s++) {
