@@ -72,6 +72,9 @@ float cis2_sin_pinned(float x);                                  /* §6.3 */
 float cis2_cos_pinned(float x);                                  /* §6.3 */
 float cis2_rsqrt_cr(float x);                                    /* §6.1 */
 float cis2_silu_pinned(float x);                                 /* §6.4 */
+/* The same functions over arrays, four lanes at a time: the scalar bits. */
+void cis2_exp_pinned_n(const float *x, float *out, size_t n);
+void cis2_silu_pinned_n(const float *x, float *out, size_t n);
 size_t cis2_argmax(const float *v, size_t n);                    /* §11.2 */
 
 /* §8 RMSNorm: out[i] = (x[i]*inv)*w[i], inv = rsqrt(sum_seq(x*x)/n + eps). */

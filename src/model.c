@@ -269,10 +269,9 @@ static void swiglu_task(void *ctx, size_t c)
 {
     swiglu_ctx *s = ctx;
     size_t hi = (c + 1) * SWIGLU_CHUNK < s->n ? (c + 1) * SWIGLU_CHUNK : s->n;
-    for (size_t e = c * SWIGLU_CHUNK; e < hi; e++) {
-        float sg = cis2_silu_pinned(s->g[e]);
-        s->g[e] = sg * s->u[e];
-    }
+    size_t lo = c * SWIGLU_CHUNK;
+    cis2_silu_pinned_n(s->g + lo, s->g + lo, hi - lo); /* §6.4, in place */
+    for (size_t e = lo; e < hi; e++) s->g[e] = s->g[e] * s->u[e];
 }
 
 #define TRACE(name, base, width)                                                               \

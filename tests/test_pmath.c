@@ -251,6 +251,38 @@ static void test_attention_blocked(void **s)
     }
 }
 
+/* The 4-lane exp/silu give the scalar bits on every class of input. */
+static void test_exp_silu_vector(void **s)
+{
+    (void)s;
+    enum { N = 4099 };
+    static float x[N], ye[N], ys[N];
+    static const uint32_t edge[] = {0x00000000, 0x80000000, 0x00000001, 0x80000001, 0x007FFFFF, 0x00800000,
+                                    0x42B00000, 0x42B00001, 0x42AFFFFF, 0xC2B00000, 0xC2B00001, 0xC2AFFFFF,
+                                    0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00000, 0x7F800001, 0x7F7FFFFF,
+                                    0xFF7FFFFF, 0x3F000000, 0xBF000000, 0x42800000, 0xC2800000, 0x3F800000};
+    uint64_t st = 0x243F6A8885A308D3ull;
+    for (int rep = 0; rep < 64; rep++) {
+        for (size_t i = 0; i < N; i++) {
+            st ^= st << 13; st ^= st >> 7; st ^= st << 17;
+            uint32_t b = (uint32_t)st;
+            if (i < sizeof edge / sizeof edge[0]) b = edge[i];
+            else if (rep % 2) { /* finite values in the interesting range */
+                float u = (float)(int32_t)(b >> 8) / 65536.0f; /* about +-128 */
+                memcpy(&b, &u, 4);
+            }
+            x[i] = F(b);
+        }
+        cis2_exp_pinned_n(x, ye, N);
+        cis2_silu_pinned_n(x, ys, N);
+        for (size_t i = 0; i < N; i++) {
+            uint32_t we = B(cis2_exp_pinned(x[i])), ws = B(cis2_silu_pinned(x[i]));
+            if (B(ye[i]) != we) fail_msg("exp_n(0x%08X) = 0x%08X, scalar 0x%08X", B(x[i]), B(ye[i]), we);
+            if (B(ys[i]) != ws) fail_msg("silu_n(0x%08X) = 0x%08X, scalar 0x%08X", B(x[i]), B(ys[i]), ws);
+        }
+    }
+}
+
 static void test_rope_tables(void **s)
 {
     (void)s;
@@ -308,7 +340,7 @@ int main(void)
         cmocka_unit_test(test_silu),      cmocka_unit_test(test_sin_cos),    cmocka_unit_test(test_rsqrt),
         cmocka_unit_test(test_ldexp_frexp), cmocka_unit_test(test_argmax),   cmocka_unit_test(test_dot_seq),
         cmocka_unit_test(test_rmsnorm),   cmocka_unit_test(test_matvec),     cmocka_unit_test(test_softmax),
-        cmocka_unit_test(test_attention), cmocka_unit_test(test_attention_blocked), cmocka_unit_test(test_rope_tables), cmocka_unit_test(test_digests),
+        cmocka_unit_test(test_attention), cmocka_unit_test(test_attention_blocked), cmocka_unit_test(test_exp_silu_vector), cmocka_unit_test(test_rope_tables), cmocka_unit_test(test_digests),
     };
     return cmocka_run_group_tests_name("pmath", tests, setup, NULL);
 }
