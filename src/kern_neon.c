@@ -98,7 +98,8 @@ AI void block(const cis2_pmat *w, const float *x, float *y, size_t g, size_t p, 
 BLOCKS(0)
 BLOCKS(1)
 
-void cis2_kern_neon(const cis2_pmat *w, const float *x, size_t npos, float *y, size_t g0, size_t g1)
+void cis2_kern_neon(const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0,
+                    size_t g1)
 {
     int bf = w->type == CIS2_W_BF16;
     size_t g = g0;

@@ -5,9 +5,27 @@
  *
  * One zmm holds one 16-row group (CIS2_KG == 16 lanes): lane j accumulates
  * row g*16+j with one separate multiply (vmulps) and one separate add
- * (vaddps) per element in index order, exactly §5.1.  Independent
- * accumulators hide the add latency: G groups side by side, and P
- * positions sharing each widened weight vector (prefill/batches).
+ * (vaddps) per element in index order, exactly §5.1.  A register block is
+ * G groups side by side times P positions sharing each widened weight
+ * vector: per column it costs 2G widening uops and 2GP arithmetic uops for
+ * GP multiply-adds, so the cost per multiply-add (2 + 2/P) falls with P
+ * alone; G is only there to keep >= 8 independent add chains in flight
+ * (4-cycle add latency, 2 ports).  Hence two paths:
+ *
+ *   wide   (8..16 positions): one group at a time, all positions of the
+ *          block in accumulators, so the weights are one sequential stream
+ *          read once per 16 positions.  The 16 positions' x values of a
+ *          column are broadcast from one 64-byte line of the transposed
+ *          copy xt (kernels.h), which cis2_matmul makes once per call with
+ *          cis2_prep_avx512 (16x16 register transposes): broadcasting from
+ *          16 rows of x directly would need 16 pointer registers, and the
+ *          compiler's spills cost more than the transpose.
+ *   narrow (1..7 positions): 4 groups (P < 4) or 2 groups (P = 4..7) from
+ *          x as given.
+ *
+ * Memory: the weight streams are prefetched ahead (PF_COLS columns in each
+ * of the G streams of the narrow path; PF_WIDE columns in the wide path's
+ * single stream, which runs on into the next group).
  * bf16 is widened exactly in-register: zero-extend u16 -> u32, shift 16.
  */
 #include "kernels.h"
@@ -18,6 +36,10 @@
 #ifndef PF_COLS
 #define PF_COLS 32
 #endif
+#ifndef PF_WIDE
+#define PF_WIDE 192
+#endif
+#define WIDE 16 /* positions per wide block */
 
 AI __m512 load_w(const void *base, size_t k, int bf)
 {
@@ -28,81 +50,178 @@ AI __m512 load_w(const void *base, size_t k, int bf)
     return _mm512_load_ps((const float *)base + k);
 }
 
-/* Groups g..g+G-1 (all exist), positions p..p+P-1. */
+AI void store_group(const cis2_pmat *w, float *y, size_t g, size_t p, int b, __m512 v)
+{
+    size_t o = g * CIS2_KG, nv = w->rows - o < CIS2_KG ? w->rows - o : CIS2_KG;
+    _mm512_mask_storeu_ps(y + (p + (size_t)b) * w->rows + o, (__mmask16)((1u << nv) - 1u), v);
+}
+
+/* ---- narrow path: groups g..g+G-1 (all exist), positions p..p+P-1 ---- */
 AI void block(const cis2_pmat *w, const float *x, float *y, size_t g, size_t p, int G, int P, int bf)
 {
-    size_t cols = w->cols, rows = w->rows, gs = cols * CIS2_KG;
-    const void *base = w->data;
+    size_t cols = w->cols, gs = cols * CIS2_KG, es = bf ? 2 : 4;
+    const char *base = w->data;
     const float *xp = x + p * cols;
-    __m512 acc[4][4];
-#pragma GCC unroll 4
+    __m512 acc[4][8];
+#pragma GCC unroll 8
     for (int a = 0; a < G; a++)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int b = 0; b < P; b++) acc[a][b] = _mm512_setzero_ps();
     size_t k0 = g * gs;
     for (size_t i = 0; i < cols; i++) {
         __m512 wv[4];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int a = 0; a < G; a++) {
-            if (P == 1) /* memory-bound: fetch ahead in each of the G streams (never faults) */
-                _mm_prefetch((const char *)base + (k0 + a * gs + (i + PF_COLS) * CIS2_KG) * (bf ? 2 : 4),
-                             _MM_HINT_T0);
+            _mm_prefetch(base + (k0 + a * gs + (i + PF_COLS) * CIS2_KG) * es, _MM_HINT_T0); /* never faults */
             wv[a] = load_w(base, k0 + a * gs + i * CIS2_KG, bf);
         }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int b = 0; b < P; b++) {
             __m512 xb = _mm512_set1_ps(xp[b * cols + i]);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int a = 0; a < G; a++) {
                 __m512 prod = _mm512_mul_ps(wv[a], xb); /* §5.1 separate multiply */
                 acc[a][b] = _mm512_add_ps(acc[a][b], prod); /* §5.1 separate add */
             }
         }
     }
-#pragma GCC unroll 4
-    for (int a = 0; a < G; a++) {
-        size_t o = (g + a) * CIS2_KG;
-        size_t nv = rows - o < CIS2_KG ? rows - o : CIS2_KG;
-        __mmask16 mk = (__mmask16)((1u << nv) - 1u);
-#pragma GCC unroll 4
-        for (int b = 0; b < P; b++) _mm512_mask_storeu_ps(y + (p + b) * rows + o, mk, acc[a][b]);
-    }
+#pragma GCC unroll 8
+    for (int a = 0; a < G; a++)
+#pragma GCC unroll 8
+        for (int b = 0; b < P; b++) store_group(w, y, g + a, p, b, acc[a][b]);
 }
 
-#define BLOCKS(bf)                                                                       \
-    static void blk4_##bf(const cis2_pmat *w, const float *x, float *y, size_t g, size_t p, int P) \
-    {                                                                                    \
-        switch (P) {                                                                     \
-        case 1: block(w, x, y, g, p, 4, 1, bf); break;                                   \
-        case 2: block(w, x, y, g, p, 4, 2, bf); break;                                   \
-        case 3: block(w, x, y, g, p, 4, 3, bf); break;                                   \
-        default: block(w, x, y, g, p, 4, 4, bf); break;                                  \
-        }                                                                                \
-    }                                                                                    \
-    static void blk1_##bf(const cis2_pmat *w, const float *x, float *y, size_t g, size_t p, int P) \
-    {                                                                                    \
-        switch (P) {                                                                     \
-        case 1: block(w, x, y, g, p, 1, 1, bf); break;                                   \
-        case 2: block(w, x, y, g, p, 1, 2, bf); break;                                   \
-        case 3: block(w, x, y, g, p, 1, 3, bf); break;                                   \
-        default: block(w, x, y, g, p, 1, 4, bf); break;                                  \
-        }                                                                                \
+#define C(G, P) case P: block(w, x, y, g, p, G, P, BF); break;
+#define NARROW(BF)                                                                                   \
+    static void g1_##BF(const cis2_pmat *w, const float *x, float *y, size_t g, size_t p, int P)    \
+    {                                                                                                \
+        switch (P) { C(1, 1) C(1, 2) C(1, 3) C(1, 4) C(1, 5) C(1, 6) default: C(1, 7) }              \
+    }                                                                                                \
+    static void g2_##BF(const cis2_pmat *w, const float *x, float *y, size_t g, size_t p, int P)    \
+    {                                                                                                \
+        switch (P) { C(2, 4) C(2, 5) C(2, 6) default: C(2, 7) }                                      \
+    }                                                                                                \
+    static void g4_##BF(const cis2_pmat *w, const float *x, float *y, size_t g, size_t p, int P)    \
+    {                                                                                                \
+        switch (P) { C(4, 1) C(4, 2) default: C(4, 3) }                                              \
     }
-BLOCKS(0)
-BLOCKS(1)
+#define BF 0
+NARROW(0)
+#undef BF
+#define BF 1
+NARROW(1)
+#undef BF
+#undef C
 
-void cis2_kern_avx512(const cis2_pmat *w, const float *x, size_t npos, float *y, size_t g0, size_t g1)
+static void narrow(const cis2_pmat *w, const float *x, float *y, size_t g0, size_t g1, size_t p, int P)
 {
     int bf = w->type == CIS2_W_BF16;
     size_t g = g0;
-    for (; g + 4 <= g1; g += 4) /* the 4 groups' weights stay in L1/L2 across position blocks */
-        for (size_t p = 0; p < npos; p += 4) {
-            int P = npos - p < 4 ? (int)(npos - p) : 4;
-            if (bf) blk4_1(w, x, y, g, p, P); else blk4_0(w, x, y, g, p, P);
+    if (P < 4)
+        for (; g + 4 <= g1; g += 4) {
+            if (bf) g4_1(w, x, y, g, p, P); else g4_0(w, x, y, g, p, P);
         }
-    for (; g < g1; g++)
-        for (size_t p = 0; p < npos; p += 4) {
-            int P = npos - p < 4 ? (int)(npos - p) : 4;
-            if (bf) blk1_1(w, x, y, g, p, P); else blk1_0(w, x, y, g, p, P);
+    else
+        for (; g + 2 <= g1; g += 2) {
+            if (bf) g2_1(w, x, y, g, p, P); else g2_0(w, x, y, g, p, P);
         }
+    for (; g < g1; g++) {
+        if (bf) g1_1(w, x, y, g, p, P); else g1_0(w, x, y, g, p, P);
+    }
+}
+
+/* ---- wide path ---- */
+
+/* In-register transpose: r[c] becomes column c of the 16x16 tile. */
+AI void transpose16(__m512 r[16])
+{
+    __m512 t[16], u[16];
+    for (int k = 0; k < 8; k++) { /* lane L of t[2k], t[2k+1]: rows 2k, 2k+1 interleaved */
+        t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+        t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+    }
+    for (int k = 0; k < 4; k++) { /* lane L of u[4k+j]: rows 4k..4k+3 at column 4L+j */
+        u[4 * k + 0] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+        u[4 * k + 1] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
+        u[4 * k + 2] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+        u[4 * k + 3] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; j++) { /* column 4L+j = lane L of u[j], u[4+j], u[8+j], u[12+j] */
+        __m512 s0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), s1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);
+        __m512 s2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88), s3 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
+        r[j] = _mm512_shuffle_f32x4(s0, s2, 0x88);
+        r[8 + j] = _mm512_shuffle_f32x4(s0, s2, 0xDD);
+        r[4 + j] = _mm512_shuffle_f32x4(s1, s3, 0x88);
+        r[12 + j] = _mm512_shuffle_f32x4(s1, s3, 0xDD);
+    }
+}
+
+/* xt[i*16 + b] = x[b*cols + i] for b < P (other lanes: 0). */
+static void transpose_x(const float *x, size_t cols, int P, float *xt)
+{
+    size_t i = 0;
+    for (; i + 16 <= cols; i += 16) {
+        __m512 r[16];
+        for (int b = 0; b < 16; b++) r[b] = b < P ? _mm512_loadu_ps(x + (size_t)b * cols + i) : _mm512_setzero_ps();
+        transpose16(r);
+        for (int c = 0; c < 16; c++) _mm512_store_ps(xt + (i + (size_t)c) * 16, r[c]);
+    }
+    for (; i < cols; i++)
+        for (int b = 0; b < 16; b++) xt[i * 16 + (size_t)b] = b < P ? x[(size_t)b * cols + i] : 0.0f;
+}
+
+/* Group g, positions p..p+P-1, x values from xt. */
+AI void wide_block(const cis2_pmat *w, const float *xt, float *y, size_t g, size_t p, int P, int bf)
+{
+    size_t cols = w->cols, es = bf ? 2 : 4;
+    const char *base = w->data;
+    __m512 acc[WIDE];
+#pragma GCC unroll 16
+    for (int b = 0; b < P; b++) acc[b] = _mm512_setzero_ps();
+    size_t k0 = g * cols * CIS2_KG;
+    for (size_t i = 0; i < cols; i++) {
+        _mm_prefetch(base + (k0 + (i + PF_WIDE) * CIS2_KG) * es, _MM_HINT_T0); /* never faults */
+        __m512 wv = load_w(base, k0 + i * CIS2_KG, bf);
+#pragma GCC unroll 16
+        for (int b = 0; b < P; b++) {
+            __m512 prod = _mm512_mul_ps(wv, _mm512_set1_ps(xt[i * 16 + (size_t)b])); /* §5.1 separate multiply */
+            acc[b] = _mm512_add_ps(acc[b], prod); /* §5.1 separate add */
+        }
+    }
+#pragma GCC unroll 16
+    for (int b = 0; b < P; b++) store_group(w, y, g, p, b, acc[b]);
+}
+
+#define C(P) case P: for (size_t g = g0; g < g1; g++) wide_block(w, xt, y, g, p, P, BF); break;
+#define WIDEFN(BF)                                                                                     \
+    static void wide_##BF(const cis2_pmat *w, const float *xt, float *y, size_t g0, size_t g1, size_t p, int P) \
+    {                                                                                                  \
+        switch (P) { C(8) C(9) C(10) C(11) C(12) C(13) C(14) C(15) default: C(16) }                   \
+    }
+#define BF 0
+WIDEFN(0)
+#undef BF
+#define BF 1
+WIDEFN(1)
+#undef BF
+#undef C
+
+void cis2_prep_avx512(const float *x, size_t npos, size_t cols, float *xt)
+{
+    for (size_t p = 0; p < npos; p += WIDE)
+        transpose_x(x + p * cols, cols, npos - p < WIDE ? (int)(npos - p) : WIDE, xt + p * cols);
+}
+
+void cis2_kern_avx512(const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0,
+                      size_t g1)
+{
+    size_t p = 0;
+    if (xt) /* wide blocks of 16 positions (the last one 8..16) */
+        for (; p + 8 <= npos; p += WIDE) {
+            int P = npos - p < WIDE ? (int)(npos - p) : WIDE;
+            if (w->type == CIS2_W_BF16) wide_1(w, xt + p * w->cols, y, g0, g1, p, P);
+            else wide_0(w, xt + p * w->cols, y, g0, g1, p, P);
+        }
+    for (; p < npos; p += 7) /* the narrow path takes at most 7 positions */
+        narrow(w, x, y, g0, g1, p, npos - p < 7 ? (int)(npos - p) : 7);
 }

@@ -6,9 +6,11 @@
  * The scalar reference is the contract written out: one §5.1 dot_seq per
  * output row over the packed layout.  The SIMD variants (kern_x86_avx2.c,
  * kern_x86_avx512.c, kern_neon.c) put rows in lanes and must give the same
- * bits; tests/test_kernels.c checks that.  cis2_matmul splits the groups of
- * rows into contiguous ranges across the pool (§5.2: rows are independent),
- * so the thread count never changes a bit.
+ * bits; tests/test_kernels.c checks that.  cis2_matmul(_n) splits the
+ * groups of rows (of one matrix, or of several sharing one x) into
+ * contiguous ranges across the pool (§5.2: rows are independent), so the
+ * thread count never changes a bit; a variant that reads a transposed copy
+ * of x (AVX-512 from 8 positions on) gets it made once per call here.
  */
 #include "kernels.h"
 #include "pmath.h"
@@ -112,7 +114,8 @@ void cis2_pmat_row(const cis2_pmat *m, size_t r, float *out)
 
 /* ---------------- the scalar reference ---------------- */
 
-void cis2_kern_scalar(const cis2_pmat *w, const float *x, size_t npos, float *y, size_t g0, size_t g1)
+void cis2_kern_scalar(const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0,
+                      size_t g1)
 {
     size_t cols = w->cols, rows = w->rows;
     for (size_t p = 0; p < npos; p++) {
@@ -144,6 +147,7 @@ struct variant {
     const char *name;
     cis2_kern_fn fn;
     int (*avail)(void);
+    cis2_prep_fn prep; /* NULL: the variant reads x only */
 };
 
 static int avail_yes(void) { return 1; }
@@ -164,13 +168,13 @@ static int avail_avx512(void)
 /* Fastest first: "auto" takes the first available. */
 static const struct variant variants[] = {
 #if defined(__x86_64__)
-    {"avx512", cis2_kern_avx512, avail_avx512},
-    {"avx2", cis2_kern_avx2, avail_avx2},
+    {"avx512", cis2_kern_avx512, avail_avx512, cis2_prep_avx512},
+    {"avx2", cis2_kern_avx2, avail_avx2, NULL},
 #endif
 #if defined(__aarch64__)
-    {"neon", cis2_kern_neon, avail_yes}, /* Advanced SIMD is mandatory on aarch64 */
+    {"neon", cis2_kern_neon, avail_yes, NULL}, /* Advanced SIMD is mandatory on aarch64 */
 #endif
-    {"scalar", cis2_kern_scalar, avail_yes},
+    {"scalar", cis2_kern_scalar, avail_yes, NULL},
 };
 #define NVARIANTS (sizeof variants / sizeof variants[0])
 
@@ -232,50 +236,80 @@ void cis2_parallel_for(size_t n, void (*fn)(void *ctx, size_t i), void *ctx)
 
 /* Below this many multiply-adds a matmul stays on the calling thread. */
 #define PAR_MIN_WORK ((size_t)1 << 16)
-#define GROUP_ALIGN 4 /* chunk edges on multiples of the widest register block */
+
+/* Chunk edges fall on whole register blocks: 4 groups (the widest narrow
+ * block) below 8 positions, single groups from 8 positions on (every
+ * variant then runs one group at a time); positions split in blocks of 4,
+ * or 16 (the AVX-512 wide block) from 16 positions on. */
+#define GROUP_ALIGN(npos) ((npos) >= 8 ? 1u : 4u)
+#define POS_ALIGN(npos) ((npos) >= 16 ? 16u : 4u)
 
 struct mm_job {
-    const cis2_pmat *w;
-    const float *x;
-    size_t npos, nchunks; /* nchunks = gchunks * pchunks */
-    size_t gchunks, pchunks;
-    float *y;
+    const cis2_pmat *const *w; /* nw matrices, all with the same cols */
+    float *const *y;
+    size_t nw, total;          /* total = groups of all matrices, end to end */
+    const float *x, *xt;
+    size_t npos, gchunks, pchunks;
     cis2_kern_fn fn;
 };
 
-/* Chunk c = (row-group range, position range); edges on register blocks.
- * Splitting positions too keeps small matrices (k/v: 3 blocks) balanced
- * when several positions share a call; no row's sum is split. */
+/* Chunk c = (range of the groups of all matrices laid end to end, range of
+ * positions); edges on register blocks.  Splitting positions too keeps
+ * small matrices balanced when several positions share a call; no row's
+ * sum is ever split (§5.2). */
 static void mm_chunk(void *vctx, size_t c)
 {
     const struct mm_job *j = vctx;
     size_t gc = c / j->pchunks, pc = c % j->pchunks;
-    size_t blocks = (j->w->groups + GROUP_ALIGN - 1) / GROUP_ALIGN;
-    size_t g0 = blocks * gc / j->gchunks * GROUP_ALIGN;
-    size_t g1 = gc + 1 == j->gchunks ? j->w->groups : blocks * (gc + 1) / j->gchunks * GROUP_ALIGN;
-    if (g1 > j->w->groups) g1 = j->w->groups;
-    size_t pblocks = (j->npos + 3) / 4;
-    size_t p0 = pblocks * pc / j->pchunks * 4;
-    size_t p1 = pc + 1 == j->pchunks ? j->npos : pblocks * (pc + 1) / j->pchunks * 4;
+    size_t ga = GROUP_ALIGN(j->npos), pa = POS_ALIGN(j->npos);
+    size_t blocks = (j->total + ga - 1) / ga;
+    size_t f0 = blocks * gc / j->gchunks * ga;
+    size_t f1 = gc + 1 == j->gchunks ? j->total : blocks * (gc + 1) / j->gchunks * ga;
+    if (f1 > j->total) f1 = j->total;
+    size_t pblocks = (j->npos + pa - 1) / pa;
+    size_t p0 = pblocks * pc / j->pchunks * pa;
+    size_t p1 = pc + 1 == j->pchunks ? j->npos : pblocks * (pc + 1) / j->pchunks * pa;
     if (p1 > j->npos) p1 = j->npos;
-    if (g0 < g1 && p0 < p1)
-        j->fn(j->w, j->x + p0 * j->w->cols, p1 - p0, j->y + p0 * j->w->rows, g0, g1);
+    if (p0 >= p1) return;
+    size_t base = 0; /* the part of [f0, f1) in each matrix */
+    for (size_t m = 0; m < j->nw && base < f1; base += j->w[m]->groups, m++) {
+        const cis2_pmat *w = j->w[m];
+        size_t g0 = f0 > base ? f0 - base : 0, g1 = f1 - base < w->groups ? f1 - base : w->groups;
+        const float *xt = j->xt && p0 % 16 == 0 ? j->xt + p0 * w->cols : NULL; /* whole xt blocks only */
+        if (g0 < g1) j->fn(w, j->x + p0 * w->cols, xt, p1 - p0, j->y[m] + p0 * w->rows, g0, g1);
+    }
 }
 
-void cis2_matmul(const cis2_pmat *w, const float *x, size_t npos, float *y)
+void cis2_matmul_n(const cis2_pmat *const *w, size_t nw, const float *x, size_t npos, float *const *y)
 {
-    cis2_kern_fn fn = cur()->fn;
-    size_t nt = (size_t)cis2_pool_size();
-    size_t work = w->groups * CIS2_KG * w->cols * npos;
-    size_t blocks = (w->groups + GROUP_ALIGN - 1) / GROUP_ALIGN;
-    if (nt <= 1 || work < PAR_MIN_WORK || (blocks < 2 && npos < 8)) {
-        fn(w, x, npos, y, 0, w->groups);
+    const struct variant *v = cur();
+    cis2_kern_fn fn = v->fn;
+    float *xt = NULL; /* the variant's transposed copy of x, shared by all chunks */
+    size_t cols = nw ? w[0]->cols : 0;
+    if (v->prep && npos >= CIS2_XT_MIN_POS && cols) {
+        xt = aligned_alloc(64, (npos + 15) / 16 * 16 * cols * sizeof(float)); /* NULL: x alone */
+        if (xt) v->prep(x, npos, cols, xt);
+    }
+    size_t nt = (size_t)cis2_pool_size(), total = 0;
+    for (size_t m = 0; m < nw; m++) total += w[m]->groups;
+    size_t work = total * CIS2_KG * cols * npos;
+    size_t ga = GROUP_ALIGN(npos), pa = POS_ALIGN(npos);
+    size_t blocks = (total + ga - 1) / ga, pblocks = (npos + pa - 1) / pa;
+    if (nt <= 1 || work < PAR_MIN_WORK || (blocks < 2 && pblocks < 2)) {
+        for (size_t m = 0; m < nw; m++) fn(w[m], x, xt, npos, y[m], 0, w[m]->groups);
+        free(xt);
         return;
     }
     /* a few chunks per thread: a preempted thread then delays only a small one */
     size_t gch = 4 * nt < blocks ? 4 * nt : blocks;
-    size_t pch = 1, pblocks = (npos + 3) / 4;
+    size_t pch = 1;
     while (gch * pch < 4 * nt && pch < pblocks) pch++;
-    struct mm_job j = {w, x, npos, gch * pch, gch, pch, y, fn};
-    cis2_pool_run(j.nchunks, mm_chunk, &j);
+    struct mm_job j = {w, y, nw, total, x, xt, npos, gch, pch, fn};
+    cis2_pool_run(gch * pch, mm_chunk, &j);
+    free(xt);
+}
+
+void cis2_matmul(const cis2_pmat *w, const float *x, size_t npos, float *y)
+{
+    cis2_matmul_n(&w, 1, x, npos, &y);
 }

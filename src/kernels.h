@@ -44,6 +44,9 @@ size_t cis2_pmat_bytes(const cis2_pmat *m);
 
 /* The contract above, for npos positions (prefill, or a batch of sequences). */
 void cis2_matmul(const cis2_pmat *w, const float *x, size_t npos, float *y);
+/* The same for nw matrices with the same cols sharing one x (q/k/v,
+ * gate/up): y[m] gets matrix m's rows; one pass over the pool for all. */
+void cis2_matmul_n(const cis2_pmat *const *w, size_t nw, const float *x, size_t npos, float *const *y);
 
 /* Kernel choice: "auto", "scalar", "avx2", "avx512", "neon".  Refuses a
  * kernel this build or CPU cannot run (CIS2_E_UNSUPPORTED). */
@@ -65,16 +68,26 @@ int cis2_kernel_available(const char *name);
 
 /* Internal: one kernel variant computes output groups [g0, g1) of the
  * contract for every position (x and y as in cis2_matmul).  The pool splits
- * a matmul into group ranges; the variants never see threads. */
-typedef void (*cis2_kern_fn)(const cis2_pmat *w, const float *x, size_t npos, float *y,
+ * a matmul into group ranges; the variants never see threads.
+ *
+ * xt is NULL, or (for a variant with a prep function, from 8 positions on)
+ * the same x transposed in blocks of 16 positions: position 16q+b, column i
+ * at xt[(16q)*cols + i*16 + b], lanes past npos zero.  A variant may read
+ * either; both hold the same values, so the bits cannot depend on it. */
+typedef void (*cis2_kern_fn)(const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y,
                              size_t g0, size_t g1);
-void cis2_kern_scalar(const cis2_pmat *w, const float *x, size_t npos, float *y, size_t g0, size_t g1);
+typedef void (*cis2_prep_fn)(const float *x, size_t npos, size_t cols, float *xt);
+#define CIS2_XT_MIN_POS 8
+#define KERN_ARGS const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0, size_t g1
+void cis2_kern_scalar(KERN_ARGS);
 #if defined(__x86_64__)
-void cis2_kern_avx2(const cis2_pmat *w, const float *x, size_t npos, float *y, size_t g0, size_t g1);
-void cis2_kern_avx512(const cis2_pmat *w, const float *x, size_t npos, float *y, size_t g0, size_t g1);
+void cis2_kern_avx2(KERN_ARGS);
+void cis2_kern_avx512(KERN_ARGS);
+void cis2_prep_avx512(const float *x, size_t npos, size_t cols, float *xt);
 #endif
 #if defined(__aarch64__)
-void cis2_kern_neon(const cis2_pmat *w, const float *x, size_t npos, float *y, size_t g0, size_t g1);
+void cis2_kern_neon(KERN_ARGS);
 #endif
+#undef KERN_ARGS
 
 #endif

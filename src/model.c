@@ -328,9 +328,9 @@ int cis2_forward(const cis2_model *m, cis2_row *rows, size_t n, cis2_trace_fn tr
         const cis2_layer *ly = &m->layers[l];
         for (size_t r = 0; r < n; r++) cis2_rmsnorm(x + r * H, ly->ln1, eps, H, xn + r * H);
         TRACE("ln1", xn, H);
-        cis2_matmul(&ly->q, xn, n, q); /* §9.1 */
-        cis2_matmul(&ly->k, xn, n, k);
-        cis2_matmul(&ly->v, xn, n, v);
+        const cis2_pmat *qkv_w[3] = {&ly->q, &ly->k, &ly->v};
+        float *const qkv_y[3] = {q, k, v};
+        cis2_matmul_n(qkv_w, 3, xn, n, qkv_y); /* §9.1 */
         if (ly->bq)
             for (size_t r = 0; r < n; r++) {
                 add_inplace(q + r * Q, ly->bq, Q);
@@ -368,8 +368,9 @@ int cis2_forward(const cis2_model *m, cis2_row *rows, size_t n, cis2_trace_fn tr
         TRACE("resid_attn", x, H);
         for (size_t r = 0; r < n; r++) cis2_rmsnorm(x + r * H, ly->ln2, eps, H, xn + r * H);
         TRACE("ln2", xn, H);
-        cis2_matmul(&ly->gate, xn, n, g); /* §10 */
-        cis2_matmul(&ly->up, xn, n, u);
+        const cis2_pmat *gu_w[2] = {&ly->gate, &ly->up};
+        float *const gu_y[2] = {g, u};
+        cis2_matmul_n(gu_w, 2, xn, n, gu_y); /* §10 */
         TRACE("gate", g, I);
         TRACE("up", u, I);
         swiglu_ctx sw = {g, u, n * I};
