@@ -235,11 +235,108 @@ typedef struct fwd {
     const cis2_model *m;
     cis2_row *rows;
     size_t n, layer;
-    float *q, *att, *cs; /* cs: per row cos[half], sin[half] */
-    float *probs;        /* per row n_heads * (pos+1) when tracing, else NULL */
+    const cis2_layer *ly;  /* layer `layer` */
+    const float *next_ln;  /* r_next_norm: the next layer's ln1, or the final norm */
+    float *x, *xn, *q, *k, *v, *att, *g, *cs; /* cs: per row cos[half], sin[half] */
+    float *fin;            /* final-norm rows, compact: the rows that want logits */
+    float *probs;          /* per row n_heads * (pos+1) when tracing, else NULL */
     size_t probs_stride;
+    size_t *lrow;          /* per row: its index among the rows that want logits */
     int oom;
 } fwd;
+
+/* ---- per-row stages: each touches only its own row's slices ---- */
+typedef void (*row_fn)(fwd *F, size_t r);
+
+static void r_embed(fwd *F, size_t r) /* embedding lookup; §7.3 cos/sin of the row's position */
+{
+    const cis2_model *m = F->m;
+    size_t half = m->head_dim / 2;
+    cis2_pmat_row(&m->embed, F->rows[r].token, F->x + r * m->hidden);
+    float fp = (float)F->rows[r].pos; /* exact */
+    for (size_t i = 0; i < half; i++) {
+        float angle = fp * m->inv_freq[i];
+        F->cs[r * 2 * half + i] = cis2_cos_pinned(angle);
+        F->cs[r * 2 * half + half + i] = cis2_sin_pinned(angle);
+    }
+}
+
+static void r_ln1(fwd *F, size_t r) /* §8 */
+{
+    size_t H = F->m->hidden;
+    cis2_rmsnorm(F->x + r * H, F->ly->ln1, F->m->cfg.rms_norm_eps, H, F->xn + r * H);
+}
+
+static void r_bias(fwd *F, size_t r) /* §9.1 */
+{
+    const cis2_model *m = F->m;
+    if (!F->ly->bq) return;
+    add_inplace(F->q + r * m->q_dim, F->ly->bq, m->q_dim);
+    add_inplace(F->k + r * m->kv_dim, F->ly->bk, m->kv_dim);
+    add_inplace(F->v + r * m->kv_dim, F->ly->bv, m->kv_dim);
+}
+
+static void r_rope(fwd *F, size_t r) /* §7.4 on every q and k head, then §3.5 */
+{
+    const cis2_model *m = F->m;
+    size_t Q = m->q_dim, KV = m->kv_dim, hd = m->head_dim, half = hd / 2, l = F->layer;
+    float *q = F->q + r * Q, *k = F->k + r * KV;
+    const float *cosv = F->cs + r * 2 * half, *sinv = cosv + half;
+    for (size_t h = 0; h < m->n_heads; h++) cis2_rope_rotate(q + h * hd, cosv, sinv, half);
+    for (size_t h = 0; h < m->n_kv; h++) cis2_rope_rotate(k + h * hd, cosv, sinv, half);
+    cis2_kv *kv = F->rows[r].kv; /* cache post-RoPE k, and v */
+    size_t p = F->rows[r].pos;
+    float *kl = kv->k + l * kv->cap * KV; /* blocked keys, see cis2_kv */
+    for (size_t h = 0; h < m->n_kv; h++)
+        for (size_t d = 0; d < hd; d++) kl[h * hd * kv->cap + (p / 16) * 16 * hd + d * 16 + p % 16] = k[h * hd + d];
+    memcpy(kv->v + (l * kv->cap + p) * KV, F->v + r * KV, KV * sizeof(float));
+}
+
+static void r_resid_o(fwd *F, size_t r) /* §9.5 residual: o_proj output is in g */
+{
+    size_t H = F->m->hidden;
+    add_inplace(F->x + r * H, F->g + r * H, H);
+}
+
+static void r_ln2(fwd *F, size_t r) /* §8 */
+{
+    size_t H = F->m->hidden;
+    cis2_rmsnorm(F->x + r * H, F->ly->ln2, F->m->cfg.rms_norm_eps, H, F->xn + r * H);
+}
+
+static void r_resid_down(fwd *F, size_t r) /* §10 residual: down output is in xn */
+{
+    size_t H = F->m->hidden;
+    add_inplace(F->x + r * H, F->xn + r * H, H);
+}
+
+static void r_next_norm(fwd *F, size_t r) /* the next layer's ln1, or §11.1's final norm */
+{
+    size_t H = F->m->hidden;
+    float eps = F->m->cfg.rms_norm_eps;
+    if (F->next_ln != F->m->norm) cis2_rmsnorm(F->x + r * H, F->next_ln, eps, H, F->xn + r * H);
+    else if (F->rows[r].logits) cis2_rmsnorm(F->x + r * H, F->next_ln, eps, H, F->fin + F->lrow[r] * H);
+}
+
+typedef struct stage { fwd *F; row_fn a, b; } stage;
+
+static void stage_task(void *ctx, size_t r)
+{
+    stage *s = ctx;
+    s->a(s->F, r);
+    if (s->b) s->b(s->F, r);
+}
+
+/* a (then b) on every row, across the pool when there are rows enough to
+ * pay for a pass over it; every row's arithmetic is the same either way.
+ * Two stages run as one pass unless tracing, which needs every row's
+ * tensors of the first stage before the second stage changes them. */
+static void run_rows(fwd *F, row_fn a, row_fn b)
+{
+    stage s = {F, a, b};
+    if (F->n >= 4) cis2_parallel_for(F->n, stage_task, &s);
+    else for (size_t r = 0; r < F->n; r++) stage_task(&s, r);
+}
 
 /* §9.2-§9.4 for one (row, head): scores, softmax, V-mix. */
 static void attend_task(void *ctx, size_t idx)
@@ -284,7 +381,6 @@ int cis2_forward(const cis2_model *m, cis2_row *rows, size_t n, cis2_trace_fn tr
                  cis2_error *err)
 {
     const size_t H = m->hidden, Q = m->q_dim, KV = m->kv_dim, I = m->inter, half = m->head_dim / 2;
-    const float eps = m->cfg.rms_norm_eps;
     size_t maxlen = 0, nlog = 0;
     for (size_t r = 0; r < n; r++) {
         if (rows[r].pos >= rows[r].kv->cap)
@@ -306,55 +402,38 @@ int cis2_forward(const cis2_model *m, cis2_row *rows, size_t n, cis2_trace_fn tr
     float *g = malloc(n * wide * sizeof(float));
     float *u = malloc(n * I * sizeof(float));
     float *cs = malloc(n * 2 * half * sizeof(float));
+    size_t *lrow = malloc(n * sizeof(size_t));
+    float *fin = malloc((nlog ? nlog : 1) * H * sizeof(float));
     float *lg = nlog ? malloc(nlog * m->vocab * sizeof(float)) : NULL;
     float *probs = trace ? malloc(n * m->n_heads * maxlen * sizeof(float)) : NULL;
     int rc = CIS2_OK;
-    if (!x || !xn || !q || !k || !v || !att || !g || !u || !cs || (nlog && !lg) || (trace && !probs)) {
+    if (!x || !xn || !q || !k || !v || !att || !g || !u || !cs || !lrow || !fin || (nlog && !lg) || (trace && !probs)) {
         rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory in the forward pass (%zu rows)", n);
         goto out;
     }
-    for (size_t r = 0; r < n; r++) {
-        cis2_pmat_row(&m->embed, rows[r].token, x + r * H); /* embedding lookup */
-        float fp = (float)rows[r].pos;                      /* §7.3, exact */
-        for (size_t i = 0; i < half; i++) {
-            float angle = fp * m->inv_freq[i];
-            cs[r * 2 * half + i] = cis2_cos_pinned(angle);
-            cs[r * 2 * half + half + i] = cis2_sin_pinned(angle);
-        }
-    }
-    fwd F = {.m = m, .rows = rows, .n = n, .q = q, .att = att, .cs = cs, .probs = probs,
-             .probs_stride = m->n_heads * maxlen};
+    for (size_t r = 0, j = 0; r < n; r++) lrow[r] = rows[r].logits ? j++ : 0;
+    fwd F = {.m = m, .rows = rows, .n = n, .x = x, .xn = xn, .q = q, .k = k, .v = v, .att = att, .g = g,
+             .cs = cs, .fin = fin, .probs = probs, .probs_stride = m->n_heads * maxlen, .lrow = lrow};
+    F.ly = &m->layers[0];
+    run_rows(&F, r_embed, r_ln1); /* layer 0's ln1; the later ones follow each layer's residual */
     for (size_t l = 0; l < m->n_layers; l++) {
         const cis2_layer *ly = &m->layers[l];
-        for (size_t r = 0; r < n; r++) cis2_rmsnorm(x + r * H, ly->ln1, eps, H, xn + r * H);
+        F.layer = l;
+        F.ly = ly;
         TRACE("ln1", xn, H);
         const cis2_pmat *qkv_w[3] = {&ly->q, &ly->k, &ly->v};
         float *const qkv_y[3] = {q, k, v};
         cis2_matmul_n(qkv_w, 3, xn, n, qkv_y); /* §9.1 */
-        if (ly->bq)
-            for (size_t r = 0; r < n; r++) {
-                add_inplace(q + r * Q, ly->bq, Q);
-                add_inplace(k + r * KV, ly->bk, KV);
-                add_inplace(v + r * KV, ly->bv, KV);
-            }
-        TRACE("q", q, Q);
-        TRACE("k", k, KV);
-        TRACE("v", v, KV);
-        for (size_t r = 0; r < n; r++) { /* §7.4 on every q and k head */
-            const float *cosv = cs + r * 2 * half, *sinv = cosv + half;
-            for (size_t h = 0; h < m->n_heads; h++) cis2_rope_rotate(q + r * Q + h * m->head_dim, cosv, sinv, half);
-            for (size_t h = 0; h < m->n_kv; h++) cis2_rope_rotate(k + r * KV + h * m->head_dim, cosv, sinv, half);
-            cis2_kv *kv = rows[r].kv; /* §3.5: cache post-RoPE k, and v */
-            size_t p = rows[r].pos, hd = m->head_dim;
-            float *kl = kv->k + l * kv->cap * KV; /* blocked keys, see cis2_kv */
-            for (size_t h = 0; h < m->n_kv; h++)
-                for (size_t d = 0; d < hd; d++)
-                    kl[h * hd * kv->cap + (p / 16) * 16 * hd + d * 16 + p % 16] = k[r * KV + h * hd + d];
-            memcpy(kv->v + (l * kv->cap + rows[r].pos) * KV, v + r * KV, KV * sizeof(float));
+        if (!trace) run_rows(&F, r_bias, r_rope);
+        else {
+            run_rows(&F, r_bias, NULL);
+            TRACE("q", q, Q);
+            TRACE("k", k, KV);
+            TRACE("v", v, KV);
+            run_rows(&F, r_rope, NULL);
         }
         TRACE("q_rope", q, Q);
         TRACE("k_rope", k, KV);
-        F.layer = l;
         F.oom = 0;
         cis2_parallel_for(n * m->n_heads, attend_task, &F);
         if (F.oom) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory in attention"); goto out; }
@@ -364,9 +443,12 @@ int cis2_forward(const cis2_model *m, cis2_row *rows, size_t n, cis2_trace_fn tr
         TRACE("attn_out", att, Q);
         cis2_matmul(&ly->o, att, n, g); /* §9.5 */
         TRACE("o_proj", g, H);
-        for (size_t r = 0; r < n; r++) add_inplace(x + r * H, g + r * H, H);
-        TRACE("resid_attn", x, H);
-        for (size_t r = 0; r < n; r++) cis2_rmsnorm(x + r * H, ly->ln2, eps, H, xn + r * H);
+        if (!trace) run_rows(&F, r_resid_o, r_ln2);
+        else {
+            run_rows(&F, r_resid_o, NULL);
+            TRACE("resid_attn", x, H);
+            run_rows(&F, r_ln2, NULL);
+        }
         TRACE("ln2", xn, H);
         const cis2_pmat *gu_w[2] = {&ly->gate, &ly->up};
         float *const gu_y[2] = {g, u};
@@ -378,26 +460,29 @@ int cis2_forward(const cis2_model *m, cis2_row *rows, size_t n, cis2_trace_fn tr
         TRACE("act", g, I);
         cis2_matmul(&ly->down, g, n, xn);
         TRACE("down", xn, H);
-        for (size_t r = 0; r < n; r++) add_inplace(x + r * H, xn + r * H, H);
-        TRACE("resid_mlp", x, H);
+        F.next_ln = l + 1 < m->n_layers ? m->layers[l + 1].ln1 : m->norm;
+        if (!trace) run_rows(&F, r_resid_down, r_next_norm);
+        else {
+            run_rows(&F, r_resid_down, NULL);
+            TRACE("resid_mlp", x, H);
+            run_rows(&F, r_next_norm, NULL);
+        }
     }
-    /* §11.1: final norm and LM head, only for the rows that want logits */
-    size_t j = 0;
-    for (size_t r = 0; r < n; r++)
-        if (rows[r].logits) cis2_rmsnorm(x + r * H, m->norm, eps, H, xn + (j++) * H);
+    /* §11.1: the final norm (above, into fin) and the LM head */
     if (nlog) {
-        cis2_matmul(m->tied ? &m->embed : &m->lm_head, xn, nlog, lg);
-        j = 0;
+        cis2_matmul(m->tied ? &m->embed : &m->lm_head, fin, nlog, lg);
         for (size_t r = 0; r < n; r++)
             if (rows[r].logits) {
+                size_t j = lrow[r];
                 if (trace) {
-                    trace(tctx, rows[r].pos, -1, "final_norm", xn + j * H, H);
+                    trace(tctx, rows[r].pos, -1, "final_norm", fin + j * H, H);
                     trace(tctx, rows[r].pos, -1, "logits", lg + j * m->vocab, m->vocab);
                 }
-                memcpy(rows[r].logits, lg + (j++) * m->vocab, m->vocab * sizeof(float));
+                memcpy(rows[r].logits, lg + j * m->vocab, m->vocab * sizeof(float));
             }
     }
 out:
-    free(x); free(xn); free(q); free(k); free(v); free(att); free(g); free(u); free(cs); free(lg); free(probs);
+    free(x); free(xn); free(q); free(k); free(v); free(att); free(g); free(u); free(cs); free(lrow); free(fin); free(lg);
+    free(probs);
     return rc;
 }
