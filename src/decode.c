@@ -101,12 +101,18 @@ int cis2_decode(const cis2_model *m, cis2_seq *seqs, size_t nseq, const cis2_dec
     trace_shim shim = {o, 0};
     seqstate *st = calloc(nseq, sizeof *st);
     cis2_row *rows = calloc((maxp + (o->recompute ? o->gen_toks : 1)) * nseq, sizeof *rows);
-    if (!st || !rows) { free(st); free(rows); return cis2_fail(err, CIS2_E_NOMEM, "out of memory"); }
+    /* all sequences' logits end to end, so the LM head writes them in place */
+    float *logits = nseq <= SIZE_MAX / sizeof(float) / m->vocab ? malloc(nseq * m->vocab * sizeof(float)) : NULL;
+    cis2_ws ws = {0};
+    if (!st || !rows || !logits) {
+        free(st); free(rows); free(logits);
+        return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    }
     for (size_t s = 0; s < nseq && !rc; s++) {
         seqs[s].generated = calloc(o->gen_toks ? o->gen_toks : 1, sizeof(uint32_t));
-        st[s].logits = malloc(m->vocab * sizeof(float));
+        st[s].logits = logits + s * m->vocab;
         size_t cap = seqs[s].n_prompt + o->gen_toks; /* sized from the run, not the maximum */
-        if (!seqs[s].generated || !st[s].logits || cis2_sha_init(&st[s].w)) {
+        if (!seqs[s].generated || cis2_sha_init(&st[s].w)) {
             rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
             break;
         }
@@ -133,7 +139,7 @@ int cis2_decode(const cis2_model *m, cis2_seq *seqs, size_t nseq, const cis2_dec
             }
         }
         shim.step = step;
-        rc = cis2_forward(m, rows, n, o->trace ? trace_step : NULL, &shim, err);
+        rc = cis2_forward(m, &ws, rows, n, o->trace ? trace_step : NULL, &shim, err);
         if (rc) break;
         step_ctx sc = {m, seqs, st, step};
         cis2_parallel_for(nseq, pick_task, &sc); /* each sequence its own stream */
@@ -151,8 +157,9 @@ int cis2_decode(const cis2_model *m, cis2_seq *seqs, size_t nseq, const cis2_dec
             cis2_sha_final(&a, seqs[s].argmax);
         }
         cis2_kv_free(&st[s].kv);
-        free(st[s].logits);
     }
+    cis2_ws_free(&ws);
+    free(logits);
     free(st);
     free(rows);
     if (rc)

@@ -377,11 +377,28 @@ static void swiglu_task(void *ctx, size_t c)
             for (size_t r_ = 0; r_ < n; r_++) trace(tctx, rows[r_].pos, (int)l, name, (base) + r_ * (width), (width)); \
     } while (0)
 
-int cis2_forward(const cis2_model *m, cis2_row *rows, size_t n, cis2_trace_fn trace, void *tctx,
+void cis2_ws_free(cis2_ws *ws)
+{
+    free(ws->buf);
+    ws->buf = NULL;
+    ws->cap = 0;
+}
+
+/* Carves n floats off *at, keeping the next buffer 64-byte aligned. */
+static float *carve(char **at, size_t n)
+{
+    float *p = (float *)*at;
+    *at += (n * sizeof(float) + 63) / 64 * 64;
+    return p;
+}
+
+int cis2_forward(const cis2_model *m, cis2_ws *ws, cis2_row *rows, size_t n, cis2_trace_fn trace, void *tctx,
                  cis2_error *err)
 {
     const size_t H = m->hidden, Q = m->q_dim, KV = m->kv_dim, I = m->inter, half = m->head_dim / 2;
     size_t maxlen = 0, nlog = 0;
+    float *first_logits = NULL;
+    int direct = 1; /* the logits rows' buffers lie end to end: the LM head writes them in place */
     for (size_t r = 0; r < n; r++) {
         if (rows[r].pos >= rows[r].kv->cap)
             return cis2_fail(err, CIS2_E_INTERNAL, "position %zu beyond the KV cache", rows[r].pos);
@@ -389,28 +406,41 @@ int cis2_forward(const cis2_model *m, cis2_row *rows, size_t n, cis2_trace_fn tr
             return cis2_fail(err, CIS2_E_FORMAT, "token id %u is outside the vocabulary (%zu)", rows[r].token,
                              m->vocab);
         if (rows[r].pos + 1 > maxlen) maxlen = rows[r].pos + 1;
-        if (rows[r].logits) nlog++;
+        if (rows[r].logits) {
+            if (!first_logits) first_logits = rows[r].logits;
+            else if (rows[r].logits != first_logits + nlog * m->vocab) direct = 0;
+            nlog++;
+        }
     }
     size_t wide = I > H ? I : H;
     wide = wide > Q ? wide : Q;
-    float *x = malloc(n * H * sizeof(float));
-    float *xn = malloc(n * H * sizeof(float));
-    float *q = malloc(n * Q * sizeof(float));
-    float *k = malloc(n * KV * sizeof(float));
-    float *v = malloc(n * KV * sizeof(float));
-    float *att = malloc(n * Q * sizeof(float));
-    float *g = malloc(n * wide * sizeof(float));
-    float *u = malloc(n * I * sizeof(float));
-    float *cs = malloc(n * 2 * half * sizeof(float));
-    size_t *lrow = malloc(n * sizeof(size_t));
-    float *fin = malloc((nlog ? nlog : 1) * H * sizeof(float));
-    float *lg = nlog ? malloc(nlog * m->vocab * sizeof(float)) : NULL;
-    float *probs = trace ? malloc(n * m->n_heads * maxlen * sizeof(float)) : NULL;
-    int rc = CIS2_OK;
-    if (!x || !xn || !q || !k || !v || !att || !g || !u || !cs || !lrow || !fin || (nlog && !lg) || (trace && !probs)) {
-        rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory in the forward pass (%zu rows)", n);
-        goto out;
+    /* every buffer as a count of floats, in carving order */
+    size_t sizes[12] = {n * H, n * H, n * Q, n * KV, n * KV, n * Q, n * wide, n * I, n * 2 * half,
+                        (nlog ? nlog : 1) * H, direct ? 0 : nlog * m->vocab,
+                        trace ? n * m->n_heads * maxlen : 0};
+    size_t bytes = 64 + n * sizeof(size_t);
+    for (int i = 0; i < 12; i++) {
+        if (sizes[i] > (SIZE_MAX - bytes) / sizeof(float) / 2)
+            return cis2_fail(err, CIS2_E_NOMEM, "forward pass of %zu rows is too large", n);
+        bytes += (sizes[i] * sizeof(float) + 63) / 64 * 64;
     }
+    cis2_ws tmp = {0};
+    if (!ws) ws = &tmp;
+    if (ws->cap < bytes) {
+        cis2_ws_free(ws);
+        ws->buf = aligned_alloc(64, (bytes + 63) / 64 * 64);
+        if (!ws->buf) return cis2_fail(err, CIS2_E_NOMEM, "out of memory in the forward pass (%zu rows)", n);
+        ws->cap = bytes;
+    }
+    char *at = ws->buf;
+    float *x = carve(&at, sizes[0]), *xn = carve(&at, sizes[1]), *q = carve(&at, sizes[2]);
+    float *k = carve(&at, sizes[3]), *v = carve(&at, sizes[4]), *att = carve(&at, sizes[5]);
+    float *g = carve(&at, sizes[6]), *u = carve(&at, sizes[7]), *cs = carve(&at, sizes[8]);
+    float *fin = carve(&at, sizes[9]);
+    float *lg = direct ? first_logits : carve(&at, sizes[10]);
+    float *probs = trace ? carve(&at, sizes[11]) : NULL;
+    size_t *lrow = (size_t *)at;
+    int rc = CIS2_OK;
     for (size_t r = 0, j = 0; r < n; r++) lrow[r] = rows[r].logits ? j++ : 0;
     fwd F = {.m = m, .rows = rows, .n = n, .x = x, .xn = xn, .q = q, .k = k, .v = v, .att = att, .g = g,
              .cs = cs, .fin = fin, .probs = probs, .probs_stride = m->n_heads * maxlen, .lrow = lrow};
@@ -478,11 +508,10 @@ int cis2_forward(const cis2_model *m, cis2_row *rows, size_t n, cis2_trace_fn tr
                     trace(tctx, rows[r].pos, -1, "final_norm", fin + j * H, H);
                     trace(tctx, rows[r].pos, -1, "logits", lg + j * m->vocab, m->vocab);
                 }
-                memcpy(rows[r].logits, lg + j * m->vocab, m->vocab * sizeof(float));
+                if (!direct) memcpy(rows[r].logits, lg + j * m->vocab, m->vocab * sizeof(float));
             }
     }
 out:
-    free(x); free(xn); free(q); free(k); free(v); free(att); free(g); free(u); free(cs); free(lrow); free(fin); free(lg);
-    free(probs);
+    cis2_ws_free(&tmp);
     return rc;
 }

@@ -67,10 +67,21 @@ typedef struct cis2_row {
 typedef void (*cis2_trace_fn)(void *ctx, size_t pos, int layer, const char *tensor,
                               const float *v, size_t n);
 
+/* Scratch memory of the forward pass, kept across calls (the steps of a
+ * decode) so that a step neither allocates nor faults in fresh pages.
+ * Starts zeroed; cis2_ws_free releases it. */
+typedef struct cis2_ws {
+    void *buf;
+    size_t cap;             /* bytes */
+} cis2_ws;
+void cis2_ws_free(cis2_ws *ws);
+
 /* Runs the rows through the model.  Rows of one sequence must be in
  * increasing position order and their earlier positions already cached (or
- * in this call).  Fills each row's KV slot and its logits if requested. */
-int cis2_forward(const cis2_model *m, cis2_row *rows, size_t n, cis2_trace_fn trace, void *trace_ctx,
-                 cis2_error *err);
+ * in this call).  Fills each row's KV slot and its logits if requested
+ * (written in place when the logits rows' buffers lie end to end in row
+ * order).  ws may be NULL (scratch for this call only). */
+int cis2_forward(const cis2_model *m, cis2_ws *ws, cis2_row *rows, size_t n, cis2_trace_fn trace,
+                 void *trace_ctx, cis2_error *err);
 
 #endif
