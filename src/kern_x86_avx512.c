@@ -225,3 +225,110 @@ void cis2_kern_avx512(const cis2_pmat *w, const float *x, const float *xt, size_
     for (; p < npos; p += 7) /* the narrow path takes at most 7 positions */
         narrow(w, x, y, g0, g1, p, npos - p < 7 ? (int)(npos - p) : 7);
 }
+
+/* ---- attention (§9.2, §9.4) for the G query heads of one KV head ----
+ * Same lanes as the generic versions (pmath.c): a score's lane is one key,
+ * summed over d in order; a V-mix lane is one dim, summed over positions in
+ * order.  Register blocks of up to 4 heads x 4 key blocks (scores) or 4
+ * heads x 4 dim chunks (V-mix) keep 16 add chains in flight and load each
+ * key or value vector once for all the heads. */
+
+AI void scores_blk(const float *q, const float *kt, size_t len, size_t hd, float scale, float *s, size_t h0,
+                   size_t b0, int NH, int NB)
+{
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int a = 0; a < NH; a++)
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; b++) acc[a][b] = _mm512_setzero_ps();
+    const float *k0 = kt + b0 * 16 * hd;
+    for (size_t d = 0; d < hd; d++) {
+        __m512 kv[4];
+#pragma GCC unroll 4
+        for (int b = 0; b < NB; b++) kv[b] = _mm512_loadu_ps(k0 + (size_t)b * 16 * hd + d * 16);
+#pragma GCC unroll 4
+        for (int a = 0; a < NH; a++) {
+            __m512 qa = _mm512_set1_ps(q[(h0 + (size_t)a) * hd + d]);
+#pragma GCC unroll 4
+            for (int b = 0; b < NB; b++) acc[a][b] = _mm512_add_ps(acc[a][b], _mm512_mul_ps(qa, kv[b])); /* §5.1 */
+        }
+    }
+    __m512 sc = _mm512_set1_ps(scale);
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; b++) {
+        size_t j0 = (b0 + (size_t)b) * 16, n = len - j0 < 16 ? len - j0 : 16;
+        __mmask16 mk = (__mmask16)((1u << n) - 1u);
+#pragma GCC unroll 4
+        for (int a = 0; a < NH; a++)
+            _mm512_mask_storeu_ps(s + (h0 + (size_t)a) * len + j0, mk, _mm512_mul_ps(acc[a][b], sc)); /* §9.2 */
+    }
+}
+
+AI void vmix_blk(const float *s, const float *v, size_t v_stride, size_t len, size_t hd, float *out, size_t h0,
+                 size_t c0, int NH, int NC)
+{
+    __m512 acc[4][4];
+    __mmask16 mk[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) {
+        size_t d0 = (c0 + (size_t)c) * 16, n = hd - d0 < 16 ? hd - d0 : 16;
+        mk[c] = (__mmask16)((1u << n) - 1u);
+    }
+#pragma GCC unroll 4
+    for (int a = 0; a < NH; a++)
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; c++) acc[a][c] = _mm512_setzero_ps();
+    for (size_t j = 0; j < len; j++) {
+        __m512 vv[4];
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; c++) vv[c] = _mm512_maskz_loadu_ps(mk[c], v + j * v_stride + (c0 + (size_t)c) * 16);
+#pragma GCC unroll 4
+        for (int a = 0; a < NH; a++) {
+            __m512 sa = _mm512_set1_ps(s[(h0 + (size_t)a) * len + j]);
+#pragma GCC unroll 4
+            for (int c = 0; c < NC; c++) acc[a][c] = _mm512_add_ps(acc[a][c], _mm512_mul_ps(sa, vv[c])); /* §9.4 */
+        }
+    }
+#pragma GCC unroll 4
+    for (int a = 0; a < NH; a++)
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; c++)
+            _mm512_mask_storeu_ps(out + (h0 + (size_t)a) * hd + (c0 + (size_t)c) * 16, mk[c], acc[a][c]);
+}
+
+#define C4(F, NH, ...)                                                                                  \
+    switch (n2) {                                                                                       \
+    case 1: F(__VA_ARGS__, NH, 1); break;                                                               \
+    case 2: F(__VA_ARGS__, NH, 2); break;                                                               \
+    case 3: F(__VA_ARGS__, NH, 3); break;                                                               \
+    default: F(__VA_ARGS__, NH, 4); break;                                                              \
+    }
+#define C44(F, ...)                                                                                     \
+    switch (n1) {                                                                                       \
+    case 1: C4(F, 1, __VA_ARGS__) break;                                                                \
+    case 2: C4(F, 2, __VA_ARGS__) break;                                                                \
+    case 3: C4(F, 3, __VA_ARGS__) break;                                                                \
+    default: C4(F, 4, __VA_ARGS__) break;                                                               \
+    }
+
+void cis2_attn_scores_avx512(const float *q, size_t G, const float *kt, size_t len, size_t hd, float scale,
+                             float *s)
+{
+    size_t nblk = (len + 15) / 16;
+    for (size_t h0 = 0; h0 < G; h0 += 4)
+        for (size_t b0 = 0; b0 < nblk; b0 += 4) {
+            int n1 = G - h0 < 4 ? (int)(G - h0) : 4, n2 = nblk - b0 < 4 ? (int)(nblk - b0) : 4;
+            C44(scores_blk, q, kt, len, hd, scale, s, h0, b0)
+        }
+}
+
+void cis2_attn_vmix_avx512(const float *s, size_t G, const float *v, size_t v_stride, size_t len, size_t hd,
+                           float *out)
+{
+    size_t nc = (hd + 15) / 16;
+    for (size_t h0 = 0; h0 < G; h0 += 4)
+        for (size_t c0 = 0; c0 < nc; c0 += 4) {
+            int n1 = G - h0 < 4 ? (int)(G - h0) : 4, n2 = nc - c0 < 4 ? (int)(nc - c0) : 4;
+            C44(vmix_blk, s, v, v_stride, len, hd, out, h0, c0)
+        }
+}

@@ -148,6 +148,8 @@ struct variant {
     cis2_kern_fn fn;
     int (*avail)(void);
     cis2_prep_fn prep; /* NULL: the variant reads x only */
+    cis2_scores_fn scores; /* attention halves; NULL: the generic ones (pmath.c) */
+    cis2_vmix_fn vmix;
 };
 
 static int avail_yes(void) { return 1; }
@@ -168,13 +170,13 @@ static int avail_avx512(void)
 /* Fastest first: "auto" takes the first available. */
 static const struct variant variants[] = {
 #if defined(__x86_64__)
-    {"avx512", cis2_kern_avx512, avail_avx512, cis2_prep_avx512},
-    {"avx2", cis2_kern_avx2, avail_avx2, NULL},
+    {"avx512", cis2_kern_avx512, avail_avx512, cis2_prep_avx512, cis2_attn_scores_avx512, cis2_attn_vmix_avx512},
+    {"avx2", cis2_kern_avx2, avail_avx2, NULL, NULL, NULL},
 #endif
 #if defined(__aarch64__)
-    {"neon", cis2_kern_neon, avail_yes, NULL}, /* Advanced SIMD is mandatory on aarch64 */
+    {"neon", cis2_kern_neon, avail_yes, NULL, NULL, NULL}, /* Advanced SIMD is mandatory on aarch64 */
 #endif
-    {"scalar", cis2_kern_scalar, avail_yes, NULL},
+    {"scalar", cis2_kern_scalar, avail_yes, NULL, NULL, NULL},
 };
 #define NVARIANTS (sizeof variants / sizeof variants[0])
 
@@ -312,4 +314,16 @@ void cis2_matmul_n(const cis2_pmat *const *w, size_t nw, const float *x, size_t 
 void cis2_matmul(const cis2_pmat *w, const float *x, size_t npos, float *y)
 {
     cis2_matmul_n(&w, 1, x, npos, &y);
+}
+
+/* ---------------- attention ---------------- */
+
+void cis2_attend_group(const float *q, size_t G, const float *kt, const float *v, size_t v_stride, size_t len,
+                       size_t head_dim, float *scores, float *out)
+{
+    const struct variant *var = cur();
+    float scale = cis2_rsqrt_cr((float)head_dim); /* §9.2 */
+    (var->scores ? var->scores : cis2_attn_scores_generic)(q, G, kt, len, head_dim, scale, scores);
+    for (size_t h = 0; h < G; h++) cis2_softmax_seq(scores + h * len, len); /* §9.3 */
+    (var->vmix ? var->vmix : cis2_attn_vmix_generic)(scores, G, v, v_stride, len, head_dim, out);
 }

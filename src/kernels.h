@@ -60,6 +60,15 @@ int cis2_threads_get(void);
 /* Runs fn(ctx, i) for i in [0, n) across the pool; returns when all done. */
 void cis2_parallel_for(size_t n, void (*fn)(void *ctx, size_t i), void *ctx);
 
+/* §9.2-§9.4 for the G query heads that share one KV head (GQA): q and out
+ * hold G heads of head_dim floats, scores G rows of len (the
+ * probabilities); keys in the cache's blocked layout (cis2_attend_head_kt,
+ * cis2.h), values v[j * v_stride + d].  Each head's bits are
+ * cis2_attend_head_kt's whatever the kernel variant: the variants' halves
+ * below keep the generic lanes (pmath.h) and their order. */
+void cis2_attend_group(const float *q, size_t G, const float *kt, const float *v, size_t v_stride, size_t len,
+                       size_t head_dim, float *scores, float *out);
+
 /* ---- Additions (fast-kernels work) ---- */
 
 /* 1 if this build and CPU can run the named kernel ("scalar", "avx2",
@@ -77,6 +86,10 @@ int cis2_kernel_available(const char *name);
 typedef void (*cis2_kern_fn)(const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y,
                              size_t g0, size_t g1);
 typedef void (*cis2_prep_fn)(const float *x, size_t npos, size_t cols, float *xt);
+typedef void (*cis2_scores_fn)(const float *q, size_t G, const float *kt, size_t len, size_t hd, float scale,
+                               float *s);
+typedef void (*cis2_vmix_fn)(const float *s, size_t G, const float *v, size_t v_stride, size_t len, size_t hd,
+                             float *out);
 #define CIS2_XT_MIN_POS 8
 #define KERN_ARGS const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0, size_t g1
 void cis2_kern_scalar(KERN_ARGS);
@@ -84,6 +97,10 @@ void cis2_kern_scalar(KERN_ARGS);
 void cis2_kern_avx2(KERN_ARGS);
 void cis2_kern_avx512(KERN_ARGS);
 void cis2_prep_avx512(const float *x, size_t npos, size_t cols, float *xt);
+void cis2_attn_scores_avx512(const float *q, size_t G, const float *kt, size_t len, size_t hd, float scale,
+                             float *s);
+void cis2_attn_vmix_avx512(const float *s, size_t G, const float *v, size_t v_stride, size_t len, size_t hd,
+                           float *out);
 #endif
 #if defined(__aarch64__)
 void cis2_kern_neon(KERN_ARGS);

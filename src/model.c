@@ -13,6 +13,7 @@
 #include "pmath.h"
 #include "safetensors.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,7 +243,7 @@ typedef struct fwd {
     float *probs;          /* per row n_heads * (pos+1) when tracing, else NULL */
     size_t probs_stride;
     size_t *lrow;          /* per row: its index among the rows that want logits */
-    int oom;
+    _Atomic int oom;
 } fwd;
 
 /* ---- per-row stages: each touches only its own row's slices ---- */
@@ -289,7 +290,8 @@ static void r_rope(fwd *F, size_t r) /* §7.4 on every q and k head, then §3.5 
     float *kl = kv->k + l * kv->cap * KV; /* blocked keys, see cis2_kv */
     for (size_t h = 0; h < m->n_kv; h++)
         for (size_t d = 0; d < hd; d++) kl[h * hd * kv->cap + (p / 16) * 16 * hd + d * 16 + p % 16] = k[h * hd + d];
-    memcpy(kv->v + (l * kv->cap + p) * KV, F->v + r * KV, KV * sizeof(float));
+    for (size_t h = 0; h < m->n_kv; h++) /* values per KV head, see cis2_kv */
+        memcpy(kv->v + ((l * m->n_kv + h) * kv->cap + p) * hd, F->v + r * KV + h * hd, hd * sizeof(float));
 }
 
 static void r_resid_o(fwd *F, size_t r) /* §9.5 residual: o_proj output is in g */
@@ -338,23 +340,25 @@ static void run_rows(fwd *F, row_fn a, row_fn b)
     else for (size_t r = 0; r < F->n; r++) stage_task(&s, r);
 }
 
-/* §9.2-§9.4 for one (row, head): scores, softmax, V-mix. */
+/* §9.2-§9.4 for one row and one KV head: the G query heads that share it
+ * (GQA) in one pass over its cached keys and values.  (Splitting a group
+ * across threads when there are fewer groups than threads measured no
+ * faster: reading the cache is the cost at long contexts.) */
 static void attend_task(void *ctx, size_t idx)
 {
     fwd *F = ctx;
     const cis2_model *m = F->m;
-    size_t r = idx / m->n_heads, h = idx % m->n_heads;
+    size_t r = idx / m->n_kv, kvh = idx % m->n_kv, G = m->n_heads / m->n_kv, h0 = kvh * G;
     const cis2_row *row = &F->rows[r];
+    const cis2_kv *kv = row->kv;
     size_t hd = m->head_dim, len = row->pos + 1;
-    size_t kvh = h / (m->n_heads / m->n_kv); /* GQA */
-    const float *q = F->q + r * m->q_dim + h * hd;
-    const float *kt = row->kv->k + (F->layer * row->kv->cap) * m->kv_dim + kvh * hd * row->kv->cap;
-    const float *vc = row->kv->v + (F->layer * row->kv->cap) * m->kv_dim + kvh * hd;
-    float stackbuf[1024];
-    float *s = len <= 1024 ? stackbuf : malloc(len * sizeof(float));
+    const float *kt = kv->k + (F->layer * kv->cap) * m->kv_dim + kvh * hd * kv->cap;
+    const float *vc = kv->v + (F->layer * m->n_kv + kvh) * kv->cap * hd;
+    float stackbuf[4096];
+    float *s = G * len <= 4096 ? stackbuf : malloc(G * len * sizeof(float));
     if (!s) { F->oom = 1; return; }
-    cis2_attend_head_kt(q, kt, vc, m->kv_dim, len, hd, s, F->att + r * m->q_dim + h * hd); /* §9.2-§9.4 */
-    if (F->probs) memcpy(F->probs + r * F->probs_stride + h * len, s, len * sizeof(float));
+    cis2_attend_group(F->q + r * m->q_dim + h0 * hd, G, kt, vc, hd, len, hd, s, F->att + r * m->q_dim + h0 * hd);
+    if (F->probs) memcpy(F->probs + r * F->probs_stride + h0 * len, s, G * len * sizeof(float));
     if (s != stackbuf) free(s);
 }
 
@@ -465,7 +469,7 @@ int cis2_forward(const cis2_model *m, cis2_ws *ws, cis2_row *rows, size_t n, cis
         TRACE("q_rope", q, Q);
         TRACE("k_rope", k, KV);
         F.oom = 0;
-        cis2_parallel_for(n * m->n_heads, attend_task, &F);
+        cis2_parallel_for(n * m->n_kv, attend_task, &F); /* §9.2-§9.4 */
         if (F.oom) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory in attention"); goto out; }
         if (trace)
             for (size_t r = 0; r < n; r++)

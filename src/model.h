@@ -42,9 +42,10 @@ typedef struct cis2_model {
 int cis2_model_load(cis2_model *m, const char *dir, cis2_error *err);
 void cis2_model_free(cis2_model *m);
 
-/* Per-sequence KV cache of post-RoPE keys and values (§3.5).  Values are
- * rows: v[layer][pos][kv_dim].  Keys are blocked for SIMD across positions:
- * k[layer][kv_head][pos / 16][dim][pos % 16] (cis2_attend_head_kt). */
+/* Per-sequence KV cache of post-RoPE keys and values (§3.5), each KV
+ * head's contiguous: v[layer][kv_head][pos][dim], and keys blocked for SIMD
+ * across positions: k[layer][kv_head][pos / 16][dim][pos % 16]
+ * (cis2_attend_head_kt). */
 typedef struct cis2_kv {
     size_t cap;             /* positions, a multiple of 16 */
     float *k, *v;

@@ -441,18 +441,32 @@ static void vmix(float *out, const float *v, size_t v_stride, const float *s, si
     }
 }
 
+/* §9.2 for G heads: s[h*len + j] = dot_seq(q_h, key j) * scale. */
+void cis2_attn_scores_generic(const float *q, size_t G, const float *kt, size_t len, size_t head_dim, float scale,
+                              float *s)
+{
+    for (size_t h = 0; h < G; h++)
+        for (size_t b = 0; b * 16 < len; b++) {
+            float acc[16];
+            scores_block(q + h * head_dim, kt + b * 16 * head_dim, head_dim, acc);
+            size_t n = len - b * 16 < 16 ? len - b * 16 : 16;
+            for (size_t l = 0; l < n; l++) s[h * len + b * 16 + l] = acc[l] * scale; /* scale after the dot */
+        }
+}
+
+/* §9.4 for G heads: out[h*hd + d] = sum over j in order of s[h*len + j] * v[j][d]. */
+void cis2_attn_vmix_generic(const float *s, size_t G, const float *v, size_t v_stride, size_t len, size_t head_dim,
+                            float *out)
+{
+    for (size_t h = 0; h < G; h++) vmix(out + h * head_dim, v, v_stride, s + h * len, len, head_dim);
+}
+
 void cis2_attend_head_kt(const float *q, const float *kt, const float *v, size_t v_stride, size_t len,
                          size_t head_dim, float *scores, float *out)
 {
-    float scale = cis2_rsqrt_cr((float)head_dim); /* §9.2 */
-    for (size_t b = 0; b * 16 < len; b++) {
-        float acc[16];
-        scores_block(q, kt + b * 16 * head_dim, head_dim, acc);
-        size_t n = len - b * 16 < 16 ? len - b * 16 : 16;
-        for (size_t l = 0; l < n; l++) scores[b * 16 + l] = acc[l] * scale; /* scale after the dot */
-    }
+    cis2_attn_scores_generic(q, 1, kt, len, head_dim, cis2_rsqrt_cr((float)head_dim), scores); /* §9.2 */
     cis2_softmax_seq(scores, len); /* §9.3 */
-    vmix(out, v, v_stride, scores, len, head_dim);
+    cis2_attn_vmix_generic(scores, 1, v, v_stride, len, head_dim, out); /* §9.4 */
 }
 
 void cis2_rope_inv_freq(float rope_theta, size_t head_dim, float *inv_freq) /* §7.1 */

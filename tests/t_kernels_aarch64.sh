@@ -12,9 +12,11 @@ for tool in "$XCC" "$QEMU" aarch64-linux-gnu-objdump; do
 done
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 FLAGS="-std=c11 -ffp-contract=off -fno-fast-math -fno-math-errno -fexcess-precision=standard -O2
-       -Wall -Wextra -Wno-unused-parameter -Werror -D_DEFAULT_SOURCE -Iinclude -Isrc -pthread"
+       -Wall -Wextra -Wno-unused-parameter -Werror -D_DEFAULT_SOURCE -Iinclude -Isrc -pthread -ffunction-sections"
 objs=""
-for f in src/kernels.c src/threadpool.c src/kern_neon.c src/fpenv.c src/error.c tests/kern_selfcheck.c; do
+# pmath.c for the generic attention halves; its digest functions (OpenSSL) go
+# unused, and --gc-sections drops them
+for f in src/kernels.c src/threadpool.c src/kern_neon.c src/fpenv.c src/error.c src/pmath.c tests/kern_selfcheck.c; do
     o="$tmp/$(basename "$f" .c).o"
     $XCC $FLAGS -c "$f" -o "$o"
     objs="$objs $o"
@@ -26,7 +28,7 @@ if [ -n "$fma" ]; then echo "FAIL: FMA in the aarch64 kernel objects:"; echo "$f
 n=$(aarch64-linux-gnu-objdump -d --no-show-raw-insn "$tmp/kern_neon.o" | grep -c 'fmul.*v[0-9]*\.4s' || true)
 [ "$n" -gt 0 ] || { echo "FAIL: kern_neon.o has no vector fmul"; exit 1; }
 echo "no FMA in the aarch64 objects ($n vector fmul in kern_neon.o)"
-$XCC -pthread -o "$tmp/kern_selfcheck" $objs
+$XCC -pthread -Wl,--gc-sections -o "$tmp/kern_selfcheck" $objs
 TO=""
 command -v timeout >/dev/null 2>&1 && TO="timeout 600"
 $TO "$QEMU" -L "$SYSROOT" "$tmp/kern_selfcheck"

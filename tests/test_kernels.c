@@ -294,6 +294,54 @@ static void test_workers_pinned(void **state)
     assert_int_equal(cis2_threads_set(1, &err), CIS2_OK);
 }
 
+/* cis2_attend_group under every variant equals, head by head, the
+ * row-layout reference cis2_attend_head (an independent loop: plain keys,
+ * one dot_seq per position): G heads sharing a KV head, head sizes with and
+ * without a 16-float tail, lengths across key blocks. */
+static void test_attention_variants(void **state)
+{
+    (void)state;
+    static const size_t HD[] = {8, 24, 64, 72, 128}, LEN[] = {1, 5, 16, 17, 47, 64, 130};
+    int pairs = 0;
+    for (int it = 0; it < 60; it++) {
+        size_t G = 1 + rnd() % 8, hd = HD[rnd() % 5], len = LEN[rnd() % 7], cap = (len + 15) / 16 * 16;
+        size_t vs = hd + (it % 3) * 8; /* value rows may be strided */
+        float *q = malloc(G * hd * 4), *k = malloc(len * hd * 4), *v = malloc(len * vs * 4);
+        float *kt = calloc(cap * hd, 4), *s = malloc(G * len * 4), *o = malloc(G * hd * 4);
+        float *s_ref = malloc(G * len * 4), *o_ref = malloc(G * hd * 4);
+        for (size_t i = 0; i < G * hd; i++) q[i] = rnd_val() / 4096.0f;
+        for (size_t i = 0; i < len * hd; i++) k[i] = rnd_val() / 4096.0f;
+        for (size_t i = 0; i < len * vs; i++) v[i] = rnd_val();
+        for (size_t j = 0; j < len; j++)
+            for (size_t d = 0; d < hd; d++) kt[(j / 16) * 16 * hd + d * 16 + j % 16] = k[j * hd + d];
+        float *vr = malloc(len * hd * 4); /* the reference reads k and v rows with one stride */
+        for (size_t j = 0; j < len; j++) memcpy(vr + j * hd, v + j * vs, hd * 4);
+        for (size_t h = 0; h < G; h++) cis2_attend_head(q + h * hd, k, vr, hd, len, hd, s_ref + h * len, o_ref + h * hd);
+        free(vr);
+        for (size_t n = 0; n < NNAMES; n++) {
+            if (!cis2_kernel_available(NAMES[n])) continue;
+            cis2_error err = {0};
+            assert_int_equal(cis2_kernel_select(NAMES[n], &err), CIS2_OK);
+            memset(s, 0xFF, G * len * 4);
+            memset(o, 0xFF, G * hd * 4);
+            cis2_attend_group(q, G, kt, v, vs, len, hd, s, o);
+            for (size_t i = 0; i < G * len; i++)
+                if (bitsf(s[i]) != bitsf(s_ref[i]))
+                    fail_msg("%s: G %zu hd %zu len %zu: prob[%zu] = %08X, want %08X", NAMES[n], G, hd, len, i,
+                             bitsf(s[i]), bitsf(s_ref[i]));
+            for (size_t i = 0; i < G * hd; i++)
+                if (bitsf(o[i]) != bitsf(o_ref[i]))
+                    fail_msg("%s: G %zu hd %zu len %zu: out[%zu] = %08X, want %08X", NAMES[n], G, hd, len, i,
+                             bitsf(o[i]), bitsf(o_ref[i]));
+            pairs++;
+        }
+        free(q); free(k); free(v); free(kt); free(s); free(o); free(s_ref); free(o_ref);
+    }
+    cis2_error err = {0};
+    assert_int_equal(cis2_kernel_select("auto", &err), CIS2_OK);
+    print_message("attention compared: %d case-variant pairs\n", pairs);
+}
+
 static void test_select(void **state)
 {
     (void)state;
@@ -384,6 +432,7 @@ int main(void)
         cmocka_unit_test(test_variants_equal_scalar), cmocka_unit_test(test_threads_identical),
         cmocka_unit_test(test_workers_pinned),   cmocka_unit_test(test_select),
         cmocka_unit_test(test_parallel_for),     cmocka_unit_test(test_pack_shapes),
+        cmocka_unit_test(test_attention_variants),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
