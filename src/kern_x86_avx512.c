@@ -296,19 +296,20 @@ AI void vmix_blk(const float *s, const float *v, size_t v_stride, size_t len, si
             _mm512_mask_storeu_ps(out + (h0 + (size_t)a) * hd + (c0 + (size_t)c) * 16, mk[c], acc[a][c]);
 }
 
-#define C4(F, NH, ...)                                                                                  \
-    switch (n2) {                                                                                       \
+/* F(args..., n1, n2) with n1, n2 in 1..4 as compile-time constants. */
+#define C4(F, NH, N2, ...)                                                                              \
+    switch (N2) {                                                                                       \
     case 1: F(__VA_ARGS__, NH, 1); break;                                                               \
     case 2: F(__VA_ARGS__, NH, 2); break;                                                               \
     case 3: F(__VA_ARGS__, NH, 3); break;                                                               \
     default: F(__VA_ARGS__, NH, 4); break;                                                              \
     }
-#define C44(F, ...)                                                                                     \
-    switch (n1) {                                                                                       \
-    case 1: C4(F, 1, __VA_ARGS__) break;                                                                \
-    case 2: C4(F, 2, __VA_ARGS__) break;                                                                \
-    case 3: C4(F, 3, __VA_ARGS__) break;                                                                \
-    default: C4(F, 4, __VA_ARGS__) break;                                                               \
+#define C44(F, N1, N2, ...)                                                                             \
+    switch (N1) {                                                                                       \
+    case 1: C4(F, 1, N2, __VA_ARGS__) break;                                                            \
+    case 2: C4(F, 2, N2, __VA_ARGS__) break;                                                            \
+    case 3: C4(F, 3, N2, __VA_ARGS__) break;                                                            \
+    default: C4(F, 4, N2, __VA_ARGS__) break;                                                           \
     }
 
 void cis2_attn_scores_avx512(const float *q, size_t G, const float *kt, size_t len, size_t hd, float scale,
@@ -318,7 +319,7 @@ void cis2_attn_scores_avx512(const float *q, size_t G, const float *kt, size_t l
     for (size_t h0 = 0; h0 < G; h0 += 4)
         for (size_t b0 = 0; b0 < nblk; b0 += 4) {
             int n1 = G - h0 < 4 ? (int)(G - h0) : 4, n2 = nblk - b0 < 4 ? (int)(nblk - b0) : 4;
-            C44(scores_blk, q, kt, len, hd, scale, s, h0, b0)
+            C44(scores_blk, n1, n2, q, kt, len, hd, scale, s, h0, b0)
         }
 }
 
@@ -329,6 +330,6 @@ void cis2_attn_vmix_avx512(const float *s, size_t G, const float *v, size_t v_st
     for (size_t h0 = 0; h0 < G; h0 += 4)
         for (size_t c0 = 0; c0 < nc; c0 += 4) {
             int n1 = G - h0 < 4 ? (int)(G - h0) : 4, n2 = nc - c0 < 4 ? (int)(nc - c0) : 4;
-            C44(vmix_blk, s, v, v_stride, len, hd, out, h0, c0)
+            C44(vmix_blk, n1, n2, s, v, v_stride, len, hd, out, h0, c0)
         }
 }
