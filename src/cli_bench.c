@@ -152,11 +152,15 @@ int cmd_bench(int argc, char **argv)
     double prefill_tps = (double)npre / (tp.t_first - tp.t0);
     size_t batches[4] = {1, 4, 8, 16};
     double batch_tps[4];
-    for (int b = 0; b < 4; b++) {
-        timing tb = {0};
-        size_t g = 9;
-        if ((rc = decode_timed(&m, batches[b], 4, g, &tb, &err))) goto done;
-        batch_tps[b] = (double)(batches[b] * (g - 1)) / (tb.t_end - tb.t_first);
+    for (int b = 0; b < 4; b++) { /* the better of two runs: batch 1 is the noisiest figure */
+        batch_tps[b] = 0;
+        for (int rep = 0; rep < 2; rep++) {
+            timing tb = {0};
+            size_t g = 9;
+            if ((rc = decode_timed(&m, batches[b], 4, g, &tb, &err))) goto done;
+            double tps = (double)(batches[b] * (g - 1)) / (tb.t_end - tb.t_first);
+            if (tps > batch_tps[b]) batch_tps[b] = tps;
+        }
     }
     double long_tps[3] = {0, 0, 0};
     size_t long_pos[3] = {16, 512, 2048};
