@@ -30,45 +30,36 @@ struct pack_job {
 
 #define PACK_IB 128 /* column block: keeps the destination lines in L1 */
 
-/* Packs group g: element (o, i) -> data[(g*cols + i)*KG + o%KG]; padding rows are zero. */
-static void pack_group(void *vctx, size_t g)
+/* Group g of a matrix of es-byte little-endian elements (§4.1): element
+ * (o, i) -> data[(g*cols + i)*KG + o%KG]; padding rows are zero.  Inlined
+ * with es constant, so each weight type gets its own plain loop. */
+static inline __attribute__((always_inline)) void pack_rows(const struct pack_job *j, size_t g, size_t es)
 {
-    const struct pack_job *j = vctx;
     const cis2_pmat *m = j->m;
     size_t cols = m->cols, r0 = g * CIS2_KG;
     size_t nr = m->rows - r0 < CIS2_KG ? m->rows - r0 : CIS2_KG;
-    if (m->type == CIS2_W_BF16) {
-        uint16_t *d = (uint16_t *)m->data + g * cols * CIS2_KG;
-        for (size_t i0 = 0; i0 < cols; i0 += PACK_IB) {
-            size_t i1 = i0 + PACK_IB < cols ? i0 + PACK_IB : cols;
-            for (size_t r = 0; r < CIS2_KG; r++) {
-                uint16_t *dr = d + r;
-                if (r >= nr) {
-                    for (size_t i = i0; i < i1; i++) dr[i * CIS2_KG] = 0;
-                    continue;
-                }
-                const uint8_t *s = j->src + ((r0 + r) * cols) * 2;
-                for (size_t i = i0; i < i1; i++) /* little-endian u16 (§4.1) */
-                    dr[i * CIS2_KG] = (uint16_t)(s[2 * i] | (unsigned)s[2 * i + 1] << 8);
-            }
-        }
-    } else {
-        uint32_t *d = (uint32_t *)m->data + g * cols * CIS2_KG;
-        for (size_t i0 = 0; i0 < cols; i0 += PACK_IB) {
-            size_t i1 = i0 + PACK_IB < cols ? i0 + PACK_IB : cols;
-            for (size_t r = 0; r < CIS2_KG; r++) {
-                uint32_t *dr = d + r;
-                if (r >= nr) {
-                    for (size_t i = i0; i < i1; i++) dr[i * CIS2_KG] = 0;
-                    continue;
-                }
-                const uint8_t *s = j->src + ((r0 + r) * cols) * 4;
-                for (size_t i = i0; i < i1; i++)
-                    dr[i * CIS2_KG] = (uint32_t)s[4 * i] | (uint32_t)s[4 * i + 1] << 8 |
-                                      (uint32_t)s[4 * i + 2] << 16 | (uint32_t)s[4 * i + 3] << 24;
+    uint8_t *d = (uint8_t *)m->data + g * cols * CIS2_KG * es;
+    for (size_t i0 = 0; i0 < cols; i0 += PACK_IB) {
+        size_t i1 = i0 + PACK_IB < cols ? i0 + PACK_IB : cols;
+        for (size_t r = 0; r < CIS2_KG; r++) {
+            const uint8_t *s = r < nr ? j->src + (r0 + r) * cols * es : NULL; /* NULL: padding row */
+            for (size_t i = i0; i < i1; i++) {
+                uint32_t v = 0;
+                if (s)
+                    for (size_t q = 0; q < es; q++) v |= (uint32_t)s[i * es + q] << (8 * q);
+                uint8_t *e = d + (i * CIS2_KG + r) * es;
+                if (es == 2) { uint16_t h = (uint16_t)v; memcpy(e, &h, 2); }
+                else memcpy(e, &v, 4);
             }
         }
     }
+}
+
+static void pack_group(void *vctx, size_t g)
+{
+    const struct pack_job *j = vctx;
+    if (j->m->type == CIS2_W_BF16) pack_rows(j, g, 2);
+    else pack_rows(j, g, 4);
 }
 
 int cis2_pmat_pack(cis2_pmat *m, cis2_wtype type, const uint8_t *src, size_t rows, size_t cols,
