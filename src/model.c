@@ -237,7 +237,6 @@ typedef struct fwd {
     cis2_row *rows;
     size_t n, layer;
     const cis2_layer *ly;  /* layer `layer` */
-    const float *next_ln;  /* r_next_norm: the next layer's ln1, or the final norm */
     float *x, *xn, *q, *k, *v, *att, *g, *cs; /* cs: per row cos[half], sin[half] */
     float *fin;            /* final-norm rows, compact: the rows that want logits */
     float *probs;          /* per row n_heads * (pos+1) when tracing, else NULL */
@@ -277,7 +276,7 @@ static void r_bias(fwd *F, size_t r) /* §9.1 */
     add_inplace(F->v + r * m->kv_dim, F->ly->bv, m->kv_dim);
 }
 
-static void r_rope(fwd *F, size_t r) /* §7.4 on every q and k head, then §3.5 */
+static void r_rope_store(fwd *F, size_t r) /* §7.4 on every q and k head, then §3.5 */
 {
     const cis2_model *m = F->m;
     size_t Q = m->q_dim, KV = m->kv_dim, hd = m->head_dim, half = hd / 2, l = F->layer;
@@ -314,10 +313,11 @@ static void r_resid_down(fwd *F, size_t r) /* §10 residual: down output is in x
 
 static void r_next_norm(fwd *F, size_t r) /* the next layer's ln1, or §11.1's final norm */
 {
-    size_t H = F->m->hidden;
-    float eps = F->m->cfg.rms_norm_eps;
-    if (F->next_ln != F->m->norm) cis2_rmsnorm(F->x + r * H, F->next_ln, eps, H, F->xn + r * H);
-    else if (F->rows[r].logits) cis2_rmsnorm(F->x + r * H, F->next_ln, eps, H, F->fin + F->lrow[r] * H);
+    const cis2_model *m = F->m;
+    size_t H = m->hidden;
+    float eps = m->cfg.rms_norm_eps;
+    if (F->layer + 1 < m->n_layers) cis2_rmsnorm(F->x + r * H, m->layers[F->layer + 1].ln1, eps, H, F->xn + r * H);
+    else if (F->rows[r].logits) cis2_rmsnorm(F->x + r * H, m->norm, eps, H, F->fin + F->lrow[r] * H);
 }
 
 typedef struct stage { fwd *F; row_fn a, b; } stage;
@@ -401,8 +401,7 @@ int cis2_forward(const cis2_model *m, cis2_ws *ws, cis2_row *rows, size_t n, cis
 {
     const size_t H = m->hidden, Q = m->q_dim, KV = m->kv_dim, I = m->inter, half = m->head_dim / 2;
     size_t maxlen = 0, nlog = 0;
-    float *first_logits = NULL;
-    int direct = 1; /* the logits rows' buffers lie end to end: the LM head writes them in place */
+    float *lg = NULL; /* the first logits row; the LM head writes all of them in place */
     for (size_t r = 0; r < n; r++) {
         if (rows[r].pos >= rows[r].kv->cap)
             return cis2_fail(err, CIS2_E_INTERNAL, "position %zu beyond the KV cache", rows[r].pos);
@@ -411,19 +410,19 @@ int cis2_forward(const cis2_model *m, cis2_ws *ws, cis2_row *rows, size_t n, cis
                              m->vocab);
         if (rows[r].pos + 1 > maxlen) maxlen = rows[r].pos + 1;
         if (rows[r].logits) {
-            if (!first_logits) first_logits = rows[r].logits;
-            else if (rows[r].logits != first_logits + nlog * m->vocab) direct = 0;
+            if (!lg) lg = rows[r].logits;
+            else if (rows[r].logits != lg + nlog * m->vocab)
+                return cis2_fail(err, CIS2_E_INTERNAL, "logits rows not end to end");
             nlog++;
         }
     }
     size_t wide = I > H ? I : H;
     wide = wide > Q ? wide : Q;
     /* every buffer as a count of floats, in carving order */
-    size_t sizes[12] = {n * H, n * H, n * Q, n * KV, n * KV, n * Q, n * wide, n * I, n * 2 * half,
-                        (nlog ? nlog : 1) * H, direct ? 0 : nlog * m->vocab,
-                        trace ? n * m->n_heads * maxlen : 0};
+    size_t sizes[11] = {n * H, n * H, n * Q, n * KV, n * KV, n * Q, n * wide, n * I, n * 2 * half,
+                        (nlog ? nlog : 1) * H, trace ? n * m->n_heads * maxlen : 0};
     size_t bytes = 64 + n * sizeof(size_t);
-    for (int i = 0; i < 12; i++) {
+    for (int i = 0; i < 11; i++) {
         if (sizes[i] > (SIZE_MAX - bytes) / sizeof(float) / 2)
             return cis2_fail(err, CIS2_E_NOMEM, "forward pass of %zu rows is too large", n);
         bytes += (sizes[i] * sizeof(float) + 63) / 64 * 64;
@@ -441,8 +440,7 @@ int cis2_forward(const cis2_model *m, cis2_ws *ws, cis2_row *rows, size_t n, cis
     float *k = carve(&at, sizes[3]), *v = carve(&at, sizes[4]), *att = carve(&at, sizes[5]);
     float *g = carve(&at, sizes[6]), *u = carve(&at, sizes[7]), *cs = carve(&at, sizes[8]);
     float *fin = carve(&at, sizes[9]);
-    float *lg = direct ? first_logits : carve(&at, sizes[10]);
-    float *probs = trace ? carve(&at, sizes[11]) : NULL;
+    float *probs = trace ? carve(&at, sizes[10]) : NULL;
     size_t *lrow = (size_t *)at;
     int rc = CIS2_OK;
     for (size_t r = 0, j = 0; r < n; r++) lrow[r] = rows[r].logits ? j++ : 0;
@@ -458,13 +456,13 @@ int cis2_forward(const cis2_model *m, cis2_ws *ws, cis2_row *rows, size_t n, cis
         const cis2_pmat *qkv_w[3] = {&ly->q, &ly->k, &ly->v};
         float *const qkv_y[3] = {q, k, v};
         cis2_matmul_n(qkv_w, 3, xn, n, qkv_y); /* §9.1 */
-        if (!trace) run_rows(&F, r_bias, r_rope);
+        if (!trace) run_rows(&F, r_bias, r_rope_store);
         else {
             run_rows(&F, r_bias, NULL);
             TRACE("q", q, Q);
             TRACE("k", k, KV);
             TRACE("v", v, KV);
-            run_rows(&F, r_rope, NULL);
+            run_rows(&F, r_rope_store, NULL);
         }
         TRACE("q_rope", q, Q);
         TRACE("k_rope", k, KV);
@@ -494,7 +492,6 @@ int cis2_forward(const cis2_model *m, cis2_ws *ws, cis2_row *rows, size_t n, cis
         TRACE("act", g, I);
         cis2_matmul(&ly->down, g, n, xn);
         TRACE("down", xn, H);
-        F.next_ln = l + 1 < m->n_layers ? m->layers[l + 1].ln1 : m->norm;
         if (!trace) run_rows(&F, r_resid_down, r_next_norm);
         else {
             run_rows(&F, r_resid_down, NULL);
@@ -505,15 +502,12 @@ int cis2_forward(const cis2_model *m, cis2_ws *ws, cis2_row *rows, size_t n, cis
     /* §11.1: the final norm (above, into fin) and the LM head */
     if (nlog) {
         cis2_matmul(m->tied ? &m->embed : &m->lm_head, fin, nlog, lg);
-        for (size_t r = 0; r < n; r++)
-            if (rows[r].logits) {
-                size_t j = lrow[r];
-                if (trace) {
-                    trace(tctx, rows[r].pos, -1, "final_norm", fin + j * H, H);
-                    trace(tctx, rows[r].pos, -1, "logits", lg + j * m->vocab, m->vocab);
+        if (trace)
+            for (size_t r = 0; r < n; r++)
+                if (rows[r].logits) {
+                    trace(tctx, rows[r].pos, -1, "final_norm", fin + lrow[r] * H, H);
+                    trace(tctx, rows[r].pos, -1, "logits", rows[r].logits, m->vocab);
                 }
-                if (!direct) memcpy(rows[r].logits, lg + j * m->vocab, m->vocab * sizeof(float));
-            }
     }
 out:
     cis2_ws_free(&tmp);

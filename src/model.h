@@ -79,9 +79,10 @@ void cis2_ws_free(cis2_ws *ws);
 
 /* Runs the rows through the model.  Rows of one sequence must be in
  * increasing position order and their earlier positions already cached (or
- * in this call).  Fills each row's KV slot and its logits if requested
- * (written in place when the logits rows' buffers lie end to end in row
- * order).  ws may be NULL (scratch for this call only). */
+ * in this call).  Fills each row's KV slot and its logits if requested:
+ * the rows that want logits must have their buffers end to end in row
+ * order (the LM head writes them in place).  ws may be NULL (scratch for
+ * this call only). */
 int cis2_forward(const cis2_model *m, cis2_ws *ws, cis2_row *rows, size_t n, cis2_trace_fn trace,
                  void *trace_ctx, cis2_error *err);
 
