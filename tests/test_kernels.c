@@ -294,6 +294,44 @@ static void test_workers_pinned(void **state)
     assert_int_equal(cis2_threads_set(1, &err), CIS2_OK);
 }
 
+/* cis2_matmul_n (several matrices sharing x, chunks spanning matrix
+ * boundaries) equals one single-thread scalar cis2_matmul per matrix, for
+ * every variant and thread count 1..4. */
+static void test_matmul_n(void **state)
+{
+    (void)state;
+    static const size_t rows[3] = {192, 64, 577}, NPOS[] = {1, 3, 9, 16, 17, 40};
+    for (size_t t = 0; t < sizeof NPOS / sizeof NPOS[0]; t++) {
+        size_t npos = NPOS[t], cols = t % 2 ? 577 : 576;
+        struct case_ c[3];
+        const cis2_pmat *w[3];
+        float *ref[3], *y[3];
+        for (int k = 0; k < 3; k++) {
+            make_case(&c[k], t % 3 ? CIS2_W_BF16 : CIS2_W_F32, rows[k], cols, npos);
+            if (k) memcpy(c[k].x, c[0].x, npos * cols * sizeof(float)); /* one shared x */
+            w[k] = &c[k].m;
+            ref[k] = malloc(npos * rows[k] * sizeof(float));
+            y[k] = malloc(npos * rows[k] * sizeof(float));
+            run_with("scalar", 1, w[k], c[0].x, npos, ref[k]);
+        }
+        for (size_t v = 0; v < NNAMES; v++) {
+            if (!cis2_kernel_available(NAMES[v])) continue;
+            for (int th = 1; th <= 4; th++) {
+                cis2_error err = {0};
+                assert_int_equal(cis2_kernel_select(NAMES[v], &err), CIS2_OK);
+                assert_int_equal(cis2_threads_set(th, &err), CIS2_OK);
+                for (int k = 0; k < 3; k++) memset(y[k], 0xFF, npos * rows[k] * sizeof(float));
+                cis2_matmul_n(w, 3, c[0].x, npos, y);
+                for (int k = 0; k < 3; k++) cmp_bits(y[k], ref[k], npos * rows[k], NAMES[v], &c[k]);
+            }
+        }
+        for (int k = 0; k < 3; k++) { free(ref[k]); free(y[k]); free_case(&c[k]); }
+    }
+    cis2_error err = {0};
+    assert_int_equal(cis2_kernel_select("auto", &err), CIS2_OK);
+    assert_int_equal(cis2_threads_set(1, &err), CIS2_OK);
+}
+
 /* cis2_attend_group under every variant equals, head by head, the
  * row-layout reference cis2_attend_head (an independent loop: plain keys,
  * one dot_seq per position): G heads sharing a KV head, head sizes with and
@@ -432,7 +470,7 @@ int main(void)
         cmocka_unit_test(test_variants_equal_scalar), cmocka_unit_test(test_threads_identical),
         cmocka_unit_test(test_workers_pinned),   cmocka_unit_test(test_select),
         cmocka_unit_test(test_parallel_for),     cmocka_unit_test(test_pack_shapes),
-        cmocka_unit_test(test_attention_variants),
+        cmocka_unit_test(test_matmul_n),         cmocka_unit_test(test_attention_variants),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
