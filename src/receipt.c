@@ -30,12 +30,28 @@ static const char *const keys[CIS2_RECEIPT_NKEYS] = {
 
 const char *cis2_receipt_key(size_t i) { return i < CIS2_RECEIPT_NKEYS ? keys[i] : NULL; }
 
-void cis2_receipt_free(cis2_receipt *r)
+void cis2_receipt_clear(cis2_receipt *r)
 {
     free(r->prompt);
     free(r->prompt_ids);
     free(r->generated);
+    free(r->get_text);
+    free(r->source);
     memset(r, 0, sizeof *r);
+}
+
+cis2_receipt *cis2_receipt_new(void)
+{
+    cis2_receipt *r = calloc(1, sizeof(cis2_receipt));
+    if (r && !(r->source = strdup(""))) { free(r); return NULL; }
+    return r;
+}
+
+void cis2_receipt_free(cis2_receipt *r)
+{
+    if (!r) return;
+    cis2_receipt_clear(r);
+    free(r);
 }
 
 /* ------------------------------------------------------------- render */
@@ -229,7 +245,7 @@ static const char *parse_value(int k, const char *v, size_t n, cis2_receipt *r)
     return "internal: unknown key index";
 }
 
-int cis2_receipt_parse(const char *buf, size_t len, const char *name, cis2_receipt *r, cis2_error *err)
+int cis2_receipt_parse_into(const char *buf, size_t len, const char *name, cis2_receipt *r, cis2_error *err)
 {
     memset(r, 0, sizeof *r);
     size_t next = 0, line = 0, pos = 0;
@@ -282,11 +298,12 @@ int cis2_receipt_parse(const char *buf, size_t len, const char *name, cis2_recei
     if (next < CIS2_RECEIPT_NKEYS) FAIL("%s: line %zu: missing key '%s'", name, line + 1, keys[next]);
 #undef FAIL
 out:
-    if (rc) cis2_receipt_free(r);
+    if (!rc && !(r->source = strdup(name))) rc = cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", name);
+    if (rc) cis2_receipt_clear(r);
     return rc;
 }
 
-int cis2_receipt_load(const char *path, cis2_receipt *r, cis2_error *err)
+int cis2_receipt_load_into(const char *path, cis2_receipt *r, cis2_error *err)
 {
     memset(r, 0, sizeof *r);
     FILE *f = fopen(path, "rb");
@@ -310,12 +327,12 @@ int cis2_receipt_load(const char *path, cis2_receipt *r, cis2_error *err)
     int bad = ferror(f);
     fclose(f);
     if (bad) { free(b); return cis2_fail(err, CIS2_E_IO, "%s: read error", path); }
-    int rc = cis2_receipt_parse(b, n, path, r, err);
+    int rc = cis2_receipt_parse_into(b, n, path, r, err);
     free(b);
     return rc;
 }
 
-int cis2_receipt_save(const char *path, const cis2_receipt *r, cis2_error *err)
+int cis2_receipt_save_to(const char *path, const cis2_receipt *r, cis2_error *err)
 {
     char *s;
     size_t n;
@@ -341,18 +358,72 @@ int cis2_receipt_equal(const cis2_receipt *a, const cis2_receipt *b)
            !memcmp(a->witness, b->witness, 32);
 }
 
-int cis2_receipt_copy(cis2_receipt *dst, const cis2_receipt *src, cis2_error *err)
+int cis2_receipt_copy_into(cis2_receipt *dst, const cis2_receipt *src, cis2_error *err)
 {
     *dst = *src;
+    dst->get_text = NULL;
+    memset(dst->get_val, 0, sizeof dst->get_val);
+    dst->source = strdup(src->source ? src->source : "");
     dst->prompt = malloc(src->prompt_len ? src->prompt_len : 1);
     dst->prompt_ids = malloc((src->n_prompt ? src->n_prompt : 1) * sizeof(uint32_t));
     dst->generated = malloc((src->gen_toks ? src->gen_toks : 1) * sizeof(uint32_t));
-    if (!dst->prompt || !dst->prompt_ids || !dst->generated) {
-        cis2_receipt_free(dst);
+    if (!dst->prompt || !dst->prompt_ids || !dst->generated || !dst->source) {
+        cis2_receipt_clear(dst);
         return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
     }
     if (src->prompt_len) memcpy(dst->prompt, src->prompt, src->prompt_len);
     if (src->n_prompt) memcpy(dst->prompt_ids, src->prompt_ids, src->n_prompt * sizeof(uint32_t));
     if (src->gen_toks) memcpy(dst->generated, src->generated, src->gen_toks * sizeof(uint32_t));
     return CIS2_OK;
+}
+
+/* ------------------------------------------------------- public API */
+
+int cis2_receipt_parse(const char *text, size_t len, const char *name, cis2_receipt **out, cis2_error *err)
+{
+    *out = NULL;
+    cis2_receipt *r = calloc(1, sizeof *r);
+    if (!r) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", name);
+    int rc = cis2_receipt_parse_into(text, len, name, r, err);
+    if (rc) { free(r); return rc; }
+    *out = r;
+    return CIS2_OK;
+}
+
+int cis2_receipt_load(const char *path, cis2_receipt **out, cis2_error *err)
+{
+    *out = NULL;
+    cis2_receipt *r = calloc(1, sizeof *r);
+    if (!r) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
+    int rc = cis2_receipt_load_into(path, r, err);
+    if (rc) { free(r); return rc; }
+    *out = r;
+    return CIS2_OK;
+}
+
+int cis2_receipt_save(const cis2_receipt *r, const char *path, cis2_error *err)
+{
+    return cis2_receipt_save_to(path, r, err);
+}
+
+const char *cis2_receipt_get(const cis2_receipt *rc, const char *key)
+{
+    cis2_receipt *r = (cis2_receipt *)rc; /* the cache is logically const */
+    int k = -1;
+    for (int i = 0; i < CIS2_RECEIPT_NKEYS; i++)
+        if (!strcmp(keys[i], key)) k = i;
+    if (k < 0) return NULL;
+    if (!r->get_text) {
+        size_t len;
+        if (cis2_receipt_render(r, &r->get_text, &len, NULL)) return NULL;
+        /* line i (1-based) holds key i-1: cut each value at its LF */
+        char *p = strchr(r->get_text, '\n') + 1;
+        for (int i = 0; i < CIS2_RECEIPT_NKEYS && p && *p; i++) {
+            char *nl = strchr(p, '\n');
+            r->get_val[i] = p + strlen(keys[i]) + 1;
+            if (nl) *nl = 0;
+            p = nl ? nl + 1 : NULL;
+        }
+    }
+    return r->get_val[k];
 }

@@ -32,7 +32,7 @@
 #define CIS2_RECEIPT_MAX_FILE (64u << 20) /* larger files are refused (CIS2_E_FORMAT) */
 #define CIS2_RECEIPT_NKEYS 13
 
-typedef struct cis2_receipt {
+struct cis2_receipt {
     char spec_version[32];          /* printable ASCII, no whitespace */
     uint8_t weights_sha[32], config_sha[32], tokenizer_sha[32];
     uint8_t *prompt;                /* raw bytes (malloc'ed) */
@@ -44,7 +44,13 @@ typedef struct cis2_receipt {
     uint8_t table_digest[32], inv_freq_digest[32];
     uint32_t *generated;            /* malloc'ed, gen_toks ids */
     uint8_t argmax[32], witness[32];
-} cis2_receipt;
+    char *source;                   /* the name it was parsed under ("" if made) */
+    char *get_text;                 /* cis2_receipt_get's cache: the rendered text, */
+    const char *get_val[CIS2_RECEIPT_NKEYS]; /* its values NUL-terminated in place */
+};
+
+/* The public, allocating API (cis2_receipt_parse, _load, _save, _get, _free,
+ * include/cis2.h) wraps these, which work on a caller's struct. */
 
 /* Key names in receipt order (index 0..CIS2_RECEIPT_NKEYS-1). */
 const char *cis2_receipt_key(size_t i);
@@ -56,15 +62,18 @@ int cis2_receipt_render(const cis2_receipt *r, char **out, size_t *len, cis2_err
 
 /* Strict parse of `len` bytes; name prefixes every message, which names the
  * line number and the reason.  On failure *r is left empty (free-able). */
-int cis2_receipt_parse(const char *buf, size_t len, const char *name, cis2_receipt *r, cis2_error *err);
+int cis2_receipt_parse_into(const char *buf, size_t len, const char *name, cis2_receipt *r, cis2_error *err);
 
-int cis2_receipt_load(const char *path, cis2_receipt *r, cis2_error *err);
-int cis2_receipt_save(const char *path, const cis2_receipt *r, cis2_error *err);
+int cis2_receipt_load_into(const char *path, cis2_receipt *r, cis2_error *err);
+int cis2_receipt_save_to(const char *path, const cis2_receipt *r, cis2_error *err);
 
 /* 1 if every field is equal. */
 int cis2_receipt_equal(const cis2_receipt *a, const cis2_receipt *b);
 /* Deep copy (CIS2_E_NOMEM on failure). */
-int cis2_receipt_copy(cis2_receipt *dst, const cis2_receipt *src, cis2_error *err);
-void cis2_receipt_free(cis2_receipt *r);
+int cis2_receipt_copy_into(cis2_receipt *dst, const cis2_receipt *src, cis2_error *err);
+/* Frees the fields and zeroes *r (the struct itself stays). */
+void cis2_receipt_clear(cis2_receipt *r);
+/* A zeroed receipt on the heap (NULL when out of memory). */
+cis2_receipt *cis2_receipt_new(void);
 
 #endif

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "trace hashes f32 memory as little-endian bytes; big-endian hosts are not supported"
@@ -69,6 +70,21 @@ int cis2_trace_close(cis2_trace_writer *w, cis2_error *err)
     free(w->path);
     free(w);
     return rc;
+}
+
+void cis2_trace_abort(cis2_trace_writer *w)
+{
+    if (!w) return;
+    fclose(w->f);
+    unlink(w->path);
+    if (w->dump) {
+        fclose(w->dump);
+        size_t pl = strlen(w->path);
+        memcpy(w->path + pl, ".f32", 5);
+        unlink(w->path);
+    }
+    free(w->path);
+    free(w);
 }
 
 /* ------------------------------------------------------------- reader */
