@@ -13,13 +13,8 @@
  * row is the single-sequence arithmetic, so a sequence's bits never depend
  * on what else runs, how its prompt was chunked, or when it joined.
  *
- * Witness chain (§12.1), one SHA-256 stream per sequence, in this order
- * (FACTS §1.11): weights, tokenizer, config hashes and table_digest,
- * inv_freq_table_digest (raw 32 bytes each); every prompt id (u32 LE);
- * for an extension run the params digest (docs/sampling.md); then per step
- * the full logit vector (f32 bits LE, NaN as 0x7FC00000) and the chosen
- * id.  The argmax digest (§12.2) is a separate stream over prompt ++
- * generated ids.  Without stop rules exactly max_tokens tokens are made
+ * Each sequence has its own witness chain (§12.1, witness.h) and argmax
+ * digest (§12.2).  Without stop rules exactly max_tokens tokens are made
  * and EOS is not special (§3.4).
  */
 #include "session.h"
@@ -27,13 +22,10 @@
 #include "kernels.h"
 #include "pmath.h"
 #include "tokenizer.h"
+#include "witness.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "cis2 hashes f32/u32 memory as little-endian bytes; big-endian hosts are not supported"
-#endif
 
 enum { S_QUEUED, S_RUNNING, S_DONE };
 
@@ -161,23 +153,6 @@ static void seq_free(sseq *q)
     free(q);
 }
 
-/* §12.1 7a: the logit vector as u32 LE bit patterns.  A NaN is hashed as
- * the canonical quiet NaN 0x7FC00000: an invalid operation (inf - inf...)
- * yields 0xFFC00000 on x86-64 but 0x7FC00000 on aarch64, and the witness
- * must not depend on the ISA (README "Cross-ISA").  Other values are their
- * exact bits. */
-static void hash_logits(cis2_sha *w, const float *l, size_t n)
-{
-    size_t start = 0;
-    for (size_t i = 0; i < n; i++)
-        if (l[i] != l[i]) {
-            cis2_sha_update(w, l + start, (i - start) * sizeof(float));
-            cis2_sha_u32le(w, CIS2_QNAN_BITS);
-            start = i + 1;
-        }
-    cis2_sha_update(w, l + start, (n - start) * sizeof(float));
-}
-
 /* Admission: KV cache for the whole run (sized from it, not the maximum)
  * and the witness seeded with §12.1 items 1-6. */
 static int seq_start(cis2_session *s, sseq *q, cis2_error *err)
@@ -185,15 +160,9 @@ static int seq_start(cis2_session *s, sseq *q, cis2_error *err)
     const cis2_model *m = &s->e->m;
     int rc = cis2_kv_init(&q->kv, m, q->n_prompt + q->rule.max_tokens, err);
     if (rc) return rc;
-    if (cis2_sha_init(&q->w)) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    if (cis2_witness_begin(&q->w, m, q->prompt, q->n_prompt, q->rule.extension ? q->rule.params_digest : NULL))
+        return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
     q->w_open = 1;
-    cis2_sha_update(&q->w, m->weights_sha, 32);
-    cis2_sha_update(&q->w, m->tokenizer_sha, 32);
-    cis2_sha_update(&q->w, m->config_sha, 32);
-    cis2_sha_update(&q->w, m->table_digest, 32);
-    cis2_sha_update(&q->w, m->inv_freq_digest, 32);
-    for (size_t i = 0; i < q->n_prompt; i++) cis2_sha_u32le(&q->w, q->prompt[i]);
-    if (q->rule.extension) cis2_sha_update(&q->w, q->rule.params_digest, 32);
     q->kv_bytes = 2 * m->n_layers * q->kv.cap * m->kv_dim * sizeof(float);
     s->kv_used += q->kv_bytes;
     q->state = S_RUNNING;
@@ -209,11 +178,8 @@ static int seq_finish(cis2_session *s, sseq *q, int reason, cis2_error *err)
         cis2_sha_final(&q->w, q->witness);
         q->w_open = 0;
     }
-    cis2_sha a; /* §12.2 */
-    if (cis2_sha_init(&a)) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
-    for (size_t i = 0; i < q->n_prompt; i++) cis2_sha_u32le(&a, q->prompt[i]);
-    for (size_t i = 0; i < q->n_gen; i++) cis2_sha_u32le(&a, q->gen[i]);
-    cis2_sha_final(&a, q->argmax);
+    if (cis2_argmax_digest(q->prompt, q->n_prompt, q->gen, q->n_gen, q->argmax)) /* §12.2 */
+        return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
     cis2_kv_free(&q->kv);
     s->kv_used -= q->kv_bytes;
     q->kv_bytes = 0;
@@ -416,9 +382,8 @@ static void pick_task(void *vctx, size_t i)
 {
     pick_ctx *c = vctx;
     sseq *q = c->s->picks[i];
-    q->pick = (uint32_t)argmax(q->logits, c->vocab);   /* §11.2 */
-    hash_logits(&q->w, q->logits, c->vocab);            /* §12.1 7a */
-    cis2_sha_u32le(&q->w, q->pick);                      /* §12.1 7b */
+    q->pick = (uint32_t)argmax(q->logits, c->vocab);      /* §11.2 */
+    cis2_witness_step(&q->w, q->logits, c->vocab, q->pick); /* §12.1 item 7 */
 }
 
 /* The stop rule after token `step` was appended (docs/sampling.md). */

@@ -40,6 +40,7 @@
 #include "session.h"
 #include "tokenizer.h"
 #include "verdict.h"
+#include "witness.h"
 #include "config.h"
 
 #include <stdio.h>
@@ -206,22 +207,13 @@ static void note_bad(vjob *j, size_t step, const float *lg, size_t V, uint32_t b
 }
 
 /* One decided step of a receipt: the decode's token is the §11.2 argmax
- * of the step's logits; the witness gets items 7a/7b (the bytes session.c
- * hashes: NaN as 0x7FC00000). */
+ * of the step's logits, and the witness gets the step. */
 static void decide(vjob *j, const float *lg, size_t V)
 {
     size_t step = j->ndec;
-    uint32_t best = (uint32_t)argmax(lg, V);
+    uint32_t best = (uint32_t)argmax(lg, V); /* §11.2 */
     if (best != j->r->generated[step]) note_bad(j, step, lg, V, best);
-    size_t start = 0;
-    for (size_t x = 0; x < V; x++)
-        if (lg[x] != lg[x]) {
-            cis2_sha_update(&j->w, lg + start, (x - start) * sizeof(float));
-            cis2_sha_u32le(&j->w, CIS2_QNAN_BITS);
-            start = x + 1;
-        }
-    cis2_sha_update(&j->w, lg + start, (V - start) * sizeof(float));
-    cis2_sha_u32le(&j->w, best);
+    cis2_witness_step(&j->w, lg, V, best);   /* §12.1 item 7 */
     j->decoded[j->ndec++] = best;
 }
 
@@ -258,14 +250,8 @@ static int job_start(const cis2_model *m, vjob *j, size_t *kv_used, cis2_error *
     int rc = cis2_kv_init(&j->kv, m, j->nids + j->r->gen_toks, err);
     if (rc) return rc;
     if (!(j->decoded = malloc(j->r->gen_toks * sizeof(uint32_t)))) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
-    if (cis2_sha_init(&j->w)) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
-    j->w_open = 1; /* §12.1 items 1-6 */
-    cis2_sha_update(&j->w, m->weights_sha, 32);
-    cis2_sha_update(&j->w, m->tokenizer_sha, 32);
-    cis2_sha_update(&j->w, m->config_sha, 32);
-    cis2_sha_update(&j->w, m->table_digest, 32);
-    cis2_sha_update(&j->w, m->inv_freq_digest, 32);
-    for (size_t i = 0; i < j->nids; i++) cis2_sha_u32le(&j->w, j->ids[i]);
+    if (cis2_witness_begin(&j->w, m, j->ids, j->nids, NULL)) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    j->w_open = 1;
     j->bad_step = -1;
     j->ndec = 0;
     j->next_pos = 0;
@@ -371,12 +357,10 @@ static int replay_prefill(cis2_engine *e, vjob *jobs, size_t n, const cis2_verif
     }
     for (size_t i = 0; i < n; i++) { /* §12.2 over prompt ++ the decode's ids */
         vjob *j = &jobs[i];
-        if (j->skip) continue;
-        cis2_sha a;
-        if (cis2_sha_init(&a)) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); goto out; }
-        for (size_t k = 0; k < j->nids; k++) cis2_sha_u32le(&a, j->ids[k]);
-        for (size_t k = 0; k < j->ndec; k++) cis2_sha_u32le(&a, j->decoded[k]);
-        cis2_sha_final(&a, j->argmax);
+        if (!j->skip && cis2_argmax_digest(j->ids, j->nids, j->decoded, j->ndec, j->argmax)) {
+            rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+            goto out;
+        }
     }
 out:
     for (size_t i = 0; i < n; i++)
@@ -640,12 +624,10 @@ int cis2_check(const cis2_receipt *r, const char *tok_path, const char *cfg_path
         }
     }
     table_digest(table); /* §6.6 */
-    { /* §12.2 over the receipt's own ids (u32 LE; the host is LE): a consistency check */
-        cis2_sha a;
-        if (cis2_sha_init(&a)) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); goto out; }
-        for (size_t i = 0; i < r->n_prompt; i++) cis2_sha_u32le(&a, r->prompt_ids[i]);
-        for (size_t i = 0; i < r->gen_toks; i++) cis2_sha_u32le(&a, r->generated[i]);
-        cis2_sha_final(&a, argmax_d);
+    /* §12.2 over the receipt's own ids: a consistency check */
+    if (cis2_argmax_digest(r->prompt_ids, r->n_prompt, r->generated, r->gen_toks, argmax_d)) {
+        rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+        goto out;
     }
     char art[128] = "", outs[256] = "", unv[256] = "";
 #define UNV(key, why) do { cis2_vd_field(v, key, CIS2_FIELD_UNVERIFIED, "unverified (%s)", why); add_name(unv, sizeof unv, key); } while (0)
