@@ -480,9 +480,14 @@ static void prepare(const cis2_engine *e, vjob *j)
     /* §3.1: the prompt bytes are the input; their ids are recomputed */
     if (cis2_engine_encode(e, (const char *)r->prompt, r->prompt_len, &j->ids, &j->nids, &e2)) {
         char msg[600];
-        snprintf(msg, sizeof msg, "%s: prompt-hex: %s", v->source, e2.msg);
-        v->n_fields = 0; /* a malformed receipt has no field report */
-        malformed(v, e2.code == CIS2_E_FORMAT || e2.code == CIS2_E_USAGE ? CIS2_E_FORMAT : e2.code, msg);
+        v->n_fields = 0; /* no field report: the prompt cannot be re-tokenized */
+        if (e2.code == CIS2_E_UNSUPPORTED) { /* a tokenizer.json outside what this engine runs */
+            snprintf(msg, sizeof msg, "(%s)", e2.msg);
+            cis2_vd_set(v, CIS2_VERDICT_UNSUPPORTED, CIS2_E_UNSUPPORTED, "UNSUPPORTED", "%s", msg);
+        } else {
+            snprintf(msg, sizeof msg, "%s: prompt-hex: %s", v->source, e2.msg);
+            malformed(v, e2.code == CIS2_E_USAGE ? CIS2_E_FORMAT : e2.code, msg);
+        }
         j->skip = 1;
         return;
     }
