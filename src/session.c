@@ -19,6 +19,7 @@
  */
 #include "session.h"
 #include "digest.h"
+#include "sample.h"
 #include "kernels.h"
 #include "pmath.h"
 #include "tokenizer.h"
@@ -54,7 +55,11 @@ typedef struct sseq {
     uint8_t witness[32], argmax[32];
     float *logits;             /* this step's row in the session buffer, or NULL */
     uint32_t pick;             /* this step's token */
+    int pick_rc;               /* CIS2_E_NOMEM from the sampler */
     size_t kv_bytes;
+    cis2_sample_ws sws;        /* the sampler's scratch */
+    cis2_stop_state stop;      /* §S5.3 step 3's running bytes */
+    uint64_t cut;              /* stop-string: where the completion text ends */
 } sseq;
 
 struct cis2_session {
@@ -82,7 +87,15 @@ void cis2_rule_clear(cis2_rule *r)
     for (size_t i = 0; i < r->n_stop_str; i++) free(r->stop_str[i]);
     free(r->stop_str);
     free(r->stop_len);
+    free(r->params_block);
     memset(r, 0, sizeof *r);
+}
+
+void cis2_rule_stops(const cis2_rule *r, cis2_stop_rule *out)
+{
+    *out = (cis2_stop_rule){.eos = r->eos ? r->eos_ids : NULL, .n_eos = r->n_eos, .ids = r->stop_ids,
+                            .n_ids = r->n_stop_ids, .strings = r->stop_str, .lens = r->stop_len,
+                            .n_strings = r->n_stop_str, .max_tokens = r->max_tokens};
 }
 
 int cis2_rule_copy(cis2_rule *dst, const cis2_rule *src, cis2_error *err)
@@ -91,7 +104,9 @@ int cis2_rule_copy(cis2_rule *dst, const cis2_rule *src, cis2_error *err)
     dst->stop_ids = NULL;
     dst->stop_str = NULL;
     dst->stop_len = NULL;
+    dst->params_block = NULL;
     dst->n_stop_ids = dst->n_stop_str = 0;
+    if (src->params_block && !(dst->params_block = strdup(src->params_block))) goto oom;
     if (src->n_stop_ids) {
         if (!(dst->stop_ids = malloc(src->n_stop_ids * sizeof(uint32_t)))) goto oom;
         memcpy(dst->stop_ids, src->stop_ids, src->n_stop_ids * sizeof(uint32_t));
@@ -114,22 +129,62 @@ oom:
     return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
 }
 
-/* Validates a request's sampling and stop rule into r (docs/sampling.md). */
+#define STOP_IDS_MAX 64
+#define STOP_STRINGS_MAX 16
+#define STOP_STRING_BYTES 256
+
+/* Validates a request's sampling and stop rule into r (docs/sampling.md
+ * §S2.2, §S5.1); a run with T > 0 or a stop rule is an extension run
+ * (§S7.1), whose parameter block is hashed into its witness (§S7.6). */
 static int rule_from_request(const cis2_engine *e, const cis2_request *q, cis2_rule *r, cis2_error *err)
 {
     memset(r, 0, sizeof *r);
     r->max_tokens = q->max_tokens;
-    if (q->sampling) {
-        r->samp = *q->sampling;
-        uint32_t tb;
-        memcpy(&tb, &r->samp.temperature, 4);
-        if (tb != 0 || r->samp.top_k != 0 || r->samp.top_p != 0.0f || r->samp.min_p != 0.0f ||
-            r->samp.seed != 0 || r->samp.sequence != 0)
-            return cis2_fail(err, CIS2_E_UNSUPPORTED, "sampling is not implemented in this build");
+    if (q->max_tokens > UINT32_MAX) return cis2_fail(err, CIS2_E_USAGE, "max_tokens %zu does not fit u32", q->max_tokens);
+    if (q->sampling) r->samp = *q->sampling;
+    if (r->samp.top_p == 0.0f) r->samp.top_p = 1.0f; /* off */
+    int rc = cis2_sampling_check(&r->samp, e->m.vocab, err);
+    if (rc) return rc;
+    const cis2_stop *st = q->stop;
+    if (st) {
+        if (st->eos) {
+            const cis2_model_info *mi = &e->info;
+            if (mi->n_eos == 0)
+                return cis2_fail(err, CIS2_E_USAGE, "stop at eos: config.json has no eos_token_id");
+            r->eos = 1;
+            r->n_eos = mi->n_eos;
+            memcpy(r->eos_ids, mi->eos_ids, mi->n_eos * sizeof(uint32_t));
+        }
+        if (st->n_ids > STOP_IDS_MAX) return cis2_fail(err, CIS2_E_USAGE, "more than %d stop ids", STOP_IDS_MAX);
+        if (st->n_strings > STOP_STRINGS_MAX)
+            return cis2_fail(err, CIS2_E_USAGE, "more than %d stop strings", STOP_STRINGS_MAX);
+        if (st->n_strings && !e->tok)
+            return cis2_fail(err, CIS2_E_USAGE, "stop strings need the model's tokenizer (%s)", e->tok_err.msg);
+        for (size_t i = 0; i < st->n_strings; i++)
+            if (st->string_lens[i] < 1 || st->string_lens[i] > STOP_STRING_BYTES)
+                return cis2_fail(err, CIS2_E_USAGE, "stop string %zu: %zu bytes (1..%d)", i, st->string_lens[i],
+                                 STOP_STRING_BYTES);
+        cis2_rule tmp = {.n_stop_ids = st->n_ids, .n_stop_str = st->n_strings};
+        tmp.stop_ids = (uint32_t *)st->ids;
+        tmp.stop_str = (char **)st->strings;
+        tmp.stop_len = (size_t *)st->string_lens;
+        cis2_rule copy;
+        if ((rc = cis2_rule_copy(&copy, &tmp, err))) return rc;
+        r->stop_ids = copy.stop_ids;
+        r->n_stop_ids = copy.n_stop_ids;
+        r->stop_str = copy.stop_str;
+        r->stop_len = copy.stop_len;
+        r->n_stop_str = copy.n_stop_str;
     }
-    if (q->stop && (q->stop->eos || q->stop->n_ids || q->stop->n_strings))
-        return cis2_fail(err, CIS2_E_UNSUPPORTED, "stop rules are not implemented in this build");
-    (void)e;
+    uint32_t tb;
+    memcpy(&tb, &r->samp.temperature, 4);
+    r->extension = tb != 0 || r->eos || r->n_stop_ids || r->n_stop_str; /* §S7.1 */
+    if (r->extension) {
+        cis2_stop_rule sr;
+        cis2_rule_stops(r, &sr);
+        if (!(r->params_block = cis2_params_block(&r->samp, &sr))) { cis2_rule_clear(r); return cis2_fail(err, CIS2_E_NOMEM, "out of memory"); }
+        cis2_sha256(r->params_block, strlen(r->params_block), r->params_digest); /* §S7.5 */
+    }
     return CIS2_OK;
 }
 
@@ -150,6 +205,8 @@ static void seq_free(sseq *q)
     free(q->lp);
     free(q->top_ids);
     free(q->top_lp);
+    cis2_sample_ws_free(&q->sws);
+    cis2_stop_state_free(&q->stop);
     free(q);
 }
 
@@ -374,7 +431,8 @@ static int grow(void **p, size_t *cap, size_t want, size_t elem)
     return 0;
 }
 
-/* One sequence's choice for this step: §11.2 argmax of its logits, then
+/* One sequence's choice for this step: the token (§11.2 argmax, or the
+ * sampler of docs/sampling.md §S3), its logprobs when asked (§S4), then
  * the witness items 7a, 7b.  Runs across the pool, one sequence per item. */
 typedef struct pick_ctx { cis2_session *s; size_t vocab; } pick_ctx;
 
@@ -382,15 +440,31 @@ static void pick_task(void *vctx, size_t i)
 {
     pick_ctx *c = vctx;
     sseq *q = c->s->picks[i];
-    q->pick = (uint32_t)argmax(q->logits, c->vocab);      /* §11.2 */
+    size_t step = q->n_gen;
+    q->pick_rc = cis2_sample_step(q->logits, c->vocab, &q->rule.samp, (uint32_t)step, &q->sws, &q->pick, NULL);
+    if (!q->pick_rc && q->want_lp) {
+        size_t nt;
+        q->pick_rc = cis2_logprobs(q->logits, c->vocab, q->pick, q->top_n, &q->sws, &q->lp[step],
+                                   q->top_ids ? q->top_ids + step * q->top_n : NULL,
+                                   q->top_lp ? q->top_lp + step * q->top_n : NULL, &nt);
+        for (size_t k = nt; k < q->top_n; k++) { /* fewer candidates than asked: marked by id 2^32-1 */
+            q->top_ids[step * q->top_n + k] = UINT32_MAX;
+            q->top_lp[step * q->top_n + k] = 0.0f;
+        }
+    }
     cis2_witness_step(&q->w, q->logits, c->vocab, q->pick); /* §12.1 item 7 */
 }
 
-/* The stop rule after token `step` was appended (docs/sampling.md). */
-static int stop_reason(const sseq *q)
+/* §S5.3 after token `step` was appended. */
+static int stop_reason(const cis2_session *s, sseq *q, size_t step)
 {
-    if (q->n_gen >= q->rule.max_tokens) return CIS2_FINISH_LENGTH;
-    return CIS2_FINISH_NONE;
+    cis2_stop_rule sr;
+    cis2_rule_stops(&q->rule, &sr);
+    size_t len = 0;
+    const char *b = sr.n_strings ? cis2_tokenizer_token_bytes(s->e->tok, q->pick, &len) : NULL;
+    int why = cis2_stop_after(&sr, &q->stop, step, q->pick, (const uint8_t *)b, b ? len : 0);
+    if (why == CIS2_FINISH_STOP_STRING) q->cut = q->stop.cut;
+    return why;
 }
 
 static float wants_logits;
@@ -472,11 +546,14 @@ int cis2_session_step_framed(cis2_session *s, size_t *running, cis2_error *err)
     if ((rc = cis2_forward(m, &s->ws, s->rows, nrows, s->in.trace, s->in.trace_ctx, err))) return rc;
     pick_ctx pc = {s, V};
     cis2_parallel_for(j, pick_task, &pc); /* each sequence its own stream */
+    for (size_t i = 0; i < j; i++)
+        if (s->picks[i]->pick_rc) return cis2_fail(err, CIS2_E_NOMEM, "out of memory in the sampler");
     for (size_t i = 0; i < j; i++) {
         sseq *q = s->picks[i];
         size_t step = q->n_gen;
         q->gen[q->n_gen++] = q->pick;
-        int reason = stop_reason(q);
+        int reason = stop_reason(s, q, step);
+        if (reason < 0) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
         if (s->o.on_token && !q->quiet) {
             cis2_token_event ev = {.seq = q->index, .user = q->user, .step = step, .token = q->pick,
                                    .logits = q->logits, .vocab = V, .finish = reason,

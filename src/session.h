@@ -12,20 +12,27 @@
 #include "cis2.h"
 #include "engine.h"
 
-/* A request's sampling and stop rule, owned (copied at add). */
+/* A request's sampling and stop rule, owned (copied at add;
+ * docs/sampling.md §S2, §S5). */
 typedef struct cis2_rule {
     cis2_sampling samp;        /* normalized: top_p 0 -> 1.0 */
-    int sampled;               /* T > 0 and top_k != 1: Philox draws */
     int eos;                   /* stop at the engine's eos ids */
+    uint32_t eos_ids[64];      /* copied from the engine when eos */
+    size_t n_eos;
     uint32_t *stop_ids;
     size_t n_stop_ids;
     char **stop_str;
     size_t *stop_len;
     size_t n_stop_str;
     size_t max_tokens;
-    int extension;             /* not a plain greedy v1 run: receipt ext-sampling-1 */
-    uint8_t params_digest[32]; /* docs/sampling.md, when extension */
+    int extension;             /* T > 0 or a stop rule: receipt ext-sampling-1 (§S7.1) */
+    char *params_block;        /* §S7.5's 11 lines, when extension */
+    uint8_t params_digest[32]; /* its sha256 */
 } cis2_rule;
+
+/* The stop rule of sample.h over a rule's lists. */
+struct cis2_stop_rule;
+void cis2_rule_stops(const cis2_rule *r, struct cis2_stop_rule *out);
 
 struct cis2_result_priv {
     cis2_rule rule;

@@ -60,9 +60,8 @@ int cis2_receipt_make(const cis2_engine *e, const cis2_result *res, cis2_receipt
         return cis2_fail(err, CIS2_E_USAGE,
                          "receipt: the prompt ids do not round-trip through the tokenizer (decode then encode gives "
                          "other ids), so no prompt bytes reproduce them; give the prompt as text");
-    if (res->priv && res->priv->rule.extension)
-        return cis2_fail(err, CIS2_E_UNSUPPORTED, "receipt: extension runs are not implemented in this build");
-    if (res->n_tokens > UINT32_MAX) return cis2_fail(err, CIS2_E_USAGE, "receipt: gen-toks beyond u32");
+    if (res->n_tokens == 0 || res->n_tokens > UINT32_MAX || res->finish == CIS2_FINISH_CANCELLED)
+        return cis2_fail(err, CIS2_E_USAGE, "receipt: a cancelled or empty run has no receipt");
     cis2_receipt *r = cis2_receipt_new();
     if (!r) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
     const cis2_model *m = &e->m;
@@ -76,9 +75,28 @@ int cis2_receipt_make(const cis2_engine *e, const cis2_result *res, cis2_receipt
     memcpy(r->argmax, res->argmax_digest, 32);
     memcpy(r->witness, res->witness, 32);
     r->gen_toks = (uint32_t)res->n_tokens;
+    const cis2_rule *ru = res->priv ? &res->priv->rule : NULL;
+    if (ru && ru->extension) { /* docs/sampling.md §S7.2 */
+        r->ext = 1;
+        r->max_toks = (uint32_t)ru->max_tokens;
+        r->samp = ru->samp;
+        r->has_eos = ru->eos;
+        r->n_stop_eos = ru->eos ? ru->n_eos : 0;
+        memcpy(r->stop_eos, ru->eos_ids, r->n_stop_eos * sizeof(uint32_t));
+        r->n_stop_ids = ru->n_stop_ids;
+        memcpy(r->stop_ids, ru->stop_ids, ru->n_stop_ids * sizeof(uint32_t));
+        for (size_t i = 0; i < ru->n_stop_str; i++) {
+            if (!(r->stop_str[i] = malloc(ru->stop_len[i] + 1))) { cis2_receipt_free(r); return cis2_fail(err, CIS2_E_NOMEM, "out of memory"); }
+            memcpy(r->stop_str[i], ru->stop_str[i], ru->stop_len[i] + 1);
+            r->stop_len[i] = ru->stop_len[i];
+            r->n_stop_str = i + 1;
+        }
+        memcpy(r->params_digest, ru->params_digest, 32);
+        r->finish = res->finish;
+    }
     r->prompt = malloc(res->prompt_len);
     r->prompt_ids = malloc(res->n_prompt * sizeof(uint32_t));
-    r->generated = malloc((res->n_tokens ? res->n_tokens : 1) * sizeof(uint32_t));
+    r->generated = malloc(res->n_tokens * sizeof(uint32_t));
     if (!r->prompt || !r->prompt_ids || !r->generated) {
         cis2_receipt_free(r);
         return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
