@@ -501,32 +501,33 @@ def candidate_order(x):
     return list(_order_cache[key])
 
 
-def sample_step(x, T_bits, top_k, top_p_bits, min_p_bits, seed, sequence, step):
-    """§S3.1: the token of one step, with the values the vectors record."""
+_filter_cache = {}
+
+
+def filtered(x, T_bits, top_k, top_p_bits, min_p_bits):
+    """§S3.3-§S3.4 for a philox4x32-10 sampler: the finally kept candidates.
+    Returns a dict (cached per logits and parameters: it does not depend on
+    seed, sequence or step) with the kept ids f, their weights wf, S, S'
+    and the set sizes; None when there is no candidate."""
     x = np.asarray(x, dtype=F32)
-    res = {'sampler': sampler_of(T_bits, top_k), 'drew': False}
-    if res['sampler'] == 'greedy':                    # §S3.2
-        res['token'] = argmax(x)
-        return res
+    key = (x.tobytes(), T_bits, top_k, top_p_bits, min_p_bits)
+    if key in _filter_cache:
+        return _filter_cache[key]
     cand = candidate_order(x)                         # §S3.3
-    res['n_candidates'] = len(cand)
     if not cand:
-        res['token'] = argmax(x)                      # §S3.1 step 2
-        return res
+        return None
     # §S3.4.1 top-k
     kept = cand[:top_k] if 0 < top_k < len(cand) else list(cand)
     K = len(kept)
-    res['n_after_top_k'] = K
     # §S3.4.2 weights
     T = f32(T_bits)
     xs = x[kept]
     m = xs[0]
-    d = np.where(eq(xs, m), ZERO, sub(xs, m)).astype(F32)
+    d = np.where(eq(xs, m), ZERO, sub(xs, m)).astype(F32)   # d = (x == m) ? +0.0 : x - m
     with HazardOk():              # §S1.6: z only feeds exp_pinned, harmless there
         z = div(d, T)
     w = exp_pinned(z)
     S = sum_seq(w)
-    res['S_bits'] = bits_of(S)
     # §S3.4.3 top-p
     n_p = K
     if top_p_bits != 0x3F800000:
@@ -536,35 +537,54 @@ def sample_step(x, T_bits, top_k, top_p_bits, min_p_bits, seed, sequence, step):
         if hit.size:
             n_p = int(hit[0]) + 1
     sel = list(range(n_p))
-    res['n_after_top_p'] = n_p
     # §S3.4.4 min-p
     if min_p_bits != 0x00000000:
         p_first = div(w[0], S)
         t = mul(f32(min_p_bits), p_first)
         q = div(w[:n_p], S)
-        keep = ge(q, t)
-        keep[0] = True                                # always kept
+        keep = ge(q, t)                               # (w / S) >= t, each on its own
+        keep[0] = True                                # the first is always kept
         sel = [j for j in sel if keep[j]]
-    res['n_kept'] = len(sel)
     # §S3.4.5 final sum
     wf = w[sel]
     Sp = sum_seq(wf)
-    res['S_prime_bits'] = bits_of(Sp)
+    res = {'f': [kept[j] for j in sel], 'wf': wf, 'acc': prefix_sums(wf),
+           'S': S, 'S_prime': Sp, 'n_candidates': len(cand),
+           'n_after_top_k': K, 'n_after_top_p': n_p, 'n_kept': len(sel)}
+    assert res['acc'][-1] == Sp                       # §S3.7: the same additions
+    if len(_filter_cache) > 64:
+        _filter_cache.clear()
+    _filter_cache[key] = res
+    return res
+
+
+def sample_step(x, T_bits, top_k, top_p_bits, min_p_bits, seed, sequence, step):
+    """§S3.1: the token of one step, with the values the vectors record."""
+    x = np.asarray(x, dtype=F32)
+    res = {'sampler': sampler_of(T_bits, top_k), 'drew': False}
+    if res['sampler'] == 'greedy':                    # §S3.2
+        res['token'] = argmax(x)
+        return res
+    fl = filtered(x, T_bits, top_k, top_p_bits, min_p_bits)
+    if fl is None:                                    # §S3.1 step 2: no candidate
+        res['n_candidates'] = 0
+        res['token'] = argmax(x)
+        return res
+    for k in ('n_candidates', 'n_after_top_k', 'n_after_top_p', 'n_kept'):
+        res[k] = fl[k]
+    res['S_bits'] = bits_of(fl['S'])
+    res['S_prime_bits'] = bits_of(fl['S_prime'])
     # §S3.5 draw
     Kk, C, out, u = philox_draw(seed, sequence, step)
     res.update(drew=True, philox_key=list(Kk), philox_counter=list(C),
                philox_out=list(out), u_bits=bits_of(u))
-    # §S3.6 inverse CDF
-    target = mul(u, Sp)
+    # §S3.6 inverse CDF: acc = acc + w in order; the first with target < acc
+    target = mul(u, fl['S_prime'])
     res['target_bits'] = bits_of(target)
-    acc = prefix_sums(wf)                             # acc = acc + w, in order
-    hit = np.nonzero(lt(target, acc))[0]              # first target < acc (strict)
-    chosen = kept[sel[int(hit[0])]] if hit.size else None
-    res['fallback'] = chosen is None
-    if chosen is None:
-        chosen = kept[sel[-1]]
-    res['token'] = chosen
-    res['kept_ids'] = [kept[j] for j in sel]
+    hit = np.nonzero(lt(target, fl['acc']))[0]
+    res['fallback'] = not hit.size
+    res['token'] = fl['f'][int(hit[0])] if hit.size else fl['f'][-1]
+    res['kept_ids'] = list(fl['f'])
     return res
 
 
