@@ -45,12 +45,14 @@ B = {
 # by a vectorised search over steps with seed 0, sequence 0 (checked below):
 U_ZERO = (0, 0, 14883995)       # out0 = 0x00000093: u = 0, target = 0
 U_MAX = (0, 0, 38471471)        # out0 = 0xffffffec: u = 1 - 2^-24 (0x3f7fffff)
+U_HALF = (0, 0, 9297664)        # out0 >> 8 = 0x800000: u = 0.5, target can equal a partial sum
 DRAWS = [(0, 0, 0), (1, 0, 0), (1, 1, 0), (1, 0, 1),
          (0x0123456789ABCDEF, 3, 17),
-         (0xFFFFFFFFFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFE), U_ZERO, U_MAX]
+         (0xFFFFFFFFFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFE), U_ZERO, U_HALF, U_MAX]
 DRAWS_BIG = [(0, 0, 0), (42, 0, 5), (0xFFFFFFFFFFFFFFFF, 7, 1), U_MAX]
 assert R.bits_of(R.philox_draw(*U_ZERO)[3]) == 0x00000000
 assert R.bits_of(R.philox_draw(*U_MAX)[3]) == 0x3F7FFFFF
+assert R.bits_of(R.philox_draw(*U_HALF)[3]) == 0x3F000000
 
 
 def h8(b):
@@ -58,7 +60,9 @@ def h8(b):
 
 
 def params(T='1', top_k=0, top_p='1', min_p='0'):
-    return {'temperature': B[T], 'top_k': top_k, 'top_p': B[top_p], 'min_p': B[min_p]}
+    def b(v):
+        return v if isinstance(v, int) else B[v]
+    return {'temperature': b(T), 'top_k': top_k, 'top_p': b(top_p), 'min_p': b(min_p)}
 
 
 def f32s(vals):
@@ -110,6 +114,12 @@ def logit_cases():
               f32s(['10', '10', '9', '-10', '-10', '-12', '-15', '-20']),
               [params('1', top_p='below1'), params('1', top_p='0.9'),
                params('1', top_p='flt_min'), params('1')], DRAWS, 8))
+    V.append(('top_p_exact', 'four equal weights: p = 0.25 exactly, so the top-p sum equals '
+              'top_p (0.5, 0.75) exactly and the >= keeps 2 (3); min_p = 1.0 equals every '
+              'w / S and keeps all; u = 0.5 makes target equal a partial sum (strict <)',
+              f32s(['1', '1', '1', '1']),
+              [params('1', top_p='0.5'), params('1', top_p=0x3F400000), params('1', min_p='1'),
+               params('1')], DRAWS, 4))
     V.append(('top_k_tie', 'top-k = 3 cuts inside a four-way tie: ids 2, 4, 6 kept, 7 dropped',
               f32s(['-1', '0.5', '4', '0.5', '4', '-1', '4', '4', '3.5']),
               [params('1', top_k=3), params('1', top_k=5), params('1.5', top_k=3, top_p='0.5')],
@@ -448,6 +458,8 @@ def main(argv):
             if old != files.get(name):
                 print('gen_vectors: %s differs from a fresh generation' % path)
                 bad = 1
+        if not bad:
+            print('gen_vectors: all %d files in %s equal a fresh generation' % (len(files), out))
         return bad
     os.makedirs(out, exist_ok=True)
     for name, text in files.items():

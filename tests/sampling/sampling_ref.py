@@ -590,9 +590,23 @@ def sample_step(x, T_bits, top_k, top_p_bits, min_p_bits, seed, sequence, step):
 
 # --------------------------------------------------------------- §S4 logprobs
 
+_logprob_cache = {}
+
+
 def logprobs(x):
-    """§S4: array of V logprobs (binary32; NaN logits give QNAN), plus M, E, L."""
+    """§S4: array of V logprobs (binary32; NaN logits give QNAN), plus M, E, L.
+    Cached per logit vector (logprobs depend on nothing else)."""
     x = np.asarray(x, dtype=F32)
+    key = x.tobytes()
+    if key not in _logprob_cache:
+        if len(_logprob_cache) > 16:
+            _logprob_cache.clear()
+        _logprob_cache[key] = _logprobs(x)
+    out, info = _logprob_cache[key]
+    return out.copy(), info
+
+
+def _logprobs(x):
     V = len(x)
     out = np.empty(V, dtype=F32)
     out.view(U32)[:] = QNAN_BITS
