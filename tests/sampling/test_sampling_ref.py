@@ -92,6 +92,23 @@ def test_ln_pinned_goldens():
         assert bits(R.ln_pinned(f32(x))) == y, hex(x)
 
 
+def test_coefficients_table_digest():
+    # spec §6.6: the table digest over the reference's own exp/ln constants (plus the
+    # spec's §6.3 sin/cos constants, which the sampler does not use) is the pinned
+    # value, so no exp/ln coefficient can be off by a bit unnoticed
+    def le(x):
+        return struct.pack('<I', bits(x))
+    h = hashlib.sha256()
+    for c in [R.EXP_LOG2E, R.EXP_C1, R.EXP_C2] + R.EXP_P:
+        h.update(le(c))
+    h.update(struct.pack('<Q', 0x3FF921FB54442D18))                    # PI_2_F64
+    for b in (0xBE2AAAA3, 0x3C08839E, 0xB94CA1F9, 0x3D2AAAA5, 0xBAB6061A, 0x37CCF5CE):
+        h.update(struct.pack('<I', b))                                  # SIN_C0..2, COS_C0..2
+    for c in [R.LOG_SQRTHF, R.LOG_Q1, R.LOG_Q2] + R.LOG_P:
+        h.update(le(c))
+    assert h.hexdigest() == '23c7bfaf5cef0095fd021af2eb1808abb4928bae4219756d86bdac670a06b35d'
+
+
 def test_ftz_daz_goldens():
     # FACTS.md §3 denormal probes: all 0x00000000 pinned
     for op, a, b in ((R.mul, 0x20000000, 0x1F800000), (R.mul, 0x33800000, 0x0C000000),
@@ -354,6 +371,43 @@ def test_receipt_vector_consistency():
         assert hashlib.sha256(text[i:j].encode()).hexdigest() == kv['params-digest']
         ids = kv['generated-token-ids'].split(',')
         assert len(ids) == int(kv['gen-toks']) <= int(kv['max-toks'])
+
+
+# ------------------------------------------------- against cis2's own pmath.c
+
+def _pmath(op, xs):
+    """cis2_exp_pinned (op 0) / cis2_ln_pinned (op 1) of xs, through the
+    helper tests/t_sampling_ref.sh builds (tests/sampling/pmath_dump.c)."""
+    import subprocess
+    exe = os.environ.get('CIS2_PMATH_DUMP')
+    xb = R.bits_arr(xs).astype('<u4')
+    data = struct.pack('<2I', op, len(xb)) + xb.tobytes()
+    out = subprocess.run([exe], input=data, capture_output=True, check=True).stdout
+    return np.frombuffer(out, dtype='<u4')
+
+
+def test_pmath_differential():
+    # FACTS.md §3's goldens do not pin every operation of §6.2/§6.5 (e.g. exp's
+    # (poly*r)*r for poly*(r*r) passes them), so where the C library is built the
+    # reference must equal it bit for bit on the sampler's domains: exp on z <= 0
+    # (every 4096th binary32 in [-88, -0] and 2^17 uniform values), ln on [1, 2^18]
+    # (every integer and 2^17 random binary32)
+    if not os.environ.get('CIS2_PMATH_DUMP'):
+        try:
+            import pytest
+            pytest.skip('CIS2_PMATH_DUMP not set (tests/t_sampling_ref.sh sets it)')
+        except ImportError:
+            return
+    rng = np.random.default_rng(3)
+    z = np.concatenate([np.arange(0x80000000, 0xC2B00001, 4096, dtype=np.uint64)
+                        .astype(np.uint32).view(np.float32),
+                        rng.uniform(-88, 0, 1 << 17).astype(np.float32)])
+    assert np.array_equal(_pmath(0, z), R.bits_arr(R.exp_pinned(z)))
+    e = np.concatenate([np.arange(1, 262145, dtype=np.float32),
+                        rng.integers(0x3F800000, 0x48800000, 1 << 17, dtype=np.uint32,
+                                     endpoint=True).view(np.float32)])
+    assert np.array_equal(_pmath(1, e), R.bits_arr(R.ln_pinned(e)))
+    assert not R.HAZARDS
 
 
 # ----------------------------------------------------------------- the vectors
