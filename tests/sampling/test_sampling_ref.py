@@ -399,9 +399,15 @@ def test_pmath_differential():
         except ImportError:
             return
     rng = np.random.default_rng(3)
+    # and 33 neighbours of each -(n + 0.5) ln 2: there z * EXP_LOG2E can be exactly a
+    # half-integer, where floor(t + 0.5) and a rounding of t part (§6.2 step 4)
+    near_half = [b + i for n in range(128) for i in range(-16, 17)
+                 for b in [int(np.array([np.float32(-(n + 0.5) * math.log(2))])
+                               .view(np.uint32)[0])]]
     z = np.concatenate([np.arange(0x80000000, 0xC2B00001, 4096, dtype=np.uint64)
                         .astype(np.uint32).view(np.float32),
-                        rng.uniform(-88, 0, 1 << 17).astype(np.float32)])
+                        rng.uniform(-88, 0, 1 << 17).astype(np.float32),
+                        np.array(near_half, dtype=np.uint32).view(np.float32)])
     assert np.array_equal(_pmath(0, z), R.bits_arr(R.exp_pinned(z)))
     e = np.concatenate([np.arange(1, 262145, dtype=np.float32),
                         rng.integers(0x3F800000, 0x48800000, 1 << 17, dtype=np.uint32,
