@@ -23,7 +23,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, '..', '..'))
 sys.path.insert(0, HERE)
 import sampling_ref as R  # noqa: E402
-import gen_vectors as G  # noqa: E402
 
 f32, bits = R.f32, R.bits_of
 
@@ -136,6 +135,11 @@ def test_sum_seq_order():
     a = R.arr_from_bits([0x4CBEBC20, 0x3F800000, 0xCCBEBC20])
     assert bits(R.sum_seq(a)) == 0x00000000
     assert bits(R.sum_seq(a[::-1])) == 0x00000000 and bits(R.sum_seq(a[[0, 2, 1]])) == 0x3F800000
+    # long enough that a pairwise or blocked sum (numpy's np.sum) would differ:
+    # every 1.0 is lost against 1e8 (its ulp is 8) left to right
+    b = R.arr_from_bits([0x4CBEBC20] + [0x3F800000] * 30 + [0xCCBEBC20])
+    assert bits(R.sum_seq(b)) == 0x00000000 and bits(np.sum(b, dtype=np.float32)) != 0
+    assert bits(R.sum_seq(R.arr_from_bits([0x80000000, 0x80000000]))) == 0x00000000  # +0.0 start
 
 
 def test_argmax_rule():
@@ -177,6 +181,7 @@ def test_worked_example_appendix_a():
     # 19863212 * 2^-23 = 9931606 * 2^-22 exactly
     rep = R.logprob_report(x, 1, 4)
     assert rep['E_bits'] == (128 << 23) | (9931606 - 2 ** 23)
+    assert rep['L_bits'] == 0x3F5CABB1                                  # as Appendix A states
     L = f32(rep['L_bits'])
     assert abs(float(L) - math.log(9931606 / 2 ** 22)) <= 2 ** -23 * 2   # within ~1 ulp
     lp = [f32(b) for _, b in rep['top']]
@@ -419,6 +424,7 @@ def test_pmath_differential():
 # ----------------------------------------------------------------- the vectors
 
 def test_vectors_equal_a_fresh_generation():
+    import gen_vectors as G
     files = G.all_files()
     d = os.path.join(ROOT, 'tests', 'vectors', 'sampling')
     committed = sorted(f for f in os.listdir(d) if f.endswith('.json'))
