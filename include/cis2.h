@@ -169,8 +169,9 @@ typedef struct cis2_model_info {
     uint8_t weights_sha256[32], config_sha256[32], tokenizer_sha256[32]; /* §2.1 */
     uint8_t table_digest[32];       /* §6.6 */
     uint8_t inv_freq_table_digest[32]; /* §7.2 */
-    size_t n_eos;                   /* config.json eos_token_id(s) */
-    uint32_t eos_ids[8];
+    size_t n_eos;                   /* config.json eos_token_id(s) (docs/sampling.md §S5.1) */
+    uint32_t eos_ids[64];
+    int eos_malformed;              /* eos_token_id is there but not u32s: stop-at-eos is refused */
     int has_tokenizer;              /* tokenizer.json loaded */
     int tokenizer_normative;        /* 0: loaded through CIS2_OPEN_TOKENIZER_EXT */
     const char *kernel;             /* the matrix kernel in use */

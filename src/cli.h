@@ -39,14 +39,16 @@ extern const size_t cli_ncommands;
 const cli_command *cli_find(const char *name);
 
 /* ---- options ---- */
-enum { OPT_FLAG, OPT_STR, OPT_SIZE, OPT_U64 };
+enum { OPT_FLAG, OPT_STR, OPT_SIZE, OPT_U64, OPT_MULTI };
 typedef struct cli_opt {
     const char *name;       /* "--gen-toks" */
     int kind;
-    void *dest;             /* int* (FLAG, set to 1), const char** (STR), size_t* (SIZE), uint64_t* (U64) */
+    void *dest;             /* int* (FLAG, set to 1), const char** (STR), size_t* (SIZE), uint64_t* (U64),
+                               cli_multi* (MULTI: may be given up to max times) */
     size_t max;             /* OPT_SIZE: the largest value accepted */
     int seen;               /* set by cli_parse */
 } cli_opt;
+typedef struct cli_multi { const char *v[16]; size_t n; } cli_multi;
 /* Parses argv[1..argc) against opts (a NULL-name-terminated array): a
  * repeated option, an unknown one, a missing or malformed value are usage
  * errors; up to pos_max positional arguments go to pos (*npos of them).
@@ -80,6 +82,11 @@ int cli_parse_ids(const char *what, const char *s, uint32_t **ids, size_t *n, ci
 /* "1,2,3" (malloc'ed; NULL when out of memory). */
 char *cli_ids_csv(const uint32_t *ids, size_t n);
 void cli_hex(const uint8_t d[32], char out[65]);
+/* docs/sampling.md §S2.3: a decimal (optional sign, digits with an
+ * optional point, an optional exponent) converted to binary32 by one
+ * correctly rounded conversion; a nonzero number that rounds to 0 or to a
+ * subnormal, or overflows, is refused.  CIS2_E_USAGE naming opt. */
+int cli_parse_f32(const char *cmd, const char *opt, const char *s, float *out);
 /* Reads all of stdin, at most limit bytes (CIS2_E_FORMAT beyond). */
 int cli_read_stdin(size_t limit, char **buf, size_t *len, cis2_error *err);
 

@@ -101,7 +101,35 @@ static json_t *ids_json(const uint32_t *ids, size_t n)
     return a;
 }
 
-static json_t *result_json(const cis2_model_info *mi, const cis2_result *r, size_t idx)
+/* The bits beside the decimal: the bits are what is pinned (docs/sampling.md §S4). */
+static json_t *lp_json(uint32_t id, float lp)
+{
+    uint32_t b;
+    memcpy(&b, &lp, 4);
+    char h[9];
+    snprintf(h, sizeof h, "%08x", b);
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_integer(id));
+    json_object_set_new(o, "logprob", lp == lp ? json_real(lp) : json_null());
+    json_object_set_new(o, "bits", json_string(h));
+    return o;
+}
+
+static json_t *logprobs_json(const cis2_result *r)
+{
+    json_t *a = json_array();
+    for (size_t s = 0; s < r->n_tokens; s++) {
+        json_t *st = lp_json(r->tokens[s], r->logprobs[s]), *top = json_array();
+        for (size_t k = 0; k < r->n_top; k++)
+            if (r->top_ids[s * r->n_top + k] != UINT32_MAX)
+                json_array_append_new(top, lp_json(r->top_ids[s * r->n_top + k], r->top_logprobs[s * r->n_top + k]));
+        json_object_set_new(st, "top", top);
+        json_array_append_new(a, st);
+    }
+    return a;
+}
+
+static json_t *result_json(const cis2_model_info *mi, const cis2_result *r, size_t idx, int ext)
 {
     char h[65];
     json_t *o = json_object();
@@ -121,10 +149,12 @@ static json_t *result_json(const cis2_model_info *mi, const cis2_result *r, size
     json_object_set_new(o, "gen_toks", json_integer((json_int_t)r->n_tokens));
     json_object_set_new(o, "dtype", json_string("fp32"));
     json_object_set_new(o, "completion", r->text ? json_stringn(r->text, r->text_len) : json_null());
+    if (ext) json_object_set_new(o, "finish_reason", json_string(cis2_finish_name(r->finish)));
+    if (r->logprobs) json_object_set_new(o, "logprobs", logprobs_json(r));
     return o;
 }
 
-static void print_text(const cis2_model_info *mi, const cis2_result *r, size_t idx)
+static void print_text(const cis2_model_info *mi, const cis2_result *r, size_t idx, int ext)
 {
     char h[65];
     char *pc = cli_ids_csv(r->prompt_ids, r->n_prompt), *gc = cli_ids_csv(r->tokens, r->n_tokens);
@@ -144,6 +174,14 @@ static void print_text(const cis2_model_info *mi, const cis2_result *r, size_t i
     printf("completion = %s\n", cj ? cj : "null");
     free(cj);
     json_decref(c);
+    if (ext) printf("finish_reason = %s\n", cis2_finish_name(r->finish));
+    if (r->logprobs) {
+        json_t *lj = logprobs_json(r);
+        char *ls = json_dumps(lj, JSON_COMPACT);
+        printf("logprobs = %s\n", ls ? ls : "null");
+        free(ls);
+        json_decref(lj);
+    }
     free(pc);
     free(gc);
 }
@@ -195,6 +233,17 @@ typedef struct run_opts {
     const char *prompt_text, *prompt_file, *prompt_ids, *dump, *receipt, *trace;
     size_t gen;
     int json, recompute, trace_dump, progress;
+    /* docs/sampling.md: the sampler, logprobs and stop rules */
+    const char *temperature, *top_p, *min_p, *stop_ids;
+    size_t top_k, logprobs;
+    uint64_t seed, sequence;
+    int stop_eos;
+    cli_multi stops;
+    cis2_sampling samp;
+    cis2_stop stop;
+    uint32_t *stop_id_list;
+    const char *stop_str[16];
+    size_t stop_len[16];
 } run_opts;
 
 /* FILE, or FILE.i for prompt i of several. */
@@ -265,6 +314,42 @@ static int check_round_trip(const cis2_engine *e, const prompt *p, cis2_error *e
                      "encode gives other ids), so no prompt bytes reproduce them; give --prompt instead");
 }
 
+/* docs/sampling.md §S2.2-§S2.3 on the command line: decimals correctly
+ * rounded, --top-k 0 and --top-p 0 refused (omit them for "off"). */
+static int sampling_opts(run_opts *o, const cli_opt *opts)
+{
+    int rc;
+    if (o->temperature && (rc = cli_parse_f32("run", "--temperature", o->temperature, &o->samp.temperature))) return rc;
+    if (o->top_p) {
+        if ((rc = cli_parse_f32("run", "--top-p", o->top_p, &o->samp.top_p))) return rc;
+        if (o->samp.top_p == 0.0f) return cli_usage_error("run", "--top-p must be in (0, 1] (omit it for off)");
+    }
+    if (o->min_p && (rc = cli_parse_f32("run", "--min-p", o->min_p, &o->samp.min_p))) return rc;
+    for (const cli_opt *p = opts; p->name; p++)
+        if (!strcmp(p->name, "--top-k") && p->seen && o->top_k == 0)
+            return cli_usage_error("run", "--top-k 0 is refused (omit it for off)");
+    if (o->sequence > UINT32_MAX) return cli_usage_error("run", "--sequence must fit 32 bits");
+    o->samp.top_k = (uint32_t)o->top_k;
+    o->samp.seed = o->seed;
+    o->samp.sequence = (uint32_t)o->sequence;
+    o->stop.eos = o->stop_eos;
+    if (o->stop_ids) {
+        cis2_error err = {0};
+        if ((rc = cli_parse_ids("--stop-id", o->stop_ids, &o->stop_id_list, &o->stop.n_ids, &err)))
+            return rc == CIS2_E_USAGE ? cli_usage_error("run", "%s", err.msg) : cli_report(&err);
+        if (o->stop.n_ids == 0) return cli_usage_error("run", "--stop-id needs at least one id");
+        o->stop.ids = o->stop_id_list;
+    }
+    for (size_t i = 0; i < o->stops.n; i++) {
+        o->stop_str[i] = o->stops.v[i];
+        o->stop_len[i] = strlen(o->stops.v[i]);
+    }
+    o->stop.strings = o->stop_str;
+    o->stop.string_lens = o->stop_len;
+    o->stop.n_strings = o->stops.n;
+    return CIS2_OK;
+}
+
 static int parse_run(int argc, char **argv, run_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -282,9 +367,20 @@ static int parse_run(int argc, char **argv, run_opts *o)
         {"--trace-dump", OPT_FLAG, &o->trace_dump, 0, 0},
         {"--progress", OPT_FLAG, &o->progress, 0, 0},
         {"--recompute", OPT_FLAG, &o->recompute, 0, 0},
+        {"--temperature", OPT_STR, &o->temperature, 0, 0},
+        {"--top-k", OPT_SIZE, &o->top_k, UINT32_MAX, 0},
+        {"--top-p", OPT_STR, &o->top_p, 0, 0},
+        {"--min-p", OPT_STR, &o->min_p, 0, 0},
+        {"--seed", OPT_U64, &o->seed, 0, 0},
+        {"--sequence", OPT_U64, &o->sequence, 0, 0},
+        {"--logprobs", OPT_SIZE, &o->logprobs, CIS2_MAX_TOP_LOGPROBS + 1, 0},
+        {"--stop-at-eos", OPT_FLAG, &o->stop_eos, 0, 0},
+        {"--stop-id", OPT_STR, &o->stop_ids, 0, 0},
+        {"--stop", OPT_MULTI, &o->stops, 16, 0},
         {0}};
     int rc = cli_parse("run", argc, argv, opts, NULL, 0, NULL);
     if (rc) return rc;
+    if ((rc = sampling_opts(o, opts))) return rc;
     if (!!o->prompt_text + !!o->prompt_file + !!o->prompt_ids > 1)
         return cli_usage_error("run", "give at most one of --prompt, --prompt-file, --prompt-ids");
     if (o->gen == 0) return cli_usage_error("run", "--gen-toks must be at least 1");
@@ -297,18 +393,24 @@ static int parse_run(int argc, char **argv, run_opts *o)
     return CIS2_OK;
 }
 
+/* A sampled or stopped run (docs/sampling.md §S7.1) also prints its finish reason. */
+static int run_is_ext(const run_opts *o)
+{
+    return o->samp.temperature != 0.0f || o->stop.eos || o->stop.n_ids || o->stop.n_strings;
+}
+
 static int print_results(const cis2_engine *e, const run_opts *o, const cis2_result *res, size_t np)
 {
     const cis2_model_info *mi = cis2_engine_info(e);
     if (!o->json) {
         for (size_t i = 0; i < np; i++) {
             if (i) printf("\n");
-            print_text(mi, &res[i], i);
+            print_text(mi, &res[i], i, run_is_ext(o));
         }
         return CIS2_OK;
     }
     json_t *arr = json_array();
-    for (size_t i = 0; i < np; i++) json_array_append_new(arr, result_json(mi, &res[i], i));
+    for (size_t i = 0; i < np; i++) json_array_append_new(arr, result_json(mi, &res[i], i, run_is_ext(o)));
     json_t *outj = np == 1 && !o->prompt_file ? json_array_get(arr, 0) : arr;
     char *s = json_dumps(outj, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     printf("%s\n", s ? s : "null");
@@ -382,6 +484,10 @@ int cmd_run(int argc, char **argv)
         reqs[i].ids = ps[i].text ? NULL : ps[i].ids;
         reqs[i].n_ids = ps[i].n;
         reqs[i].max_tokens = o.gen;
+        reqs[i].sampling = &o.samp;
+        reqs[i].stop = &o.stop;
+        reqs[i].top_logprobs = o.logprobs ? (unsigned)o.logprobs - 1 : 0;
+        reqs[i].logprobs = o.logprobs > 0;
     }
     run_cb cb = {.progress = o.progress ? (isatty(2) ? 1 : 2) : (isatty(2) ? 1 : 0), .steps = o.gen, .nprompts = np};
     clock_gettime(CLOCK_MONOTONIC, &cb.t0);
@@ -421,6 +527,7 @@ out:
     cis2_engine_close(e);
     for (size_t i = 0; ps && i < np; i++) cis2_free(ps[i].ids);
     free(ps);
+    cis2_free(o.stop_id_list);
     json_decref(pjs);
     free(buf);
     return rc ? cli_report(&err) : cli_finish_stdout(CIS2_OK);

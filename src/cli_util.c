@@ -6,6 +6,7 @@
  */
 #include "cli.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -39,7 +40,16 @@ const cli_command cli_commands[] = {
      "  --trace FILE        the sha256 of every intermediate tensor (one prompt)\n"
      "  --trace-dump        with --trace: also the values, in FILE.f32\n"
      "  --progress          progress lines on stderr even when it is not a terminal\n"
-     "  --recompute         test mode: no KV cache reuse (the same bits, slower)\n" ENGINE_USAGE},
+     "  --recompute         test mode: no KV cache reuse (the same bits, slower)\n"
+     " seeded sampling, logprobs and stop rules (docs/sampling.md; any of them makes the\n"
+     " receipt CIS-2-RECEIPT ext-sampling-1, except a greedy run without stop rules):\n"
+     "  --temperature T     0 (default) is greedy (§11.2); decimals are rounded once to binary32\n"
+     "  --top-k K  --top-p P  --min-p P   filters (omit for off)\n"
+     "  --seed N  --sequence N            the Philox key and sample index (default 0)\n"
+     "  --logprobs N        report each token's logprob and the top N-1 alternatives (1..21)\n"
+     "  --stop-at-eos       stop at config.json's eos_token_id\n"
+     "  --stop-id IDS       stop at any of these token ids\n"
+     "  --stop TEXT         stop when the output bytes contain TEXT (up to 16 times)\n" ENGINE_USAGE},
     {"tokenize", cmd_tokenize, "text -> token ids (§3.1)",
      "usage: cis2 tokenize --tokenizer FILE [--text TEXT] [--json] [--batch] [--stats] [--tokenizer-ext]\n"
      "  TEXT, else all of stdin verbatim (a trailing newline is text too) -> ids, comma-separated\n"
@@ -138,13 +148,17 @@ int cli_parse(const char *cmd, int argc, char **argv, cli_opt *opts, const char 
             cli_opt *o = opts;
             while (o->name && strcmp(o->name, a)) o++;
             if (!o->name) return cli_usage_error(cmd, "unexpected argument '%s'", a);
-            if (o->seen) return cli_usage_error(cmd, "%s given twice", a);
+            if (o->seen && o->kind != OPT_MULTI) return cli_usage_error(cmd, "%s given twice", a);
             o->seen = 1;
             if (o->kind == OPT_FLAG) { *(int *)o->dest = 1; continue; }
             if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
             const char *v = argv[++i];
             int rc = CIS2_OK;
-            if (o->kind == OPT_STR) *(const char **)o->dest = v;
+            if (o->kind == OPT_MULTI) {
+                cli_multi *mv = o->dest;
+                if (mv->n == (o->max ? o->max : 16)) return cli_usage_error(cmd, "%s given more than %zu times", a, mv->n);
+                mv->v[mv->n++] = v;
+            } else if (o->kind == OPT_STR) *(const char **)o->dest = v;
             else if (o->kind == OPT_SIZE) rc = parse_size(cmd, a, v, o->max, (size_t *)o->dest);
             else rc = parse_u64(cmd, a, v, (uint64_t *)o->dest);
             if (rc) return rc;
@@ -249,6 +263,33 @@ char *cli_ids_csv(const uint32_t *ids, size_t n)
 }
 
 void cli_hex(const uint8_t d[32], char out[65]) { cis2_hex(d, 32, out); }
+
+int cli_parse_f32(const char *cmd, const char *opt, const char *s, float *out)
+{
+    const char *p = s;
+    int digits = 0, nonzero = 0;
+    if (*p == '+' || *p == '-') p++;
+    for (; *p >= '0' && *p <= '9'; p++) { digits++; nonzero |= *p != '0'; }
+    if (*p == '.')
+        for (p++; *p >= '0' && *p <= '9'; p++) { digits++; nonzero |= *p != '0'; }
+    if (digits && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (*p == '+' || *p == '-') p++;
+        if (!(*p >= '0' && *p <= '9')) digits = 0;
+        while (*p >= '0' && *p <= '9') p++;
+    }
+    if (!digits || *p) return cli_usage_error(cmd, "%s: '%s' is not a decimal number", opt, s);
+    errno = 0;
+    float f = strtof(s, NULL); /* correctly rounded, nearest-even (glibc) */
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    if ((b & 0x7F800000u) == 0x7F800000u) return cli_usage_error(cmd, "%s: %s overflows binary32", opt, s);
+    if (nonzero && (b & 0x7F800000u) == 0)
+        return cli_usage_error(cmd, "%s: %s is below the smallest normal binary32 (it would be taken as 0)", opt, s);
+    if (b & 0x80000000u) return cli_usage_error(cmd, "%s: %s is negative", opt, s);
+    *out = f;
+    return CIS2_OK;
+}
 
 int cli_read_stdin(size_t limit, char **buf, size_t *len, cis2_error *err)
 {

@@ -57,6 +57,9 @@ static void fill_info(cis2_engine *e)
     i->has_tokenizer = e->tok != NULL;
     i->tokenizer_normative = e->tok ? cis2_tokenizer_is_normative(e->tok) : 1;
     i->model_dir = e->dir;
+    i->n_eos = m->cfg.n_eos;
+    memcpy(i->eos_ids, m->cfg.eos_ids, sizeof i->eos_ids);
+    i->eos_malformed = m->cfg.eos_malformed;
 }
 
 int cis2_engine_open(cis2_engine **out, const char *model_dir, const cis2_engine_opts *opts, cis2_error *err)

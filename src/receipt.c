@@ -22,7 +22,9 @@
  * save leaves an old receipt intact.
  */
 #include "receipt.h"
+#include "engine.h"
 #include "sample.h"
+#include "session.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -564,6 +566,65 @@ int cis2_receipt_copy_into(cis2_receipt *dst, const cis2_receipt *src, cis2_erro
     rc = cis2_receipt_parse_into(t, n, src->source ? src->source : "", dst, err);
     free(t);
     return rc;
+}
+
+/* ------------------------------------------------------ from results */
+
+int cis2_receipt_make(const cis2_engine *e, const cis2_result *res, cis2_receipt **out, cis2_error *err)
+{
+    *out = NULL;
+    if (!res->prompt || res->prompt_len == 0)
+        return cis2_fail(err, CIS2_E_USAGE,
+                         "receipt: the prompt ids do not round-trip through the tokenizer (decode then encode gives "
+                         "other ids), so no prompt bytes reproduce them; give the prompt as text");
+    if (res->n_tokens == 0 || res->n_tokens > UINT32_MAX || res->finish == CIS2_FINISH_CANCELLED)
+        return cis2_fail(err, CIS2_E_USAGE, "receipt: a cancelled or empty run has no receipt");
+    cis2_receipt *r = cis2_receipt_new();
+    if (!r) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    const cis2_model *m = &e->m;
+    snprintf(r->spec_version, sizeof r->spec_version, "%s", CIS2_SPEC_VERSION);
+    snprintf(r->dtype, sizeof r->dtype, "fp32");
+    memcpy(r->weights_sha, m->weights_sha, 32);
+    memcpy(r->config_sha, m->config_sha, 32);
+    memcpy(r->tokenizer_sha, m->tokenizer_sha, 32);
+    memcpy(r->table_digest, m->table_digest, 32);
+    memcpy(r->inv_freq_digest, m->inv_freq_digest, 32);
+    memcpy(r->argmax, res->argmax_digest, 32);
+    memcpy(r->witness, res->witness, 32);
+    r->gen_toks = (uint32_t)res->n_tokens;
+    const cis2_rule *ru = res->priv ? &res->priv->rule : NULL;
+    if (ru && ru->extension) { /* docs/sampling.md §S7.2 */
+        r->ext = 1;
+        r->max_toks = (uint32_t)ru->max_tokens;
+        r->samp = ru->samp;
+        r->has_eos = ru->eos;
+        r->n_stop_eos = ru->eos ? ru->n_eos : 0;
+        memcpy(r->stop_eos, ru->eos_ids, r->n_stop_eos * sizeof(uint32_t));
+        r->n_stop_ids = ru->n_stop_ids;
+        memcpy(r->stop_ids, ru->stop_ids, ru->n_stop_ids * sizeof(uint32_t));
+        for (size_t i = 0; i < ru->n_stop_str; i++) {
+            if (!(r->stop_str[i] = malloc(ru->stop_len[i] + 1))) { cis2_receipt_free(r); return cis2_fail(err, CIS2_E_NOMEM, "out of memory"); }
+            memcpy(r->stop_str[i], ru->stop_str[i], ru->stop_len[i] + 1);
+            r->stop_len[i] = ru->stop_len[i];
+            r->n_stop_str = i + 1;
+        }
+        memcpy(r->params_digest, ru->params_digest, 32);
+        r->finish = res->finish;
+    }
+    r->prompt = malloc(res->prompt_len);
+    r->prompt_ids = malloc(res->n_prompt * sizeof(uint32_t));
+    r->generated = malloc(res->n_tokens * sizeof(uint32_t));
+    if (!r->prompt || !r->prompt_ids || !r->generated) {
+        cis2_receipt_free(r);
+        return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    }
+    memcpy(r->prompt, res->prompt, res->prompt_len);
+    r->prompt_len = res->prompt_len;
+    memcpy(r->prompt_ids, res->prompt_ids, res->n_prompt * sizeof(uint32_t));
+    r->n_prompt = res->n_prompt;
+    memcpy(r->generated, res->tokens, res->n_tokens * sizeof(uint32_t));
+    *out = r;
+    return CIS2_OK;
 }
 
 /* ------------------------------------------------------- public API */

@@ -149,6 +149,8 @@ static int rule_from_request(const cis2_engine *e, const cis2_request *q, cis2_r
     if (st) {
         if (st->eos) {
             const cis2_model_info *mi = &e->info;
+            if (mi->eos_malformed)
+                return cis2_fail(err, CIS2_E_FORMAT, "stop at eos: config.json's eos_token_id is not an id or a list of ids");
             if (mi->n_eos == 0)
                 return cis2_fail(err, CIS2_E_USAGE, "stop at eos: config.json has no eos_token_id");
             r->eos = 1;
@@ -462,7 +464,7 @@ static int stop_reason(const cis2_session *s, sseq *q, size_t step)
     cis2_rule_stops(&q->rule, &sr);
     size_t len = 0;
     const char *b = sr.n_strings ? cis2_tokenizer_token_bytes(s->e->tok, q->pick, &len) : NULL;
-    int why = cis2_stop_after(&sr, &q->stop, step, q->pick, (const uint8_t *)b, b ? len : 0);
+    int why = cis2_stop_after(&sr, &q->stop, step, q->pick, (const uint8_t *)(b ? b : ""), b ? len : 0);
     if (why == CIS2_FINISH_STOP_STRING) q->cut = q->stop.cut;
     return why;
 }
@@ -609,8 +611,15 @@ static int seq_result(const cis2_engine *e, sseq *q, cis2_result *r, cis2_error 
     if (!(r->priv = calloc(1, sizeof *r->priv))) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
     r->priv->rule = q->rule;
     memset(&q->rule, 0, sizeof q->rule);
-    if (e->tok) {
-        r->text = cis2_tokenizer_decode_n(e->tok, r->tokens, r->n_tokens, &r->text_len);
+    if (e->tok) { /* docs/sampling.md §S5.4: without a stop token's text, cut at a stop string */
+        size_t n = r->n_tokens, blen;
+        if (n && (r->finish == CIS2_FINISH_EOS || r->finish == CIS2_FINISH_STOP_ID)) n--;
+        char *raw;
+        int rc = cis2_engine_bytes(e, r->tokens, n, &raw, &blen, err);
+        if (rc) return rc;
+        if (r->finish == CIS2_FINISH_STOP_STRING && q->cut < blen) blen = (size_t)q->cut;
+        r->text = cis2_utf8_lossy(raw, blen, &r->text_len);
+        free(raw);
         if (!r->text) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
     }
     return CIS2_OK;

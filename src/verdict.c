@@ -133,3 +133,62 @@ char *cis2_vd_names(const cis2_verdict *v, int status)
         if (v->fields[i].status == status) p += sprintf(p, "%s%s", p == s ? "" : " ", v->fields[i].key);
     return s;
 }
+
+/* ------------------------------------------------- shared field lines */
+
+#include "receipt.h"
+
+int cis2_vd_digest(cis2_verdict *v, const char *key, const uint8_t want[32], const uint8_t got[32])
+{
+    if (!memcmp(want, got, 32)) { cis2_vd_field(v, key, CIS2_FIELD_OK, "ok"); return 0; }
+    char a[65], b[65];
+    cis2_hex(want, 32, a);
+    cis2_hex(got, 32, b);
+    cis2_vd_field(v, key, CIS2_FIELD_MISMATCH, "MISMATCH expected=%s got=%s", a, b);
+    return 1;
+}
+
+char *cis2_vd_csv(const uint32_t *ids, size_t n)
+{
+    char *s = malloc(n * 11 + 1), *p = s;
+    if (!s) return NULL;
+    *p = 0;
+    for (size_t i = 0; i < n; i++) p += sprintf(p, i ? ",%u" : "%u", ids[i]);
+    return s;
+}
+
+int cis2_vd_ids(cis2_verdict *v, const char *key, const uint32_t *want, size_t nw, const uint32_t *got, size_t ng)
+{
+    if (nw == ng && (nw == 0 || !memcmp(want, got, nw * sizeof *want))) {
+        cis2_vd_field(v, key, CIS2_FIELD_OK, "ok");
+        return 0;
+    }
+    char *a = cis2_vd_csv(want, nw), *b = cis2_vd_csv(got, ng);
+    cis2_vd_field(v, key, CIS2_FIELD_MISMATCH, "MISMATCH expected=%s got=%s", a ? a : "?", b ? b : "?");
+    free(a);
+    free(b);
+    return 1;
+}
+
+void cis2_vd_name(char *list, size_t cap, const char *key)
+{
+    size_t l = strlen(list);
+    snprintf(list + l, cap - l, "%s%s", l ? " " : "", key);
+}
+
+int cis2_vd_supported(cis2_verdict *v, const cis2_receipt *r)
+{
+    int bad_v = strcmp(r->spec_version, CIS2_SPEC_VERSION) != 0, bad_d = strcmp(r->dtype, "fp32") != 0;
+    if (bad_v) cis2_vd_field(v, "spec-version", CIS2_FIELD_MISMATCH, "MISMATCH expected=%s got=%s", r->spec_version,
+                             CIS2_SPEC_VERSION);
+    else cis2_vd_field(v, "spec-version", CIS2_FIELD_OK, "ok");
+    if (!bad_v && !bad_d) {
+        if (r->ext) cis2_vd_field(v, "extension", CIS2_FIELD_OK, "ok");
+        return 0;
+    }
+    if (bad_d) cis2_vd_field(v, "dtype", CIS2_FIELD_MISMATCH, "MISMATCH expected=%s got=fp32", r->dtype);
+    else cis2_vd_field(v, "dtype", CIS2_FIELD_OK, "ok");
+    cis2_vd_set(v, CIS2_VERDICT_UNSUPPORTED, CIS2_E_UNSUPPORTED, "UNSUPPORTED",
+                "(this build runs CIS-2 v%s fp32 only)", CIS2_SPEC_VERSION);
+    return 1;
+}

@@ -32,3 +32,18 @@ void cis2_vd_clear(cis2_verdict *v);
 char *cis2_vd_names(const cis2_verdict *v, int status);
 
 #endif
+
+/* ---- the field lines every judgment shares ---- */
+/* `KEY ok` or `KEY MISMATCH expected=A got=B` (hex); returns 1 on a mismatch. */
+int cis2_vd_digest(cis2_verdict *v, const char *key, const uint8_t want[32], const uint8_t got[32]);
+/* The same for id lists (decimal CSV). */
+int cis2_vd_ids(cis2_verdict *v, const char *key, const uint32_t *want, size_t nw, const uint32_t *got, size_t ng);
+/* Appends " key" (or "key") to a space-separated list of names. */
+void cis2_vd_name(char *list, size_t cap, const char *key);
+/* "1,2,3", malloc'ed (NULL when out of memory). */
+char *cis2_vd_csv(const uint32_t *ids, size_t n);
+/* The receipt's spec version and dtype must be what this build runs: if
+ * not, sets the verdict UNSUPPORTED and returns 1; else records the
+ * spec-version (and, for the extension, extension) line. */
+struct cis2_receipt;
+int cis2_vd_supported(cis2_verdict *v, const struct cis2_receipt *r);

@@ -23,7 +23,10 @@
 
 #include "cis2.h"
 #include "api.h"
+#include "model.h"
+#include "receipt.h"
 #include "sample.h"
+#include "witness.h"
 
 #define VEC "tests/vectors/sampling/"
 
@@ -321,6 +324,125 @@ static void test_params(void **state)
     json_decref(j);
 }
 
+static void unhex_into(const char *h, uint8_t *out, size_t n)
+{
+    assert_int_equal(strlen(h), 2 * n);
+    for (size_t i = 0; i < n; i++) {
+        unsigned v;
+        sscanf(h + 2 * i, "%2x", &v);
+        out[i] = (uint8_t)v;
+    }
+}
+
+/* Whole runs whose logits are given per step: the tokens, the finish
+ * reason, the witness (with the params digest, §S7.6), the token digest
+ * and the rendered receipt, byte for byte; then the receipt parses back
+ * to the same text. */
+static void test_whole_receipts(void **state)
+{
+    (void)state;
+    json_t *j = load("receipts.json"), *rc;
+    size_t i;
+    json_array_foreach(json_object_get(j, "receipts"), i, rc) {
+        json_t *in = json_object_get(rc, "inputs"), *e = json_object_get(rc, "expect");
+        cis2_model m;
+        memset(&m, 0, sizeof m);
+        unhex_into(json_string_value(json_object_get(in, "weights_sha256")), m.weights_sha, 32);
+        unhex_into(json_string_value(json_object_get(in, "config_sha256")), m.config_sha, 32);
+        unhex_into(json_string_value(json_object_get(in, "tokenizer_sha256")), m.tokenizer_sha, 32);
+        unhex_into(json_string_value(json_object_get(in, "table_digest")), m.table_digest, 32);
+        unhex_into(json_string_value(json_object_get(in, "inv_freq_table_digest")), m.inv_freq_digest, 32);
+        cis2_receipt *r = cis2_receipt_new();
+        snprintf(r->spec_version, sizeof r->spec_version, "0.3b");
+        snprintf(r->dtype, sizeof r->dtype, "fp32");
+        memcpy(r->weights_sha, m.weights_sha, 32);
+        memcpy(r->config_sha, m.config_sha, 32);
+        memcpy(r->tokenizer_sha, m.tokenizer_sha, 32);
+        memcpy(r->table_digest, m.table_digest, 32);
+        memcpy(r->inv_freq_digest, m.inv_freq_digest, 32);
+        r->prompt = unhex(json_string_value(json_object_get(in, "prompt_hex")), &r->prompt_len);
+        json_t *pids = json_object_get(in, "prompt_token_ids");
+        r->n_prompt = json_array_size(pids);
+        r->prompt_ids = malloc(r->n_prompt * sizeof(uint32_t));
+        for (size_t k = 0; k < r->n_prompt; k++) r->prompt_ids[k] = (uint32_t)json_integer_value(json_array_get(pids, k));
+        r->ext = 1;
+        r->max_toks = (uint32_t)json_integer_value(json_object_get(in, "max_toks"));
+        r->samp = (cis2_sampling){.temperature = f32(hex32(json_object_get(in, "temperature"))),
+                                  .top_k = (uint32_t)json_integer_value(json_object_get(in, "top_k")),
+                                  .top_p = f32(hex32(json_object_get(in, "top_p"))),
+                                  .min_p = f32(hex32(json_object_get(in, "min_p"))),
+                                  .seed = strtoull(json_string_value(json_object_get(in, "seed")), NULL, 10),
+                                  .sequence = (uint32_t)json_integer_value(json_object_get(in, "sequence"))};
+        json_t *eos = json_object_get(in, "eos_ids"), *sid = json_object_get(in, "stop_ids"),
+               *sst = json_object_get(in, "stop_strings");
+        if (eos && !json_is_null(eos)) {
+            r->has_eos = 1;
+            r->n_stop_eos = json_array_size(eos);
+            for (size_t k = 0; k < r->n_stop_eos; k++) r->stop_eos[k] = (uint32_t)json_integer_value(json_array_get(eos, k));
+        }
+        r->n_stop_ids = json_array_size(sid);
+        for (size_t k = 0; k < r->n_stop_ids; k++) r->stop_ids[k] = (uint32_t)json_integer_value(json_array_get(sid, k));
+        r->n_stop_str = json_array_size(sst);
+        for (size_t k = 0; k < r->n_stop_str; k++)
+            r->stop_str[k] = unhex(json_string_value(json_array_get(sst, k)), &r->stop_len[k]);
+        char *block = cis2_receipt_params_block(r);
+        cis2_sha256(block, strlen(block), r->params_digest);
+        free(block);
+        cis2_stop_rule sr = {.eos = r->has_eos ? r->stop_eos : NULL, .n_eos = r->n_stop_eos, .ids = r->stop_ids,
+                             .n_ids = r->n_stop_ids, .strings = (char *const *)r->stop_str, .lens = r->stop_len,
+                             .n_strings = r->n_stop_str, .max_tokens = r->max_toks};
+        cis2_sha w;
+        assert_int_equal(cis2_witness_begin(&w, &m, r->prompt_ids, r->n_prompt, r->params_digest), 0);
+        json_t *steps = json_object_get(in, "step_logits"), *tb = json_object_get(in, "token_bytes");
+        r->generated = malloc(json_array_size(steps) * sizeof(uint32_t));
+        cis2_sample_ws ws = {0};
+        cis2_stop_state st = {0};
+        cis2_frame fr;
+        cis2_api_enter(&fr, NULL);
+        int why = CIS2_FINISH_NONE;
+        size_t s = 0;
+        for (; s < json_array_size(steps) && !why; s++) {
+            json_t *lg = json_array_get(steps, s);
+            size_t V = json_array_size(lg);
+            float x[64];
+            for (size_t k = 0; k < V; k++) x[k] = f32(hex32(json_array_get(lg, k)));
+            uint32_t tok;
+            assert_int_equal(cis2_sample_step(x, V, &r->samp, (uint32_t)s, &ws, &tok, NULL), CIS2_OK);
+            cis2_witness_step(&w, x, V, tok);
+            r->generated[s] = tok;
+            size_t nb;
+            uint8_t *b = unhex(json_string_value(json_array_get(tb, tok)), &nb);
+            why = cis2_stop_after(&sr, &st, s, tok, b, nb);
+            free(b);
+        }
+        cis2_api_leave(&fr);
+        r->gen_toks = (uint32_t)s;
+        r->finish = why;
+        cis2_sha_final(&w, r->witness);
+        assert_int_equal(cis2_argmax_digest(r->prompt_ids, r->n_prompt, r->generated, s, r->argmax), 0);
+        json_t *gids = json_object_get(e, "generated_token_ids");
+        assert_int_equal(s, json_array_size(gids));
+        for (size_t k = 0; k < s; k++) assert_int_equal(r->generated[k], json_integer_value(json_array_get(gids, k)));
+        char *text;
+        size_t len;
+        assert_int_equal(cis2_receipt_render(r, &text, &len, NULL), CIS2_OK);
+        assert_string_equal(text, json_string_value(json_object_get(e, "receipt")));
+        cis2_receipt back;
+        cis2_error err = {0};
+        if (cis2_receipt_parse_into(text, len, "vector", &back, &err)) fail_msg("%s", err.msg);
+        char *again;
+        assert_int_equal(cis2_receipt_render(&back, &again, &len, NULL), CIS2_OK);
+        assert_string_equal(again, text);
+        free(again);
+        free(text);
+        cis2_receipt_clear(&back);
+        cis2_sample_ws_free(&ws);
+        cis2_stop_state_free(&st);
+        cis2_receipt_free(r);
+    }
+    json_decref(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -328,6 +450,7 @@ int main(void)
         cmocka_unit_test(test_logit_vectors),
         cmocka_unit_test(test_stop_rules),
         cmocka_unit_test(test_params),
+        cmocka_unit_test(test_whole_receipts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
