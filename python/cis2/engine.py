@@ -1,0 +1,577 @@
+"""Engines, generation and sessions: include/cis2.h sections 3-6 in Python.
+
+Engine wraps a cis2_engine (one loaded checkpoint); generate and
+generate_batch wrap cis2_generate, Session wraps cis2_session.  A Result
+is a plain Python copy of a cis2_result (token ids, text, witness,
+argmax digest, the receipt's text) made before the C result is freed,
+plus, when asked, the logits: copied inside the token callback (the only
+place the library exposes them) into one numpy float32 array per request,
+so their bits are the engine's.  Nothing here computes anything a C user
+would also need: every number comes from the library.
+"""
+import ctypes
+import os
+from ctypes import byref, c_char, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p, POINTER
+
+from . import _lib
+from .errors import Error, UsageError, make_error
+
+try:
+    import numpy as _np
+except ImportError:  # numpy is optional: only logits=True needs it
+    _np = None
+
+_NO_NUMPY = ("cis2: logits=True needs numpy, which is not importable here "
+             "(Debian: apt-get install python3-numpy)")
+
+
+def _need_numpy():
+    if _np is None:
+        raise ImportError(_NO_NUMPY)
+    return _np
+
+
+def _finish(code):
+    name = _lib.get().cis2_finish_name(code).decode()
+    return name or None
+
+
+class Config:
+    """An engine's model configuration (cis2_model_info), read-only."""
+
+    __slots__ = ("model_type", "hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads",
+                 "head_dim", "vocab_size", "max_position_embeddings", "rms_norm_eps", "rope_theta", "tied",
+                 "qkv_bias", "eos_token_ids")
+
+    def __init__(self, mi):
+        for k in self.__slots__[:-1]:
+            v = getattr(mi, k)
+            if k == "model_type":
+                v = v.decode()
+            elif k in ("tied", "qkv_bias"):
+                v = bool(v)
+            object.__setattr__(self, k, v)
+        object.__setattr__(self, "eos_token_ids", tuple(mi.eos_ids[:mi.n_eos]))
+
+    def __setattr__(self, k, v):
+        raise AttributeError("Config is read-only")
+
+    def as_dict(self):
+        return {k: getattr(self, k) for k in self.__slots__}
+
+    def __repr__(self):
+        return "Config(%s)" % ", ".join("%s=%r" % kv for kv in self.as_dict().items())
+
+
+class TokenEvent:
+    """One generated token as reported to an on_token callback.
+
+    index: the request's index in the batch (generate) or its id (session);
+    step, token, finish (None, or "length", "eos", ... on the last token),
+    logprob and top_logprobs (list of (id, logprob)) when requested.
+    ``logits`` is a numpy copy of the vocab logits the token was chosen
+    from, available during the callback only."""
+
+    __slots__ = ("index", "step", "token", "finish", "logprob", "top_logprobs", "_ev", "_valid")
+
+    def __init__(self, ev):
+        self.index = ev.seq
+        self.step = ev.step
+        self.token = ev.token
+        self.finish = _finish(ev.finish) if ev.finish else None
+        self.logprob = ev.logprob
+        self.top_logprobs = [(ev.top_ids[i], ev.top_logprobs[i]) for i in range(ev.n_top)] if ev.n_top else []
+        self._ev = ev
+        self._valid = True
+
+    @property
+    def logits(self):
+        if not self._valid:
+            raise UsageError("cis2: TokenEvent.logits is valid during the callback only")
+        np = _need_numpy()
+        ev = self._ev
+        return np.ctypeslib.as_array(ev.logits, shape=(ev.vocab,)).copy()
+
+    def __repr__(self):
+        return "TokenEvent(index=%d, step=%d, token=%d, finish=%r)" % (self.index, self.step, self.token,
+                                                                      self.finish)
+
+
+class _Callback:
+    """The cis2_token_fn behind on_token / logits=True.  Logit rows are
+    memmoved straight into each request's array; an exception raised by the
+    user's callback cancels the run and is re-raised by the caller."""
+
+    def __init__(self, on_token, logit_steps):
+        self.on_token = on_token
+        self.logit_steps = logit_steps   # {seq: max steps} when logits are kept, else None
+        self.logits = {}                 # seq -> ndarray [max steps, vocab]
+        self.rows = {}                   # seq -> rows written
+        self.exc = None
+        self.fn = _lib.TOKEN_FN(self._call)
+
+    def active(self):
+        return self.on_token is not None or self.logit_steps is not None
+
+    def _call(self, ctx, evp):
+        try:
+            ev = evp.contents
+            if self.logit_steps is not None and ev.seq in self.logit_steps:
+                a = self.logits.get(ev.seq)
+                if a is None:
+                    a = self.logits[ev.seq] = _np.empty((self.logit_steps[ev.seq], ev.vocab), _np.float32)
+                ctypes.memmove(a.ctypes.data + ev.step * ev.vocab * 4, ev.logits, ev.vocab * 4)
+                self.rows[ev.seq] = ev.step + 1
+            if self.on_token is not None:
+                te = TokenEvent(ev)
+                try:
+                    stop = self.on_token(te)
+                finally:
+                    te._valid = False
+                return 1 if stop else 0
+            return 0
+        except BaseException as e:  # noqa: B902 - re-raised by the caller, KeyboardInterrupt too
+            if self.exc is None:
+                self.exc = e
+            return 1
+
+    def take_logits(self, seq):
+        if self.logit_steps is None:
+            return None
+        a = self.logits.pop(seq, None)
+        if a is None:
+            return _np.empty((0, 0), _np.float32)
+        n = self.rows.get(seq, 0)
+        return a if n == a.shape[0] else a[:n].copy()
+
+
+class Request:
+    """One prompt and how to continue it, for generate_batch and sessions.
+
+    prompt: str (UTF-8), bytes (raw prompt bytes) or a sequence of token
+    ids.  The keyword arguments are those of Engine.generate."""
+
+    __slots__ = ("prompt", "gen_toks", "temperature", "top_k", "top_p", "min_p", "seed", "sequence", "stop",
+                 "stop_at_eos", "logprobs", "top_logprobs")
+
+    def __init__(self, prompt, gen_toks=16, *, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, seed=0, sequence=0,
+                 stop=None, stop_at_eos=False, logprobs=False, top_logprobs=0):
+        self.prompt, self.gen_toks = prompt, gen_toks
+        self.temperature, self.top_k, self.top_p, self.min_p = temperature, top_k, top_p, min_p
+        self.seed, self.sequence = seed, sequence
+        self.stop, self.stop_at_eos = stop, stop_at_eos
+        self.logprobs, self.top_logprobs = logprobs, top_logprobs
+
+    def _c(self, keep):
+        """The cis2_request, with every buffer it points to appended to keep."""
+        r = _lib.Request()
+        p = self.prompt
+        if isinstance(p, (str, bytes, bytearray, memoryview)):
+            b = _lib.text(p)
+            buf = ctypes.create_string_buffer(b, len(b) + 1)
+            keep.append(buf)
+            r.text = ctypes.cast(buf, ctypes.c_char_p)
+            r.text_len = len(b)
+        else:
+            arr, n = _lib.u32_array(p)
+            keep.append(arr)
+            r.ids = ctypes.cast(arr, POINTER(c_uint32))
+            r.n_ids = n
+        if not isinstance(self.gen_toks, int) or self.gen_toks < 0:
+            raise UsageError("cis2: gen_toks must be an int >= 1, not %r" % (self.gen_toks,))
+        r.max_tokens = self.gen_toks
+        greedy = (self.temperature == 0.0 and self.top_k == 0 and self.top_p in (0.0, 1.0) and self.min_p == 0.0
+                  and self.seed == 0 and self.sequence == 0)
+        if not greedy:
+            s = _lib.Sampling(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p, min_p=self.min_p,
+                              seed=self.seed, sequence=self.sequence)
+            keep.append(s)
+            r.sampling = ctypes.pointer(s)
+        stop = self.stop
+        if stop is None:
+            stop = []
+        elif isinstance(stop, (str, bytes, int)):
+            stop = [stop]
+        ids = [x for x in stop if isinstance(x, int) and not isinstance(x, bool)]
+        strs = [_lib.text(x) for x in stop if not (isinstance(x, int) and not isinstance(x, bool))]
+        if ids or strs or self.stop_at_eos:
+            st = _lib.Stop(eos=1 if self.stop_at_eos else 0)
+            if ids:
+                arr, n = _lib.u32_array(ids)
+                keep.append(arr)
+                st.ids, st.n_ids = ctypes.cast(arr, POINTER(c_uint32)), n
+            if strs:
+                bufs = [ctypes.create_string_buffer(s, len(s) + 1) for s in strs]
+                ptrs = (ctypes.c_char_p * len(strs))(*[ctypes.cast(b, ctypes.c_char_p) for b in bufs])
+                lens = (c_size_t * len(strs))(*[len(s) for s in strs])
+                keep += [bufs, ptrs, lens]
+                st.strings, st.string_lens, st.n_strings = ptrs, lens, len(strs)
+            keep.append(st)
+            r.stop = ctypes.pointer(st)
+        r.top_logprobs = self.top_logprobs
+        r.logprobs = 1 if (self.logprobs or self.top_logprobs) else 0
+        return r
+
+
+class Result:
+    """One generated sequence (a copy of cis2_result).
+
+    token_ids, prompt_ids (lists of ints), prompt (the prompt bytes, or None
+    for ids that do not round-trip), text (the completion for display),
+    finish ("length", ...), witness (CIS2_REF) and argmax_digest (64 hex
+    digits each), receipt (the CIS-2 receipt's text; raises the library's
+    error when the run has none, e.g. ids without prompt bytes), logprobs
+    and top_logprobs when requested, logits (numpy float32 [steps, vocab])
+    when asked with logits=True, else None."""
+
+    __slots__ = ("token_ids", "prompt_ids", "prompt", "text", "finish", "witness", "argmax_digest", "logprobs",
+                 "top_logprobs", "logits", "_receipt", "_receipt_err")
+
+    def __init__(self, engine, r, logits):
+        self.prompt = ctypes.string_at(r.prompt, r.prompt_len) if r.prompt else None
+        self.prompt_ids = r.prompt_ids[:r.n_prompt] if r.n_prompt else []
+        self.token_ids = r.tokens[:r.n_tokens] if r.n_tokens else []
+        self.text = ctypes.string_at(r.text, r.text_len).decode("utf-8", "replace") if r.text else None
+        self.finish = _finish(r.finish) if r.finish else None
+        self.witness = _lib.hexs(r.witness)
+        self.argmax_digest = _lib.hexs(r.argmax_digest)
+        self.logprobs = r.logprobs[:r.n_tokens] if r.logprobs else None
+        if r.n_top and r.top_ids:
+            k = r.n_top
+            ids, lps = r.top_ids[:k * r.n_tokens], r.top_logprobs[:k * r.n_tokens]
+            self.top_logprobs = [list(zip(ids[i * k:(i + 1) * k], lps[i * k:(i + 1) * k])) for i in range(r.n_tokens)]
+        else:
+            self.top_logprobs = None
+        self.logits = logits
+        self._receipt, self._receipt_err = None, None
+        L = _lib.get()
+        err = _lib.Err()
+        h = c_void_p()
+        try:
+            _lib.check(L.cis2_receipt_make(engine._handle(), byref(r), byref(h), byref(err)), err)
+            txt = POINTER(c_char)()
+            n = c_size_t()
+            _lib.check(L.cis2_receipt_render(h, byref(txt), byref(n), byref(err)), err)
+            self._receipt = _lib.take_bytes(txt, n.value).decode("ascii")
+        except Error as e:
+            self._receipt_err = (e.code, e.message)
+        finally:
+            L.cis2_receipt_free(h)
+
+    @property
+    def receipt(self):
+        """The receipt's text, byte for byte what `cis2 run --receipt` writes."""
+        if self._receipt is None:
+            raise make_error(*self._receipt_err)
+        return self._receipt
+
+    @property
+    def cis2_ref(self):
+        """The spec's CIS2_REF line, as `cis2 run` prints it (prompt_idx=0)."""
+        return "CIS2_REF digest=%s prompt_idx=0 prompt_toks=%d gen_toks=%d dtype=fp32" % (
+            self.witness, len(self.prompt_ids), len(self.token_ids))
+
+    def __repr__(self):
+        return "Result(token_ids=%r, witness=%r)" % (self.token_ids, self.witness)
+
+
+def _as_request(p, kw):
+    return p if isinstance(p, Request) else Request(p, **kw)
+
+
+class Engine:
+    """One loaded checkpoint (cis2_engine): model_dir/model.safetensors,
+    config.json and tokenizer.json, hashed and packed.
+
+    threads: worker threads incl. the caller (None: online CPUs); kernel:
+    "auto" (None), "scalar", "avx2", "avx512", "neon"; tokenizer_ext:
+    admit Qwen2.5's tokenizer shape (outside CIS-2 v0.3b §3);
+    expect_*_sha256: pinned hashes (hex or 32 bytes), else HashMismatch.
+    Use as a context manager, or call close()."""
+
+    def __init__(self, model_dir, threads=None, kernel=None, *, tokenizer_ext=False, expect_weights_sha256=None,
+                 expect_config_sha256=None, expect_tokenizer_sha256=None):
+        L = _lib.get()
+        self._h = None
+        o = _lib.EngineOpts(threads=int(threads or 0), kernel=kernel.encode() if kernel else None,
+                            flags=_lib.OPEN_TOKENIZER_EXT if tokenizer_ext else 0)
+        keep = []
+        for name, v in (("weights", expect_weights_sha256), ("config", expect_config_sha256),
+                        ("tokenizer", expect_tokenizer_sha256)):
+            if v is None:
+                continue
+            try:
+                raw = bytes.fromhex(v) if isinstance(v, str) else bytes(v)
+            except ValueError:
+                raw = b""
+            if len(raw) != 32:
+                raise UsageError("cis2: expect_%s_sha256 must be 64 hex digits or 32 bytes" % name)
+            buf = (c_uint8 * 32)(*raw)
+            keep.append(buf)
+            setattr(o, "expect_%s_sha256" % name, ctypes.cast(buf, POINTER(c_uint8)))
+        h = c_void_p()
+        err = _lib.Err()
+        _lib.check(L.cis2_engine_open(byref(h), _lib.path(model_dir), byref(o), byref(err)), err)
+        self._h = h
+
+    # -------------------------------------------------------- lifetime
+    def close(self):
+        """Releases the engine (its weights and worker threads)."""
+        h, self._h = self._h, None
+        if h:
+            _lib.get().cis2_engine_close(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _handle(self):
+        if not self._h:
+            raise UsageError("cis2: the engine is closed")
+        return self._h
+
+    # ------------------------------------------- configuration, digests
+    def _info(self):
+        return _lib.get().cis2_engine_info(self._handle()).contents
+
+    @property
+    def config(self):
+        """The model configuration (Config)."""
+        return Config(self._info())
+
+    weights_sha256 = property(lambda self: _lib.hexs(self._info().weights_sha256), doc="§2.1")
+    config_sha256 = property(lambda self: _lib.hexs(self._info().config_sha256), doc="§2.1")
+    tokenizer_sha256 = property(lambda self: _lib.hexs(self._info().tokenizer_sha256), doc="§2.1")
+    table_digest = property(lambda self: _lib.hexs(self._info().table_digest), doc="§6.6")
+    inv_freq_table_digest = property(lambda self: _lib.hexs(self._info().inv_freq_table_digest), doc="§7.2")
+    weight_bytes = property(lambda self: self._info().weight_bytes,
+                            doc="packed weight bytes read per decoded token")
+    has_tokenizer = property(lambda self: bool(self._info().has_tokenizer))
+    tokenizer_normative = property(lambda self: bool(self._info().tokenizer_normative))
+    model_dir = property(lambda self: os.fsdecode(self._info().model_dir))
+
+    @property
+    def kernel(self):
+        """The matrix kernel in use; assign a name to change it (never changes a bit)."""
+        return self._info().kernel.decode()
+
+    @kernel.setter
+    def kernel(self, name):
+        err = _lib.Err()
+        _lib.check(_lib.get().cis2_engine_set_kernel(self._handle(), name.encode() if name else None,
+                                                     byref(err)), err)
+
+    @property
+    def threads(self):
+        """Worker threads incl. the caller; assign to change (never changes a bit)."""
+        return self._info().threads
+
+    @threads.setter
+    def threads(self, n):
+        err = _lib.Err()
+        _lib.check(_lib.get().cis2_engine_set_threads(self._handle(), int(n or 0), byref(err)), err)
+
+    def __repr__(self):
+        return "Engine(%r)" % (self.model_dir if self._h else "<closed>")
+
+    # ------------------------------------------------------------ tokens
+    def tokenize(self, text):
+        """§3.1 encoding of text (str, or bytes taken as they are) -> list of ids."""
+        b = _lib.text(text)
+        L = _lib.get()
+        ids = POINTER(c_uint32)()
+        n = c_size_t()
+        err = _lib.Err()
+        _lib.check(L.cis2_engine_tokenize(self._handle(), b, len(b), byref(ids), byref(n), byref(err)), err)
+        try:
+            return ids[:n.value] if n.value else []
+        finally:
+            L.cis2_free(ctypes.cast(ids, c_void_p))
+
+    def detokenize(self, ids, raw=False):
+        """The ids' text (invalid UTF-8 shown as U+FFFD), or with raw=True their bytes."""
+        arr, n = _lib.u32_array(ids)
+        L = _lib.get()
+        txt = POINTER(c_char)()
+        ln = c_size_t()
+        err = _lib.Err()
+        _lib.check(L.cis2_engine_detokenize(self._handle(), arr, n, 0 if raw else 1, byref(txt), byref(ln),
+                                            byref(err)), err)
+        b = _lib.take_bytes(txt, ln.value)
+        return b if raw else b.decode("utf-8", "replace")
+
+    # -------------------------------------------------------- generation
+    def generate(self, prompt, gen_toks=16, on_token=None, logits=False, *, twice=True, **kw):
+        """Generates gen_toks tokens after prompt (str, bytes or ids) -> Result.
+
+        on_token(event) is called for each token (a truthy return cancels:
+        Cancelled); logits=True keeps every step's logits in result.logits.
+        twice: the §12.4 double run, as the CLI does (NondeterminismError).
+        Sampling and stop rules (docs/sampling.md): temperature, top_k,
+        top_p, min_p, seed, sequence, stop (a string, id or list of them),
+        stop_at_eos, logprobs, top_logprobs."""
+        if isinstance(prompt, Request):
+            if kw or gen_toks != 16:
+                raise UsageError("cis2: give the options in the Request or as arguments, not both")
+            req = prompt
+        else:
+            req = Request(prompt, gen_toks, **kw)
+        return self.generate_batch([req], on_token=on_token, logits=logits, twice=twice)[0]
+
+    def generate_batch(self, prompts, gen_toks=16, on_token=None, logits=False, *, twice=True, max_batch=0, **kw):
+        """Generates for many prompts together, sharing every weight pass ->
+        list of Result, each bit for bit its solo run.  Elements are prompts
+        (options from the keyword arguments) or Request objects; on_token
+        events carry the request's index."""
+        reqs = [_as_request(p, dict(kw, gen_toks=gen_toks)) for p in prompts]
+        if not reqs:
+            raise UsageError("cis2: generate_batch needs at least one prompt")
+        if logits:
+            _need_numpy()
+        keep = []
+        creqs = (_lib.Request * len(reqs))(*[r._c(keep) for r in reqs])
+        cb = _Callback(on_token, {i: r.gen_toks for i, r in enumerate(reqs)} if logits else None)
+        o = _lib.GenOpts(twice=1 if twice else 0, max_batch=max_batch)
+        if cb.active():
+            o.on_token = cb.fn
+        L = _lib.get()
+        res = POINTER(_lib.Result)()
+        err = _lib.Err()
+        rc = L.cis2_generate(self._handle(), creqs, len(reqs), byref(o), byref(res), byref(err))
+        if cb.exc is not None:
+            if not rc:
+                L.cis2_results_free(res, len(reqs))
+            raise cb.exc
+        _lib.check(rc, err)
+        try:
+            return [Result(self, res[i], cb.take_logits(i)) for i in range(len(reqs))]
+        finally:
+            L.cis2_results_free(res, len(reqs))
+
+    def session(self, max_batch=0, prefill_chunk=0, on_token=None, logits=False):
+        """A Session on this engine (continuous batching)."""
+        return Session(self, max_batch, prefill_chunk, on_token, logits)
+
+    # ------------------------------------------------------ verification
+    def verify(self, receipts, replay="prefill", twice=False, on_step=None):
+        """Recomputes every field of the receipts (Receipt objects, receipt
+        text, or os.PathLike paths) from this engine's files, sharing each
+        weight pass -> list of Verdict.  replay: "prefill" (teacher-forced,
+        the default) or "decode"; on_step(event) sees every recomputed step
+        (event.logits are the recomputed logits)."""
+        from .receipt import verify_many
+        return verify_many(self, receipts, replay, twice, on_step)
+
+
+class Session:
+    """Sequences that join and leave a running batch (cis2_session).
+
+    add() queues a request and returns its id; step() is one pass of the
+    model (every running sequence advances a token) and returns how many
+    are still running or queued; take(id) returns a finished sequence's
+    Result.  Each result is bit for bit the same request run alone.  One
+    thread at a time per session."""
+
+    def __init__(self, engine, max_batch=0, prefill_chunk=0, on_token=None, logits=False):
+        if logits:
+            _need_numpy()
+        self._engine = engine
+        self._s = None
+        self._cb = _Callback(on_token, {} if logits else None)
+        o = _lib.SessionOpts(max_batch=max_batch, prefill_chunk=prefill_chunk)
+        if self._cb.active():
+            o.on_token = self._cb.fn
+        h = c_void_p()
+        err = _lib.Err()
+        _lib.check(_lib.get().cis2_session_open(byref(h), engine._handle(), byref(o), byref(err)), err)
+        self._s = h
+
+    def close(self):
+        h, self._s = self._s, None
+        if h:
+            _lib.get().cis2_session_close(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _handle(self):
+        if not self._s:
+            raise UsageError("cis2: the session is closed")
+        return self._s
+
+    def add(self, prompt, gen_toks=16, **kw):
+        """Queues a prompt (or a Request) -> its id."""
+        req = prompt if isinstance(prompt, Request) else Request(prompt, gen_toks, **kw)
+        keep = []
+        cr = req._c(keep)
+        i = c_uint64()
+        err = _lib.Err()
+        _lib.check(_lib.get().cis2_session_add(self._handle(), byref(cr), byref(i), byref(err)), err)
+        if self._cb.logit_steps is not None:
+            self._cb.logit_steps[i.value] = req.gen_toks
+        return i.value
+
+    def step(self):
+        """One pass of the model -> sequences still running or queued."""
+        n = c_size_t()
+        err = _lib.Err()
+        rc = _lib.get().cis2_session_step(self._handle(), byref(n), byref(err))
+        if self._cb.exc is not None:
+            e, self._cb.exc = self._cb.exc, None
+            raise e
+        _lib.check(rc, err)
+        return n.value
+
+    def run(self):
+        """Steps until nothing is running or queued."""
+        while self.step():
+            pass
+
+    def cancel(self, seq_id):
+        """Ends a queued or running sequence now (its finish is "cancelled")."""
+        rc = _lib.get().cis2_session_cancel(self._handle(), seq_id)
+        if rc:
+            raise make_error(rc, "session: cannot cancel sequence %d (%s)"
+                             % (seq_id, _lib.get().cis2_status_name(rc).decode()))
+
+    def done(self, seq_id):
+        """True once the sequence has finished (UsageError for an unknown id)."""
+        d = _lib.get().cis2_session_done(self._handle(), seq_id)
+        if d < 0:
+            raise UsageError("session: no sequence %d" % seq_id)
+        return bool(d)
+
+    def take(self, seq_id):
+        """The finished sequence's Result (it leaves the session)."""
+        L = _lib.get()
+        res = POINTER(_lib.Result)()
+        err = _lib.Err()
+        _lib.check(L.cis2_session_take(self._handle(), seq_id, byref(res), byref(err)), err)
+        try:
+            if self._cb.logit_steps is not None:
+                self._cb.logit_steps.pop(seq_id, None)
+            return Result(self._engine, res[0], self._cb.take_logits(seq_id))
+        finally:
+            L.cis2_results_free(res, 1)
+
+    @property
+    def pending(self):
+        """Sequences running or queued."""
+        return _lib.get().cis2_session_pending(self._handle())
