@@ -26,6 +26,8 @@ def test_one_class_per_code():
     assert len(set(CLASSES.values())) == 11
     for code, cls in CLASSES.items():
         assert issubclass(cls, cis2.Error) and cls.code == code and cis2.error_class(code) is cls
+        # no class catches another's errors
+        assert [c for c in CLASSES.values() if issubclass(cls, c)] == [cls]
 
 
 @pytest.mark.parametrize("code", [pytest.param(c, marks=pytest.mark.xfail(

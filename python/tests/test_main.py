@@ -41,6 +41,13 @@ def test_run(tiny, files, tmp_path):
     assert (tmp_path / "l").read_bytes() == (files / "l").read_bytes()
 
 
+def test_run_with_unprintable_completion(models):
+    """The odd shape's completion holds control characters and invalid
+    UTF-8 (shown as U+FFFD): the JSON escaping must be jansson's."""
+    same("run", "--model-dir", models["odd"], "--gen-toks", 8)
+    same("run", "--model-dir", models["odd"], "--gen-toks", 8, "--json")
+
+
 def test_verify_check_compare(tiny, files):
     assert same("verify", files / "r", "--model-dir", tiny).returncode == 0
     assert same("verify", files / "bad", "--model-dir", tiny).returncode == 1
