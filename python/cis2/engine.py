@@ -11,6 +11,7 @@ would also need: every number comes from the library.
 """
 import ctypes
 import os
+import weakref
 from ctypes import byref, c_char, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p, POINTER
 
 from . import _lib
@@ -29,6 +30,14 @@ def _need_numpy():
     if _np is None:
         raise ImportError(_NO_NUMPY)
     return _np
+
+
+def _uint(name, v, bits):
+    """An unsigned int parameter, checked here because ctypes would wrap a
+    negative or oversized one silently."""
+    if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < (1 << bits):
+        raise UsageError("cis2: %s must be an int in 0..%d, not %r" % (name, (1 << bits) - 1, v))
+    return v
 
 
 def _finish(code):
@@ -177,14 +186,13 @@ class Request:
             keep.append(arr)
             r.ids = ctypes.cast(arr, POINTER(c_uint32))
             r.n_ids = n
-        if not isinstance(self.gen_toks, int) or self.gen_toks < 0:
-            raise UsageError("cis2: gen_toks must be an int >= 1, not %r" % (self.gen_toks,))
-        r.max_tokens = self.gen_toks
+        r.max_tokens = _uint("gen_toks", self.gen_toks, 32)   # 0: the library's own message
         greedy = (self.temperature == 0.0 and self.top_k == 0 and self.top_p in (0.0, 1.0) and self.min_p == 0.0
                   and self.seed == 0 and self.sequence == 0)
         if not greedy:
-            s = _lib.Sampling(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p, min_p=self.min_p,
-                              seed=self.seed, sequence=self.sequence)
+            s = _lib.Sampling(temperature=self.temperature, top_k=_uint("top_k", self.top_k, 32), top_p=self.top_p,
+                              min_p=self.min_p, seed=_uint("seed", self.seed, 64),
+                              sequence=_uint("sequence", self.sequence, 32))
             keep.append(s)
             r.sampling = ctypes.pointer(s)
         stop = self.stop
@@ -208,7 +216,7 @@ class Request:
                 st.strings, st.string_lens, st.n_strings = ptrs, lens, len(strs)
             keep.append(st)
             r.stop = ctypes.pointer(st)
-        r.top_logprobs = self.top_logprobs
+        r.top_logprobs = _uint("top_logprobs", self.top_logprobs, 32)
         r.logprobs = 1 if (self.logprobs or self.top_logprobs) else 0
         return r
 
@@ -293,6 +301,7 @@ class Engine:
                  expect_config_sha256=None, expect_tokenizer_sha256=None):
         L = _lib.get()
         self._h = None
+        self._sessions = weakref.WeakSet()
         o = _lib.EngineOpts(threads=int(threads or 0), kernel=kernel.encode() if kernel else None,
                             flags=_lib.OPEN_TOKENIZER_EXT if tokenizer_ext else 0)
         keep = []
@@ -316,7 +325,10 @@ class Engine:
 
     # -------------------------------------------------------- lifetime
     def close(self):
-        """Releases the engine (its weights and worker threads)."""
+        """Releases the engine (its weights and worker threads), closing its
+        sessions first.  Not while another thread generates with it."""
+        for s in list(getattr(self, "_sessions", ())):
+            s.close()
         h, self._h = self._h, None
         if h:
             _lib.get().cis2_engine_close(h)
@@ -489,10 +501,12 @@ class Session:
         o = _lib.SessionOpts(max_batch=max_batch, prefill_chunk=prefill_chunk)
         if self._cb.active():
             o.on_token = self._cb.fn
+        self._keep = {}   # id -> the buffers its request points to, until taken
         h = c_void_p()
         err = _lib.Err()
         _lib.check(_lib.get().cis2_session_open(byref(h), engine._handle(), byref(o), byref(err)), err)
         self._s = h
+        engine._sessions.add(self)
 
     def close(self):
         h, self._s = self._s, None
@@ -524,6 +538,7 @@ class Session:
         i = c_uint64()
         err = _lib.Err()
         _lib.check(_lib.get().cis2_session_add(self._handle(), byref(cr), byref(i), byref(err)), err)
+        self._keep[i.value] = keep
         if self._cb.logit_steps is not None:
             self._cb.logit_steps[i.value] = req.gen_toks
         return i.value
@@ -565,6 +580,7 @@ class Session:
         err = _lib.Err()
         _lib.check(L.cis2_session_take(self._handle(), seq_id, byref(res), byref(err)), err)
         try:
+            self._keep.pop(seq_id, None)
             if self._cb.logit_steps is not None:
                 self._cb.logit_steps.pop(seq_id, None)
             return Result(self._engine, res[0], self._cb.take_logits(seq_id))

@@ -74,6 +74,10 @@ def test_usage_errors(engine):
         engine.generate(PROMPT, gen_toks=1, top_logprobs=21)
     with pytest.raises(cis2.UsageError):
         engine.generate_batch([])
+    for kw in ({"gen_toks": -1}, {"gen_toks": 2 ** 32}, {"seed": -1, "temperature": 1.0}, {"top_k": 1.5},
+               {"top_logprobs": -3}):
+        with pytest.raises(cis2.UsageError, match=list(kw)[0]):   # ctypes would wrap these silently
+            engine.generate(PROMPT, **dict({"gen_toks": 1}, **kw))
 
 
 def test_format_errors(engine, tmp_path):

@@ -56,3 +56,12 @@ def test_session_callback_exception(engine):
         s.add(PROMPT, gen_toks=3)
         with pytest.raises(RuntimeError, match="boom"):
             s.run()
+
+
+def test_closing_the_engine_closes_its_sessions(tiny):
+    e = cis2.Engine(tiny)
+    s = e.session()
+    s.add(PROMPT, gen_toks=2)
+    e.close()
+    with pytest.raises(cis2.UsageError, match="closed"):
+        s.step()
