@@ -229,8 +229,9 @@ class Result:
     finish ("length", ...), witness (CIS2_REF) and argmax_digest (64 hex
     digits each), receipt (the CIS-2 receipt's text; raises the library's
     error when the run has none, e.g. ids without prompt bytes), logprobs
-    and top_logprobs when requested, logits (numpy float32 [steps, vocab])
-    when asked with logits=True, else None."""
+    (one float per step: the binary32 value) and top_logprobs (per step a
+    list of (id, logprob)) when requested, else None; logits (numpy float32
+    [steps, vocab]) when asked with logits=True, else None."""
 
     __slots__ = ("token_ids", "prompt_ids", "prompt", "text", "finish", "witness", "argmax_digest", "logprobs",
                  "top_logprobs", "logits", "_receipt", "_receipt_err")
@@ -249,7 +250,7 @@ class Result:
             ids, lps = r.top_ids[:k * r.n_tokens], r.top_logprobs[:k * r.n_tokens]
             self.top_logprobs = [list(zip(ids[i * k:(i + 1) * k], lps[i * k:(i + 1) * k])) for i in range(r.n_tokens)]
         else:
-            self.top_logprobs = None
+            self.top_logprobs = [[] for _ in range(r.n_tokens)] if r.logprobs else None
         self.logits = logits
         self._receipt, self._receipt_err = None, None
         L = _lib.get()
@@ -428,8 +429,10 @@ class Engine:
         Cancelled); logits=True keeps every step's logits in result.logits.
         twice: the §12.4 double run, as the CLI does (NondeterminismError).
         Sampling and stop rules (docs/sampling.md): temperature, top_k,
-        top_p, min_p, seed, sequence, stop (a string, id or list of them),
-        stop_at_eos, logprobs, top_logprobs."""
+        top_p, min_p, seed, sequence, stop (a str/bytes stop string, an int
+        stop id, or a list of them), stop_at_eos, logprobs, top_logprobs;
+        the floats become binary32 by one rounding of the Python float.
+        The library validates them (UsageError)."""
         if isinstance(prompt, Request):
             if kw or gen_toks != 16:
                 raise UsageError("cis2: give the options in the Request or as arguments, not both")

@@ -1,7 +1,9 @@
-"""Sampling, stop rules and logprobs (docs/sampling.md) pass through to the
-library.  Until the C side lands the library answers Unsupported for them,
-and these tests skip; they run once it does.  Greedy defaults given
-explicitly are the plain greedy run."""
+"""Sampling, stop rules and logprobs (docs/sampling.md) from Python: passed
+through to the library, so a sampled or stopped run's receipt, witness,
+tokens, finish reason, logits and logprob bits are `cis2 run`'s with the
+same flags, byte for byte; seeded runs are reproducible and equal in a
+batch.  Against a library without the extension (it answers Unsupported)
+these tests skip.  Greedy defaults given explicitly are the plain run."""
 import math
 
 import numpy as np
@@ -76,3 +78,42 @@ def test_logprobs(engine, sampling):
         ref = row[r.token_ids[step]] - (row.max() + math.log(np.exp(row - row.max()).sum()))
         assert lp <= 0.0 and abs(lp - ref) < 1e-3
         assert r.top_logprobs[step][0][0] == r.token_ids[step]   # greedy: the top alternative is the pick
+
+
+def bits(x):
+    import struct
+    return "%08x" % struct.unpack("<I", struct.pack("<f", x))[0]
+
+
+SAMPLED = [
+    # (CLI flags, Python keyword arguments): binary32-exact values, so the
+    # CLI's decimal conversion and Python's float -> binary32 agree
+    (["--temperature", "0.75", "--top-k", "40", "--top-p", "0.875", "--min-p", "0.0625", "--seed", "99",
+      "--logprobs", "3"],
+     dict(temperature=0.75, top_k=40, top_p=0.875, min_p=0.0625, seed=99, top_logprobs=2)),
+    (["--temperature", "1.5", "--seed", "7", "--sequence", "3", "--stop-id", "95,440"],
+     dict(temperature=1.5, seed=7, sequence=3, stop=[95, 440])),
+    (["--stop", "__", "--logprobs", "1"], dict(stop="__", logprobs=True)),
+    (["--temperature", "0.5", "--seed", "1", "--stop", "_", "--stop", "q"], dict(temperature=0.5, seed=1, stop=["_", b"q"])),
+]
+
+
+@pytest.mark.parametrize("flags,kw", SAMPLED, ids=["filters", "stop-ids", "stop-string", "two-stops"])
+def test_sampled_run_equals_cli(engine, tiny, tmp_path, flags, kw):
+    run_or_skip(lambda: engine.generate(PROMPT, gen_toks=1, temperature=1.0, seed=1))
+    from conftest import cli_run
+    j, receipt, dump = cli_run(tiny, tmp_path, "s", "--prompt", PROMPT, "--gen-toks", 8, *flags)
+    r = engine.generate(PROMPT, gen_toks=8, logits=True, **kw)
+    assert r.receipt == receipt and r.receipt.startswith("CIS-2-RECEIPT ext-sampling-1\n")
+    assert (r.witness, r.token_ids, r.finish, r.text) == (j["cis2_ref"], j["generated_token_ids"],
+                                                          j["finish_reason"], j["completion"])
+    assert r.logits.tobytes() == dump
+    if "logprobs" in j:
+        assert [bits(x) for x in r.logprobs] == [s["bits"] for s in j["logprobs"]]
+        assert [[(i, bits(x)) for i, x in top] for top in r.top_logprobs] == \
+            [[(t["id"], t["bits"]) for t in s["top"]] for s in j["logprobs"]]
+    else:
+        assert r.logprobs is None
+    assert cis2.Receipt.parse(r.receipt).verify(engine).ok
+    b = engine.generate_batch(["other prompt", PROMPT], gen_toks=8, **kw)[1]
+    assert b.receipt == receipt
