@@ -67,9 +67,16 @@ extern "C" {
 
 #define CIS2_VERSION "0.2.0"
 #define CIS2_SPEC_VERSION "0.3b"
+/* Bumped whenever a public struct's layout or a function's meaning
+ * changes, so that bindings and dynamically linked programs can refuse a
+ * library they were not built for. */
+#define CIS2_ABI_VERSION 1u
 
 /* "0.2.0": the library's CIS2_VERSION (compare with the header's). */
 CIS2_API const char *cis2_version(void);
+/* The library's CIS2_ABI_VERSION: a program or binding built against
+ * another value must not use the library. */
+CIS2_API unsigned cis2_abi_version(void);
 
 enum cis2_status {
     CIS2_OK = 0,

@@ -20,6 +20,8 @@
 
 const char *cis2_version(void) { return CIS2_VERSION; }
 
+unsigned cis2_abi_version(void) { return CIS2_ABI_VERSION; }
+
 void cis2_free(void *p) { free(p); }
 
 static int check_hash(const char *file, const uint8_t *want, const uint8_t got[32], cis2_error *err)

@@ -39,6 +39,7 @@ const char *cis2_status_name(int code)
     case CIS2_E_FPENV: return "fpenv";
     case CIS2_E_NONDET: return "nondeterminism";
     case CIS2_E_NOMEM: return "nomem";
+    case CIS2_E_CANCELLED: return "cancelled";
     default: return "internal";
     }
 }

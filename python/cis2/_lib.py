@@ -38,6 +38,7 @@ from .errors import LibraryNotFound, make_error
 
 ENV_VAR = "CIS2_LIBRARY"
 ABI_VERSION = "0.2"   # major.minor of CIS2_VERSION these structs mirror
+STRUCT_ABI = 1        # CIS2_ABI_VERSION (include/cis2.h) of the structs mirrored below
 SONAME = "libcis2.so.0"
 
 # enum cis2_status (include/cis2.h section 1)
@@ -267,10 +268,15 @@ def _load():
         except AttributeError:
             tried.append("%s: not libcis2 (no cis2_version)" % label)
             continue
-        if version.split(".")[:2] != ABI_VERSION.split("."):
-            raise LibraryNotFound("cis2: %s is libcis2 %s; this package mirrors the %s.x API (include/cis2.h): "
-                                  "install the Python package from the same source tree as the library"
-                                  % (label, version, ABI_VERSION))
+        abi = None
+        if hasattr(lib, "cis2_abi_version"):
+            lib.cis2_abi_version.restype = ctypes.c_uint
+            lib.cis2_abi_version.argtypes = []
+            abi = lib.cis2_abi_version()
+        if version.split(".")[:2] != ABI_VERSION.split(".") or abi != STRUCT_ABI:
+            raise LibraryNotFound("cis2: %s is libcis2 %s (ABI %s); this package mirrors the %s.x API, ABI %d "
+                                  "(include/cis2.h): install the Python package from the same source tree as the "
+                                  "library" % (label, version, abi, ABI_VERSION, STRUCT_ABI))
         for name, (res, args) in _PROTOS.items():
             f = getattr(lib, name)
             f.restype = res
