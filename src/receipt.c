@@ -12,8 +12,14 @@
  * prompt-hex, CSV with empty elements / leading zeros / values > u32,
  * gen-toks 0, a generated list whose length differs from gen-toks, a
  * missing final LF, and files over CIS2_RECEIPT_MAX_FILE.
+ *
+ * File I/O (issue 16, fileio.h): load reads a regular file once (size
+ * checked before reading); save writes a temporary file beside the target
+ * and renames it into place, so a failed save (a full disk) leaves the old
+ * receipt intact.  Callers: cis2 run --receipt, verify, check, compare.
  */
 #include "receipt.h"
+#include "fileio.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -289,28 +295,12 @@ out:
 int cis2_receipt_load(const char *path, cis2_receipt *r, cis2_error *err)
 {
     memset(r, 0, sizeof *r);
-    FILE *f = fopen(path, "rb");
-    if (!f) return cis2_fail(err, CIS2_E_IO, "%s: %s", path, strerror(errno));
-    size_t alloc = 0, n = 0;
-    char *b = NULL;
-    for (;;) { /* grow as needed, never past the limit + 1 byte */
-        if (n == alloc) {
-            size_t want = alloc ? alloc * 2 : 4096;
-            if (want > CIS2_RECEIPT_MAX_FILE + 1) want = CIS2_RECEIPT_MAX_FILE + 1;
-            if (want == alloc) break; /* over the limit: parse rejects it */
-            char *nb = realloc(b, want);
-            if (!nb) { free(b); fclose(f); return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path); }
-            b = nb;
-            alloc = want;
-        }
-        size_t got = fread(b + n, 1, alloc - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) { free(b); return cis2_fail(err, CIS2_E_IO, "%s: read error", path); }
-    int rc = cis2_receipt_parse(b, n, path, r, err);
+    char *b;
+    size_t n;
+    /* fileio.h: a regular file, read once, at most 64 MiB (checked before reading) */
+    int rc = cis2_read_file(path, CIS2_RECEIPT_MAX_FILE, "a receipt", &b, &n, err);
+    if (rc) return rc;
+    rc = cis2_receipt_parse(b, n, path, r, err);
     free(b);
     return rc;
 }
@@ -321,12 +311,9 @@ int cis2_receipt_save(const char *path, const cis2_receipt *r, cis2_error *err)
     size_t n;
     int rc = cis2_receipt_render(r, &s, &n, err);
     if (rc) return rc;
-    FILE *f = fopen(path, "wb");
-    if (!f) { free(s); return cis2_fail(err, CIS2_E_IO, "%s: %s", path, strerror(errno)); }
-    int bad = fwrite(s, 1, n, f) != n;
-    bad |= fclose(f) != 0;
+    rc = cis2_write_file(path, s, n, err); /* a temporary file renamed into place: all or nothing */
     free(s);
-    return bad ? cis2_fail(err, CIS2_E_IO, "%s: write failed", path) : CIS2_OK;
+    return rc;
 }
 
 int cis2_receipt_equal(const cis2_receipt *a, const cis2_receipt *b)
