@@ -36,8 +36,8 @@
 
 /* ------------------------------------------------------------------ load */
 
-/* The staging buffer: at least this, or one row group of the widest matrix. */
-#define STAGE_BYTES ((size_t)8 << 20)
+/* Each of the two staging buffers: this, or one row group of the widest matrix. */
+#define STAGE_BYTES ((size_t)4 << 20)
 
 static int path_join(char *out, size_t cap, const char *dir, const char *file, cis2_error *err)
 {
@@ -136,43 +136,101 @@ static int plan_tensors(cis2_model *m, loader *L, cis2_error *err)
     return CIS2_OK;
 }
 
+/* One read of the data area: rows [r0, r0 + nr) of tensor `t` (a matrix),
+ * or all of it (a vector). */
+typedef struct seg { size_t t, r0, nr, bytes; } seg;
+
+/* One step of the pipeline, run across the pool: item 0 reads (and hashes)
+ * the next segment into the other staging buffer while items 1.. pack the
+ * current one, a few row groups each. */
+typedef struct step {
+    loader *L;
+    const seg *cur, *next;
+    const uint8_t *cur_buf;
+    uint8_t *next_buf;
+    size_t groups_per_item, items;
+    int read_rc;
+    cis2_error read_err;
+} step;
+
+static void step_item(void *ctx, size_t i)
+{
+    step *S = ctx;
+    if (i == 0) {
+        if (S->next) S->read_rc = cis2_st_read(&S->L->st, S->next_buf, S->next->bytes, &S->read_err);
+        return;
+    }
+    const job *j = &S->L->jobs[S->cur->t];
+    size_t rowbytes = j->cols * cis2_st_dtype_size(S->L->st.t[S->cur->t].dtype);
+    size_t g = (i - 1) * S->groups_per_item, r = g * CIS2_KG; /* relative to the segment */
+    if (r >= S->cur->nr) return;
+    size_t nr = S->cur->nr - r < S->groups_per_item * CIS2_KG ? S->cur->nr - r : S->groups_per_item * CIS2_KG;
+    cis2_pmat_pack_groups(j->dest, S->cur_buf + r * rowbytes, (S->cur->r0 + r) / CIS2_KG, nr);
+}
+
 /* Reads the data area in file order, each tensor straight into its packed
- * matrix or f32 vector through one bounded staging buffer. */
+ * matrix or f32 vector through two bounded staging buffers (one being
+ * packed while the next is read and hashed). */
 static int stream_tensors(cis2_model *m, loader *L, cis2_error *err)
 {
     cis2_st_file *st = &L->st;
-    size_t cap = STAGE_BYTES;
+    size_t cap = STAGE_BYTES, nseg = 0;
     for (size_t i = 0; i < st->n; i++) {
         const job *j = &L->jobs[i];
         size_t es = cis2_st_dtype_size(st->t[i].dtype);
         size_t need = j->kind == J_MAT ? CIS2_KG * j->cols * es : (size_t)st->t[i].nbytes;
         if (need > cap) cap = need; /* <= 16 x 2^20 x 4 bytes (config.c limits) */
     }
-    uint8_t *stage = malloc(cap);
-    if (!stage) return cis2_fail(err, CIS2_E_NOMEM, "out of memory for a %zu-byte staging buffer", cap);
+    for (size_t i = 0; i < st->n; i++) {
+        const job *j = &L->jobs[i];
+        if (j->kind == J_VEC) { nseg++; continue; }
+        size_t batch = cap / (j->cols * cis2_st_dtype_size(st->t[i].dtype)) / CIS2_KG * CIS2_KG;
+        nseg += (j->rows + batch - 1) / batch;
+    }
+    seg *sg = malloc((nseg ? nseg : 1) * sizeof *sg);
+    uint8_t *buf[2] = {malloc(cap), malloc(cap)};
     int rc = CIS2_OK;
-    for (size_t k = 0; k < st->n && !rc; k++) {
-        const cis2_st_tensor *t = &st->t[st->order[k]];
-        const job *j = &L->jobs[st->order[k]];
-        size_t es = cis2_st_dtype_size(t->dtype);
-        if (j->kind == J_MAT) {
-            cis2_pmat *pm = j->dest;
-            if ((rc = cis2_pmat_alloc(pm, t->dtype == CIS2_ST_BF16 ? CIS2_W_BF16 : CIS2_W_F32, j->rows, j->cols, err)))
-                break;
-            size_t rowbytes = j->cols * es, batch = cap / rowbytes / CIS2_KG * CIS2_KG;
-            for (size_t r0 = 0; r0 < j->rows && !rc; r0 += batch) {
-                size_t nr = j->rows - r0 < batch ? j->rows - r0 : batch;
-                if (!(rc = cis2_st_read(st, stage, nr * rowbytes, err)))
-                    cis2_pmat_pack_groups(pm, stage, r0 / CIS2_KG, nr);
-            }
-        } else {
-            float **v = j->dest;
-            if (!(*v = malloc(j->rows * sizeof(float)))) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); break; }
-            if (!(rc = cis2_st_read(st, stage, (size_t)t->nbytes, err)))
-                cis2_st_widen_f32(t->dtype, stage, j->rows, *v);
+    if (!sg || !buf[0] || !buf[1]) rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory for the staging buffers");
+    size_t k = 0;
+    for (size_t o = 0; !rc && o < st->n; o++) {
+        size_t i = st->order[o];
+        const job *j = &L->jobs[i];
+        size_t es = cis2_st_dtype_size(st->t[i].dtype);
+        if (j->kind == J_VEC) { sg[k++] = (seg){i, 0, j->rows, (size_t)st->t[i].nbytes}; continue; }
+        size_t rowbytes = j->cols * es, batch = cap / rowbytes / CIS2_KG * CIS2_KG;
+        for (size_t r0 = 0; r0 < j->rows; r0 += batch) {
+            size_t nr = j->rows - r0 < batch ? j->rows - r0 : batch;
+            sg[k++] = (seg){i, r0, nr, nr * rowbytes};
         }
     }
-    free(stage);
+    if (!rc && nseg) rc = cis2_st_read(st, buf[0], sg[0].bytes, err);
+    for (size_t s = 0; !rc && s < nseg; s++) {
+        const seg *cur = &sg[s];
+        const job *j = &L->jobs[cur->t];
+        const cis2_st_tensor *t = &st->t[cur->t];
+        step S = {.L = L, .cur = cur, .next = s + 1 < nseg ? &sg[s + 1] : NULL, .cur_buf = buf[s & 1],
+                  .next_buf = buf[(s + 1) & 1]};
+        if (j->kind == J_VEC) {
+            float **v = j->dest;
+            if (!(*v = malloc(j->rows * sizeof(float)))) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); break; }
+            cis2_st_widen_f32(t->dtype, S.cur_buf, j->rows, *v);
+            step_item(&S, 0);
+        } else {
+            cis2_pmat *pm = j->dest;
+            if (cur->r0 == 0 &&
+                (rc = cis2_pmat_alloc(pm, t->dtype == CIS2_ST_BF16 ? CIS2_W_BF16 : CIS2_W_F32, j->rows, j->cols, err)))
+                break;
+            size_t gbytes = CIS2_KG * j->cols * cis2_st_dtype_size(t->dtype);
+            S.groups_per_item = gbytes >= ((size_t)64 << 10) ? 1 : ((size_t)64 << 10) / gbytes;
+            size_t groups = (cur->nr + CIS2_KG - 1) / CIS2_KG;
+            S.items = 1 + (groups + S.groups_per_item - 1) / S.groups_per_item;
+            cis2_parallel_for(S.items, step_item, &S);
+        }
+        if (S.read_rc) rc = cis2_fail(err, S.read_rc, "%s", S.read_err.msg);
+    }
+    free(sg);
+    free(buf[0]);
+    free(buf[1]);
     if (!rc) rc = cis2_st_finish(st, m->weights_sha, err); /* §2.1 over every byte read */
     return rc;
 }
