@@ -600,55 +600,63 @@ out:
     return rc;
 }
 
-/* Per-id decode bytes: added token content, else the vocab string mapped
- * back through §3.1.5.a (or its raw UTF-8 if a char is outside the map, as
- * the reference's ByteLevel decoder does). */
+/* Per-id decode bytes, as the reference's ByteLevel decoder makes them for
+ * every token, added tokens included: the token's string mapped back
+ * through §3.1.5.a when every character is in the map, else its raw UTF-8
+ * (so an added token "é" decodes to the byte 0xE9, as the reference does,
+ * and "<|im_start|>" to itself). */
+static int decode_one(cis2_tokenizer *t, const int16_t *inv, const char *str, size_t len, uint32_t fallback_off,
+                      int have_off, uint32_t id, char **tmp, size_t *tmpcap)
+{
+    if (len > *tmpcap) {
+        size_t nc = 2 * len;
+        char *n = realloc(*tmp, nc);
+        if (!n) return -1;
+        *tmp = n; *tmpcap = nc;
+    }
+    const unsigned char *s = (const unsigned char *)str;
+    size_t k = 0, j = 0, l;
+    int mapped = !cis2_utf8_validate(s, len, NULL);
+    while (mapped && j < len) {
+        uint32_t cp = cis2_utf8_next(s + j, &l);
+        int b = cp < 324 ? inv[cp] : -1;
+        if (b < 0) mapped = 0;
+        else (*tmp)[k++] = (char)b;
+        j += l;
+    }
+    uint32_t off;
+    if (mapped) {
+        if (arena_add(t, *tmp, k, &off)) return -1;
+        t->dec_off[id] = off; t->dec_len[id] = (uint32_t)k;
+    } else {
+        if (!have_off && arena_add(t, str, len, &fallback_off)) return -1;
+        t->dec_off[id] = fallback_off; t->dec_len[id] = (uint32_t)len;
+    }
+    return 0;
+}
+
 static int build_decode(cis2_tokenizer *t, const char *path, cis2_error *err)
 {
     t->dec_off = malloc((t->nids ? t->nids : 1) * sizeof *t->dec_off);
     t->dec_len = malloc((t->nids ? t->nids : 1) * sizeof *t->dec_len);
     if (!t->dec_off || !t->dec_len) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
     for (size_t i = 0; i < t->nids; i++) t->dec_len[i] = UINT32_MAX;
-    size_t vocab_end = t->arena_len;
     char *tmp = NULL; size_t tmpcap = 0;
     int16_t inv[324];                                   /* §3.1.5.a inverse */
     for (int i = 0; i < 324; i++) inv[i] = -1;
     for (int b = 0; b < 256; b++) inv[t->b2u[b]] = (int16_t)b;
-    for (size_t i = 0; i < t->vcap; i++) {
+    int bad = 0;
+    for (size_t i = 0; i < t->vcap && !bad; i++) {
         vslot v = t->vocab[i];
         if (v.id == UINT32_MAX) continue;
-        if (v.len > tmpcap) {
-            tmpcap = 2 * v.len;
-            char *n = realloc(tmp, tmpcap);
-            if (!n) { free(tmp); return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path); }
-            tmp = n;
-        }
-        const unsigned char *s = (const unsigned char *)t->arena + v.off;
-        size_t k = 0, j = 0, l;
-        int mapped = !cis2_utf8_validate(s, v.len, NULL);
-        while (mapped && j < v.len) {
-            uint32_t cp = cis2_utf8_next(s + j, &l);
-            int b = cp < 324 ? inv[cp] : -1;
-            if (b < 0) mapped = 0;
-            else tmp[k++] = (char)b;
-            j += l;
-        }
-        if (mapped) {
-            uint32_t off;
-            if (arena_add(t, tmp, k, &off)) { free(tmp); return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path); }
-            t->dec_off[v.id] = off; t->dec_len[v.id] = (uint32_t)k;
-        } else {
-            t->dec_off[v.id] = v.off; t->dec_len[v.id] = v.len;
-        }
-        if (t->dec_len[v.id] > t->max_tok_bytes) t->max_tok_bytes = t->dec_len[v.id];
-        if (v.off + v.len > vocab_end) { free(tmp); return cis2_fail(err, CIS2_E_INTERNAL, "arena"); }
+        /* str points into the arena: decode_one reads it whole before it adds to (and may move) the arena */
+        bad = decode_one(t, inv, t->arena + v.off, v.len, v.off, 1, v.id, &tmp, &tmpcap);
+        if (!bad && t->dec_len[v.id] > t->max_tok_bytes) t->max_tok_bytes = t->dec_len[v.id];
     }
+    for (size_t i = 0; i < t->nadded && !bad; i++)
+        bad = decode_one(t, inv, t->added[i].s, t->added[i].len, 0, 0, t->added[i].id, &tmp, &tmpcap);
     free(tmp);
-    for (size_t i = 0; i < t->nadded; i++) {
-        uint32_t off;
-        if (arena_add(t, t->added[i].s, t->added[i].len, &off)) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
-        t->dec_off[t->added[i].id] = off; t->dec_len[t->added[i].id] = (uint32_t)t->added[i].len;
-    }
+    if (bad) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
     return CIS2_OK;
 }
 
@@ -786,7 +794,7 @@ typedef struct {
     centry *cache; size_t ccap, cused;
     uint32_t *cids; size_t cn, ccidcap; /* ids of cached words */
     char **bufs; size_t nbufs;          /* NFC'd pieces (the cache points into them) */
-    uint32_t *best[2]; size_t bestcap;  /* split_added's window, per group */
+    uint32_t *best[2]; size_t bestcap;  /* split_added's window (2 x bestcap), per group */
     size_t max_ids;                     /* encode_max's limit (SIZE_MAX: none) */
     int oom, over;                      /* either stops the encode */
 } enc_ctx;
@@ -998,9 +1006,10 @@ static void normalize_piece(enc_ctx *c, const char *s, size_t n)
  * finds them; pieces between them go to the next group, then to the
  * pre-tokenizer.  The text is taken in windows of W >= the longest token:
  * scanning a window (plus maxlen - 1 bytes after it) backwards through the
- * reversed-content automaton gives best[j], the longest token starting at
- * each j; the forward pass then takes the leftmost match, skips past it and
- * goes on.  Linear: each window costs W + maxlen and advances by >= W. */
+ * reversed-content automaton gives the longest token starting at each
+ * position where one does; the forward pass then takes the leftmost match,
+ * skips past it and goes on.  Linear: each window costs W + maxlen and
+ * advances by >= W. */
 static void split_added(enc_ctx *c, const char *s, size_t n, int group)
 {
     const ac_trie *T = &c->t->trie[group];
@@ -1015,15 +1024,23 @@ static void split_added(enc_ctx *c, const char *s, size_t n, int group)
     while (pos < n && !c->oom && !c->over) {
         size_t a = pos, b = n - a < W ? n : a + W;
         size_t e = n - b < T->maxlen - 1 ? n : b + T->maxlen - 1;
+        /* best[] holds (position, token) pairs, positions descending: only
+         * where some token starts (most text has none) */
         uint32_t st = 0;
+        size_t nh = 0;
         for (size_t k = e; k-- > a;) {
-            st = ac_step(T, st, (uint8_t)s[k]);
-            if (k < b) best[k - a] = T->out[st];
+            uint8_t ch = (uint8_t)s[k];
+            if (st == 0 && !T->root_next[ch]) continue; /* stays at the root, no output */
+            st = ac_step(T, st, ch);
+            if (k < b && T->out[st] != AC_NONE) { best[2 * nh] = (uint32_t)(k - a); best[2 * nh + 1] = T->out[st]; nh++; }
         }
         size_t j = a;
-        while (j < b && !c->oom && !c->over) {
-            uint32_t tk = best[j - a];
-            if (tk == AC_NONE) { j++; continue; }
+        while (nh && !c->oom && !c->over) {
+            size_t at = a + best[2 * (nh - 1)];
+            uint32_t tk = best[2 * (nh - 1) + 1];
+            nh--;
+            if (at < j) continue; /* inside the previous match */
+            j = at;
             const added_tok *tok = &c->t->added[tk];
             if (group == 0) normalize_piece(c, s + seg, j - seg);
             else encode_piece(c, s + seg, j - seg);
@@ -1032,7 +1049,7 @@ static void split_added(enc_ctx *c, const char *s, size_t n, int group)
             j += tok->len;
             seg = j;
         }
-        pos = j;
+        pos = j > b ? j : b;
     }
     if (group == 0) normalize_piece(c, s + seg, n - seg);
     else encode_piece(c, s + seg, n - seg);
@@ -1053,7 +1070,7 @@ int cis2_tokenizer_encode_max(const cis2_tokenizer *t, const char *text, size_t 
     size_t maxlen = t->trie[0].maxlen > t->trie[1].maxlen ? t->trie[0].maxlen : t->trie[1].maxlen;
     c.bestcap = maxlen > 4096 ? maxlen : 4096;
     for (int g = 0; g < 2; g++)
-        if (t->trie[g].n && !(c.best[g] = malloc(c.bestcap * sizeof *c.best[g]))) c.oom = 1;
+        if (t->trie[g].n && !(c.best[g] = malloc(2 * c.bestcap * sizeof *c.best[g]))) c.oom = 1;
     if (!c.cache || !c.ids) c.oom = 1;
     if (!c.oom) split_added(&c, text, len, 0);
     free(c.cache); free(c.cids); free(c.syms); free(c.heap); free(c.best[0]); free(c.best[1]);
