@@ -1,8 +1,10 @@
 /*
  * test_safetensors.c - the safetensors loader (src/safetensors.c): valid
  * files (odd data offsets, zero-size and scalar tensors, §4.1 widening bits),
- * one test per rejected input, and a cis2 synth checkpoint read back with the
- * §2.5 names and shapes listed here independently.
+ * one test per rejected input, the read-once stream (issue 16: a file that
+ * shrinks, grows or is a FIFO is a clean error; the sha256 covers exactly
+ * the bytes read), and a cis2 synth checkpoint read back with the §2.5 names
+ * and shapes listed here independently.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "safetensors.h"
@@ -421,6 +424,87 @@ static void check_synth(const char *shape, uint64_t H, uint64_t I, int L, uint64
     cis2_st_close(&f);
 }
 
+/* ---- read once (issue 16): the stream API, a file changing while read,
+ * the header's memory bound, the sha256 of the bytes read ---- */
+
+static void stream_read_once(void **s)
+{
+    (void)s;
+    uint8_t data[16] = {0};
+    memcpy(data, data6, 12);
+    const char *p = write_st("stream.st",
+                             "{" BF("b", "[2,3]", 0, 12) "," BF("a", "[2]", 12, 16) "}", data, 16);
+    cis2_st_file f;
+    cis2_error e = {0};
+    assert_int_equal(cis2_st_open_stream(&f, p, &e), CIS2_OK);
+    assert_int_equal(f.n, 2);
+    assert_null(f.t[0].data); /* nothing of the data area read yet */
+    assert_string_equal(f.t[f.order[0]].name, "b"); /* file order */
+    assert_string_equal(f.t[f.order[1]].name, "a");
+    uint8_t got[16], sha[32], want[32];
+    assert_int_equal(cis2_st_read(&f, got, 12, &e), CIS2_OK);
+    assert_int_equal(cis2_st_read(&f, got + 12, 4, &e), CIS2_OK);
+    assert_memory_equal(got, data, 16);
+    assert_int_equal(cis2_st_finish(&f, sha, &e), CIS2_OK);
+    cis2_st_close(&f);
+    assert_int_equal(cis2_sha256_file(p, want, &e), CIS2_OK); /* every byte, header included */
+    assert_memory_equal(sha, want, 32);
+    uint8_t sha2[32];
+    assert_int_equal(cis2_st_open(&f, p, sha2, &e), CIS2_OK);
+    assert_memory_equal(sha2, want, 32);
+    cis2_st_close(&f);
+}
+
+static void stream_file_changes(void **s)
+{
+    (void)s;
+    char hdr[128];
+    snprintf(hdr, sizeof hdr, "{" BF("w", "[32]", 0, 64) "}");
+    const char *p = write_st("trunc.st", hdr, zeros, 64);
+    cis2_st_file f;
+    cis2_error e = {0};
+    uint8_t buf[64];
+    /* truncated after the header was read: a clean CIS2_E_IO (no SIGBUS: nothing is mapped) */
+    assert_int_equal(cis2_st_open_stream(&f, p, &e), CIS2_OK);
+    assert_int_equal(truncate(p, (off_t)(8 + strlen(hdr) + 10)), 0);
+    int rc = cis2_st_read(&f, buf, 64, &e);
+    if (rc != CIS2_E_IO || !strstr(e.msg, "changed while being read")) fail_msg("rc %d: %s", rc, e.msg);
+    cis2_st_close(&f);
+    /* grown after the header: the end of the data area is not the end of the file */
+    p = write_st("grow.st", hdr, zeros, 64);
+    e = (cis2_error){0};
+    assert_int_equal(cis2_st_open_stream(&f, p, &e), CIS2_OK);
+    FILE *a = fopen(p, "ab");
+    fputs("extra", a);
+    fclose(a);
+    assert_int_equal(cis2_st_read(&f, buf, 64, &e), CIS2_OK);
+    rc = cis2_st_finish(&f, NULL, &e);
+    if (rc != CIS2_E_IO || !strstr(e.msg, "changed while being read")) fail_msg("rc %d: %s", rc, e.msg);
+    cis2_st_close(&f);
+    /* a FIFO is refused without blocking */
+    snprintf(path, sizeof path, "%s/fifo.st", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    alarm(10);
+    e = (cis2_error){0};
+    rc = cis2_st_open_stream(&f, path, &e);
+    alarm(0);
+    if (rc != CIS2_E_IO || !strstr(e.msg, "not a regular file (a FIFO)")) fail_msg("rc %d: %s", rc, e.msg);
+}
+
+static void rej_header_json_cost(void **s)
+{
+    (void)s;
+    /* 12 MB of [{},{},...]: about 3.5 GB of jansson heap, refused before parsing */
+    size_t n = 4000000, k = 0;
+    char *h = malloc(3 * n + 2);
+    h[k++] = '[';
+    for (size_t i = 0; i < n; i++) { if (i) h[k++] = ','; h[k++] = '{'; h[k++] = '}'; }
+    h[k++] = ']';
+    h[k] = 0;
+    expect_reject(write_st("cost.st", h, NULL, 0), CIS2_E_FORMAT, "its JSON would take about");
+    free(h);
+}
+
 static void synth_tiny(void **s) { (void)s; check_synth("tiny", 64, 160, 2, 2 * 16, 512, 0, 0, 1); }
 static void synth_tiny_qwen(void **s) { (void)s; check_synth("tiny-qwen", 96, 224, 3, 2 * 16, 640, 1, 1, 0); }
 static void synth_odd(void **s) { (void)s; check_synth("odd", 72, 200, 2, 24, 300, 0, 1, 1); }
@@ -476,6 +560,9 @@ int main(void)
         cmocka_unit_test(rej_duplicate_name),
         cmocka_unit_test(rej_metadata),
         cmocka_unit_test(rej_entry_shape),
+        cmocka_unit_test(stream_read_once),
+        cmocka_unit_test(stream_file_changes),
+        cmocka_unit_test(rej_header_json_cost),
         cmocka_unit_test(synth_tiny),
         cmocka_unit_test(synth_tiny_qwen),
         cmocka_unit_test(synth_odd),
