@@ -128,11 +128,10 @@ static int plan_tensors(cis2_model *m, loader *L, cis2_error *err)
 #undef VEC
     for (size_t i = 0; i < L->st.n; i++)
         if (L->jobs[i].kind == J_NONE)
-            return cis2_fail(err, CIS2_E_FORMAT, "%s: unexpected tensor %s (a %zu-layer %s model %s has no such tensor)",
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: unexpected tensor %s (not part of a %zu-layer %s model%s)",
                              L->path, L->st.t[i].name, m->n_layers, family,
-                             !strcmp(family, "qwen2") ? "(q/k/v biases, no others)"
-                             : qkv ? "with attention_bias true (q/k/v biases)"
-                                   : "without attention_bias (no biases)");
+                             !strcmp(family, "qwen2") ? "" : qkv ? " with attention_bias true"
+                                                                 : " with attention_bias false");
     return CIS2_OK;
 }
 

@@ -25,7 +25,7 @@
 struct cis2_trace_writer {
     cis2_out *f, *dump;     /* temporary files until close commits them */
     char *path;
-    int failed;
+    int failed;             /* the errno of the first failed write, or EIO */
 };
 
 int cis2_trace_open(cis2_trace_writer **out, const char *path, int dump, cis2_error *err)
@@ -46,7 +46,7 @@ int cis2_trace_open(cis2_trace_writer **out, const char *path, int dump, cis2_er
         free(w->path); free(w);
         return rc;
     }
-    if (fprintf(cis2_out_stream(w->f), "%s%s\n", CIS2_TRACE_MAGIC, dump ? " dump" : "") < 0) w->failed = 1;
+    if (fprintf(cis2_out_stream(w->f), "%s%s\n", CIS2_TRACE_MAGIC, dump ? " dump" : "") < 0) w->failed = errno ? errno : EIO;
     *out = w;
     return CIS2_OK;
 }
@@ -59,8 +59,10 @@ void cis2_trace_record(void *ctx, size_t step, size_t pos, int layer, const char
     char h[65];
     cis2_sha256(v, n * sizeof(float), d); /* f32 bits, LE (host order, checked above) */
     cis2_hex(d, 32, h);
-    if (fprintf(cis2_out_stream(w->f), "%zu %zu %d %s %zu %s\n", step, pos, layer, tensor, n, h) < 0) w->failed = 1;
-    if (w->dump && fwrite(v, sizeof(float), n, cis2_out_stream(w->dump)) != n) w->failed = 1;
+    if (fprintf(cis2_out_stream(w->f), "%zu %zu %d %s %zu %s\n", step, pos, layer, tensor, n, h) < 0)
+        w->failed = errno ? errno : EIO;
+    else if (w->dump && fwrite(v, sizeof(float), n, cis2_out_stream(w->dump)) != n)
+        w->failed = errno ? errno : EIO;
 }
 
 int cis2_trace_close(cis2_trace_writer *w, cis2_error *err)
@@ -71,7 +73,7 @@ int cis2_trace_close(cis2_trace_writer *w, cis2_error *err)
         cis2_out_abort(w->dump);
         cis2_out_abort(w->f);
         if (w->failed && !(err && err->code != CIS2_OK))
-            rc = cis2_fail(err, CIS2_E_IO, "%s: writing the trace failed", w->path);
+            rc = cis2_fail(err, CIS2_E_IO, "%s: write failed: %s", w->path, strerror(w->failed));
     } else {
         cis2_out *set[2] = {w->dump, w->f}; /* the values first: a trace never names a dump it lacks */
         rc = cis2_out_commit_set(set, 2, err);
