@@ -29,7 +29,7 @@
 #define CIS2_TRACE_MAGIC "CIS-2-TRACE v1"
 #define CIS2_TRACE_MAX_LINES (64u << 20) /* larger traces are refused */
 /* A trace file larger than this is refused before it is read (a run of
- * the 135M shape writes about 50 KB per decoded token); one record's
+ * the 135M shape writes about 40 KB per decoded token); one record's
  * values larger than this many floats are refused before allocating
  * (the largest real tensor, the logits, is vocab <= 2^22 floats). */
 #define CIS2_TRACE_MAX_FILE (256ull << 20)
