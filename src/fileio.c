@@ -426,6 +426,11 @@ int cis2_out_open(cis2_out **out, const char *path, cis2_error *err)
             *out = o;
             return CIS2_OK;
         }
+        if (access(path, W_OK) != 0) { /* as fopen would refuse it: a rename would replace a read-only file */
+            int e = errno;
+            out_free(o);
+            return cis2_fail(err, CIS2_E_IO, "%s: not writable: %s", path, strerror(e));
+        }
         if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) o->target = realpath(path, NULL);
     }
     if (!o->target && !(o->target = strdup(path))) {
@@ -594,6 +599,8 @@ int cis2_check_output_path(const char *path, const char *const *inputs, size_t n
         rc = cis2_fail(err, CIS2_E_IO, "%s: %s is not a directory", path, dir);
     else if (access(dir, W_OK | X_OK) != 0)
         rc = cis2_fail(err, CIS2_E_IO, "%s: its directory %s is not writable (%s)", path, dir, strerror(errno));
+    else if (exists && access(path, W_OK) != 0)
+        rc = cis2_fail(err, CIS2_E_IO, "%s: not writable (%s)", path, strerror(errno));
     for (size_t i = 0; !rc && exists && i < n; i++) {
         struct stat is;
         if (inputs[i] && stat(inputs[i], &is) == 0 && is.st_dev == st.st_dev && is.st_ino == st.st_ino)

@@ -82,8 +82,10 @@ const char *cis2_file_kind(const struct stat *st);
  * fsync'ed and renamed over the target only by commit.  A symbolic link
  * as the target is followed (its target is replaced, as fopen would write
  * it).  cis2_out_open fails (CIS2_E_USAGE for "", CIS2_E_IO otherwise)
- * when the directory is missing or not writable or the path is a
- * directory. */
+ * when the directory is missing or not writable, the path is a directory,
+ * or an existing target is not writable (fopen's rule: a read-only file is
+ * not replaced).  A process killed by SIGKILL leaves its temporary file
+ * (never a partial target). */
 typedef struct cis2_out cis2_out;
 int cis2_out_open(cis2_out **o, const char *path, cis2_error *err);
 FILE *cis2_out_stream(cis2_out *o);

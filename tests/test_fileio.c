@@ -309,10 +309,18 @@ static void output_paths(void **s)
     /* devices are written in place and never compared */
     const char *devs[] = {"/dev/null"};
     assert_int_equal(cis2_check_output_path("/dev/null", devs, 1, devs, 1, &e), CIS2_OK);
-    if (geteuid() != 0) { /* root passes access(W_OK) on any directory */
+    if (geteuid() != 0) { /* root passes access(W_OK) on any directory or file */
         assert_int_equal(mkdir(P("ro"), 0555), 0);
         e = (cis2_error){0};
         expect_err(cis2_check_output_path(P("ro/x"), NULL, 0, NULL, 0, &e), &e, CIS2_E_IO, "not writable");
+        put(P("ro.txt"), "keep");
+        assert_int_equal(chmod(P("ro.txt"), 0444), 0);
+        e = (cis2_error){0};
+        expect_err(cis2_check_output_path(P("ro.txt"), NULL, 0, NULL, 0, &e), &e, CIS2_E_IO, "not writable");
+        cis2_out *o;
+        e = (cis2_error){0};
+        expect_err(cis2_out_open(&o, P("ro.txt"), &e), &e, CIS2_E_IO, "not writable");
+        assert_string_equal(slurp(P("ro.txt")), "keep");
     }
 }
 

@@ -10,6 +10,8 @@
  *     encode's; past it CIS2_E_USAGE, and a 100 MB prompt (one line, or one
  *     single word) is refused at once;
  *   - the limits on added tokens (count, bytes) and on the file's JSON cost;
+ *   - added-token matching equals a plain leftmost-longest search on 300
+ *     random sets of overlapping tokens (both normalized groups) and texts;
  *   - NFC segments: no composition pair has a second character below
  *     U+0300 (the segment rule's premise), and NFC of a long mixed text
  *     equals NFC of its pieces cut at safe starters.
@@ -246,6 +248,106 @@ static void added_limits(void **s)
     free(b);
 }
 
+/* Added-token matching against a plain leftmost-longest search (the
+ * reference's semantics: normalized=false tokens first, then normalized=true
+ * ones in the pieces between; each remaining byte is its own token in the
+ * minimal tokenizer): random small-alphabet tokens that overlap in every
+ * way, random texts, some long enough to cross the automaton's windows. */
+static unsigned rng = 12345;
+static unsigned rnd(unsigned n)
+{
+    rng ^= rng << 13; rng ^= rng >> 17; rng ^= rng << 5;
+    return rng % n;
+}
+typedef struct { char s[8]; size_t len; int normalized; } rtok;
+static rtok toks[40];
+static size_t ntoks;
+
+static size_t naive(const char *s, size_t n, int group, uint32_t *out, size_t k)
+{
+    size_t i = 0, seg = 0;
+    while (i < n) {
+        size_t best = SIZE_MAX;
+        for (size_t j = 0; j < ntoks; j++)
+            if (toks[j].normalized == group && toks[j].len <= n - i && !memcmp(toks[j].s, s + i, toks[j].len) &&
+                (best == SIZE_MAX || toks[j].len > toks[best].len))
+                best = j;
+        if (best == SIZE_MAX) { i++; continue; }
+        if (group == 0) k = naive(s + seg, i - seg, 1, out, k);
+        else for (size_t b = seg; b < i; b++) out[k++] = (unsigned char)s[b];
+        out[k++] = 256 + (uint32_t)best;
+        i += toks[best].len;
+        seg = i;
+    }
+    if (group == 0) return naive(s + seg, n - seg, 1, out, k);
+    for (size_t b = seg; b < n; b++) out[k++] = (unsigned char)s[b];
+    return k;
+}
+
+static void added_vs_naive(void **s)
+{
+    (void)s;
+    static const char alpha[] = "ab<>";
+    char *text = malloc(20000);
+    uint32_t *want = malloc(20000 * sizeof *want);
+    for (int trial = 0; trial < 300; trial++) {
+        ntoks = 1 + rnd(30);
+        for (size_t i = 0; i < ntoks; i++) {
+            for (;;) { /* unique contents */
+                toks[i].len = 1 + rnd(trial % 3 ? 4 : 7);
+                for (size_t c = 0; c < toks[i].len; c++) toks[i].s[c] = alpha[rnd(4)];
+                toks[i].s[toks[i].len] = 0;
+                size_t j = 0;
+                while (j < i && strcmp(toks[j].s, toks[i].s)) j++;
+                if (j == i) break;
+            }
+            toks[i].normalized = (int)rnd(2);
+        }
+        /* ids: the minimal vocab has a one-byte token for each of "ab<>": a
+         * content of one such byte keeps that id (the reference's rule), so
+         * keep contents of two or more bytes only */
+        size_t m = 0;
+        for (size_t i = 0; i < ntoks; i++) if (toks[i].len > 1) toks[m++] = toks[i];
+        ntoks = m;
+        if (!ntoks) continue;
+        char *js = NULL;
+        {
+            char *base = cis2_synth_min_tokenizer_json();
+            json_error_t je;
+            json_t *root = json_loads(base, 0, &je);
+            free(base);
+            json_t *arr = json_array();
+            for (size_t i = 0; i < ntoks; i++)
+                json_array_append_new(arr, json_pack("{s:I, s:s, s:b, s:b}", "id", (json_int_t)(256 + i), "content",
+                                                     toks[i].s, "normalized", toks[i].normalized, "special",
+                                                     !toks[i].normalized));
+            json_object_set_new(root, "added_tokens", arr);
+            js = json_dumps(root, JSON_COMPACT);
+            json_decref(root);
+        }
+        cis2_tokenizer *t = load_mem(js);
+        for (int r = 0; r < 5; r++) {
+            size_t n = r == 4 ? 9000 + rnd(3000) : rnd(200);
+            for (size_t i = 0; i < n; i++) text[i] = alpha[rnd(4)];
+            size_t k = naive(text, n, 0, want, 0);
+            uint32_t *ids;
+            size_t got;
+            cis2_error e = {0};
+            assert_int_equal(cis2_tokenizer_encode(t, text, n, &ids, &got, &e), CIS2_OK);
+            if (got != k || (k && memcmp(ids, want, k * sizeof *ids))) {
+                size_t d = 0;
+                while (d < k && d < got && ids[d] == want[d]) d++;
+                fail_msg("trial %d: %zu ids, want %zu; first difference at %zu", trial, got, k, d);
+            }
+            free(ids);
+        }
+        cis2_tokenizer_free(t);
+        free(js);
+    }
+    free(text);
+    free(want);
+}
+
 /* The NFC segment rule's premise, and exactness on a long text. */
 static void nfc_segments(void **s)
 {
@@ -287,7 +389,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(added_100k_load), cmocka_unit_test(encode_lt_fast), cmocka_unit_test(encode_max_limit),
-        cmocka_unit_test(added_limits),    cmocka_unit_test(nfc_segments),
+        cmocka_unit_test(added_limits),    cmocka_unit_test(added_vs_naive), cmocka_unit_test(nfc_segments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
