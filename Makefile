@@ -1,6 +1,6 @@
 # cis2 - GNU Makefile.
 #
-#   make                      build build/cis2 and build/libcis2.a
+#   make                      build build/cis2, build/libcis2.a and build/libcis2.so
 #   make check                build and run every test (tests/run.sh)
 #   make run                  the main job (README)
 #   make install PREFIX=DIR   binary, library, header, pkg-config file
@@ -59,6 +59,19 @@ ifeq ($(ARCH),aarch64)
     LDLIBS_ALL := -Wl,-Bstatic -lcrypto -ljansson -Wl,-Bdynamic -lpthread $(LDLIBS)
   endif
 endif
+# The public libraries export the cis2_* API of include/cis2.h only: every
+# library object is compiled with -fvisibility=hidden (CIS2_API marks the
+# API), libcis2.so is linked from them, and libcis2.a is one relocatable
+# object with the hidden symbols made local (objcopy --localize-hidden).
+# The tests link the internal archive, which keeps every symbol.
+ifeq ($(ARCH),aarch64)
+  OBJCOPY ?= aarch64-linux-gnu-objcopy
+else
+  OBJCOPY ?= objcopy
+endif
+SONAME := libcis2.so.0
+LIBFLAGS := -fPIC -fvisibility=hidden
+
 ifneq ($(ARCH),$(shell uname -m))
   ifeq ($(ARCH),aarch64)
     RUNNER ?= qemu-aarch64-static -L /usr/aarch64-linux-gnu
@@ -71,6 +84,10 @@ ALL_SRC := $(wildcard src/*.c)
 X86_SRC := $(wildcard src/kern_x86_*.c)
 ARM_SRC := $(wildcard src/kern_neon*.c)
 CLI_SRC := src/main.c $(wildcard src/cli_*.c)
+# src/fileio_stub.c is replaced by src/fileio.c when that lands
+ifneq ($(wildcard src/fileio.c),)
+  ALL_SRC := $(filter-out src/fileio_stub.c,$(ALL_SRC))
+endif
 ifeq ($(ARCH),x86_64)
   LIB_SRC := $(filter-out $(CLI_SRC) $(ARM_SRC),$(ALL_SRC))
 else
@@ -86,7 +103,7 @@ TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
 .PHONY: all check run install clean tests fuzz fuzz-build FORCE
-all: $(BUILD)/cis2 $(BUILD)/libcis2.a
+all: $(BUILD)/cis2 $(BUILD)/libcis2.a $(BUILD)/libcis2.so
 
 # Rebuild everything when the compiler or flags change.
 $(BUILD)/.flags: FORCE
@@ -94,18 +111,32 @@ $(BUILD)/.flags: FORCE
 	@echo '$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) $(LDLIBS_ALL)' | cmp -s - $@ || \
 	  echo '$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) $(LDLIBS_ALL)' > $@
 
+$(LIB_OBJ): LIBF := $(LIBFLAGS)
 $(BUILD)/obj/%.o: src/%.c $(BUILD)/.flags $(wildcard src/*.h) include/cis2.h
-	$(CC) $(CFLAGS_ALL) $(XFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(LIBF) $(XFLAGS) -c $< -o $@
 
-$(BUILD)/libcis2.a: $(LIB_OBJ)
+# every symbol: for the unit tests and fuzz targets
+$(BUILD)/libcis2-internal.a: $(LIB_OBJ)
 	rm -f $@
 	$(AR) rcs $@ $^
 
+$(BUILD)/obj/libcis2-public.o: $(LIB_OBJ)
+	$(CC) -r -nostdlib -o $@ $^
+	$(OBJCOPY) --localize-hidden $@
+
+$(BUILD)/libcis2.a: $(BUILD)/obj/libcis2-public.o
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(BUILD)/libcis2.so: $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,-z,defs $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
+
+# the CLI sees the public archive only: nothing but the API links
 $(BUILD)/cis2: $(CLI_OBJ) $(BUILD)/libcis2.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libcis2.a $(wildcard tests/*.h)
-	$(CC) $(CFLAGS_ALL) -Itests -o $@ $< $(BUILD)/libcis2.a $(LDFLAGS_ALL) -lcmocka $(LDLIBS_ALL)
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libcis2-internal.a $(wildcard tests/*.h)
+	$(CC) $(CFLAGS_ALL) -Itests -o $@ $< $(BUILD)/libcis2-internal.a $(LDFLAGS_ALL) -lcmocka $(LDLIBS_ALL)
 
 tests: all $(TEST_BIN)
 
@@ -120,6 +151,8 @@ install: all
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 $(BUILD)/cis2 $(DESTDIR)$(PREFIX)/bin/cis2
 	install -m 644 $(BUILD)/libcis2.a $(DESTDIR)$(PREFIX)/lib/libcis2.a
+	install -m 755 $(BUILD)/libcis2.so $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libcis2.so
 	install -m 644 include/cis2.h $(DESTDIR)$(PREFIX)/include/cis2.h
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/.*CIS2_VERSION "\(.*\)"/\1/p' include/cis2.h)|g' \
 	  cis2.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/cis2.pc

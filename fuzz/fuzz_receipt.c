@@ -1,6 +1,6 @@
 /*
  * fuzz_receipt.c - libFuzzer target for the CIS-2-RECEIPT v1 parser
- * (src/receipt.c cis2_receipt_parse on the raw bytes).
+ * (src/receipt.c cis2_receipt_parse_into on the raw bytes).
  *
  * A receipt that parses must render back to exactly the input bytes (the
  * format is strict: one spelling per receipt), and copy/equal must agree.
@@ -13,7 +13,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     cis2_receipt r;
     cis2_error e = {0};
-    int rc = cis2_receipt_parse((const char *)data, size, "fuzz-receipt", &r, &e);
+    int rc = cis2_receipt_parse_into((const char *)data, size, "fuzz-receipt", &r, &e);
     fuzz_check_error(rc, &e);
     if (rc == CIS2_OK) {
         char *out = NULL;
@@ -30,10 +30,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(out);
         cis2_receipt c;
         cis2_error e3 = {0};
-        if (cis2_receipt_copy(&c, &r, &e3) != CIS2_OK) abort();
+        if (cis2_receipt_copy_into(&c, &r, &e3) != CIS2_OK) abort();
         if (!cis2_receipt_equal(&c, &r)) abort();
-        cis2_receipt_free(&c);
+        cis2_receipt_clear(&c);
     }
-    cis2_receipt_free(&r);
+    cis2_receipt_clear(&r);
     return 0;
 }

@@ -2,11 +2,47 @@
  * cis2.h - the public API of cis2, a canonical fp32 transformer engine
  * implementing CIS-2 v0.3b (../shared/spec/CIS2_SPEC_v0.3b.md).
  *
- * Everything a program linking libcis2.a may call is declared here; the
- * per-module headers in src/ are internal.  Every floating-point operation
- * behind these functions is pinned by the spec: FTZ/DAZ on (§1.3), no FMA
- * (§1.4), no reassociation (§1.5), the sequential reduction order (§5) and
- * the pinned transcendental routes (§6).
+ * This one header is the library: a program embeds cis2 with it and
+ * libcis2 (libcis2.so or libcis2.a, `pkg-config cis2`), and the `cis2`
+ * command line, the HTTP server and the Python package are its clients.
+ * Every floating-point operation behind these functions is pinned by the
+ * spec: FTZ/DAZ on (§1.3), no FMA (§1.4), no reassociation (§1.5), the
+ * sequential reduction orders (§5) and the pinned transcendental routes
+ * (§6), so the same inputs give the same bits on every conforming build.
+ *
+ * Contents
+ *   1. Version, errors, memory
+ *   2. Floating-point environment
+ *   3. Engines: open a checkpoint, its configuration and digests
+ *   4. Tokens: tokenize and detokenize
+ *   5. Generation: many sequences sharing every weight pass
+ *   6. Sessions: sequences that join and leave a running batch
+ *   7. Receipts and verdicts: make, write, parse, verify, check, compare
+ *   8. Traces: every intermediate tensor, and where two runs diverge
+ *   9. Files: inputs read once, outputs written whole or not at all
+ *  10. Pinned arithmetic, SHA-256 and the self-test
+ *  11. The tokenizer on its own
+ *  12. Synthetic checkpoints (for tests and benchmarks)
+ *
+ * Conventions
+ *   - Functions that can fail return an enum cis2_status code (CIS2_OK is
+ *     0) and, when `err` is not NULL, fill it with a one-line message; the
+ *     first error recorded in an err wins.  The codes are the `cis2`
+ *     program's exit codes (README "Exit codes").
+ *   - Every buffer the library returns through a pointer argument (ids,
+ *     text, logits) is released with cis2_free(); handles have their own
+ *     *_free/_close function.  NULL is accepted by every free function.
+ *   - Floating-point environment: every function that computes pins FTZ/DAZ
+ *     and round-to-nearest-even for its own work on the calling thread and
+ *     restores the caller's MXCSR (x86-64) or FPCR (aarch64), status flags
+ *     included, before it returns; callbacks into the caller run with the
+ *     caller's register restored.  An embedder never needs to pin, and its
+ *     own arithmetic is never affected (section 2).
+ *   - Threads: an engine owns a pool of worker threads (section 3).  A
+ *     handle may be used from any thread, but not from two at once, except
+ *     that engines are read-only after cis2_engine_open(): several threads
+ *     may generate with one engine concurrently, each with its own session.
+ *     Results never depend on threads, kernels or batching.
  */
 #ifndef CIS2_H
 #define CIS2_H
@@ -19,22 +55,35 @@
 extern "C" {
 #endif
 
-#define CIS2_VERSION "0.1.0"
+#if defined(__GNUC__)
+#define CIS2_API __attribute__((visibility("default")))
+#else
+#define CIS2_API
+#endif
+
+/* ======================================================================
+ * 1. Version, errors, memory
+ * ====================================================================== */
+
+#define CIS2_VERSION "0.2.0"
 #define CIS2_SPEC_VERSION "0.3b"
 
-/* ---- Errors: one exit code per failure class (README "Exit codes"). ---- */
+/* "0.2.0": the library's CIS2_VERSION (compare with the header's). */
+CIS2_API const char *cis2_version(void);
+
 enum cis2_status {
     CIS2_OK = 0,
     CIS2_E_MISMATCH = 1,    /* a conformance/verification value differs   */
-    CIS2_E_USAGE = 2,       /* bad command line                           */
+    CIS2_E_USAGE = 2,       /* bad arguments                              */
     CIS2_E_IO = 3,          /* file missing, unreadable, unwritable       */
-    CIS2_E_FORMAT = 4,      /* malformed input file (json, safetensors..) */
+    CIS2_E_FORMAT = 4,      /* malformed input (json, safetensors, ...)   */
     CIS2_E_UNSUPPORTED = 5, /* well-formed but outside what cis2 runs     */
-    CIS2_E_HASH = 6,        /* pinned artifact sha256 mismatch (§2.1)     */
+    CIS2_E_HASH = 6,        /* artifact sha256 differs from the expected  */
     CIS2_E_FPENV = 7,       /* FTZ/DAZ pin or self-test failed (§1.3)     */
     CIS2_E_NONDET = 8,      /* two in-process runs differ (§12.4)         */
     CIS2_E_NOMEM = 9,       /* allocation failed / size limit exceeded    */
-    CIS2_E_INTERNAL = 10    /* a bug                                      */
+    CIS2_E_INTERNAL = 10,   /* a bug                                      */
+    CIS2_E_CANCELLED = 11   /* a callback asked to stop                   */
 };
 
 typedef struct cis2_error {
@@ -43,102 +92,542 @@ typedef struct cis2_error {
 } cis2_error;
 
 /* Records code and a printf-formatted message (first error wins); returns code. */
-int cis2_fail(cis2_error *err, int code, const char *fmt, ...)
+CIS2_API int cis2_fail(cis2_error *err, int code, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
-const char *cis2_status_name(int code);
+/* "ok", "mismatch", "usage", ... for a status code. */
+CIS2_API const char *cis2_status_name(int code);
+/* Releases a buffer this library returned (ids, text, logits).  NULL is fine. */
+CIS2_API void cis2_free(void *p);
 
-/* ---- §1.3 floating-point environment ---- */
-/* Pins FTZ+DAZ (x86-64 MXCSR) or FZ (aarch64 FPCR) for the calling thread and
- * reads it back.  Returns CIS2_OK or CIS2_E_FPENV. */
-int cis2_fpenv_pin(cis2_error *err);
-/* 1 if the calling thread's control register has the pin bits set. */
-int cis2_fpenv_is_pinned(void);
-/* The adversarial self-test (§1.3 + FACTS §1.1, §3).  Requires the pin. */
-int cis2_fpenv_selftest(cis2_error *err);
+/* ======================================================================
+ * 2. Floating-point environment (§1.3)
+ *
+ * The library pins for itself (see Conventions).  These are for programs
+ * that do pinned arithmetic of their own, and for the self-test.
+ * ====================================================================== */
+
+/* Pins FTZ+DAZ, round-to-nearest-even and masked traps (x86-64 MXCSR) or
+ * FZ and round-to-nearest (aarch64 FPCR) for the calling thread, by
+ * read-modify-write, and reads it back.  CIS2_OK or CIS2_E_FPENV. */
+CIS2_API int cis2_fpenv_pin(cis2_error *err);
+/* 1 if the calling thread's control register is pinned as above. */
+CIS2_API int cis2_fpenv_is_pinned(void);
+/* The adversarial self-test (§1.3, FACTS §1.1, §3) under the pin; the
+ * caller's register is restored afterwards.  CIS2_OK or CIS2_E_FPENV. */
+CIS2_API int cis2_fpenv_selftest(cis2_error *err);
 /* Name of the ISA leg compiled in: "x86-64" or "aarch64". */
-const char *cis2_isa_name(void);
+CIS2_API const char *cis2_isa_name(void);
 
-/* ---- §5 reductions, §6 transcendentals, §11.2 argmax ---- */
-float cis2_dot_seq(const float *a, const float *b, size_t n);    /* §5.1 */
-float cis2_sum_seq(const float *a, size_t n);                    /* §5.3 */
-float cis2_exp_pinned(float x);                                  /* §6.2 */
-float cis2_ldexp_exact(float x, int k);                          /* §6.2.1 */
-float cis2_ln_pinned(float x);                                   /* §6.5 */
-float cis2_frexp_exact(float x, int *exponent);                  /* §6.5.1 */
-float cis2_sin_pinned(float x);                                  /* §6.3 */
-float cis2_cos_pinned(float x);                                  /* §6.3 */
-float cis2_rsqrt_cr(float x);                                    /* §6.1 */
-float cis2_silu_pinned(float x);                                 /* §6.4 */
+/* ======================================================================
+ * 3. Engines
+ *
+ * An engine is one loaded checkpoint: DIR/model.safetensors, config.json
+ * and tokenizer.json, each read once and hashed (§2.1) from exactly the
+ * bytes that are used, the weights packed for the matrix kernels, plus its
+ * worker threads and kernel choice.
+ * ====================================================================== */
+
+typedef struct cis2_engine cis2_engine;
+
+/* Admit Qwen2.5's tokenizer.json shape (NFC normalizer, Split
+ * pre-tokenizer): a non-normative extension outside CIS-2 v0.3b §3. */
+#define CIS2_OPEN_TOKENIZER_EXT 1u
+
+typedef struct cis2_engine_opts {
+    int threads;            /* worker threads incl. the caller; <= 0: online CPUs */
+    const char *kernel;     /* "auto" (NULL), "scalar", "avx2", "avx512", "neon" */
+    unsigned flags;         /* CIS2_OPEN_* */
+    /* Optional pinned hashes (32 raw bytes each, NULL: not checked).  A
+     * difference fails the open with CIS2_E_HASH naming both values. */
+    const uint8_t *expect_weights_sha256;
+    const uint8_t *expect_config_sha256;
+    const uint8_t *expect_tokenizer_sha256;
+} cis2_engine_opts;
+
+/* Opens the checkpoint in model_dir (opts may be NULL: defaults).  Runs the
+ * §1.3 self-test first (CIS2_E_FPENV).  A tokenizer.json the tokenizer
+ * cannot load does not fail the open (it is still hashed, §12.1): the
+ * engine then runs prompts given as ids, and cis2_engine_tokenize reports
+ * the loader's error. */
+CIS2_API int cis2_engine_open(cis2_engine **out, const char *model_dir, const cis2_engine_opts *opts,
+                              cis2_error *err);
+CIS2_API void cis2_engine_close(cis2_engine *e);
+
+/* The configuration, artifact hashes and digests of an engine. */
+typedef struct cis2_model_info {
+    char model_type[32];            /* "llama", "qwen2" */
+    size_t hidden_size, intermediate_size, num_layers, num_heads, num_kv_heads, head_dim;
+    size_t vocab_size, max_position_embeddings;
+    float rms_norm_eps;             /* §2.3 f32 cast */
+    float rope_theta;               /* §7.1 f32 cast */
+    int tied;                       /* §11.1 LM head = embed_tokens */
+    int qkv_bias;                   /* §9.1 biases present */
+    size_t weight_bytes;            /* packed weight bytes read per decoded token */
+    uint8_t weights_sha256[32], config_sha256[32], tokenizer_sha256[32]; /* §2.1 */
+    uint8_t table_digest[32];       /* §6.6 */
+    uint8_t inv_freq_table_digest[32]; /* §7.2 */
+    size_t n_eos;                   /* config.json eos_token_id(s) (docs/sampling.md §S5.1) */
+    uint32_t eos_ids[64];
+    int eos_malformed;              /* eos_token_id is there but not u32s: stop-at-eos is refused */
+    int has_tokenizer;              /* tokenizer.json loaded */
+    int tokenizer_normative;        /* 0: loaded through CIS2_OPEN_TOKENIZER_EXT */
+    const char *kernel;             /* the matrix kernel in use */
+    int threads;                    /* worker threads incl. the caller */
+    const char *model_dir;
+} cis2_model_info;
+CIS2_API const cis2_model_info *cis2_engine_info(const cis2_engine *e);
+
+/* Changes the kernel / thread count; never changes a bit.  Not while the
+ * engine is generating. */
+CIS2_API int cis2_engine_set_kernel(cis2_engine *e, const char *kernel, cis2_error *err);
+CIS2_API int cis2_engine_set_threads(cis2_engine *e, int threads, cis2_error *err);
+/* 1 if this build and CPU can run the named kernel ("auto" always). */
+CIS2_API int cis2_kernel_available(const char *name);
+
+/* ======================================================================
+ * 4. Tokens (§3.1)
+ * ====================================================================== */
+
+/* UTF-8 text (len bytes) to ids, as the reference's encode(text, false):
+ * added tokens matched first, no special tokens inserted.  Invalid UTF-8 is
+ * CIS2_E_FORMAT; an engine without a tokenizer reports why.  *ids is
+ * cis2_free()d by the caller. */
+CIS2_API int cis2_engine_tokenize(const cis2_engine *e, const char *text, size_t len, uint32_t **ids, size_t *n,
+                                  cis2_error *err);
+/* Ids to the bytes they stand for, concatenated (raw: may be invalid UTF-8
+ * or hold NULs; *text is NUL-terminated, *len excludes the NUL).  Unknown
+ * ids are skipped.  With `display`, invalid UTF-8 becomes U+FFFD. */
+CIS2_API int cis2_engine_detokenize(const cis2_engine *e, const uint32_t *ids, size_t n, int display, char **text,
+                                    size_t *len, cis2_error *err);
+
+/* ======================================================================
+ * 5. Generation
+ *
+ * A request is one sequence: a prompt (text or ids) and how to continue
+ * it.  cis2_generate decodes many requests together, sharing every weight
+ * pass (continuous batching, bounded memory); each result is bit for bit
+ * the result of the same request run alone.
+ * ====================================================================== */
+
+/* Seeded sampling (docs/sampling.md, an extension beyond the greedy-only
+ * spec).  A zeroed struct, or a NULL pointer, is greedy (§11.2).  Floats
+ * are taken by their bits. */
+typedef struct cis2_sampling {
+    float temperature;      /* +0: greedy; else a positive normal finite */
+    uint32_t top_k;         /* 0: off */
+    float top_p;            /* 0 or 1: off; else in (0, 1) */
+    float min_p;            /* 0: off */
+    uint64_t seed;
+    uint32_t sequence;      /* the sample's index within a request (OpenAI's n) */
+} cis2_sampling;
+
+/* Stop rules (docs/sampling.md).  NULL: none (exactly max_tokens tokens,
+ * EOS not special, §3.4). */
+typedef struct cis2_stop {
+    int eos;                          /* stop at config.json's eos_token_id(s) */
+    const uint32_t *ids;              /* stop token ids */
+    size_t n_ids;
+    const char *const *strings;       /* stop strings (raw bytes) */
+    const size_t *string_lens;
+    size_t n_strings;
+} cis2_stop;
+
+enum cis2_finish {
+    CIS2_FINISH_NONE = 0,   /* still running */
+    CIS2_FINISH_LENGTH,     /* max_tokens generated */
+    CIS2_FINISH_EOS,
+    CIS2_FINISH_STOP_ID,
+    CIS2_FINISH_STOP_STRING,
+    CIS2_FINISH_CANCELLED
+};
+/* "length", "eos", "stop-id", "stop-string", "cancelled" ("" for NONE). */
+CIS2_API const char *cis2_finish_name(int reason);
+
+typedef struct cis2_request {
+    const char *text;         /* prompt bytes (UTF-8), tokenized by the engine, or: */
+    size_t text_len;
+    const uint32_t *ids;      /* the prompt as token ids (text NULL) */
+    size_t n_ids;
+    size_t max_tokens;        /* tokens to generate, >= 1 (fewer only if a stop rule fires) */
+    const cis2_sampling *sampling; /* NULL: greedy */
+    const cis2_stop *stop;         /* NULL: none */
+    unsigned top_logprobs;    /* 0..20 alternatives per step (implies logprobs) */
+    int logprobs;             /* also report each chosen token's logprob */
+    void *user;               /* handed back in events */
+} cis2_request;
+
+#define CIS2_MAX_TOP_LOGPROBS 20
+
+/* One generated token, reported as soon as it is chosen. */
+typedef struct cis2_token_event {
+    uint64_t seq;             /* generate: the request's index; session: its id */
+    void *user;               /* the request's user pointer */
+    size_t step;              /* 0-based generation step */
+    uint32_t token;
+    const float *logits;      /* the vocab logits this token was chosen from;
+                                 valid during the callback only */
+    size_t vocab;
+    int finish;               /* enum cis2_finish: nonzero if this token ends it */
+    float logprob;            /* when requested, else 0 */
+    size_t n_top;             /* top alternatives (<= top_logprobs) */
+    const uint32_t *top_ids;
+    const float *top_logprobs;
+} cis2_token_event;
+/* Return 0 to go on, nonzero to cancel (generate fails with CIS2_E_CANCELLED;
+ * in a session only that sequence ends, as CIS2_FINISH_CANCELLED). */
+typedef int (*cis2_token_fn)(void *ctx, const cis2_token_event *ev);
+
+/* Observer of intermediate tensors (section 8): the decode step, the row's
+ * position, the layer (-1 after the last one), the tensor name, n values. */
+typedef void (*cis2_trace_fn)(void *ctx, size_t step, size_t pos, int layer, const char *tensor, const float *v,
+                              size_t n);
+
+typedef struct cis2_gen_opts {
+    int twice;                /* §12.4: decode twice, compare (CIS2_E_NONDET) */
+    cis2_token_fn on_token;   /* called for each token of each request, in order */
+    void *on_token_ctx;
+    cis2_trace_fn on_trace;   /* one request only (the first §12.4 run) */
+    void *on_trace_ctx;
+    size_t max_batch;         /* sequences decoded together; 0: 32 */
+    int recompute;            /* test mode: no KV reuse, every step from scratch */
+} cis2_gen_opts;
+
+typedef struct cis2_result {
+    char *prompt;             /* the prompt bytes: the text, or for ids the bytes they
+                                 decode to if those re-encode to the same ids, else NULL */
+    size_t prompt_len;
+    uint32_t *prompt_ids;
+    size_t n_prompt;
+    uint32_t *tokens;         /* the generated ids */
+    size_t n_tokens;
+    int finish;               /* enum cis2_finish */
+    uint8_t witness[32];      /* §12.1 CIS2_REF (extension runs: docs/sampling.md) */
+    uint8_t argmax_digest[32];/* §12.2 over prompt ++ generated ids */
+    char *text;               /* the completion for display (U+FFFD for invalid UTF-8;
+                                 stop text cut, docs/sampling.md); NULL without tokenizer */
+    size_t text_len;
+    float *logprobs;          /* n_tokens, when requested, else NULL */
+    size_t n_top;             /* alternatives per step */
+    uint32_t *top_ids;        /* n_tokens * n_top */
+    float *top_logprobs;
+    struct cis2_result_priv *priv; /* what a receipt needs besides (internal) */
+} cis2_result;
+
+/* Decodes the n requests; *results gets n results in request order (free
+ * with cis2_results_free).  opts may be NULL (one pass, no callbacks). */
+CIS2_API int cis2_generate(cis2_engine *e, const cis2_request *reqs, size_t n, const cis2_gen_opts *opts,
+                           cis2_result **results, cis2_error *err);
+CIS2_API void cis2_results_free(cis2_result *results, size_t n);
+
+/* ======================================================================
+ * 6. Sessions (continuous batching)
+ *
+ * A session holds running sequences.  cis2_session_add queues a request;
+ * each cis2_session_step is one pass of the model in which every running
+ * sequence advances by one token, and queued ones join (their prompts
+ * prefilled in chunks of prefill_chunk rows, so a long prompt does not
+ * stall the others).  A sequence ends on its own (max_tokens, a stop rule,
+ * cancel) and its result is then taken with cis2_session_take.  Every
+ * sequence's tokens, logits and digests are bit for bit those of the same
+ * request run alone.  One thread at a time per session.
+ * ====================================================================== */
+
+typedef struct cis2_session cis2_session;
+
+typedef struct cis2_session_opts {
+    size_t max_batch;          /* running sequences at most; 0: 16 */
+    size_t prefill_chunk;      /* prompt rows per step in all; 0: 256 */
+    cis2_token_fn on_token;    /* every chosen token; may be NULL */
+    void *on_token_ctx;
+} cis2_session_opts;
+
+CIS2_API int cis2_session_open(cis2_session **out, cis2_engine *e, const cis2_session_opts *opts,
+                               cis2_error *err);
+CIS2_API void cis2_session_close(cis2_session *s);
+/* Validates and queues a request (tokenizing a text prompt now); *id names
+ * it in events and below. */
+CIS2_API int cis2_session_add(cis2_session *s, const cis2_request *req, uint64_t *id, cis2_error *err);
+/* One pass: returns CIS2_OK having advanced every running sequence (and
+ * admitted queued ones) by one step; *running (may be NULL) gets the number
+ * of sequences still running or queued. */
+CIS2_API int cis2_session_step(cis2_session *s, size_t *running, cis2_error *err);
+/* Ends a queued or running sequence now (finish CIS2_FINISH_CANCELLED). */
+CIS2_API int cis2_session_cancel(cis2_session *s, uint64_t id);
+/* 1 if the sequence has finished (its result can be taken), 0 if not,
+ * -1 if the id is unknown. */
+CIS2_API int cis2_session_done(const cis2_session *s, uint64_t id);
+/* Moves a finished sequence's result out of the session (free it with
+ * cis2_results_free(r, 1)). */
+CIS2_API int cis2_session_take(cis2_session *s, uint64_t id, cis2_result **result, cis2_error *err);
+/* Sequences running or queued. */
+CIS2_API size_t cis2_session_pending(const cis2_session *s);
+
+/* ======================================================================
+ * 7. Receipts and verdicts
+ *
+ * A receipt (FACTS.md §6, README "Receipts") records one run's inputs and
+ * every digest, as text: `CIS-2-RECEIPT v1` for a greedy run without stop
+ * rules (byte for byte the existing verifiers' format), or the
+ * `CIS-2-RECEIPT ext-sampling-1` extension (docs/sampling.md) otherwise.
+ * ====================================================================== */
+
+typedef struct cis2_receipt cis2_receipt;
+
+/* The receipt of a result from this engine (CIS2_E_USAGE if the result has
+ * no prompt bytes: ids that do not round-trip through the tokenizer). */
+CIS2_API int cis2_receipt_make(const cis2_engine *e, const cis2_result *res, cis2_receipt **out, cis2_error *err);
+/* Strict parse (CIS2_E_FORMAT with "NAME: line N: reason"). */
+CIS2_API int cis2_receipt_parse(const char *text, size_t len, const char *name, cis2_receipt **out,
+                                cis2_error *err);
+CIS2_API int cis2_receipt_load(const char *path, cis2_receipt **out, cis2_error *err);
+/* The receipt's text (LF line ends); *text is NUL-terminated, cis2_free it. */
+CIS2_API int cis2_receipt_render(const cis2_receipt *r, char **text, size_t *len, cis2_error *err);
+/* Writes the text to path whole or not at all (section 9). */
+CIS2_API int cis2_receipt_save(const cis2_receipt *r, const char *path, cis2_error *err);
+/* The value of a key as written in the receipt ("witness-digest" -> 64 hex
+ * digits), or NULL if the receipt has no such key.  Valid until the
+ * receipt is freed. */
+CIS2_API const char *cis2_receipt_get(const cis2_receipt *r, const char *key);
+CIS2_API void cis2_receipt_free(cis2_receipt *r);
+
+enum cis2_field_status {
+    CIS2_FIELD_OK = 0,        /* recomputed and equal */
+    CIS2_FIELD_MISMATCH,      /* recomputed and different */
+    CIS2_FIELD_INPUT,         /* an input of the run, taken as given */
+    CIS2_FIELD_UNVERIFIED,    /* cannot be recomputed from what was given */
+    CIS2_FIELD_SAME,          /* compare: equal in both */
+    CIS2_FIELD_DIFFERS,       /* compare: different */
+    CIS2_FIELD_NOTE           /* a line of explanation (diff) */
+};
+
+enum cis2_verdict_kind {
+    CIS2_VERDICT_OK = 0,            /* verify: every field recomputed and equal */
+    CIS2_VERDICT_CONSISTENT,        /* check: nothing contradicts, some fields unverified */
+    CIS2_VERDICT_ARTIFACT_MISMATCH, /* an artifact hash differs (code CIS2_E_HASH) */
+    CIS2_VERDICT_OUTPUT_MISMATCH,   /* a recomputed output differs (CIS2_E_MISMATCH) */
+    CIS2_VERDICT_UNSUPPORTED,       /* another spec version or dtype (CIS2_E_UNSUPPORTED) */
+    CIS2_VERDICT_MALFORMED,         /* the receipt cannot be checked (CIS2_E_FORMAT) */
+    CIS2_VERDICT_SAME,              /* compare */
+    CIS2_VERDICT_DIFFERENT_RUN,
+    CIS2_VERDICT_CONTRADICTION,
+    CIS2_VERDICT_WITNESS_COLLISION,
+    CIS2_VERDICT_IDENTICAL,         /* trace diff */
+    CIS2_VERDICT_DIVERGED
+};
+
+typedef struct cis2_field {
+    const char *key;          /* a receipt key ("witness-digest") or a diff label */
+    int status;               /* enum cis2_field_status */
+    const char *detail;       /* the rest of the report line: "ok",
+                                 "MISMATCH expected=... got=...", "input (5 bytes)" */
+} cis2_field;
+
+typedef struct cis2_verdict {
+    int kind;                 /* enum cis2_verdict_kind */
+    int code;                 /* the status class of the verdict (0, 1, 4, 5, 6) */
+    const char *name;         /* "OK", "OUTPUT-MISMATCH", ... */
+    const char *summary;      /* the whole verdict: "OUTPUT-MISMATCH (witness-digest)" */
+    const char *source;       /* the receipt's name (path), or "" */
+    size_t n_fields;
+    const cis2_field *fields; /* one per receipt key, in receipt order */
+    /* verify: the first step whose claimed token is not the argmax (or not
+     * the token the sampler picks), else -1; with the claimed and the
+     * recomputed token and their logits' bits at that step. */
+    long long first_bad_step;
+    uint32_t claimed_token, expected_token;
+    uint32_t claimed_logit_bits, expected_logit_bits;
+    struct cis2_verdict_priv *priv; /* the strings above live here (internal) */
+} cis2_verdict;
+
+/* How verify recomputes a receipt's outputs. */
+enum cis2_replay {
+    CIS2_REPLAY_PREFILL = 0,  /* teacher-forced: prompt ++ claimed tokens as one batched
+                                 prefill, then every step checked (fast, the default) */
+    CIS2_REPLAY_DECODE        /* the whole decode again, token by token */
+};
+
+typedef struct cis2_verify_opts {
+    int replay;               /* enum cis2_replay */
+    int twice;                /* also run §12.4's determinism check (CIS2_E_NONDET) */
+    cis2_token_fn on_step;    /* optional: every recomputed step of every receipt, in
+                                 step order per receipt (seq = the receipt's index,
+                                 token = the claimed token, logits = the recomputed
+                                 ones); up to a receipt's first failing step */
+    void *on_step_ctx;
+} cis2_verify_opts;
+
+/* Recomputes every field of n receipts from the engine's files (sharing
+ * each weight pass among them); verdicts[i] for receipts[i] (free with
+ * cis2_verdicts_free).  A receipt that cannot be checked gets a MALFORMED
+ * or UNSUPPORTED verdict; the call itself fails only for I/O, memory or
+ * FP-environment errors. */
+CIS2_API int cis2_verify(cis2_engine *e, cis2_receipt *const *receipts, size_t n, const cis2_verify_opts *opts,
+                         cis2_verdict **verdicts, cis2_error *err);
+/* The checks that need no weights: table-digest, the argmax/token digest
+ * from the receipt's own ids, and with a tokenizer.json / config.json path
+ * (either may be NULL) their hashes, the prompt's ids and the inv-freq
+ * digest.  tokenizer_flags: CIS2_OPEN_TOKENIZER_EXT or 0. */
+CIS2_API int cis2_check(const cis2_receipt *r, const char *tokenizer_path, const char *config_path,
+                        unsigned tokenizer_flags, cis2_verdict **verdict, cis2_error *err);
+/* SAME, DIFFERENT-RUN, CONTRADICTION or WITNESS-COLLISION. */
+CIS2_API int cis2_compare(const cis2_receipt *a, const cis2_receipt *b, cis2_verdict **verdict, cis2_error *err);
+CIS2_API void cis2_verdicts_free(cis2_verdict *v, size_t n);
+
+/* ======================================================================
+ * 8. Traces ("CIS-2-TRACE v1", README "Traces")
+ * ====================================================================== */
+
+typedef struct cis2_trace_writer cis2_trace_writer;
+/* Creates the trace file (and path.f32 with dump), written whole or not at
+ * all: they appear at cis2_trace_close. */
+CIS2_API int cis2_trace_open(cis2_trace_writer **w, const char *path, int dump, cis2_error *err);
+/* A cis2_trace_fn; ctx is the writer. */
+CIS2_API void cis2_trace_record(void *ctx, size_t step, size_t pos, int layer, const char *tensor, const float *v,
+                                size_t n);
+/* Commits the files (CIS2_E_IO if any write failed: nothing is left). */
+CIS2_API int cis2_trace_close(cis2_trace_writer *w, cis2_error *err);
+/* Discards an open trace: nothing is written.  NULL is fine. */
+CIS2_API void cis2_trace_abort(cis2_trace_writer *w);
+/* IDENTICAL or DIVERGED: the first tensor whose hash differs, and with two
+ * dump traces the first differing element; as fields with status NOTE. */
+CIS2_API int cis2_trace_diff(const char *path_a, const char *path_b, cis2_verdict **verdict, cis2_error *err);
+
+/* ======================================================================
+ * 9. Files
+ * ====================================================================== */
+
+/* Reads a regular file exactly once (a FIFO or device is CIS2_E_IO, larger
+ * than limit CIS2_E_FORMAT naming `what`); *buf is NUL-terminated. */
+CIS2_API int cis2_read_file(const char *path, size_t limit, const char *what, char **buf, size_t *len,
+                            cis2_error *err);
+/* Output files, whole or not at all: a temporary file beside the target,
+ * renamed over it by commit (which fsyncs); abort removes it. */
+typedef struct cis2_out cis2_out;
+CIS2_API int cis2_out_open(cis2_out **o, const char *path, cis2_error *err);
+CIS2_API FILE *cis2_out_stream(cis2_out *o);
+CIS2_API int cis2_out_commit(cis2_out *o, cis2_error *err);
+CIS2_API void cis2_out_abort(cis2_out *o);
+CIS2_API int cis2_write_file(const char *path, const void *data, size_t len, cis2_error *err);
+/* Before any work: path's directory exists and is writable, path is not a
+ * directory, not one of `inputs` (same file) and not one of `outputs`. */
+CIS2_API int cis2_check_output_path(const char *path, const char *const *inputs, size_t n_inputs,
+                                    const char *const *outputs, size_t n_outputs, cis2_error *err);
+/* For programs: SIGINT/SIGTERM remove every temporary file and directory
+ * the library has open, then the signal takes its default action. */
+CIS2_API void cis2_cleanup_install(void);
+/* A fresh directory in $TMPDIR (else /tmp) named PREFIX.XXXXXX, removed by
+ * the handlers above if the program is interrupted; cis2_rmtree_tmp
+ * removes it (and its files). */
+CIS2_API int cis2_mkdtemp(char *out, size_t cap, const char *prefix, cis2_error *err);
+CIS2_API void cis2_rmtree_tmp(const char *dir);
+
+/* ======================================================================
+ * 10. Pinned arithmetic, SHA-256 and the self-test
+ * ====================================================================== */
+
+CIS2_API float cis2_dot_seq(const float *a, const float *b, size_t n);    /* §5.1 */
+CIS2_API float cis2_sum_seq(const float *a, size_t n);                    /* §5.3 */
+CIS2_API float cis2_exp_pinned(float x);                                  /* §6.2 */
+CIS2_API float cis2_ldexp_exact(float x, int k);                          /* §6.2.1 */
+CIS2_API float cis2_ln_pinned(float x);                                   /* §6.5 */
+CIS2_API float cis2_frexp_exact(float x, int *exponent);                  /* §6.5.1 */
+CIS2_API float cis2_sin_pinned(float x);                                  /* §6.3 */
+CIS2_API float cis2_cos_pinned(float x);                                  /* §6.3 */
+CIS2_API float cis2_rsqrt_cr(float x);                                    /* §6.1 */
+CIS2_API float cis2_silu_pinned(float x);                                 /* §6.4 */
 /* The same functions over arrays, four lanes at a time: the scalar bits. */
-void cis2_exp_pinned_n(const float *x, float *out, size_t n);
-void cis2_silu_pinned_n(const float *x, float *out, size_t n);
-size_t cis2_argmax(const float *v, size_t n);                    /* §11.2 */
-
+CIS2_API void cis2_exp_pinned_n(const float *x, float *out, size_t n);
+CIS2_API void cis2_silu_pinned_n(const float *x, float *out, size_t n);
+CIS2_API size_t cis2_argmax(const float *v, size_t n);                    /* §11.2 */
 /* §8 RMSNorm: out[i] = (x[i]*inv)*w[i], inv = rsqrt(sum_seq(x*x)/n + eps). */
-void cis2_rmsnorm(const float *x, const float *w, float eps, size_t n, float *out);
+CIS2_API void cis2_rmsnorm(const float *x, const float *w, float eps, size_t n, float *out);
 /* §9.3 softmax_seq in place: strict-> max, exp_pinned(v-max), sum_seq, divide. */
-void cis2_softmax_seq(float *v, size_t n);
+CIS2_API void cis2_softmax_seq(float *v, size_t n);
 /* §7.4 rotate-half RoPE of one head in place (cos/sin of length half). */
-void cis2_rope_rotate(float *head, const float *cosv, const float *sinv, size_t half);
+CIS2_API void cis2_rope_rotate(float *head, const float *cosv, const float *sinv, size_t half);
 /* §9.2-§9.4 for one query head over len cached positions: k and v rows are
  * `stride` floats apart; scores (len floats) receives the probabilities. */
-void cis2_attend_head(const float *q, const float *k, const float *v, size_t stride, size_t len,
-                      size_t head_dim, float *scores, float *out);
-
-/* The same §9.2-§9.4 computation with the keys in the KV cache's blocked
- * layout: key j, dim d at kt[(j / 16) * kt_block + d * 16 + j % 16]
- * (kt_block = 16 * head_dim).  Lanes run across cached positions; each
- * position's dot product keeps §5.1's order, so the bits equal
+CIS2_API void cis2_attend_head(const float *q, const float *k, const float *v, size_t stride, size_t len,
+                               size_t head_dim, float *scores, float *out);
+/* The same with keys in the KV cache's blocked layout: key j, dim d at
+ * kt[(j / 16) * (16 * head_dim) + d * 16 + j % 16]; the bits equal
  * cis2_attend_head's. */
-void cis2_attend_head_kt(const float *q, const float *kt, const float *v, size_t v_stride, size_t len,
-                         size_t head_dim, float *scores, float *out);
-
+CIS2_API void cis2_attend_head_kt(const float *q, const float *kt, const float *v, size_t v_stride, size_t len,
+                                  size_t head_dim, float *scores, float *out);
 /* §7.1: inv_freq[0..head_dim/2) for rope_theta (as f32). */
-void cis2_rope_inv_freq(float rope_theta, size_t head_dim, float *inv_freq);
+CIS2_API void cis2_rope_inv_freq(float rope_theta, size_t head_dim, float *inv_freq);
 /* §6.6 and §7.2 digests, 32 raw bytes each. */
-void cis2_table_digest(uint8_t out[32]);
-void cis2_inv_freq_table_digest(const float *inv_freq, size_t half, uint8_t out[32]);
+CIS2_API void cis2_table_digest(uint8_t out[32]);
+CIS2_API void cis2_inv_freq_table_digest(const float *inv_freq, size_t half, uint8_t out[32]);
 
-/* ---- SHA-256 (OpenSSL EVP) ---- */
-void cis2_sha256(const void *data, size_t len, uint8_t out[32]);
-int cis2_sha256_file(const char *path, uint8_t out[32], cis2_error *err);
-void cis2_hex(const uint8_t *bytes, size_t n, char *out /* 2n+1 */);
-int cis2_unhex32(const char *hex, uint8_t out[32]); /* 0 ok, -1 bad */
+/* SHA-256 (OpenSSL EVP). */
+CIS2_API void cis2_sha256(const void *data, size_t len, uint8_t out[32]);
+/* Hashes a regular file read once (CIS2_E_IO for FIFOs, devices, errors). */
+CIS2_API int cis2_sha256_file(const char *path, uint8_t out[32], cis2_error *err);
+CIS2_API void cis2_hex(const uint8_t *bytes, size_t n, char *out /* 2n+1 */);
+CIS2_API int cis2_unhex32(const char *hex, uint8_t out[32]); /* 0 ok, -1 bad */
 
-/* ---- self-test (cis2 selftest) ---- */
-/* Runs the §1.3 pin and probes plus the §6.6/§7.2 and §5.1/§6.1 checks,
- * printing one line per check to `out` (may be NULL).  Returns CIS2_OK or
- * the failure class. */
-int cis2_selftest(FILE *out, cis2_error *err);
+/* `cis2 selftest`: the §1.3 pin and probes plus the §6.6/§7.2 and
+ * §5.1/§6.1 checks, one line per check to `out` (may be NULL). */
+CIS2_API int cis2_selftest(FILE *out, cis2_error *err);
 
-/* ---- §3.1 tokenizer: byte-level BPE from tokenizer.json, exact to Hugging
- * Face `tokenizers` 0.23.1 (src/tokenizer.c). ---- */
+/* ======================================================================
+ * 11. The tokenizer on its own (§3.1): byte-level BPE from tokenizer.json,
+ * exact to Hugging Face `tokenizers` 0.23.1.
+ * ====================================================================== */
+
 typedef struct cis2_tokenizer cis2_tokenizer;
 /* Reads and validates tokenizer.json; CIS2_E_IO / _FORMAT / _UNSUPPORTED. */
-int cis2_tokenizer_load(cis2_tokenizer **out, const char *path, cis2_error *err);
-/* cis2_tokenizer_load with flags.  CIS2_TOK_ALLOW_NONNORMATIVE also admits
- * Qwen2.5's shape (normalizer NFC; pre_tokenizer Sequence [Split with its
- * regex, ByteLevel use_regex=false]), which is outside CIS-2 v0.3b §3: a
- * non-normative extension, exact to the reference library all the same. */
+CIS2_API int cis2_tokenizer_load(cis2_tokenizer **out, const char *path, cis2_error *err);
+/* With flags: CIS2_TOK_ALLOW_NONNORMATIVE also admits Qwen2.5's shape. */
 #define CIS2_TOK_ALLOW_NONNORMATIVE 1u
-int cis2_tokenizer_load_ext(cis2_tokenizer **out, const char *path, unsigned flags, cis2_error *err);
-void cis2_tokenizer_free(cis2_tokenizer *t);
-/* Encodes UTF-8 text (len bytes) as the reference's encode(text, false):
- * added tokens matched first, no special tokens inserted.  Invalid UTF-8 is
- * CIS2_E_FORMAT.  *ids is malloc'ed (free it), *n its length. */
-int cis2_tokenizer_encode(const cis2_tokenizer *t, const char *text, size_t len,
-                          uint32_t **ids, size_t *n, cis2_error *err);
-/* Decode for display: the bytes of all ids concatenated, rendered as UTF-8
- * with U+FFFD for invalid sequences; unknown ids are skipped.  Never fails
- * except for memory (NULL).  Returns a malloc'ed NUL-terminated string. */
-char *cis2_tokenizer_decode(const cis2_tokenizer *t, const uint32_t *ids, size_t n);
+CIS2_API int cis2_tokenizer_load_ext(cis2_tokenizer **out, const char *path, unsigned flags, cis2_error *err);
+CIS2_API void cis2_tokenizer_free(cis2_tokenizer *t);
+/* As cis2_engine_tokenize; *ids is cis2_free()d. */
+CIS2_API int cis2_tokenizer_encode(const cis2_tokenizer *t, const char *text, size_t len, uint32_t **ids,
+                                   size_t *n, cis2_error *err);
+/* For display: the ids' bytes as UTF-8 with U+FFFD for invalid sequences,
+ * unknown ids skipped; NULL only when out of memory. */
+CIS2_API char *cis2_tokenizer_decode(const cis2_tokenizer *t, const uint32_t *ids, size_t n);
+/* The same, giving the length (the text may hold NULs). */
+CIS2_API char *cis2_tokenizer_decode_n(const cis2_tokenizer *t, const uint32_t *ids, size_t n, size_t *len);
 /* Max id + 1 over the model vocab and the added tokens. */
-size_t cis2_tokenizer_vocab_size(const cis2_tokenizer *t);
+CIS2_API size_t cis2_tokenizer_vocab_size(const cis2_tokenizer *t);
 /* 0 when the file uses the non-normative extension (NFC / Qwen Split). */
-int cis2_tokenizer_is_normative(const cis2_tokenizer *t);
+CIS2_API int cis2_tokenizer_is_normative(const cis2_tokenizer *t);
+
+/* ======================================================================
+ * 12. Synthetic checkpoints (`cis2 synth`): deterministic weights of a
+ * given shape, bit-identical on every ISA and compiler, for tests and
+ * benchmarks where the real weights are not at hand.
+ * ====================================================================== */
+
+typedef struct cis2_synth_shape {
+    const char *name;
+    const char *model_type;     /* "llama" or "qwen2" */
+    int64_t hidden, inter, layers, heads, kv_heads, vocab, max_pos;
+    int64_t head_dim;           /* written to config.json when nonzero */
+    const char *eps_json;       /* rms_norm_eps exactly as written */
+    const char *theta_json;     /* rope_theta exactly as written */
+    int tied;                   /* tie_word_embeddings; untied shapes get lm_head.weight */
+    int qkv_bias;               /* self_attn.{q,k,v}_proj.bias tensors */
+    int odd_data_offset;        /* the data area starts at an odd byte */
+} cis2_synth_shape;
+
+CIS2_API size_t cis2_synth_shape_count(void);
+CIS2_API const cis2_synth_shape *cis2_synth_shape_at(size_t i);
+CIS2_API const cis2_synth_shape *cis2_synth_find_shape(const char *name); /* NULL if unknown */
+/* Writes out_dir/{model.safetensors,config.json,tokenizer.json} (making
+ * out_dir).  tokenizer_src: a tokenizer.json to copy, or NULL for a minimal
+ * byte-level one whose ids 0..255 are the bytes. */
+CIS2_API int cis2_synth_write(const char *shape, uint64_t seed, const char *out_dir, const char *tokenizer_src,
+                              cis2_error *err);
+/* The same for the shape a real config.json describes (copied byte for byte). */
+CIS2_API int cis2_synth_write_config(const char *config_path, uint64_t seed, const char *out_dir,
+                                     const char *tokenizer_src, cis2_error *err);
 
 #ifdef __cplusplus
 }

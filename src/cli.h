@@ -1,10 +1,17 @@
 /*
- * cli.h - the subcommands of the `cis2` program.  main.c dispatches;
- * each cmd_* lives beside the module it drives (cli_*.c).
- * Each returns a process exit code (enum cis2_status).
+ * cli.h - the `cis2` program: one client of the library (include/cis2.h,
+ * the only cis2 header any cli_*.c file includes; tests/t_cli_client.sh
+ * checks).  main.c dispatches to the cmd_* functions; cli_util.c holds
+ * what they share: the usage texts, option parsing, the id-list grammar,
+ * error reporting and output checks.  Each cmd_* returns a process exit
+ * code (enum cis2_status).
  */
 #ifndef CIS2_CLI_H
 #define CIS2_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #include "cis2.h"
 
@@ -15,47 +22,88 @@ int cmd_run(int argc, char **argv);
 int cmd_conform(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
-int cmd_verify(int argc, char **argv);  /* cli_receipt.c */
+int cmd_verify(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 
-/* Options shared by every command that runs a model (cli_run.c). */
-#include <stddef.h>
-#include <stdint.h>
-struct cis2_model;
+/* ---- usage texts, kept in one place (cli_util.c) ---- */
+typedef struct cli_command {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *synopsis;   /* one line for `cis2 help` */
+    const char *usage;      /* `cis2 NAME --help`: every option */
+} cli_command;
+extern const cli_command cli_commands[];
+extern const size_t cli_ncommands;
+const cli_command *cli_find(const char *name);
+
+/* ---- options ---- */
+enum { OPT_FLAG, OPT_STR, OPT_SIZE, OPT_U64, OPT_MULTI };
+typedef struct cli_opt {
+    const char *name;       /* "--gen-toks" */
+    int kind;
+    void *dest;             /* int* (FLAG, set to 1), const char** (STR), size_t* (SIZE), uint64_t* (U64),
+                               cli_multi* (MULTI: may be given up to max times) */
+    size_t max;             /* OPT_SIZE: the largest value accepted */
+    int seen;               /* set by cli_parse */
+} cli_opt;
+typedef struct cli_multi { const char *v[16]; size_t n; } cli_multi;
+/* Parses argv[1..argc) against opts (a NULL-name-terminated array): a
+ * repeated option, an unknown one, a missing or malformed value are usage
+ * errors; up to pos_max positional arguments go to pos (*npos of them).
+ * `--help`/`-h` prints the command's usage and returns -1 (exit 0). */
+int cli_parse(const char *cmd, int argc, char **argv, cli_opt *opts, const char **pos, size_t pos_max,
+              size_t *npos);
+
+/* Engine options every model-running command takes. */
 typedef struct cli_engine {
-    const char *model_dir; /* default models/SmolLM2-135M */
-    const char *kernel;    /* --kernel, default auto */
-    int threads;           /* --threads, 0 = online CPUs */
+    const char *model_dir;  /* default models/SmolLM2-135M */
+    const char *kernel;
+    size_t threads;         /* 0: online CPUs */
+    int tokenizer_ext;
 } cli_engine;
-/* If argv[*i] is an engine option, consumes it (and its value) and returns
- * 0 or a usage error code; returns -1 if it is not one. */
-int cli_engine_opt(const char *cmd, int argc, char **argv, int *i, cli_engine *e);
-/* Applies kernel/threads and loads the model. */
-int cli_engine_start(cli_engine *e, struct cis2_model *m, cis2_error *err);
-int cli_parse_size(const char *cmd, const char *opt, const char *s, size_t max, size_t *out);
-int cli_parse_ids(const char *cmd, const char *csv, uint32_t **ids, size_t *n);
-void cli_hex(const uint8_t d[32], char out[65]);
+#define CLI_ENGINE_OPTS(e)                                              \
+    {"--model-dir", OPT_STR, &(e).model_dir, 0, 0},                     \
+    {"--kernel", OPT_STR, &(e).kernel, 0, 0},                           \
+    {"--threads", OPT_SIZE, &(e).threads, 1024, 0},                     \
+    {"--tokenizer-ext", OPT_FLAG, &(e).tokenizer_ext, 0, 0}
+/* Opens the engine (CIS2_E_USAGE for an empty --model-dir). */
+int cli_engine_open(cli_engine *c, cis2_engine **e, cis2_error *err);
+/* The engine's three input files (for output-path checks). */
+void cli_engine_inputs(const cli_engine *c, char paths[3][4200]);
+
+/* ---- values ---- */
+/* The one id-list grammar (--prompt-ids, detokenize): decimal u32 ids
+ * separated by single commas ("1,2,3": no spaces, no empty element, no
+ * leading zero, no sign), or a JSON array of such integers ("[1, 2, 3]").
+ * CIS2_E_USAGE naming `what` when malformed, CIS2_E_NOMEM; *ids cis2_free'd. */
+int cli_parse_ids(const char *what, const char *s, uint32_t **ids, size_t *n, cis2_error *err);
 /* "1,2,3" (malloc'ed; NULL when out of memory). */
 char *cli_ids_csv(const uint32_t *ids, size_t n);
+void cli_hex(const uint8_t d[32], char out[65]);
+/* docs/sampling.md §S2.3: a decimal (optional sign, digits with an
+ * optional point, an optional exponent) converted to binary32 by one
+ * correctly rounded conversion; a nonzero number that rounds to 0 or to a
+ * subnormal, or overflows, is refused.  CIS2_E_USAGE naming opt. */
+int cli_parse_f32(const char *cmd, const char *opt, const char *s, float *out);
+/* Reads all of stdin, at most limit bytes (CIS2_E_FORMAT beyond). */
+int cli_read_stdin(size_t limit, char **buf, size_t *len, cis2_error *err);
 
-/* `cis2 run --receipt` (cli_receipt.c).  prompt_from_ids: the prompt bytes
- * for a --prompt-ids run (the ids must round-trip decode->encode, else a
- * usage error); receipt_write: writes PATH (or PATH.IDX when np > 1). */
-struct cis2_seq;
-int cli_receipt_prompt_from_ids(const cis2_tokenizer *tok, const uint32_t *ids, size_t n, char **text, size_t *len,
-                                cis2_error *err);
-int cli_receipt_write(const char *path, size_t idx, size_t np, const struct cis2_model *m, const char *text,
-                      size_t len, const struct cis2_seq *s, size_t gen, cis2_error *err);
-
+/* ---- reporting ---- */
 /* Prints "cis2: <msg>" to stderr and returns err->code. */
 int cli_report(const cis2_error *err);
-/* Prints a usage error and returns CIS2_E_USAGE. */
+/* Prints "cis2 CMD: <msg> (see 'cis2 CMD --help')" and returns CIS2_E_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+/* Flushes stdout; on a write error (a full disk, a closed pipe) reports it
+ * and returns CIS2_E_IO, else rc. */
+int cli_finish_stdout(int rc);
+/* Prints a verdict as `KEY DETAIL` lines (`KEY: DETAIL` with colon=1) and
+ * `verdict: SUMMARY`. */
+void cli_print_verdict(const cis2_verdict *v, int colon);
 
 #endif

@@ -1,30 +1,28 @@
 /*
  * cli_bench.c - `cis2 bench`: how fast this machine runs the pinned
- * arithmetic, against the memory-bandwidth bound.
+ * arithmetic, against the memory-bandwidth bound, through the library's
+ * public API only.
  *
- * On a synthetic checkpoint by default (--shape, default smollm2-135m) or a
+ * On a synthetic checkpoint by default (--shape, default smollm2-135m, in
+ * a fresh directory under $TMPDIR removed afterwards, also on SIGINT) or a
  * real one (--model-dir).  Prints the streaming read bandwidth (same
  * threads), weight bytes read per decoded token, decode ms/token and its
  * bound (bytes / bandwidth), prefill tokens/s, batched decode tokens/s at
  * batch 1/4/8/16, the wall time of a §13.1-shaped run (hash + load + both
  * decodes of 4+16 tokens), the scalar kernel's decode speed and the
- * speedup, peak RSS; --gen-toks N adds decode tokens/s at positions 16,
- * 512, 2048 (those below N).  A benchmark prints numbers; it asserts
- * nothing.
+ * speedup, receipt verification against generation (one 256-token receipt;
+ * 16 receipts of 64 tokens together and one at a time), peak RSS;
+ * --gen-toks N adds decode tokens/s at positions 16, 512, 2048 (those
+ * below N).  A benchmark prints numbers; it asserts nothing.
  */
 #include "cli.h"
-#include "decode.h"
-#include "kernels.h"
-#include "model.h"
-#include "synth.h"
 
 #include <jansson.h>
-#include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
-#include <unistd.h>
 
 static double now(void)
 {
@@ -33,29 +31,36 @@ static double now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* ---- streaming read bandwidth ---- */
-typedef struct bw_ctx { const uint64_t *buf; size_t words, chunks; uint64_t sums[64]; } bw_ctx;
+/* ---- streaming read bandwidth, one plain reader per engine thread ---- */
+typedef struct bw_arg { const uint64_t *buf; size_t lo, hi; uint64_t sum; } bw_arg;
 
-static void bw_task(void *ctx, size_t i)
+static void *bw_thread(void *p)
 {
-    bw_ctx *b = ctx;
-    size_t per = b->words / b->chunks, lo = i * per, hi = i + 1 == b->chunks ? b->words : lo + per;
+    bw_arg *a = p;
     uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (size_t k = lo; k + 4 <= hi; k += 4) { s0 += b->buf[k]; s1 += b->buf[k + 1]; s2 += b->buf[k + 2]; s3 += b->buf[k + 3]; }
-    b->sums[i % 64] += s0 + s1 + s2 + s3;
+    for (size_t k = a->lo; k + 4 <= a->hi; k += 4) { s0 += a->buf[k]; s1 += a->buf[k + 1]; s2 += a->buf[k + 2]; s3 += a->buf[k + 3]; }
+    a->sum += s0 + s1 + s2 + s3;
+    return NULL;
 }
 
-static double read_bandwidth(void)
+static double read_bandwidth(int threads)
 {
-    size_t bytes = (size_t)256 << 20;
+    size_t bytes = (size_t)256 << 20, words = bytes / 8;
     uint64_t *buf = malloc(bytes);
-    if (!buf) return 0;
+    if (!buf || threads < 1) { free(buf); return 0; }
+    if (threads > 64) threads = 64;
     memset(buf, 1, bytes);
-    bw_ctx b = {buf, bytes / 8, 64, {0}};
     double best = 0;
     for (int rep = 0; rep < 5; rep++) {
+        pthread_t th[64];
+        bw_arg args[64];
         double t0 = now();
-        cis2_parallel_for(b.chunks, bw_task, &b);
+        for (int i = 0; i < threads; i++) {
+            args[i] = (bw_arg){buf, words * (size_t)i / (size_t)threads, words * (size_t)(i + 1) / (size_t)threads, 0};
+            if (i && pthread_create(&th[i], NULL, bw_thread, &args[i])) { args[i].hi = args[i].lo; }
+        }
+        bw_thread(&args[0]);
+        for (int i = 1; i < threads; i++) if (args[i].hi != args[i].lo) pthread_join(th[i], NULL);
         double dt = now() - t0;
         if (dt > 0 && (double)bytes / dt > best) best = (double)bytes / dt;
     }
@@ -63,188 +68,289 @@ static double read_bandwidth(void)
     return best;
 }
 
-/* ---- decode timing through the progress callback ---- */
-typedef struct timing { double t0, t_first, t_end, at[3]; size_t marks[3]; } timing;
+/* ---- decode timing through the token callback (sequence 0's steps) ---- */
+typedef struct timing { double t0, t_first, t_end, at[3]; size_t marks[3], total; } timing;
 
-static void on_step(void *ctx, size_t step, size_t total)
+static int on_token(void *ctx, const cis2_token_event *ev)
 {
     timing *t = ctx;
+    if (ev->seq != 0) return 0;
     double x = now();
+    size_t step = ev->step + 1;
     if (step == 1) t->t_first = x;
     for (int i = 0; i < 3; i++)
         if (t->marks[i] && step == t->marks[i]) t->at[i] = x;
-    if (step == total) t->t_end = x;
+    if (step == t->total) t->t_end = x;
+    return 0;
 }
 
-static int decode_timed(const cis2_model *m, size_t nseq, size_t nprompt, size_t gen, timing *t, cis2_error *err)
+static int decode_timed(cis2_engine *e, size_t nseq, size_t nprompt, size_t gen, timing *t, cis2_error *err)
 {
+    size_t V = cis2_engine_info(e)->vocab_size;
     uint32_t *ids = malloc(nseq * nprompt * sizeof(uint32_t));
-    cis2_seq *seqs = calloc(nseq, sizeof *seqs);
-    if (!ids || !seqs) { free(ids); free(seqs); return cis2_fail(err, CIS2_E_NOMEM, "out of memory"); }
+    cis2_request *q = calloc(nseq, sizeof *q);
+    if (!ids || !q) { free(ids); free(q); return cis2_fail(err, CIS2_E_NOMEM, "out of memory"); }
     for (size_t s = 0; s < nseq; s++) {
-        for (size_t i = 0; i < nprompt; i++) ids[s * nprompt + i] = (uint32_t)((s * 131 + i * 7919 + 13) % m->vocab);
-        seqs[s].prompt = ids + s * nprompt;
-        seqs[s].n_prompt = nprompt;
+        for (size_t i = 0; i < nprompt; i++) ids[s * nprompt + i] = (uint32_t)((s * 131 + i * 7919 + 13) % V);
+        q[s] = (cis2_request){.ids = ids + s * nprompt, .n_ids = nprompt, .max_tokens = gen};
     }
-    cis2_decode_opts o = {.gen_toks = gen, .progress = on_step, .progress_ctx = t};
+    t->total = gen;
+    cis2_gen_opts o = {.on_token = on_token, .on_token_ctx = t};
+    cis2_result *r = NULL;
     t->t0 = now();
-    int rc = cis2_decode(m, seqs, nseq, &o, err);
-    for (size_t s = 0; s < nseq; s++) cis2_seq_free(&seqs[s]);
-    free(seqs);
+    int rc = cis2_generate(e, q, nseq, &o, &r, err);
+    cis2_results_free(r, nseq);
+    free(q);
     free(ids);
     return rc;
 }
 
-static const char bench_usage[] =
-    "usage: cis2 bench [--model-dir DIR | --shape NAME] [--gen-toks N] [--kernel K] [--threads N] [--json]\n";
+/* ---- receipts: generation against verification (issue "exact verification") ---- */
+typedef struct vbench {
+    double gen256, ver256, gen16x64, ver16_together, ver16_each;
+    size_t len1, len2; /* the receipts' lengths: 256 and 64 unless the context is shorter */
+    int ok;
+} vbench;
+
+static int make_receipts(cis2_engine *e, size_t n, size_t gen, cis2_receipt **rs, double *secs, cis2_error *err)
+{
+    static const char *texts[4] = {"Once upon a time", "The quick brown fox", "1234567890 + 9876543210 =",
+                                   "def f(x): return x * 2"};
+    char buf[16][64];
+    cis2_request q[16];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(buf[i], sizeof buf[i], "%s %zu", texts[i % 4], i);
+        q[i] = (cis2_request){.text = buf[i], .text_len = strlen(buf[i]), .max_tokens = gen};
+    }
+    cis2_result *r;
+    double t0 = now();
+    int rc = cis2_generate(e, q, n, NULL, &r, err);
+    *secs = now() - t0;
+    for (size_t i = 0; !rc && i < n; i++) rc = cis2_receipt_make(e, &r[i], &rs[i], err);
+    cis2_results_free(r, rc ? 0 : n);
+    return rc;
+}
+
+static int verify_timed(cis2_engine *e, cis2_receipt **rs, size_t n, double *secs, int *all_ok, cis2_error *err)
+{
+    cis2_verdict *v;
+    double t0 = now();
+    int rc = cis2_verify(e, rs, n, NULL, &v, err);
+    *secs = now() - t0;
+    for (size_t i = 0; !rc && i < n; i++) *all_ok &= v[i].kind == CIS2_VERDICT_OK;
+    if (!rc) cis2_verdicts_free(v, n);
+    return rc;
+}
+
+static int bench_verify(cis2_engine *e, vbench *b, cis2_error *err)
+{
+    cis2_receipt *one[1] = {0}, *many[16] = {0};
+    int rc;
+    b->ok = 1;
+    /* 256 and 64 tokens, or what the context leaves beside a short prompt */
+    size_t room = cis2_engine_info(e)->max_position_embeddings, g1 = 256, g2 = 64;
+    room = room > 40 ? room - 40 : 1;
+    if (g1 > room) g1 = room;
+    if (g2 > room) g2 = room;
+    b->len1 = g1;
+    b->len2 = g2;
+    if ((rc = make_receipts(e, 1, g1, one, &b->gen256, err))) goto out;
+    if ((rc = verify_timed(e, one, 1, &b->ver256, &b->ok, err))) goto out;
+    if ((rc = make_receipts(e, 16, g2, many, &b->gen16x64, err))) goto out;
+    if ((rc = verify_timed(e, many, 16, &b->ver16_together, &b->ok, err))) goto out;
+    b->ver16_each = 0;
+    for (size_t i = 0; i < 16; i++) {
+        double s;
+        if ((rc = verify_timed(e, many + i, 1, &s, &b->ok, err))) goto out;
+        b->ver16_each += s;
+    }
+out:
+    cis2_receipt_free(one[0]);
+    for (int i = 0; i < 16; i++) cis2_receipt_free(many[i]);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- main */
+
+typedef struct bench_res {
+    const char *model, *kernel;
+    int threads;
+    double bw, ms_tok, bound_ms, prefill_tps, batch_tps[4], long_tps[3], t_full, scalar_ms, rss_mb;
+    size_t weight_bytes;
+    vbench vb;
+} bench_res;
+
+static const size_t batches[4] = {1, 4, 8, 16};
+static const size_t long_pos[3] = {16, 512, 2048};
+
+static int measure(cis2_engine *e, size_t long_gen, bench_res *b, cis2_error *err)
+{
+    int rc;
+    const cis2_model_info *mi = cis2_engine_info(e);
+    b->weight_bytes = mi->weight_bytes;
+    b->threads = mi->threads;
+    b->kernel = mi->kernel;
+    b->bw = read_bandwidth(b->threads);
+    timing t1 = {0};
+    size_t gen = 33;
+    if ((rc = decode_timed(e, 1, 4, gen, &t1, err))) return rc;
+    b->ms_tok = (t1.t_end - t1.t_first) * 1e3 / (double)(gen - 1);
+    b->bound_ms = b->bw > 0 ? (double)b->weight_bytes / b->bw * 1e3 : 0;
+    timing tp = {0};
+    size_t npre = 64;
+    if ((rc = decode_timed(e, 1, npre, 1, &tp, err))) return rc;
+    b->prefill_tps = (double)npre / (tp.t_first - tp.t0);
+    for (int k = 0; k < 4; k++) { /* the better of two runs: batch 1 is the noisiest figure */
+        b->batch_tps[k] = 0;
+        for (int rep = 0; rep < 2; rep++) {
+            timing tb = {0};
+            size_t g = 9;
+            if ((rc = decode_timed(e, batches[k], 4, g, &tb, err))) return rc;
+            double tps = (double)(batches[k] * (g - 1)) / (tb.t_end - tb.t_first);
+            if (tps > b->batch_tps[k]) b->batch_tps[k] = tps;
+        }
+    }
+    for (int i = 0; i < 3 && long_gen; i++) { /* tokens/s over the 8 steps ending at each mark */
+        if (long_pos[i] > long_gen) continue;
+        timing w = {0};
+        w.marks[0] = long_pos[i] - 8;
+        w.marks[1] = long_pos[i];
+        if ((rc = decode_timed(e, 1, 4, long_pos[i], &w, err))) return rc;
+        b->long_tps[i] = 8.0 / (w.at[1] - w.at[0]);
+    }
+    if ((rc = bench_verify(e, &b->vb, err))) return rc;
+    if (cis2_kernel_available("scalar") && cis2_engine_set_kernel(e, "scalar", err) == CIS2_OK) {
+        timing ts = {0};
+        if ((rc = decode_timed(e, 1, 4, 3, &ts, err))) return rc;
+        b->scalar_ms = (ts.t_end - ts.t_first) * 1e3 / 2.0;
+        if ((rc = cis2_engine_set_kernel(e, b->kernel, err))) return rc;
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    b->rss_mb = (double)ru.ru_maxrss / 1024.0;
+    return CIS2_OK;
+}
+
+static void print_json(const bench_res *b, size_t long_gen)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "model", json_string(b->model));
+    json_object_set_new(o, "kernel", json_string(b->kernel));
+    json_object_set_new(o, "threads", json_integer(b->threads));
+    json_object_set_new(o, "read_bandwidth_gb_s", json_real(b->bw / 1e9));
+    json_object_set_new(o, "weight_bytes_per_token", json_integer((json_int_t)b->weight_bytes));
+    json_object_set_new(o, "decode_ms_per_token", json_real(b->ms_tok));
+    json_object_set_new(o, "decode_tokens_per_s", json_real(1e3 / b->ms_tok));
+    json_object_set_new(o, "bound_ms_per_token", json_real(b->bound_ms));
+    json_object_set_new(o, "ratio_to_bound", json_real(b->ms_tok / b->bound_ms));
+    json_object_set_new(o, "prefill_tokens_per_s", json_real(b->prefill_tps));
+    json_t *bt = json_object();
+    for (int k = 0; k < 4; k++) {
+        char key[8];
+        snprintf(key, sizeof key, "%zu", batches[k]);
+        json_object_set_new(bt, key, json_real(b->batch_tps[k]));
+    }
+    json_object_set_new(o, "batched_tokens_per_s", bt);
+    json_object_set_new(o, "full_run_s", json_real(b->t_full));
+    json_object_set_new(o, "scalar_ms_per_token", json_real(b->scalar_ms));
+    json_object_set_new(o, "speedup_vs_scalar", json_real(b->scalar_ms / b->ms_tok));
+    json_t *v = json_object();
+    json_object_set_new(v, "tokens_long", json_integer((json_int_t)b->vb.len1));
+    json_object_set_new(v, "tokens_short", json_integer((json_int_t)b->vb.len2));
+    json_object_set_new(v, "generate_256_s", json_real(b->vb.gen256));
+    json_object_set_new(v, "verify_256_s", json_real(b->vb.ver256));
+    json_object_set_new(v, "verify_speedup_256", json_real(b->vb.gen256 / b->vb.ver256));
+    json_object_set_new(v, "generate_16x64_s", json_real(b->vb.gen16x64));
+    json_object_set_new(v, "verify_16x64_together_s_per_receipt", json_real(b->vb.ver16_together / 16));
+    json_object_set_new(v, "verify_16x64_one_at_a_time_s_per_receipt", json_real(b->vb.ver16_each / 16));
+    json_object_set_new(v, "batch_verify_gain", json_real(b->vb.ver16_each / b->vb.ver16_together));
+    json_object_set_new(v, "all_ok", json_boolean(b->vb.ok));
+    json_object_set_new(o, "verify", v);
+    json_object_set_new(o, "peak_rss_mb", json_real(b->rss_mb));
+    if (long_gen) {
+        json_t *lt = json_object();
+        for (int i = 0; i < 3; i++)
+            if (b->long_tps[i] > 0) {
+                char key[8];
+                snprintf(key, sizeof key, "%zu", long_pos[i]);
+                json_object_set_new(lt, key, json_real(b->long_tps[i]));
+            }
+        json_object_set_new(o, "decode_tokens_per_s_at_position", lt);
+    }
+    char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
+    printf("%s\n", s ? s : "null");
+    free(s);
+    json_decref(o);
+}
+
+static void print_table(const bench_res *b)
+{
+    printf("model                     %s\n", b->model);
+    printf("kernel / threads          %s / %d\n", b->kernel, b->threads);
+    printf("read bandwidth            %.2f GB/s\n", b->bw / 1e9);
+    printf("weight bytes per token    %.1f MB\n", (double)b->weight_bytes / 1e6);
+    printf("decode                    %.2f ms/token (%.1f tokens/s)\n", b->ms_tok, 1e3 / b->ms_tok);
+    printf("bandwidth bound           %.2f ms/token (achieved/bound = %.2fx)\n", b->bound_ms, b->ms_tok / b->bound_ms);
+    printf("prefill (64 tokens)       %.1f tokens/s\n", b->prefill_tps);
+    for (int k = 0; k < 4; k++)
+        printf("batched decode, batch %-3zu %.1f tokens/s (%.2fx batch 1)\n", batches[k], b->batch_tps[k],
+               b->batch_tps[k] / b->batch_tps[0]);
+    for (int i = 0; i < 3; i++)
+        if (b->long_tps[i] > 0) printf("decode at position %-6zu %.1f tokens/s\n", long_pos[i], b->long_tps[i]);
+    printf("full §13.1-shaped run     %.3f s (hash + load + 2 x (4+16 tokens))\n", b->t_full);
+    printf("scalar kernel             %.1f ms/token (speedup %.1fx)\n", b->scalar_ms, b->scalar_ms / b->ms_tok);
+    printf("verify %zu-token receipt   %.3f s vs generating it %.3f s (%.1fx faster)%s\n", b->vb.len1, b->vb.ver256,
+           b->vb.gen256, b->vb.gen256 / b->vb.ver256, b->vb.ok ? "" : " [a verdict was not OK]");
+    printf("verify 16 x %zu-token      %.4f s per receipt together, %.4f s one at a time (%.1fx)\n", b->vb.len2,
+           b->vb.ver16_together / 16, b->vb.ver16_each / 16, b->vb.ver16_each / b->vb.ver16_together);
+    printf("peak RSS                  %.0f MB\n", b->rss_mb);
+}
 
 int cmd_bench(int argc, char **argv)
 {
     cli_engine eng = {0};
-    const char *shape = "smollm2-135m";
+    const char *shape = NULL;
     size_t long_gen = 0;
     int json = 0, rc;
-    for (int i = 1; i < argc; i++) {
-        if ((rc = cli_engine_opt("bench", argc, argv, &i, &eng)) >= 0) { if (rc) return rc; continue; }
-        if (!strcmp(argv[i], "--json")) { json = 1; continue; }
-        if (!strcmp(argv[i], "--help")) { fputs(bench_usage, stdout); return 0; }
-        if (i + 1 >= argc) return cli_usage_error("bench", "unknown option or missing value: %s", argv[i]);
-        if (!strcmp(argv[i], "--shape")) shape = argv[++i];
-        else if (!strcmp(argv[i], "--gen-toks")) { if ((rc = cli_parse_size("bench", "--gen-toks", argv[++i], 1u << 20, &long_gen))) return rc; }
-        else return cli_usage_error("bench", "unknown option %s", argv[i]);
-    }
+    cli_opt opts[] = {CLI_ENGINE_OPTS(eng),
+                      {"--shape", OPT_STR, &shape, 0, 0},
+                      {"--gen-toks", OPT_SIZE, &long_gen, 1u << 20, 0},
+                      {"--json", OPT_FLAG, &json, 0, 0},
+                      {0}};
+    if ((rc = cli_parse("bench", argc, argv, opts, NULL, 0, NULL))) return rc < 0 ? 0 : rc;
+    if (shape && eng.model_dir) return cli_usage_error("bench", "give --model-dir or --shape, not both");
+    if (!shape) shape = "smollm2-135m";
     cis2_error err = {0};
-    char tmpdir[] = "/tmp/cis2-bench-XXXXXX";
-    int made_tmp = 0;
+    char tmpdir[4200] = "";
+    bench_res b = {0};
+    cis2_engine *e = NULL;
     if (!eng.model_dir) {
         if (!cis2_synth_find_shape(shape)) return cli_usage_error("bench", "unknown shape '%s'", shape);
-        if (!mkdtemp(tmpdir)) { cis2_fail(&err, CIS2_E_IO, "cannot create a temporary directory"); return cli_report(&err); }
-        made_tmp = 1;
+        if ((rc = cis2_mkdtemp(tmpdir, sizeof tmpdir, "cis2-bench", &err))) return cli_report(&err);
         if (!json) fprintf(stderr, "bench: synthesizing a %s checkpoint in %s\n", shape, tmpdir);
-        if ((rc = cis2_synth_write(shape, 1, tmpdir, NULL, &err))) goto cleanup;
+        if ((rc = cis2_synth_write(shape, 1, tmpdir, NULL, &err))) goto out;
         eng.model_dir = tmpdir;
     }
-    /* §13.1-shaped run: hash + load + two decodes of 4+16 tokens */
-    double t_load0 = now();
-    cis2_model m;
-    if ((rc = cli_engine_start(&eng, &m, &err))) goto cleanup;
-    double t_load = now() - t_load0;
-    double t_run0 = now();
+    b.model = tmpdir[0] ? shape : eng.model_dir;
+    /* §13.1-shaped run: hash + load + both decodes of 4+16 tokens */
+    double t0 = now();
+    if ((rc = cli_engine_open(&eng, &e, &err))) goto out;
     {
+        size_t V = cis2_engine_info(e)->vocab_size;
         uint32_t p[4];
-        for (int i = 0; i < 4; i++) p[i] = (uint32_t)((i * 7919 + 13) % m.vocab);
-        cis2_seq s = {.prompt = p, .n_prompt = 4};
-        cis2_decode_opts o = {.gen_toks = 16};
-        if ((rc = cis2_run(&m, &s, 1, &o, &err))) goto done;
-        cis2_seq_free(&s);
+        for (int i = 0; i < 4; i++) p[i] = (uint32_t)((i * 7919 + 13) % V);
+        cis2_request q = {.ids = p, .n_ids = 4, .max_tokens = 16};
+        cis2_gen_opts o = {.twice = 1};
+        cis2_result *r;
+        if ((rc = cis2_generate(e, &q, 1, &o, &r, &err))) goto out;
+        cis2_results_free(r, 1);
     }
-    double t_full = t_load + (now() - t_run0);
-
-    double bw = read_bandwidth();
-    timing t1 = {0};
-    size_t gen = 33;
-    if ((rc = decode_timed(&m, 1, 4, gen, &t1, &err))) goto done;
-    double ms_tok = (t1.t_end - t1.t_first) * 1e3 / (double)(gen - 1);
-    double bound_ms = bw > 0 ? (double)m.weight_bytes / bw * 1e3 : 0;
-    timing tp = {0};
-    size_t npre = 64;
-    if ((rc = decode_timed(&m, 1, npre, 1, &tp, &err))) goto done;
-    double prefill_tps = (double)npre / (tp.t_first - tp.t0);
-    size_t batches[4] = {1, 4, 8, 16};
-    double batch_tps[4];
-    for (int b = 0; b < 4; b++) { /* the better of two runs: batch 1 is the noisiest figure */
-        batch_tps[b] = 0;
-        for (int rep = 0; rep < 2; rep++) {
-            timing tb = {0};
-            size_t g = 9;
-            if ((rc = decode_timed(&m, batches[b], 4, g, &tb, &err))) goto done;
-            double tps = (double)(batches[b] * (g - 1)) / (tb.t_end - tb.t_first);
-            if (tps > batch_tps[b]) batch_tps[b] = tps;
-        }
-    }
-    double long_tps[3] = {0, 0, 0};
-    size_t long_pos[3] = {16, 512, 2048};
-    if (long_gen) {
-        size_t marks[3];
-        for (int i = 0; i < 3; i++) marks[i] = long_pos[i] <= long_gen ? long_pos[i] : 0;
-        /* a second pass with 8-step windows after each mark */
-        for (int i = 0; i < 3; i++) {
-            if (!marks[i]) continue; /* tokens/s over the 8 steps ending at step marks[i] */
-            timing w = {0};
-            w.marks[0] = marks[i] - 8;
-            w.marks[1] = marks[i];
-            if ((rc = decode_timed(&m, 1, 4, marks[i], &w, &err))) goto done;
-            long_tps[i] = 8.0 / (w.at[1] - w.at[0]);
-        }
-    }
-    const char *fast_kernel = cis2_kernel_name();
-    int threads = cis2_threads_get();
-    double scalar_ms = 0;
-    {
-        cis2_error e2 = {0};
-        if (cis2_kernel_select("scalar", &e2) == CIS2_OK) {
-            timing ts = {0};
-            if ((rc = decode_timed(&m, 1, 4, 3, &ts, &err))) goto done;
-            scalar_ms = (ts.t_end - ts.t_first) * 1e3 / 2.0;
-            cis2_kernel_select(eng.kernel ? eng.kernel : "auto", &e2);
-        }
-    }
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    double rss_mb = (double)ru.ru_maxrss / 1024.0;
-    if (json) {
-        json_t *o = json_object();
-        json_object_set_new(o, "model", json_string(made_tmp ? shape : eng.model_dir));
-        json_object_set_new(o, "kernel", json_string(fast_kernel));
-        json_object_set_new(o, "threads", json_integer(threads));
-        json_object_set_new(o, "read_bandwidth_gb_s", json_real(bw / 1e9));
-        json_object_set_new(o, "weight_bytes_per_token", json_integer((json_int_t)m.weight_bytes));
-        json_object_set_new(o, "decode_ms_per_token", json_real(ms_tok));
-        json_object_set_new(o, "decode_tokens_per_s", json_real(1e3 / ms_tok));
-        json_object_set_new(o, "bound_ms_per_token", json_real(bound_ms));
-        json_object_set_new(o, "ratio_to_bound", json_real(ms_tok / bound_ms));
-        json_object_set_new(o, "prefill_tokens_per_s", json_real(prefill_tps));
-        json_t *bt = json_object();
-        for (int b = 0; b < 4; b++) { char k[8]; snprintf(k, sizeof k, "%zu", batches[b]); json_object_set_new(bt, k, json_real(batch_tps[b])); }
-        json_object_set_new(o, "batched_tokens_per_s", bt);
-        json_object_set_new(o, "full_run_s", json_real(t_full));
-        json_object_set_new(o, "scalar_ms_per_token", json_real(scalar_ms));
-        json_object_set_new(o, "speedup_vs_scalar", json_real(scalar_ms / ms_tok));
-        json_object_set_new(o, "peak_rss_mb", json_real(rss_mb));
-        if (long_gen) {
-            json_t *lt = json_object();
-            for (int i = 0; i < 3; i++)
-                if (long_tps[i] > 0) { char k[8]; snprintf(k, sizeof k, "%zu", long_pos[i]); json_object_set_new(lt, k, json_real(long_tps[i])); }
-            json_object_set_new(o, "decode_tokens_per_s_at_position", lt);
-        }
-        char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
-        printf("%s\n", s);
-        free(s);
-        json_decref(o);
-    } else {
-        printf("model                     %s\n", made_tmp ? shape : eng.model_dir);
-        printf("kernel / threads          %s / %d\n", fast_kernel, threads);
-        printf("read bandwidth            %.2f GB/s\n", bw / 1e9);
-        printf("weight bytes per token    %.1f MB\n", (double)m.weight_bytes / 1e6);
-        printf("decode                    %.2f ms/token (%.1f tokens/s)\n", ms_tok, 1e3 / ms_tok);
-        printf("bandwidth bound           %.2f ms/token (achieved/bound = %.2fx)\n", bound_ms, ms_tok / bound_ms);
-        printf("prefill (%zu tokens)       %.1f tokens/s\n", npre, prefill_tps);
-        for (int b = 0; b < 4; b++)
-            printf("batched decode, batch %-3zu %.1f tokens/s (%.2fx batch 1)\n", batches[b], batch_tps[b], batch_tps[b] / batch_tps[0]);
-        for (int i = 0; i < 3; i++)
-            if (long_tps[i] > 0) printf("decode at position %-6zu %.1f tokens/s\n", long_pos[i], long_tps[i]);
-        printf("full §13.1-shaped run     %.3f s (hash + load + 2 x (4+16 tokens))\n", t_full);
-        printf("scalar kernel             %.1f ms/token (speedup %.1fx)\n", scalar_ms, scalar_ms / ms_tok);
-        printf("peak RSS                  %.0f MB\n", rss_mb);
-    }
-done:
-    cis2_model_free(&m);
-cleanup:
-    if (made_tmp) {
-        char p[256];
-        const char *files[3] = {"model.safetensors", "config.json", "tokenizer.json"};
-        for (int i = 0; i < 3; i++) { snprintf(p, sizeof p, "%s/%s", tmpdir, files[i]); unlink(p); }
-        rmdir(tmpdir);
-    }
-    return rc ? cli_report(&err) : CIS2_OK;
+    b.t_full = now() - t0;
+    if ((rc = measure(e, long_gen, &b, &err))) goto out;
+    if (json) print_json(&b, long_gen);
+    else print_table(&b);
+out:
+    cis2_engine_close(e);
+    if (tmpdir[0]) cis2_rmtree_tmp(tmpdir);
+    return rc ? cli_report(&err) : cli_finish_stdout(CIS2_OK);
 }

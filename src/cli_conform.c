@@ -5,9 +5,6 @@
  * checked first and a mismatch fails loudly (exit 6) with both values.
  */
 #include "cli.h"
-#include "decode.h"
-#include "model.h"
-#include "tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,73 +58,65 @@ static int check(const char *name, const char *want, const char *got, int *fails
     return ok;
 }
 
-static int run_vector(const cis2_model *m, const cis2_tokenizer *tok, const vector *v, int full, int *fails,
-                      cis2_error *err)
+static int run_vector(cis2_engine *e, const vector *v, int full, int *fails, cis2_error *err)
 {
-    cis2_seq s = {0};
-    uint32_t *ids;
-    size_t n;
-    int rc = cis2_tokenizer_encode(tok, v->prompt, strlen(v->prompt), &ids, &n, err);
-    if (rc) return rc;
-    s.prompt = ids;
-    s.n_prompt = n;
-    cis2_decode_opts o = {.gen_toks = v->gen};
+    const cis2_model_info *mi = cis2_engine_info(e);
+    cis2_request q = {.text = v->prompt, .text_len = strlen(v->prompt), .max_tokens = v->gen};
+    cis2_gen_opts o = {.twice = 1}; /* §12.4 */
+    cis2_result *r;
     printf("-- prompt \"%s\", %zu tokens\n", v->prompt, v->gen);
-    if ((rc = cis2_run(m, &s, 1, &o, err))) { free(ids); return rc; }
+    int rc = cis2_generate(e, &q, 1, &o, &r, err);
+    if (rc) return rc;
     char h[65], *c;
-    if (v->ids) { c = cli_ids_csv(ids, n); check("prompt_token_ids", v->ids, c, fails); free(c); }
-    if (v->generated) { c = cli_ids_csv(s.generated, v->gen); check("generated_token_ids", v->generated, c, fails); free(c); }
+    if (v->ids) { c = cli_ids_csv(r->prompt_ids, r->n_prompt); check("prompt_token_ids", v->ids, c ? c : "", fails); free(c); }
+    if (v->generated) { c = cli_ids_csv(r->tokens, r->n_tokens); check("generated_token_ids", v->generated, c ? c : "", fails); free(c); }
     if (full) {
-        cli_hex(m->table_digest, h); check("table_digest", TABLE_DIGEST, h, fails);
-        cli_hex(m->inv_freq_digest, h); check("inv_freq_table_digest", INV_FREQ_DIGEST, h, fails);
+        cli_hex(mi->table_digest, h); check("table_digest", TABLE_DIGEST, h, fails);
+        cli_hex(mi->inv_freq_table_digest, h); check("inv_freq_table_digest", INV_FREQ_DIGEST, h, fails);
     }
-    if (v->argmax) { cli_hex(s.argmax, h); check("argmax_digest", v->argmax, h, fails); }
-    cli_hex(s.witness, h); check("CIS2_REF", v->ref, h, fails);
-    cis2_seq_free(&s);
-    free(ids);
+    if (v->argmax) { cli_hex(r->argmax_digest, h); check("argmax_digest", v->argmax, h, fails); }
+    cli_hex(r->witness, h); check("CIS2_REF", v->ref, h, fails);
+    cis2_results_free(r, 1);
     return CIS2_OK;
 }
 
 int cmd_conform(int argc, char **argv)
 {
     cli_engine eng = {0};
-    int all = 0, rc;
-    for (int i = 1; i < argc; i++) {
-        if ((rc = cli_engine_opt("conform", argc, argv, &i, &eng)) >= 0) { if (rc) return rc; continue; }
-        if (!strcmp(argv[i], "--all")) all = 1;
-        else return cli_usage_error("conform", "unknown option %s", argv[i]);
-    }
+    int all = 0;
+    cli_opt opts[] = {CLI_ENGINE_OPTS(eng), {"--all", OPT_FLAG, &all, 0, 0}, {0}};
+    int rc = cli_parse("conform", argc, argv, opts, NULL, 0, NULL);
+    if (rc) return rc < 0 ? 0 : rc;
     if (!eng.model_dir) eng.model_dir = "models/SmolLM2-135M";
     cis2_error err = {0};
     int fails = 0;
+    uint8_t want[3][32];
     for (int i = 0; i < 3; i++) { /* §2.1: verify before use, fail loudly */
-        char path[4096], h[65];
+        char path[4200], h[65];
         uint8_t d[32];
         snprintf(path, sizeof path, "%s/%s", eng.model_dir, pinned[i].file);
         if ((rc = cis2_sha256_file(path, d, &err))) return cli_report(&err);
         cli_hex(d, h);
+        cis2_unhex32(pinned[i].sha, want[i]);
         if (strcmp(h, pinned[i].sha)) {
             printf("FAIL %s sha256: expected %s, got %s\n", pinned[i].file, pinned[i].sha, h);
             fails++;
         } else printf("PASS %s sha256 = %s\n", pinned[i].file, h);
     }
     if (fails) {
+        fflush(stdout);
         fprintf(stderr, "cis2: conform: %d pinned artifact hash(es) differ (§2.1); refusing to run\n", fails);
         return CIS2_E_HASH;
     }
-    cis2_model m;
-    cis2_tokenizer *tok = NULL;
-    char path[4096];
-    if ((rc = cli_engine_start(&eng, &m, &err))) return cli_report(&err);
-    snprintf(path, sizeof path, "%s/tokenizer.json", eng.model_dir);
-    if (!(rc = cis2_tokenizer_load(&tok, path, &err))) {
-        rc = run_vector(&m, tok, &v131, 1, &fails, &err);
-        for (size_t i = 0; all && !rc && i < sizeof facts5 / sizeof facts5[0]; i++)
-            rc = run_vector(&m, tok, &facts5[i], 0, &fails, &err);
-    }
-    cis2_tokenizer_free(tok);
-    cis2_model_free(&m);
+    /* the engine checks the bytes it loads against the same pins */
+    cis2_engine_opts eo = {.threads = (int)eng.threads, .kernel = eng.kernel, .expect_weights_sha256 = want[0],
+                           .expect_config_sha256 = want[1], .expect_tokenizer_sha256 = want[2]};
+    cis2_engine *e;
+    if ((rc = cis2_engine_open(&e, eng.model_dir, &eo, &err))) return cli_report(&err);
+    rc = run_vector(e, &v131, 1, &fails, &err);
+    for (size_t i = 0; all && !rc && i < sizeof facts5 / sizeof facts5[0]; i++) rc = run_vector(e, &facts5[i], 0, &fails, &err);
+    cis2_engine_close(e);
     if (rc) return cli_report(&err);
     printf("conform=%s\n", fails ? "FAIL" : "PASS");
-    return fails ? CIS2_E_MISMATCH : CIS2_OK;
+    return cli_finish_stdout(fails ? CIS2_E_MISMATCH : CIS2_OK);
 }

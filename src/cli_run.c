@@ -1,242 +1,98 @@
 /*
- * cli_run.c - `cis2 run` and `cis2 conform`: the whole CIS-2 run (§3.4,
- * §12, §13) from the command line.
+ * cli_run.c - `cis2 run`: the whole CIS-2 run (§3.4, §12, §13) of one or
+ * many prompts, through cis2_generate (include/cis2.h).
  *
- * run prints, per prompt, the §13.1 lines in this order, then the spec's
+ * Prints, per prompt, the §13.1 lines in this order, then the spec's
  * CIS2_REF line and the decoded completion; --json prints the same fields
- * as one JSON object (an array of them for several prompts).  Several
- * prompts (--prompt-file) decode together, sharing every weight pass; each
- * sequence's digests equal its single-sequence run.
+ * as one JSON object (an array of them for --prompt-file).  Several
+ * prompts decode together, sharing every weight pass; each block equals
+ * its single-prompt run.  The double run of §12.4 is on.
+ *
+ * Side outputs (--receipt, --dump-logits, --trace) are checked before any
+ * work (directory writable, not an input, not each other) and written
+ * whole or not at all (cis2_out): a failed or interrupted run leaves the
+ * old files as they were.  With several prompts each gets its own file
+ * FILE.0, FILE.1, ...
  */
 #include "cli.h"
-#include "decode.h"
-#include "digest.h"
-#include "kernels.h"
-#include "model.h"
-#include "tokenizer.h"
-#include "trace.h"
 
-#include <errno.h>
 #include <jansson.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#define DEFAULT_MODEL_DIR "models/SmolLM2-135M"
 #define DEFAULT_PROMPT "Once upon a time"
-
-/* ---------------------------------------------------------- shared bits */
-
-int cli_parse_size(const char *cmd, const char *opt, const char *s, size_t max, size_t *out)
-{
-    if (!s || !*s) return cli_usage_error(cmd, "%s needs a number", opt);
-    size_t v = 0;
-    for (const char *p = s; *p; p++) {
-        if (*p < '0' || *p > '9') return cli_usage_error(cmd, "%s: '%s' is not a non-negative integer", opt, s);
-        if (v > (max - (size_t)(*p - '0')) / 10) return cli_usage_error(cmd, "%s: %s is too large (max %zu)", opt, s, max);
-        v = v * 10 + (size_t)(*p - '0');
-    }
-    *out = v;
-    return CIS2_OK;
-}
-
-int cli_parse_ids(const char *cmd, const char *csv, uint32_t **ids, size_t *n)
-{
-    size_t cap = 1;
-    for (const char *p = csv; *p; p++) cap += *p == ',';
-    *ids = malloc(cap * sizeof(uint32_t));
-    if (!*ids) return cli_usage_error(cmd, "out of memory");
-    *n = 0;
-    const char *p = csv;
-    for (;;) {
-        const char *e = p;
-        uint64_t v = 0;
-        while (*e >= '0' && *e <= '9') {
-            v = v * 10 + (uint64_t)(*e - '0');
-            if (v > UINT32_MAX) break;
-            e++;
-        }
-        if (e == p || v > UINT32_MAX || (*e && *e != ',')) {
-            free(*ids); *ids = NULL;
-            return cli_usage_error(cmd, "--prompt-ids: '%s' is not a comma-separated list of u32 ids", csv);
-        }
-        (*ids)[(*n)++] = (uint32_t)v;
-        if (!*e) break;
-        p = e + 1;
-    }
-    return CIS2_OK;
-}
-
-/* Engine options every model-running command shares. */
-int cli_engine_opt(const char *cmd, int argc, char **argv, int *i, cli_engine *e)
-{
-    const char *a = argv[*i];
-    if (!strcmp(a, "--model-dir") || !strcmp(a, "--kernel") || !strcmp(a, "--threads")) {
-        if (*i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
-        const char *v = argv[++*i];
-        if (!strcmp(a, "--model-dir")) e->model_dir = v;
-        else if (!strcmp(a, "--kernel")) e->kernel = v;
-        else {
-            size_t t;
-            int rc = cli_parse_size(cmd, a, v, 1024, &t);
-            if (rc) return rc;
-            e->threads = (int)t;
-        }
-        return CIS2_OK;
-    }
-    return -1; /* not an engine option */
-}
-
-int cli_engine_start(cli_engine *e, cis2_model *m, cis2_error *err)
-{
-    int rc;
-    if ((rc = cis2_kernel_select(e->kernel ? e->kernel : "auto", err))) return rc;
-    if ((rc = cis2_threads_set(e->threads, err))) return rc;
-    if (!e->model_dir) e->model_dir = DEFAULT_MODEL_DIR;
-    return cis2_model_load(m, e->model_dir, err);
-}
-
-void cli_hex(const uint8_t d[32], char out[65]) { cis2_hex(d, 32, out); }
-
-/* ---------------------------------------------------------------- prompts */
+#define PROMPT_FILE_MAX ((size_t)256 << 20)   /* bytes of a --prompt-file */
+#define PROMPTS_MAX ((size_t)1 << 20)         /* prompts in a --prompt-file */
+#define DUMP_PROMPTS_MAX 64                    /* --dump-logits files open at once */
 
 typedef struct prompt {
-    char *text;      /* raw bytes (NULL for --prompt-ids) */
+    const char *text;  /* points into the prompt file's buffer or argv */
     size_t len;
-    uint32_t *ids;
+    uint32_t *ids;     /* --prompt-ids */
     size_t n;
 } prompt;
 
-static int utf8_valid(const unsigned char *s, size_t n)
+/* A prompt file: a JSON array of strings, or one prompt per line (CR LF
+ * ends are fine); an empty prompt is a format error.  Text is validated
+ * as UTF-8 when it is tokenized. */
+static int load_prompt_file(const char *path, char **buf, prompt **ps, size_t *np, json_t **js, cis2_error *err)
 {
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        size_t k;
-        uint32_t cp;
-        if (c < 0x80) { i++; continue; }
-        else if ((c & 0xE0) == 0xC0) { k = 1; cp = c & 0x1F; }
-        else if ((c & 0xF0) == 0xE0) { k = 2; cp = c & 0x0F; }
-        else if ((c & 0xF8) == 0xF0) { k = 3; cp = c & 0x07; }
-        else return 0;
-        for (size_t j = 1; j <= k; j++) {
-            if (i + j >= n || (s[i + j] & 0xC0) != 0x80) return 0;
-            cp = (cp << 6) | (s[i + j] & 0x3F);
-        }
-        if ((k == 1 && cp < 0x80) || (k == 2 && cp < 0x800) || (k == 3 && cp < 0x10000) || cp > 0x10FFFF ||
-            (cp >= 0xD800 && cp <= 0xDFFF))
-            return 0;
-        i += k + 1;
-    }
-    return 1;
-}
-
-static int read_file(const char *path, char **buf, size_t *len, cis2_error *err)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return cis2_fail(err, CIS2_E_IO, "%s: %s", path, strerror(errno));
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap);
-    for (;;) {
-        if (!b) { fclose(f); return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path); }
-        n += fread(b + n, 1, cap - n, f);
-        if (n < cap) break;
-        if (cap >= (256u << 20)) { free(b); fclose(f); return cis2_fail(err, CIS2_E_FORMAT, "%s: larger than 256 MiB", path); }
-        cap *= 2;
-        char *nb = realloc(b, cap);
-        if (!nb) free(b);
-        b = nb;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) { free(b); return cis2_fail(err, CIS2_E_IO, "%s: read error", path); }
-    b[n] = 0; /* n < cap */
-    *buf = b;
-    *len = n;
-    return CIS2_OK;
-}
-
-/* A prompt file: a JSON array of strings, or one prompt per line. */
-static int load_prompt_file(const char *path, prompt **ps, size_t *np, cis2_error *err)
-{
-    char *buf = NULL;
     size_t len = 0;
-    int rc = read_file(path, &buf, &len, err);
+    int rc = cis2_read_file(path, PROMPT_FILE_MAX, "a prompt file", buf, &len, err);
     if (rc) return rc;
     *ps = NULL;
     *np = 0;
     size_t k = 0;
-    while (k < len && (buf[k] == ' ' || buf[k] == '\t' || buf[k] == '\n' || buf[k] == '\r')) k++;
-    if (k < len && buf[k] == '[') {
+    while (k < len && (*buf)[k] && strchr(" \t\r\n", (*buf)[k])) k++;
+    if (k < len && (*buf)[k] == '[') {
         json_error_t je;
-        json_t *arr = json_loadb(buf, len, 0, &je);
+        json_t *arr = json_loadb(*buf, len, JSON_ALLOW_NUL, &je);
         if (!arr || !json_is_array(arr)) {
             json_decref(arr);
-            free(buf);
             return cis2_fail(err, CIS2_E_FORMAT, "%s: line %d: %s", path, je.line, arr ? "not a JSON array" : je.text);
         }
+        *js = arr;
         size_t n = json_array_size(arr);
-        *ps = calloc(n ? n : 1, sizeof **ps);
-        for (size_t i = 0; *ps && i < n; i++) {
+        if (n > PROMPTS_MAX) return cis2_fail(err, CIS2_E_FORMAT, "%s: more than %zu prompts", path, PROMPTS_MAX);
+        if (!(*ps = calloc(n ? n : 1, sizeof **ps))) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+        for (size_t i = 0; i < n; i++) {
             json_t *s = json_array_get(arr, i);
-            if (!json_is_string(s)) { rc = cis2_fail(err, CIS2_E_FORMAT, "%s: element %zu is not a string", path, i); break; }
-            size_t sl = json_string_length(s);
-            if (sl == 0) { rc = cis2_fail(err, CIS2_E_FORMAT, "%s: element %zu is an empty prompt", path, i); break; }
-            (*ps)[i].text = malloc(sl + 1);
-            if (!(*ps)[i].text) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); break; }
-            memcpy((*ps)[i].text, json_string_value(s), sl + 1);
-            (*ps)[i].len = sl;
+            if (!json_is_string(s)) return cis2_fail(err, CIS2_E_FORMAT, "%s: element %zu is not a string", path, i);
+            if (json_string_length(s) == 0)
+                return cis2_fail(err, CIS2_E_FORMAT, "%s: element %zu is an empty prompt", path, i);
+            if (memchr(json_string_value(s), 0, json_string_length(s)))
+                return cis2_fail(err, CIS2_E_FORMAT, "%s: element %zu holds a NUL character (\\u0000)", path, i);
+            (*ps)[i].text = json_string_value(s);
+            (*ps)[i].len = json_string_length(s);
             *np = i + 1;
         }
-        if (!*ps) rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
-        json_decref(arr);
     } else {
-        if (!utf8_valid((unsigned char *)buf, len)) { free(buf); return cis2_fail(err, CIS2_E_FORMAT, "%s: not valid UTF-8", path); }
         size_t lines = 1;
-        for (size_t i = 0; i < len; i++) lines += buf[i] == '\n';
-        *ps = calloc(lines, sizeof **ps);
-        if (!*ps) { free(buf); return cis2_fail(err, CIS2_E_NOMEM, "out of memory"); }
+        for (size_t i = 0; i < len; i++) lines += (*buf)[i] == '\n';
+        if (lines > PROMPTS_MAX + 1) return cis2_fail(err, CIS2_E_FORMAT, "%s: more than %zu prompts", path, PROMPTS_MAX);
+        if (!(*ps = calloc(lines, sizeof **ps))) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
         size_t start = 0, lineno = 0;
         while (start < len) {
             size_t e = start;
-            while (e < len && buf[e] != '\n') e++;
+            while (e < len && (*buf)[e] != '\n') e++;
             size_t l = e - start;
-            if (l && buf[start + l - 1] == '\r') l--;
+            if (l && (*buf)[start + l - 1] == '\r') l--;
             lineno++;
-            if (l == 0) { rc = cis2_fail(err, CIS2_E_FORMAT, "%s: line %zu: empty prompt", path, lineno); break; }
-            prompt *p = &(*ps)[(*np)++];
-            p->text = malloc(l + 1);
-            if (!p->text) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); break; }
-            memcpy(p->text, buf + start, l);
-            p->text[l] = 0;
-            p->len = l;
+            if (l == 0) return cis2_fail(err, CIS2_E_FORMAT, "%s: line %zu: empty prompt", path, lineno);
+            if (memchr(*buf + start, 0, l)) return cis2_fail(err, CIS2_E_FORMAT, "%s: line %zu: NUL byte", path, lineno);
+            (*ps)[*np].text = *buf + start;
+            (*ps)[*np].len = l;
+            (*np)++;
             start = e + 1;
         }
     }
-    free(buf);
-    if (!rc && *np == 0) rc = cis2_fail(err, CIS2_E_FORMAT, "%s: no prompts", path);
-    return rc;
+    if (*np == 0) return cis2_fail(err, CIS2_E_FORMAT, "%s: no prompts", path);
+    return CIS2_OK;
 }
 
-static void free_prompts(prompt *ps, size_t n)
-{
-    for (size_t i = 0; ps && i < n; i++) { free(ps[i].text); free(ps[i].ids); }
-    free(ps);
-}
-
-/* ---------------------------------------------------------------- output */
-
-char *cli_ids_csv(const uint32_t *ids, size_t n)
-{
-    char *s = malloc(n * 11 + 1), *p = s;
-    if (!s) return NULL;
-    *p = 0;
-    for (size_t i = 0; i < n; i++) p += sprintf(p, i ? ",%u" : "%u", ids[i]);
-    return s;
-}
+/* --------------------------------------------------------------- output */
 
 static json_t *ids_json(const uint32_t *ids, size_t n)
 {
@@ -245,198 +101,434 @@ static json_t *ids_json(const uint32_t *ids, size_t n)
     return a;
 }
 
-static json_t *result_json(const cis2_model *m, const prompt *p, const cis2_seq *s, size_t idx, size_t gen,
-                           const char *completion)
+/* The bits beside the decimal: the bits are what is pinned (docs/sampling.md §S4). */
+static json_t *lp_json(uint32_t id, float lp)
+{
+    uint32_t b;
+    memcpy(&b, &lp, 4);
+    char h[9];
+    snprintf(h, sizeof h, "%08x", b);
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_integer(id));
+    json_object_set_new(o, "logprob", lp == lp ? json_real(lp) : json_null());
+    json_object_set_new(o, "bits", json_string(h));
+    return o;
+}
+
+static json_t *logprobs_json(const cis2_result *r)
+{
+    json_t *a = json_array();
+    for (size_t s = 0; s < r->n_tokens; s++) {
+        json_t *st = lp_json(r->tokens[s], r->logprobs[s]), *top = json_array();
+        for (size_t k = 0; k < r->n_top; k++)
+            if (r->top_ids[s * r->n_top + k] != UINT32_MAX)
+                json_array_append_new(top, lp_json(r->top_ids[s * r->n_top + k], r->top_logprobs[s * r->n_top + k]));
+        json_object_set_new(st, "top", top);
+        json_array_append_new(a, st);
+    }
+    return a;
+}
+
+static json_t *result_json(const cis2_model_info *mi, const cis2_result *r, size_t idx, int ext)
 {
     char h[65];
     json_t *o = json_object();
 #define HEX(key, d) (cli_hex(d, h), json_object_set_new(o, key, json_string(h)))
-    HEX("weights_sha256", m->weights_sha);
-    HEX("config_sha256", m->config_sha);
-    HEX("tokenizer_sha256", m->tokenizer_sha);
-    json_object_set_new(o, "prompt_token_ids", ids_json(p->ids, p->n));
-    json_object_set_new(o, "generated_token_ids", ids_json(s->generated, gen));
-    HEX("table_digest", m->table_digest);
-    HEX("inv_freq_table_digest", m->inv_freq_digest);
-    HEX("argmax_digest", s->argmax);
-    HEX("cis2_ref", s->witness);
+    HEX("weights_sha256", mi->weights_sha256);
+    HEX("config_sha256", mi->config_sha256);
+    HEX("tokenizer_sha256", mi->tokenizer_sha256);
+    json_object_set_new(o, "prompt_token_ids", ids_json(r->prompt_ids, r->n_prompt));
+    json_object_set_new(o, "generated_token_ids", ids_json(r->tokens, r->n_tokens));
+    HEX("table_digest", mi->table_digest);
+    HEX("inv_freq_table_digest", mi->inv_freq_table_digest);
+    HEX("argmax_digest", r->argmax_digest);
+    HEX("cis2_ref", r->witness);
 #undef HEX
     json_object_set_new(o, "prompt_idx", json_integer((json_int_t)idx));
-    json_object_set_new(o, "prompt_toks", json_integer((json_int_t)p->n));
-    json_object_set_new(o, "gen_toks", json_integer((json_int_t)gen));
+    json_object_set_new(o, "prompt_toks", json_integer((json_int_t)r->n_prompt));
+    json_object_set_new(o, "gen_toks", json_integer((json_int_t)r->n_tokens));
     json_object_set_new(o, "dtype", json_string("fp32"));
-    json_object_set_new(o, "completion", completion ? json_string(completion) : json_null());
+    json_object_set_new(o, "completion", r->text ? json_stringn(r->text, r->text_len) : json_null());
+    if (ext) json_object_set_new(o, "finish_reason", json_string(cis2_finish_name(r->finish)));
+    if (r->logprobs) json_object_set_new(o, "logprobs", logprobs_json(r));
     return o;
 }
 
-static void print_text(const cis2_model *m, const prompt *p, const cis2_seq *s, size_t idx, size_t gen,
-                       const char *completion)
+static void print_text(const cis2_model_info *mi, const cis2_result *r, size_t idx, int ext)
 {
     char h[65];
-    char *pc = cli_ids_csv(p->ids, p->n), *gc = cli_ids_csv(s->generated, gen);
-    cli_hex(m->weights_sha, h); printf("weights_sha256 = %s\n", h);
-    cli_hex(m->config_sha, h); printf("config_sha256 = %s\n", h);
-    cli_hex(m->tokenizer_sha, h); printf("tokenizer_sha256 = %s\n", h);
+    char *pc = cli_ids_csv(r->prompt_ids, r->n_prompt), *gc = cli_ids_csv(r->tokens, r->n_tokens);
+    cli_hex(mi->weights_sha256, h); printf("weights_sha256 = %s\n", h);
+    cli_hex(mi->config_sha256, h); printf("config_sha256 = %s\n", h);
+    cli_hex(mi->tokenizer_sha256, h); printf("tokenizer_sha256 = %s\n", h);
     printf("prompt_token_ids = %s\n", pc ? pc : "");
     printf("generated_token_ids = %s\n", gc ? gc : "");
-    cli_hex(m->table_digest, h); printf("table_digest = %s\n", h);
-    cli_hex(m->inv_freq_digest, h); printf("inv_freq_table_digest = %s\n", h);
-    cli_hex(s->argmax, h); printf("argmax_digest = %s\n", h);
-    cli_hex(s->witness, h);
-    printf("CIS2_REF digest=%s prompt_idx=%zu prompt_toks=%zu gen_toks=%zu dtype=fp32\n", h, idx, p->n, gen);
-    json_t *c = completion ? json_string(completion) : json_null();
+    cli_hex(mi->table_digest, h); printf("table_digest = %s\n", h);
+    cli_hex(mi->inv_freq_table_digest, h); printf("inv_freq_table_digest = %s\n", h);
+    cli_hex(r->argmax_digest, h); printf("argmax_digest = %s\n", h);
+    cli_hex(r->witness, h);
+    printf("CIS2_REF digest=%s prompt_idx=%zu prompt_toks=%zu gen_toks=%zu dtype=fp32\n", h, idx, r->n_prompt,
+           r->n_tokens);
+    json_t *c = r->text ? json_stringn(r->text, r->text_len) : json_null();
     char *cj = json_dumps(c, JSON_ENCODE_ANY);
     printf("completion = %s\n", cj ? cj : "null");
     free(cj);
     json_decref(c);
+    if (ext) printf("finish_reason = %s\n", cis2_finish_name(r->finish));
+    if (r->logprobs) {
+        json_t *lj = logprobs_json(r);
+        char *ls = json_dumps(lj, JSON_COMPACT);
+        printf("logprobs = %s\n", ls ? ls : "null");
+        free(ls);
+        json_decref(lj);
+    }
     free(pc);
     free(gc);
 }
 
-typedef struct progress_ctx {
-    struct timespec t0;
-    size_t ntok_per_step;
-} progress_ctx;
+/* ------------------------------------------------- per-token callback */
 
-static void progress(void *ctx, size_t step, size_t total)
+typedef struct run_cb {
+    cis2_out **dump;          /* one stream per prompt, or NULL */
+    int dump_failed;
+    int progress;             /* 1: \r updates on a terminal, 2: whole lines */
+    struct timespec t0, last;
+    size_t steps, nprompts, done_tokens;
+} run_cb;
+
+static double secs(struct timespec a, struct timespec b)
 {
-    progress_ctx *pc = ctx;
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    double s = (double)(t.tv_sec - pc->t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - pc->t0.tv_nsec);
-    /* both §12.4 runs decode as one batch: 2 tokens per sequence per step */
-    fprintf(stderr, "\rcis2: decoding %zu/%zu tokens (x2 for §12.4), %.1f tokens/s   ", step, total,
-            s > 0 ? (double)(2 * step * pc->ntok_per_step) / s : 0.0);
-    if (step == total) fprintf(stderr, "\n");
+    return (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
 }
 
-/* ------------------------------------------------------------------- run */
+static int on_token(void *ctx, const cis2_token_event *ev)
+{
+    run_cb *c = ctx;
+    if (c->dump && !c->dump_failed) {
+        FILE *f = cis2_out_stream(c->dump[ev->seq]);
+        if (fwrite(ev->logits, sizeof(float), ev->vocab, f) != ev->vocab) c->dump_failed = 1;
+    }
+    c->done_tokens++;
+    if (c->progress) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        size_t total = c->steps * c->nprompts;
+        int last = c->done_tokens == total;
+        if (c->progress == 1 || last || secs(c->last, t) >= 1.0) {
+            double s = secs(c->t0, t);
+            /* both §12.4 runs decode as one batch: 2 tokens per token shown */
+            fprintf(stderr, "%scis2: decoding %zu/%zu tokens (x2 for §12.4), %.1f tokens/s%s", c->progress == 1 ? "\r" : "",
+                    c->done_tokens, total, s > 0 ? 2.0 * (double)c->done_tokens / s : 0.0,
+                    c->progress == 1 && !last ? "   " : "\n");
+            c->last = t;
+        }
+    }
+    return 0;
+}
 
-static const char run_usage[] =
-    "usage: cis2 run [--model-dir DIR] [--prompt TEXT | --prompt-file F | --prompt-ids CSV]\n"
-    "                [--gen-toks N] [--json] [--dump-logits FILE] [--kernel K] [--threads N]\n"
-    "                [--receipt FILE] [--trace FILE [--trace-dump]] [--tokenizer-ext]\n"
-    "  --tokenizer-ext: also admit Qwen2.5's tokenizer.json (NFC, Split): a non-normative\n"
-    "                   extension outside CIS-2 v0.3b §3\n";
+/* ---------------------------------------------------------------- run */
+
+typedef struct run_opts {
+    cli_engine eng;
+    const char *prompt_text, *prompt_file, *prompt_ids, *dump, *receipt, *trace;
+    size_t gen;
+    int json, recompute, trace_dump, progress;
+    /* docs/sampling.md: the sampler, logprobs and stop rules */
+    const char *temperature, *top_p, *min_p, *stop_ids;
+    size_t top_k, logprobs;
+    uint64_t seed, sequence;
+    int stop_eos;
+    cli_multi stops;
+    cis2_sampling samp;
+    cis2_stop stop;
+    uint32_t *stop_id_list;
+    const char *stop_str[16];
+    size_t stop_len[16];
+} run_opts;
+
+/* FILE, or FILE.i for prompt i of several. */
+static void side_name(char *out, size_t cap, const char *path, size_t i, size_t np)
+{
+    if (np > 1) snprintf(out, cap, "%s.%zu", path, i);
+    else snprintf(out, cap, "%s", path);
+}
+
+/* Every output path is checked before any work starts. */
+static int check_outputs(const run_opts *o, size_t np, cis2_error *err)
+{
+    char in[3][4200];
+    cli_engine_inputs(&o->eng, in);
+    const char *inputs[4] = {in[0], in[1], in[2], o->prompt_file};
+    size_t nin = o->prompt_file ? 4 : 3;
+    size_t cap = 2 * np + 2, nout = 0;
+    char **outs = calloc(cap, sizeof *outs);
+    if (!outs) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    int rc = CIS2_OK;
+    const char *kinds[2] = {o->receipt, o->dump};
+    for (int k = 0; k < 2 && !rc; k++) {
+        if (!kinds[k]) continue;
+        for (size_t i = 0; i < np && !rc; i++) {
+            char name[4300];
+            side_name(name, sizeof name, kinds[k], i, np);
+            if (!(outs[nout] = strdup(name))) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); break; }
+            rc = cis2_check_output_path(outs[nout], inputs, nin, (const char *const *)outs, nout, err);
+            nout++;
+        }
+    }
+    if (!rc && o->trace) {
+        char dump[4300];
+        snprintf(dump, sizeof dump, "%s.f32", o->trace);
+        if (!(outs[nout] = strdup(o->trace))) rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+        else rc = cis2_check_output_path(outs[nout], inputs, nin, (const char *const *)outs, nout, err);
+        nout++;
+        if (!rc && o->trace_dump) {
+            if (!(outs[nout] = strdup(dump))) rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+            else rc = cis2_check_output_path(outs[nout], inputs, nin, (const char *const *)outs, nout, err);
+            nout++;
+        }
+    }
+    for (size_t i = 0; i < nout; i++) free(outs[i]);
+    free(outs);
+    return rc;
+}
+
+/* --receipt with --prompt-ids: the ids must round-trip through the
+ * tokenizer (decode then encode gives them back), else no prompt bytes
+ * reproduce them.  Checked before decoding. */
+static int check_round_trip(const cis2_engine *e, const prompt *p, cis2_error *err)
+{
+    char *t = NULL;
+    size_t l = 0;
+    int rc = cis2_engine_detokenize(e, p->ids, p->n, 0, &t, &l, err);
+    if (rc) return cis2_fail(err, CIS2_E_USAGE, "--receipt needs the model's tokenizer.json (prompt-hex)");
+    uint32_t *back = NULL;
+    size_t nb = 0;
+    cis2_error e2 = {0};
+    int ok = l > 0 && cis2_engine_tokenize(e, t, l, &back, &nb, &e2) == CIS2_OK && nb == p->n &&
+             !memcmp(back, p->ids, nb * sizeof *back);
+    cis2_free(back);
+    cis2_free(t);
+    if (ok) return CIS2_OK;
+    return cis2_fail(err, CIS2_E_USAGE,
+                     "--receipt with --prompt-ids: the ids do not round-trip through the tokenizer (decode then "
+                     "encode gives other ids), so no prompt bytes reproduce them; give --prompt instead");
+}
+
+/* docs/sampling.md §S2.2-§S2.3 on the command line: decimals correctly
+ * rounded, --top-k 0 and --top-p 0 refused (omit them for "off"). */
+static int sampling_opts(run_opts *o, const cli_opt *opts)
+{
+    int rc;
+    if (o->temperature && (rc = cli_parse_f32("run", "--temperature", o->temperature, &o->samp.temperature))) return rc;
+    if (o->top_p) {
+        if ((rc = cli_parse_f32("run", "--top-p", o->top_p, &o->samp.top_p))) return rc;
+        if (o->samp.top_p == 0.0f) return cli_usage_error("run", "--top-p must be in (0, 1] (omit it for off)");
+    }
+    if (o->min_p && (rc = cli_parse_f32("run", "--min-p", o->min_p, &o->samp.min_p))) return rc;
+    for (const cli_opt *p = opts; p->name; p++)
+        if (!strcmp(p->name, "--top-k") && p->seen && o->top_k == 0)
+            return cli_usage_error("run", "--top-k 0 is refused (omit it for off)");
+    if (o->sequence > UINT32_MAX) return cli_usage_error("run", "--sequence must fit 32 bits");
+    o->samp.top_k = (uint32_t)o->top_k;
+    o->samp.seed = o->seed;
+    o->samp.sequence = (uint32_t)o->sequence;
+    o->stop.eos = o->stop_eos;
+    if (o->stop_ids) {
+        cis2_error err = {0};
+        if ((rc = cli_parse_ids("--stop-id", o->stop_ids, &o->stop_id_list, &o->stop.n_ids, &err)))
+            return rc == CIS2_E_USAGE ? cli_usage_error("run", "%s", err.msg) : cli_report(&err);
+        if (o->stop.n_ids == 0) return cli_usage_error("run", "--stop-id needs at least one id");
+        o->stop.ids = o->stop_id_list;
+    }
+    for (size_t i = 0; i < o->stops.n; i++) {
+        o->stop_str[i] = o->stops.v[i];
+        o->stop_len[i] = strlen(o->stops.v[i]);
+    }
+    o->stop.strings = o->stop_str;
+    o->stop.string_lens = o->stop_len;
+    o->stop.n_strings = o->stops.n;
+    return CIS2_OK;
+}
+
+static int parse_run(int argc, char **argv, run_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->gen = 16;
+    cli_opt opts[] = {
+        CLI_ENGINE_OPTS(o->eng),
+        {"--prompt", OPT_STR, &o->prompt_text, 0, 0},
+        {"--prompt-file", OPT_STR, &o->prompt_file, 0, 0},
+        {"--prompt-ids", OPT_STR, &o->prompt_ids, 0, 0},
+        {"--gen-toks", OPT_SIZE, &o->gen, 1u << 24, 0},
+        {"--json", OPT_FLAG, &o->json, 0, 0},
+        {"--dump-logits", OPT_STR, &o->dump, 0, 0},
+        {"--receipt", OPT_STR, &o->receipt, 0, 0},
+        {"--trace", OPT_STR, &o->trace, 0, 0},
+        {"--trace-dump", OPT_FLAG, &o->trace_dump, 0, 0},
+        {"--progress", OPT_FLAG, &o->progress, 0, 0},
+        {"--recompute", OPT_FLAG, &o->recompute, 0, 0},
+        {"--temperature", OPT_STR, &o->temperature, 0, 0},
+        {"--top-k", OPT_SIZE, &o->top_k, UINT32_MAX, 0},
+        {"--top-p", OPT_STR, &o->top_p, 0, 0},
+        {"--min-p", OPT_STR, &o->min_p, 0, 0},
+        {"--seed", OPT_U64, &o->seed, 0, 0},
+        {"--sequence", OPT_U64, &o->sequence, 0, 0},
+        {"--logprobs", OPT_SIZE, &o->logprobs, CIS2_MAX_TOP_LOGPROBS + 1, 0},
+        {"--stop-at-eos", OPT_FLAG, &o->stop_eos, 0, 0},
+        {"--stop-id", OPT_STR, &o->stop_ids, 0, 0},
+        {"--stop", OPT_MULTI, &o->stops, 16, 0},
+        {0}};
+    int rc = cli_parse("run", argc, argv, opts, NULL, 0, NULL);
+    if (rc) return rc;
+    if ((rc = sampling_opts(o, opts))) return rc;
+    if (!!o->prompt_text + !!o->prompt_file + !!o->prompt_ids > 1)
+        return cli_usage_error("run", "give at most one of --prompt, --prompt-file, --prompt-ids");
+    if (o->gen == 0) return cli_usage_error("run", "--gen-toks must be at least 1");
+    if (o->trace_dump && !o->trace) return cli_usage_error("run", "--trace-dump needs --trace FILE");
+    if (o->prompt_text && !*o->prompt_text) return cli_usage_error("run", "--prompt is empty");
+    const char *paths[3] = {o->receipt, o->dump, o->trace};
+    const char *names[3] = {"--receipt", "--dump-logits", "--trace"};
+    for (int i = 0; i < 3; i++)
+        if (paths[i] && !*paths[i]) return cli_usage_error("run", "%s: empty path", names[i]);
+    return CIS2_OK;
+}
+
+/* A sampled or stopped run (docs/sampling.md §S7.1) also prints its finish reason. */
+static int run_is_ext(const run_opts *o)
+{
+    return o->samp.temperature != 0.0f || o->stop.eos || o->stop.n_ids || o->stop.n_strings;
+}
+
+static int print_results(const cis2_engine *e, const run_opts *o, const cis2_result *res, size_t np)
+{
+    const cis2_model_info *mi = cis2_engine_info(e);
+    if (!o->json) {
+        for (size_t i = 0; i < np; i++) {
+            if (i) printf("\n");
+            print_text(mi, &res[i], i, run_is_ext(o));
+        }
+        return CIS2_OK;
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; i < np; i++) json_array_append_new(arr, result_json(mi, &res[i], i, run_is_ext(o)));
+    json_t *outj = np == 1 && !o->prompt_file ? json_array_get(arr, 0) : arr;
+    char *s = json_dumps(outj, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    printf("%s\n", s ? s : "null");
+    free(s);
+    json_decref(arr);
+    return s ? CIS2_OK : CIS2_E_NOMEM;
+}
+
+/* Receipts, one per prompt, each whole or not at all. */
+static int write_receipts(const cis2_engine *e, const char *path, const cis2_result *res, size_t np, cis2_error *err)
+{
+    for (size_t i = 0; i < np; i++) {
+        cis2_receipt *r;
+        char name[4300];
+        side_name(name, sizeof name, path, i, np);
+        int rc = cis2_receipt_make(e, &res[i], &r, err);
+        if (!rc) rc = cis2_receipt_save(r, name, err);
+        cis2_receipt_free(r);
+        if (rc) return rc;
+    }
+    return CIS2_OK;
+}
 
 int cmd_run(int argc, char **argv)
 {
-    cli_engine eng = {0};
-    const char *prompt_text = NULL, *prompt_file = NULL, *prompt_ids = NULL, *dump = NULL;
-    const char *receipt = NULL, *trace = NULL; /* cli_receipt.c, trace.h */
-    size_t gen = 16;
-    int json = 0, recompute = 0, trace_dump = 0, tok_ext = 0, rc;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if ((rc = cli_engine_opt("run", argc, argv, &i, &eng)) >= 0) { if (rc) return rc; continue; }
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(run_usage, stdout); return 0; }
-        if (!strcmp(a, "--json")) { json = 1; continue; }
-        if (!strcmp(a, "--recompute")) { recompute = 1; continue; }
-        if (!strcmp(a, "--tokenizer-ext")) { tok_ext = 1; continue; }
-        if (!strcmp(a, "--trace-dump")) { trace_dump = 1; continue; }
-        if (i + 1 >= argc) return cli_usage_error("run", "unknown option or missing value: %s", a);
-        const char *v = argv[++i];
-        if (!strcmp(a, "--prompt")) prompt_text = v;
-        else if (!strcmp(a, "--prompt-file")) prompt_file = v;
-        else if (!strcmp(a, "--prompt-ids")) prompt_ids = v;
-        else if (!strcmp(a, "--dump-logits")) dump = v;
-        else if (!strcmp(a, "--receipt")) receipt = v;
-        else if (!strcmp(a, "--trace")) trace = v;
-        else if (!strcmp(a, "--gen-toks")) { if ((rc = cli_parse_size("run", a, v, 1u << 24, &gen))) return rc; }
-        else return cli_usage_error("run", "unknown option %s", a);
-    }
-    if (!!prompt_text + !!prompt_file + !!prompt_ids > 1)
-        return cli_usage_error("run", "give at most one of --prompt, --prompt-file, --prompt-ids");
-    if (gen == 0) return cli_usage_error("run", "--gen-toks must be at least 1");
-    if (trace_dump && !trace) return cli_usage_error("run", "--trace-dump needs --trace FILE");
-
+    run_opts o;
+    int rc = parse_run(argc, argv, &o);
+    if (rc) return rc < 0 ? 0 : rc;
     cis2_error err = {0};
+    char *buf = NULL;
+    json_t *pjs = NULL;
     prompt *ps = NULL;
     size_t np = 0;
-    if (prompt_file) {
-        if ((rc = load_prompt_file(prompt_file, &ps, &np, &err))) { free_prompts(ps, np); return cli_report(&err); }
-    } else {
-        ps = calloc(1, sizeof *ps);
-        np = 1;
-        if (prompt_ids) {
-            if ((rc = cli_parse_ids("run", prompt_ids, &ps[0].ids, &ps[0].n))) { free_prompts(ps, np); return rc; }
-        } else {
-            const char *t = prompt_text ? prompt_text : DEFAULT_PROMPT;
-            ps[0].len = strlen(t);
-            ps[0].text = strdup(t);
-            if (ps[0].len == 0) { free_prompts(ps, np); return cli_usage_error("run", "--prompt is empty"); }
-        }
-    }
-
-    cis2_model m;
-    cis2_tokenizer *tok = NULL;
-    cis2_seq *seqs = NULL;
-    FILE *df = NULL;
-    char path[4096];
-    if ((rc = cli_engine_start(&eng, &m, &err))) goto fail_model;
-    snprintf(path, sizeof path, "%s/tokenizer.json", eng.model_dir);
-    int need_tok = 0;
-    for (size_t i = 0; i < np; i++) need_tok |= ps[i].text != NULL;
-    if ((rc = cis2_tokenizer_load_ext(&tok, path, tok_ext ? CIS2_TOK_ALLOW_NONNORMATIVE : 0, &err))) {
-        if (need_tok) goto fail;
-        tok = NULL; /* ids given: the tokenizer is only hashed (§12.1), and completion is null */
-        err = (cis2_error){0};
-        rc = CIS2_OK;
-    }
-    if (tok && need_tok && !cis2_tokenizer_is_normative(tok))
-        fprintf(stderr, "cis2: note: %s uses the non-normative tokenizer extension (outside CIS-2 v0.3b §3)\n", path);
-    for (size_t i = 0; i < np; i++)
-        if (ps[i].text) {
-            if ((rc = cis2_tokenizer_encode(tok, ps[i].text, ps[i].len, &ps[i].ids, &ps[i].n, &err))) goto fail;
-            if (ps[i].n == 0) { rc = cis2_fail(&err, CIS2_E_USAGE, "prompt %zu encodes to no tokens", i); goto fail; }
-        }
-    for (size_t i = 0; receipt && i < np; i++) /* a receipt records prompt bytes: ids must round-trip */
-        if (!ps[i].text && (rc = cli_receipt_prompt_from_ids(tok, ps[i].ids, ps[i].n, &ps[i].text, &ps[i].len, &err)))
-            goto fail;
-    if (trace && np != 1) { rc = cis2_fail(&err, CIS2_E_USAGE, "--trace needs a single prompt"); goto fail; }
-    seqs = calloc(np, sizeof *seqs);
-    if (!seqs) { rc = cis2_fail(&err, CIS2_E_NOMEM, "out of memory"); goto fail; }
-    for (size_t i = 0; i < np; i++) { seqs[i].prompt = ps[i].ids; seqs[i].n_prompt = ps[i].n; }
-    if (dump && !(df = fopen(dump, "wb"))) { rc = cis2_fail(&err, CIS2_E_IO, "%s: %s", dump, strerror(errno)); goto fail; }
-    progress_ctx pc = {.ntok_per_step = np};
-    clock_gettime(CLOCK_MONOTONIC, &pc.t0);
-    cis2_decode_opts o = {.gen_toks = gen, .dump_logits = df, .recompute = recompute};
-    if (isatty(2)) { o.progress = progress; o.progress_ctx = &pc; }
+    cis2_engine *e = NULL;
+    cis2_request *reqs = NULL;
+    cis2_result *res = NULL;
+    cis2_out **dump = NULL;
     cis2_trace_writer *tw = NULL;
-    if (trace && (rc = cis2_trace_open(&tw, trace, trace_dump, &err))) goto fail;
-    if (tw) { o.trace = cis2_trace_record; o.trace_ctx = tw; }
-    rc = cis2_run(&m, seqs, np, &o, &err);
-    if (df && fclose(df) != 0 && !rc) rc = cis2_fail(&err, CIS2_E_IO, "%s: write failed", dump);
-    df = NULL;
-    if (cis2_trace_close(tw, &err) && !rc) rc = err.code;
-    if (rc) goto fail;
-    for (size_t i = 0; receipt && i < np; i++)
-        if ((rc = cli_receipt_write(receipt, i, np, &m, ps[i].text, ps[i].len, &seqs[i], gen, &err))) goto fail;
-    json_t *arr = json ? json_array() : NULL;
-    for (size_t i = 0; i < np; i++) {
-        char *completion = tok ? cis2_tokenizer_decode(tok, seqs[i].generated, gen) : NULL;
-        if (json) json_array_append_new(arr, result_json(&m, &ps[i], &seqs[i], i, gen, completion));
-        else {
-            if (i) printf("\n");
-            print_text(&m, &ps[i], &seqs[i], i, gen, completion);
+    if (o.prompt_file) {
+        if ((rc = load_prompt_file(o.prompt_file, &buf, &ps, &np, &pjs, &err))) goto out;
+    } else {
+        np = 1;
+        if (!(ps = calloc(1, sizeof *ps))) { rc = cis2_fail(&err, CIS2_E_NOMEM, "out of memory"); goto out; }
+        if (o.prompt_ids) {
+            if ((rc = cli_parse_ids("--prompt-ids", o.prompt_ids, &ps[0].ids, &ps[0].n, &err))) goto out;
+            if (ps[0].n == 0) {
+                rc = cis2_fail(&err, CIS2_E_USAGE, "--prompt-ids: '' is not a comma-separated list of u32 ids (like 1,2,3)");
+                goto out;
+            }
+        } else {
+            ps[0].text = o.prompt_text ? o.prompt_text : DEFAULT_PROMPT;
+            ps[0].len = strlen(ps[0].text);
         }
-        free(completion);
     }
-    if (json) {
-        json_t *outj = np == 1 && !prompt_file ? json_array_get(arr, 0) : arr;
-        char *s = json_dumps(outj, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-        printf("%s\n", s ? s : "null");
-        free(s);
-        json_decref(arr);
+    if (o.trace && np != 1) { rc = cis2_fail(&err, CIS2_E_USAGE, "--trace needs a single prompt"); goto out; }
+    if (o.dump && np > DUMP_PROMPTS_MAX) {
+        rc = cis2_fail(&err, CIS2_E_USAGE, "--dump-logits: at most %d prompts (one file each)", DUMP_PROMPTS_MAX);
+        goto out;
     }
-    if (fflush(stdout) != 0) rc = cis2_fail(&err, CIS2_E_IO, "writing stdout failed");
-fail:
-    if (df) fclose(df);
-    for (size_t i = 0; seqs && i < np; i++) cis2_seq_free(&seqs[i]);
-    free(seqs);
-    cis2_tokenizer_free(tok);
-    cis2_model_free(&m);
-fail_model:
-    free_prompts(ps, np);
-    return rc ? cli_report(&err) : CIS2_OK;
+    if ((rc = check_outputs(&o, np, &err))) goto out;
+    if ((rc = cli_engine_open(&o.eng, &e, &err))) goto out;
+    const cis2_model_info *mi = cis2_engine_info(e);
+    if (mi->has_tokenizer && !mi->tokenizer_normative && !o.prompt_ids)
+        fprintf(stderr, "cis2: note: %s/tokenizer.json uses the non-normative tokenizer extension (outside CIS-2 v0.3b §3)\n",
+                o.eng.model_dir);
+    if (o.receipt && o.prompt_ids && (rc = check_round_trip(e, &ps[0], &err))) goto out;
+    if (!(reqs = calloc(np, sizeof *reqs))) { rc = cis2_fail(&err, CIS2_E_NOMEM, "out of memory"); goto out; }
+    for (size_t i = 0; i < np; i++) {
+        reqs[i].text = ps[i].text;
+        reqs[i].text_len = ps[i].len;
+        reqs[i].ids = ps[i].text ? NULL : ps[i].ids;
+        reqs[i].n_ids = ps[i].n;
+        reqs[i].max_tokens = o.gen;
+        reqs[i].sampling = &o.samp;
+        reqs[i].stop = &o.stop;
+        reqs[i].top_logprobs = o.logprobs ? (unsigned)o.logprobs - 1 : 0;
+        reqs[i].logprobs = o.logprobs > 0;
+    }
+    run_cb cb = {.progress = o.progress ? (isatty(2) ? 1 : 2) : (isatty(2) ? 1 : 0), .steps = o.gen, .nprompts = np};
+    clock_gettime(CLOCK_MONOTONIC, &cb.t0);
+    cb.last = cb.t0;
+    if (o.dump) {
+        if (!(dump = calloc(np, sizeof *dump))) { rc = cis2_fail(&err, CIS2_E_NOMEM, "out of memory"); goto out; }
+        for (size_t i = 0; i < np; i++) {
+            char name[4300];
+            side_name(name, sizeof name, o.dump, i, np);
+            if ((rc = cis2_out_open(&dump[i], name, &err))) goto out;
+        }
+        cb.dump = dump;
+    }
+    if (o.trace && (rc = cis2_trace_open(&tw, o.trace, o.trace_dump, &err))) goto out;
+    cis2_gen_opts go = {.twice = 1, .on_token = on_token, .on_token_ctx = &cb, .recompute = o.recompute};
+    if (tw) { go.on_trace = cis2_trace_record; go.on_trace_ctx = tw; }
+    if ((rc = cis2_generate(e, reqs, np, &go, &res, &err))) goto out;
+    if (cb.dump_failed) { rc = cis2_fail(&err, CIS2_E_IO, "%s: writing the logits failed", o.dump); goto out; }
+    for (size_t i = 0; dump && i < np; i++) {
+        cis2_out *d = dump[i];
+        dump[i] = NULL;
+        if ((rc = cis2_out_commit(d, &err))) goto out;
+    }
+    if (tw) {
+        rc = cis2_trace_close(tw, &err);
+        tw = NULL;
+        if (rc) goto out;
+    }
+    if (o.receipt && (rc = write_receipts(e, o.receipt, res, np, &err))) goto out;
+    if ((rc = print_results(e, &o, res, np))) rc = cis2_fail(&err, rc, "out of memory");
+out:
+    for (size_t i = 0; dump && i < np; i++) cis2_out_abort(dump[i]);
+    free(dump);
+    cis2_trace_abort(tw); /* a failed run leaves no trace file */
+    cis2_results_free(res, np);
+    free(reqs);
+    cis2_engine_close(e);
+    for (size_t i = 0; ps && i < np; i++) cis2_free(ps[i].ids);
+    free(ps);
+    cis2_free(o.stop_id_list);
+    json_decref(pjs);
+    free(buf);
+    return rc ? cli_report(&err) : cli_finish_stdout(CIS2_OK);
 }

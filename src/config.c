@@ -100,6 +100,31 @@ uint64_t cis2_config_param_count(const cis2_config *c, int qkv_bias)
     return V * H + (uint64_t)c->num_hidden_layers * layer + H + (c->tie_word_embeddings ? 0 : V * H);
 }
 
+static int eos_value(const json_t *v, uint32_t *out)
+{
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > UINT32_MAX) return -1;
+    *out = (uint32_t)json_integer_value(v);
+    return 0;
+}
+
+/* eos_token_id (docs/sampling.md §S5.1), kept for stop-at-eos. */
+static void parse_eos(cis2_config *c, const json_t *v)
+{
+    c->n_eos = 0;
+    c->eos_malformed = 0;
+    if (!v || json_is_null(v)) return;
+    if (json_is_array(v)) {
+        size_t n = json_array_size(v);
+        if (n > 64) { c->eos_malformed = 1; return; }
+        for (size_t i = 0; i < n; i++)
+            if (eos_value(json_array_get(v, i), &c->eos_ids[i])) { c->n_eos = 0; c->eos_malformed = 1; return; }
+        c->n_eos = n;
+        return;
+    }
+    if (eos_value(v, &c->eos_ids[0])) c->eos_malformed = 1;
+    else c->n_eos = 1;
+}
+
 static int parse_root(cis2_config *c, json_t *root, const char *name, cis2_error *err)
 {
     int rc;
@@ -196,6 +221,7 @@ static int parse_root(cis2_config *c, json_t *root, const char *name, cis2_error
 
     c->tie_word_embeddings = 0;
     if ((rc = get_bool(root, "tie_word_embeddings", &c->tie_word_embeddings, name, err))) return rc;
+    parse_eos(c, json_object_get(root, "eos_token_id"));
 
     uint64_t params = cis2_config_param_count(c, cis2_config_qkv_bias(c));
     if (params > CIS2_CFG_MAX_PARAMS)

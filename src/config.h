@@ -21,6 +21,13 @@ typedef struct cis2_config {
     char model_type[32];       /* "llama", "qwen2", or "" if absent (= llama) */
     int attention_bias;        /* as written (false if absent); Qwen2 ignores it */
     int mlp_bias;              /* as written (false if absent); Qwen2 ignores it */
+    /* eos_token_id, for stop-at-eos (docs/sampling.md §S5.1): an integer or
+     * a list of at most 64, each a u32; absent, null or [] give n_eos 0;
+     * anything else sets eos_malformed (refused only when stop-at-eos is
+     * asked for). */
+    uint32_t eos_ids[64];
+    size_t n_eos;
+    int eos_malformed;
 } cis2_config;
 
 /* Limits (see config.c): anything larger is refused as CIS2_E_FORMAT. */

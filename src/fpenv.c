@@ -7,11 +7,23 @@
  * compile-time error.  The control register is per thread: every thread
  * that does decode-path arithmetic calls cis2_fpenv_pin() itself.
  *
+ * The pin is canonical, not just two bits: besides FTZ/DAZ (FZ) it selects
+ * round-to-nearest-even (§1.2) and masks every exception trap, so a caller
+ * that changed the rounding mode or unmasked a trap still gets the pinned
+ * bits.  It remains a read-modify-write: every other bit is kept.
+ *
+ * API frames (api.h): every library entry point that computes saves the
+ * caller's control register, pins, and restores it on return, so an
+ * embedder's own arithmetic is never affected (and around callbacks into
+ * the caller the caller's register is put back for the call's duration).
+ *
  * The adversarial self-test passes every operand through `volatile` so the
  * compiler cannot fold the arithmetic at compile time (where FTZ does not
  * apply) and mask a broken pin.
  */
+#include "api.h"
 #include "cis2.h"
+#include "threadpool.h"
 
 #include <string.h>
 
@@ -29,6 +41,9 @@ static void write_ctl(uint32_t csr)
     __asm__ volatile("ldmxcsr %0" : : "m"(csr) : "memory");
 }
 #define PIN_BITS (MXCSR_DAZ | MXCSR_FTZ)
+#define CANON_SET (PIN_BITS | 0x1F80u) /* FTZ, DAZ, all six exception masks */
+#define CANON_CLEAR (3u << 13)         /* rounding control 00: nearest-even */
+typedef uint32_t ctl_t;
 const char *cis2_isa_name(void) { return "x86-64"; }
 #elif defined(__aarch64__)
 #define FPCR_FZ (1ull << 24)
@@ -43,23 +58,67 @@ static void write_ctl(uint64_t fpcr)
     __asm__ volatile("msr fpcr, %0" : : "r"(fpcr) : "memory");
 }
 #define PIN_BITS FPCR_FZ
+#define CANON_SET FPCR_FZ
+/* RMode 00 (nearest-even), DN and AHP off, trap enables IOE..IXE and IDE off;
+ * FZ16 (bit 19) is left as it is (§1.3). */
+#define CANON_CLEAR ((3ull << 22) | (1ull << 25) | (1ull << 26) | (0x9Full << 8))
+typedef uint64_t ctl_t;
 const char *cis2_isa_name(void) { return "aarch64"; }
 #else
 #error "CIS-2 §1.3: no FTZ/DAZ control known for this ISA; refusing to build"
 #endif
 
+static int ctl_pinned(ctl_t c) { return (c & CANON_SET) == CANON_SET && (c & CANON_CLEAR) == 0; }
+
 int cis2_fpenv_is_pinned(void)
 {
-    return (read_ctl() & PIN_BITS) == PIN_BITS;
+    return ctl_pinned(read_ctl());
 }
 
 int cis2_fpenv_pin(cis2_error *err)
 {
-    write_ctl(read_ctl() | PIN_BITS); /* read-modify-write, §1.3 */
+    write_ctl((read_ctl() | CANON_SET) & ~(ctl_t)CANON_CLEAR); /* read-modify-write, §1.3 */
     if (!cis2_fpenv_is_pinned())
         return cis2_fail(err, CIS2_E_FPENV,
                          "FTZ/DAZ pin did not read back set (%s)", cis2_isa_name());
     return CIS2_OK;
+}
+
+/* ------------------------------------------------------------ API frames */
+
+static _Thread_local cis2_frame *tls_frame; /* innermost open frame */
+
+int cis2_api_enter(cis2_frame *f, struct cis2_exec *exec)
+{
+    ctl_t c = read_ctl();
+    f->ctl = (uint64_t)c;
+    f->prev = tls_frame;
+    f->exec = cis2_exec_swap(exec);
+    tls_frame = f;
+    if (!ctl_pinned(c)) {
+        write_ctl((c | CANON_SET) & ~(ctl_t)CANON_CLEAR);
+        if (!cis2_fpenv_is_pinned()) return CIS2_E_FPENV;
+    }
+    return CIS2_OK;
+}
+
+void cis2_api_leave(cis2_frame *f)
+{
+    if (read_ctl() != (ctl_t)f->ctl) write_ctl((ctl_t)f->ctl); /* also the caller's sticky flags */
+    cis2_exec_swap(f->exec);
+    tls_frame = f->prev;
+}
+
+uint64_t cis2_api_callout_begin(void)
+{
+    ctl_t now = read_ctl();
+    if (tls_frame && (ctl_t)tls_frame->ctl != now) write_ctl((ctl_t)tls_frame->ctl);
+    return (uint64_t)now;
+}
+
+void cis2_api_callout_end(uint64_t pinned)
+{
+    if (read_ctl() != (ctl_t)pinned) write_ctl((ctl_t)pinned);
 }
 
 static float f32(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
@@ -80,7 +139,7 @@ static int probe(cis2_error *err, const char *name, int op, uint32_t a, uint32_t
     return CIS2_OK;
 }
 
-int cis2_fpenv_selftest(cis2_error *err)
+static int probes(cis2_error *err)
 {
     if (!cis2_fpenv_is_pinned())
         return cis2_fail(err, CIS2_E_FPENV, "FTZ/DAZ not pinned on this thread");
@@ -104,4 +163,14 @@ int cis2_fpenv_selftest(cis2_error *err)
         if (rc) return rc;
     }
     return CIS2_OK;
+}
+
+int cis2_fpenv_selftest(cis2_error *err)
+{
+    cis2_frame f;
+    int rc = cis2_api_enter(&f, NULL) ? cis2_fail(err, CIS2_E_FPENV, "FTZ/DAZ pin did not read back set (%s)",
+                                                   cis2_isa_name())
+                                      : probes(err);
+    cis2_api_leave(&f);
+    return rc;
 }

@@ -80,7 +80,7 @@ int cis2_pmat_pack(cis2_pmat *m, cis2_wtype type, const uint8_t *src, size_t row
     memset((uint8_t *)data + bytes, 0, alloc - bytes);
     m->type = type; m->rows = rows; m->cols = cols; m->groups = groups; m->data = data;
     struct pack_job j = {m, src};
-    if (cols) cis2_pool_run(groups, pack_group, &j); /* the pool also spreads the page faults */
+    if (cols) cis2_parallel_for(groups, pack_group, &j); /* the pool also spreads the page faults */
     return CIS2_OK;
 }
 
@@ -116,7 +116,7 @@ void cis2_pmat_pack_groups(cis2_pmat *m, const uint8_t *src, size_t g0, size_t n
     sub.groups = (nrows + CIS2_KG - 1) / CIS2_KG;
     sub.data = (uint8_t *)m->data + g0 * m->cols * CIS2_KG * es;
     struct pack_job j = {&sub, src};
-    if (m->cols && sub.groups) cis2_pool_run(sub.groups, pack_group, &j);
+    if (m->cols && sub.groups) cis2_parallel_for(sub.groups, pack_group, &j);
 }
 
 size_t cis2_pmat_bytes(const cis2_pmat *m)
@@ -167,7 +167,7 @@ void cis2_kern_scalar(const cis2_pmat *w, const float *x, const float *xt, size_
 
 /* ---------------- dispatch ---------------- */
 
-struct variant {
+struct cis2_variant {
     const char *name;
     cis2_kern_fn fn;
     int (*avail)(void);
@@ -192,7 +192,7 @@ static int avail_avx512(void)
 #endif
 
 /* Fastest first: "auto" takes the first available. */
-static const struct variant variants[] = {
+static const struct cis2_variant variants[] = {
 #if defined(__x86_64__)
     {"avx512", cis2_kern_avx512, avail_avx512, cis2_prep_avx512, cis2_attn_scores_avx512, cis2_attn_vmix_avx512},
     {"avx2", cis2_kern_avx2, avail_avx2, NULL, NULL, NULL},
@@ -204,21 +204,22 @@ static const struct variant variants[] = {
 };
 #define NVARIANTS (sizeof variants / sizeof variants[0])
 
-static _Atomic(const struct variant *) current;
-
-static const struct variant *pick_auto(void)
+static const struct cis2_variant *pick_auto(void)
 {
     for (size_t i = 0; i < NVARIANTS; i++)
         if (variants[i].avail()) return &variants[i];
     return &variants[NVARIANTS - 1];
 }
 
-static const struct variant *cur(void)
+/* The current execution context's kernel (threadpool.h): an engine's own
+ * choice inside its calls and on its workers, else the default context's. */
+static const struct cis2_variant *cur(void)
 {
-    const struct variant *v = atomic_load_explicit(&current, memory_order_acquire);
+    cis2_exec *e = cis2_exec_current();
+    const struct cis2_variant *v = atomic_load_explicit(&e->kernel, memory_order_acquire);
     if (!v) {
         v = pick_auto();
-        atomic_store_explicit(&current, v, memory_order_release);
+        atomic_store_explicit(&e->kernel, v, memory_order_release);
     }
     return v;
 }
@@ -233,15 +234,16 @@ int cis2_kernel_available(const char *name)
 
 int cis2_kernel_select(const char *name, cis2_error *err)
 {
+    cis2_exec *e = cis2_exec_current();
     if (!strcmp(name, "auto")) {
-        atomic_store(&current, pick_auto());
+        atomic_store(&e->kernel, pick_auto());
         return CIS2_OK;
     }
     for (size_t i = 0; i < NVARIANTS; i++)
         if (!strcmp(name, variants[i].name)) {
             if (!variants[i].avail())
                 return cis2_fail(err, CIS2_E_UNSUPPORTED, "kernel '%s': this CPU lacks the instructions", name);
-            atomic_store(&current, &variants[i]);
+            atomic_store(&e->kernel, &variants[i]);
             return CIS2_OK;
         }
     return cis2_fail(err, CIS2_E_UNSUPPORTED, "kernel '%s' not available in this build (%s)", name,
@@ -252,12 +254,13 @@ const char *cis2_kernel_name(void) { return cur()->name; }
 
 /* ---------------- threads ---------------- */
 
-int cis2_threads_set(int n, cis2_error *err) { return cis2_pool_resize(n, err); }
-int cis2_threads_get(void) { return cis2_pool_size(); }
+int cis2_threads_set(int n, cis2_error *err) { return cis2_exec_set_threads(cis2_exec_current(), n, err); }
+int cis2_threads_get(void) { return cis2_pool_size(cis2_exec_pool(cis2_exec_current())); }
 
 void cis2_parallel_for(size_t n, void (*fn)(void *ctx, size_t i), void *ctx)
 {
-    cis2_pool_run(n, fn, ctx);
+    if (n == 0) return;
+    cis2_pool_run(n > 1 ? cis2_exec_pool(cis2_exec_current()) : NULL, n, fn, ctx);
 }
 
 /* Below this many multiply-adds a matmul stays on the calling thread. */
@@ -308,7 +311,7 @@ static void mm_chunk(void *vctx, size_t c)
 
 void cis2_matmul_n(const cis2_pmat *const *w, size_t nw, const float *x, size_t npos, float *const *y)
 {
-    const struct variant *v = cur();
+    const struct cis2_variant *v = cur();
     cis2_kern_fn fn = v->fn;
     float *xt = NULL; /* the variant's transposed copy of x, shared by all chunks */
     size_t cols = nw ? w[0]->cols : 0;
@@ -316,7 +319,8 @@ void cis2_matmul_n(const cis2_pmat *const *w, size_t nw, const float *x, size_t 
         xt = aligned_alloc(64, (npos + 15) / 16 * 16 * cols * sizeof(float)); /* NULL: x alone */
         if (xt) v->prep(x, npos, cols, xt);
     }
-    size_t nt = (size_t)cis2_pool_size(), total = 0;
+    cis2_pool *pool = cis2_exec_pool(cis2_exec_current());
+    size_t nt = (size_t)cis2_pool_size(pool), total = 0;
     for (size_t m = 0; m < nw; m++) total += w[m]->groups;
     size_t work = total * CIS2_KG * cols * npos;
     size_t ga = GROUP_ALIGN(npos), pa = POS_ALIGN(npos);
@@ -331,7 +335,7 @@ void cis2_matmul_n(const cis2_pmat *const *w, size_t nw, const float *x, size_t 
     size_t pch = 1;
     while (gch * pch < 4 * nt && pch < pblocks) pch++;
     struct mm_job j = {w, y, nw, total, x, xt, npos, gch, pch, fn};
-    cis2_pool_run(gch * pch, mm_chunk, &j);
+    cis2_pool_run(pool, gch * pch, mm_chunk, &j);
     free(xt);
 }
 
@@ -345,9 +349,9 @@ void cis2_matmul(const cis2_pmat *w, const float *x, size_t npos, float *y)
 void cis2_attend_group(const float *q, size_t G, const float *kt, const float *v, size_t v_stride, size_t len,
                        size_t head_dim, float *scores, float *out)
 {
-    const struct variant *var = cur();
-    float scale = cis2_rsqrt_cr((float)head_dim); /* §9.2 */
+    const struct cis2_variant *var = cur();
+    float scale = rsqrt_cr((float)head_dim); /* §9.2 */
     (var->scores ? var->scores : cis2_attn_scores_generic)(q, G, kt, len, head_dim, scale, scores);
-    for (size_t h = 0; h < G; h++) cis2_softmax_seq(scores + h * len, len); /* §9.3 */
+    for (size_t h = 0; h < G; h++) softmax_seq(scores + h * len, len); /* §9.3 */
     (var->vmix ? var->vmix : cis2_attn_vmix_generic)(scores, G, v, v_stride, len, head_dim, out);
 }

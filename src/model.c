@@ -363,15 +363,15 @@ static void r_embed(fwd *F, size_t r) /* embedding lookup; §7.3 cos/sin of the 
     float fp = (float)F->rows[r].pos; /* exact */
     for (size_t i = 0; i < half; i++) {
         float angle = fp * m->inv_freq[i];
-        F->cs[r * 2 * half + i] = cis2_cos_pinned(angle);
-        F->cs[r * 2 * half + half + i] = cis2_sin_pinned(angle);
+        F->cs[r * 2 * half + i] = cos_pinned(angle);
+        F->cs[r * 2 * half + half + i] = sin_pinned(angle);
     }
 }
 
 static void r_ln1(fwd *F, size_t r) /* §8 */
 {
     size_t H = F->m->hidden;
-    cis2_rmsnorm(F->x + r * H, F->ly->ln1, F->m->cfg.rms_norm_eps, H, F->xn + r * H);
+    rmsnorm(F->x + r * H, F->ly->ln1, F->m->cfg.rms_norm_eps, H, F->xn + r * H);
 }
 
 static void r_bias(fwd *F, size_t r) /* §9.1 */
@@ -389,8 +389,8 @@ static void r_rope_store(fwd *F, size_t r) /* §7.4 on every q and k head, then 
     size_t Q = m->q_dim, KV = m->kv_dim, hd = m->head_dim, half = hd / 2, l = F->layer;
     float *q = F->q + r * Q, *k = F->k + r * KV;
     const float *cosv = F->cs + r * 2 * half, *sinv = cosv + half;
-    for (size_t h = 0; h < m->n_heads; h++) cis2_rope_rotate(q + h * hd, cosv, sinv, half);
-    for (size_t h = 0; h < m->n_kv; h++) cis2_rope_rotate(k + h * hd, cosv, sinv, half);
+    for (size_t h = 0; h < m->n_heads; h++) rope_rotate(q + h * hd, cosv, sinv, half);
+    for (size_t h = 0; h < m->n_kv; h++) rope_rotate(k + h * hd, cosv, sinv, half);
     cis2_kv *kv = F->rows[r].kv; /* cache post-RoPE k, and v */
     size_t p = F->rows[r].pos;
     float *kl = kv->k + l * kv->cap * KV; /* blocked keys, see cis2_kv */
@@ -409,7 +409,7 @@ static void r_resid_o(fwd *F, size_t r) /* §9.5 residual: o_proj output is in g
 static void r_ln2(fwd *F, size_t r) /* §8 */
 {
     size_t H = F->m->hidden;
-    cis2_rmsnorm(F->x + r * H, F->ly->ln2, F->m->cfg.rms_norm_eps, H, F->xn + r * H);
+    rmsnorm(F->x + r * H, F->ly->ln2, F->m->cfg.rms_norm_eps, H, F->xn + r * H);
 }
 
 static void r_resid_down(fwd *F, size_t r) /* §10 residual: down output is in xn */
@@ -423,8 +423,8 @@ static void r_next_norm(fwd *F, size_t r) /* the next layer's ln1, or §11.1's f
     const cis2_model *m = F->m;
     size_t H = m->hidden;
     float eps = m->cfg.rms_norm_eps;
-    if (F->layer + 1 < m->n_layers) cis2_rmsnorm(F->x + r * H, m->layers[F->layer + 1].ln1, eps, H, F->xn + r * H);
-    else if (F->rows[r].logits) cis2_rmsnorm(F->x + r * H, m->norm, eps, H, F->fin + F->lrow[r] * H);
+    if (F->layer + 1 < m->n_layers) rmsnorm(F->x + r * H, m->layers[F->layer + 1].ln1, eps, H, F->xn + r * H);
+    else if (F->rows[r].logits) rmsnorm(F->x + r * H, m->norm, eps, H, F->fin + F->lrow[r] * H);
 }
 
 typedef struct stage { fwd *F; row_fn a, b; } stage;
@@ -478,14 +478,16 @@ static void swiglu_task(void *ctx, size_t c)
     swiglu_ctx *s = ctx;
     size_t hi = (c + 1) * SWIGLU_CHUNK < s->n ? (c + 1) * SWIGLU_CHUNK : s->n;
     size_t lo = c * SWIGLU_CHUNK;
-    cis2_silu_pinned_n(s->g + lo, s->g + lo, hi - lo); /* §6.4, in place */
+    silu_pinned_n(s->g + lo, s->g + lo, hi - lo); /* §6.4, in place */
     for (size_t e = lo; e < hi; e++) s->g[e] = s->g[e] * s->u[e];
 }
 
 #define TRACE(name, base, width)                                                               \
     do {                                                                                       \
         if (trace)                                                                             \
-            for (size_t r_ = 0; r_ < n; r_++) trace(tctx, rows[r_].pos, (int)l, name, (base) + r_ * (width), (width)); \
+            for (size_t r_ = 0; r_ < n; r_++)                                                  \
+                if (rows[r_].traced)                                                           \
+                    trace(tctx, rows[r_].step, rows[r_].pos, (int)l, name, (base) + r_ * (width), (width)); \
     } while (0)
 
 void cis2_ws_free(cis2_ws *ws)
@@ -578,7 +580,9 @@ int cis2_forward(const cis2_model *m, cis2_ws *ws, cis2_row *rows, size_t n, cis
         if (F.oom) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory in attention"); goto out; }
         if (trace)
             for (size_t r = 0; r < n; r++)
-                trace(tctx, rows[r].pos, (int)l, "scores", probs + r * F.probs_stride, m->n_heads * (rows[r].pos + 1));
+                if (rows[r].traced)
+                    trace(tctx, rows[r].step, rows[r].pos, (int)l, "scores", probs + r * F.probs_stride,
+                          m->n_heads * (rows[r].pos + 1));
         TRACE("attn_out", att, Q);
         cis2_matmul(&ly->o, att, n, g); /* §9.5 */
         TRACE("o_proj", g, H);
@@ -611,9 +615,9 @@ int cis2_forward(const cis2_model *m, cis2_ws *ws, cis2_row *rows, size_t n, cis
         cis2_matmul(m->tied ? &m->embed : &m->lm_head, fin, nlog, lg);
         if (trace)
             for (size_t r = 0; r < n; r++)
-                if (rows[r].logits) {
-                    trace(tctx, rows[r].pos, -1, "final_norm", fin + lrow[r] * H, H);
-                    trace(tctx, rows[r].pos, -1, "logits", rows[r].logits, m->vocab);
+                if (rows[r].logits && rows[r].traced) {
+                    trace(tctx, rows[r].step, rows[r].pos, -1, "final_norm", fin + lrow[r] * H, H);
+                    trace(tctx, rows[r].step, rows[r].pos, -1, "logits", rows[r].logits, m->vocab);
                 }
     }
 out:

@@ -67,15 +67,16 @@ typedef struct cis2_row {
     size_t pos;             /* its position (§3.4) */
     uint32_t token;         /* input token id */
     float *logits;          /* if non-NULL: receives the vocab logits */
+    size_t step;            /* the decode step the row belongs to (for traces) */
+    int traced;             /* report this row's tensors to the trace observer */
 } cis2_row;
 
-/* Optional observer of intermediate tensors (divergence tracing): called
- * for each row (identified by its position), layer (-1 after the last
- * layer) and tensor name, in a fixed order.  Names: ln1 q k v (after bias)
- * q_rope k_rope scores (softmax probabilities, all heads) attn_out o_proj
- * resid_attn ln2 gate up act down resid_mlp; then final_norm, logits. */
-typedef void (*cis2_trace_fn)(void *ctx, size_t pos, int layer, const char *tensor,
-                              const float *v, size_t n);
+/* The observer of intermediate tensors is include/cis2.h's cis2_trace_fn:
+ * called for each traced row (identified by its step and position), layer
+ * (-1 after the last layer) and tensor name, in a fixed order.  Names: ln1
+ * q k v (after bias) q_rope k_rope scores (softmax probabilities, all
+ * heads) attn_out o_proj resid_attn ln2 gate up act down resid_mlp; then
+ * final_norm, logits. */
 
 /* Scratch memory of the forward pass, kept across calls (the steps of a
  * decode) so that a step neither allocates nor faults in fresh pages.

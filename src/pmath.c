@@ -60,7 +60,7 @@ static v4f v4_select(v4i mask, v4f a, v4f b) /* mask lanes -1: a, 0: b */
     return v4_from_bits((mask & v4_bits(a)) | (~mask & v4_bits(b)));
 }
 
-float cis2_dot_seq(const float *a, const float *b, size_t n) /* §5.1 */
+float dot_seq(const float *a, const float *b, size_t n) /* §5.1 */
 {
     float acc = 0.0f;
     for (size_t i = 0; i < n; i++) {
@@ -70,20 +70,20 @@ float cis2_dot_seq(const float *a, const float *b, size_t n) /* §5.1 */
     return acc;
 }
 
-float cis2_sum_seq(const float *a, size_t n) /* §5.3 */
+float sum_seq(const float *a, size_t n) /* §5.3 */
 {
     float acc = 0.0f;
     for (size_t i = 0; i < n; i++) acc = acc + a[i];
     return acc;
 }
 
-float cis2_rsqrt_cr(float x) /* §6.1: two correctly rounded IEEE ops */
+float rsqrt_cr(float x) /* §6.1: two correctly rounded IEEE ops */
 {
     float s = __builtin_sqrtf(x);
     return f32_from_bits(F_ONE) / s;
 }
 
-float cis2_ldexp_exact(float x, int k) /* §6.2.1 */
+float ldexp_exact(float x, int k) /* §6.2.1 */
 {
     if (x == 0.0f) return x;
     uint32_t b = f32_bits(x);
@@ -101,7 +101,7 @@ static float floor_small(float z)
     return t;
 }
 
-float cis2_exp_pinned(float x) /* §6.2 */
+float exp_pinned(float x) /* §6.2 */
 {
     if (x != x) return x;                                 /* 1. NaN */
     if (x > f32_from_bits(EXP_HI)) return f32_from_bits(0x7F800000u); /* 2. */
@@ -122,10 +122,10 @@ float cis2_exp_pinned(float x) /* §6.2 */
     float m1 = poly * r2;
     float poly2 = m1 + r;
     float result = poly2 + f32_from_bits(F_ONE);
-    return cis2_ldexp_exact(result, (int)k);              /* 6. */
+    return ldexp_exact(result, (int)k);              /* 6. */
 }
 
-float cis2_frexp_exact(float x, int *exponent) /* §6.5.1 */
+float frexp_exact(float x, int *exponent) /* §6.5.1 */
 {
     uint32_t b = f32_bits(x);
     int e = (int)((b >> 23) & 0xFF);
@@ -133,7 +133,7 @@ float cis2_frexp_exact(float x, int *exponent) /* §6.5.1 */
     return f32_from_bits((b & 0x807FFFFFu) | (126u << 23));
 }
 
-float cis2_ln_pinned(float x) /* §6.5 */
+float ln_pinned(float x) /* §6.5 */
 {
     uint32_t b = f32_bits(x);
     if ((b & 0x7F800000u) == 0) /* ±0 and subnormals (DAZ reads them as 0) */
@@ -142,7 +142,7 @@ float cis2_ln_pinned(float x) /* §6.5 */
         return f32_from_bits(CIS2_QNAN_BITS);
     if (b == 0x7F800000u) return x; /* +Inf: outside §6.5's finite domain */
     int e;
-    float m = cis2_frexp_exact(x, &e);                     /* 3. */
+    float m = frexp_exact(x, &e);                     /* 3. */
     const float one = f32_from_bits(F_ONE);
     if (m < f32_from_bits(LOG_SQRTHF)) {                   /* 4. */
         e = e - 1;
@@ -234,7 +234,7 @@ static float cos_poly(float r) /* §6.3 */
 
 static int finite_f32(float x) { return (f32_bits(x) & 0x7F800000u) != 0x7F800000u; }
 
-float cis2_sin_pinned(float x) /* §6.3 */
+float sin_pinned(float x) /* §6.3 */
 {
     if (!finite_f32(x)) return f32_from_bits(CIS2_QNAN_BITS);
     int q;
@@ -247,7 +247,7 @@ float cis2_sin_pinned(float x) /* §6.3 */
     }
 }
 
-float cis2_cos_pinned(float x) /* §6.3 */
+float cos_pinned(float x) /* §6.3 */
 {
     if (!finite_f32(x)) return f32_from_bits(CIS2_QNAN_BITS);
     int q;
@@ -260,17 +260,17 @@ float cis2_cos_pinned(float x) /* §6.3 */
     }
 }
 
-float cis2_silu_pinned(float x) /* §6.4 */
+float silu_pinned(float x) /* §6.4 */
 {
     float neg = -x;
-    float e = cis2_exp_pinned(neg);
+    float e = exp_pinned(neg);
     float denom = f32_from_bits(F_ONE) + e;
     float r = x / denom;
     /* -inf / inf is the ISA's default NaN (x86 0xFFC00000): make it canonical */
     return r != r ? f32_from_bits(CIS2_QNAN_BITS) : r;
 }
 
-/* §6.2 on four lanes: the same steps as cis2_exp_pinned, branches as masks. */
+/* §6.2 on four lanes: the same steps as exp_pinned, branches as masks. */
 static v4f exp_v4(v4f x)
 {
     v4i nan = x != x, big = x > v4_splat(EXP_HI), small = x < v4_splat(EXP_LO);
@@ -304,17 +304,17 @@ static v4f exp_v4(v4f x)
     return v4_select(nan, x, y);                         /* 1. */
 }
 
-void cis2_exp_pinned_n(const float *x, float *out, size_t n)
+void exp_pinned_n(const float *x, float *out, size_t n)
 {
     size_t i = 0;
     for (; i + 4 <= n; i += 4) {
         v4f y = exp_v4(v4_load(x + i));
         memcpy(out + i, &y, 16);
     }
-    for (; i < n; i++) out[i] = cis2_exp_pinned(x[i]);
+    for (; i < n; i++) out[i] = exp_pinned(x[i]);
 }
 
-void cis2_silu_pinned_n(const float *x, float *out, size_t n) /* §6.4 */
+void silu_pinned_n(const float *x, float *out, size_t n) /* §6.4 */
 {
     size_t i = 0;
     for (; i + 4 <= n; i += 4) {
@@ -326,10 +326,10 @@ void cis2_silu_pinned_n(const float *x, float *out, size_t n) /* §6.4 */
         r = v4_select(r != r, v4_splat(CIS2_QNAN_BITS), r);
         memcpy(out + i, &r, 16);
     }
-    for (; i < n; i++) out[i] = cis2_silu_pinned(x[i]);
+    for (; i < n; i++) out[i] = silu_pinned(x[i]);
 }
 
-size_t cis2_argmax(const float *v, size_t n) /* §11.2: strict >, first wins */
+size_t argmax(const float *v, size_t n) /* §11.2: strict >, first wins */
 {
     size_t best = 0;
     if (n == 0) return 0;
@@ -339,7 +339,7 @@ size_t cis2_argmax(const float *v, size_t n) /* §11.2: strict >, first wins */
     return best;
 }
 
-void cis2_rmsnorm(const float *x, const float *w, float eps, size_t n, float *out) /* §8 */
+void rmsnorm(const float *x, const float *w, float eps, size_t n, float *out) /* §8 */
 {
     float ss = 0.0f;
     for (size_t i = 0; i < n; i++) {
@@ -348,26 +348,26 @@ void cis2_rmsnorm(const float *x, const float *w, float eps, size_t n, float *ou
     }
     float mean = ss / (float)n;
     float me = mean + eps;
-    float inv = cis2_rsqrt_cr(me); /* §6.1 */
+    float inv = rsqrt_cr(me); /* §6.1 */
     for (size_t i = 0; i < n; i++) {
         float scaled = x[i] * inv;
         out[i] = scaled * w[i]; /* (x*inv)*w, never x*(inv*w) */
     }
 }
 
-void cis2_softmax_seq(float *v, size_t n) /* §9.3 */
+void softmax_seq(float *v, size_t n) /* §9.3 */
 {
     if (n == 0) return;
     float mx = v[0];
     for (size_t j = 1; j < n; j++)
         if (v[j] > mx) mx = v[j]; /* strict > */
     for (size_t j = 0; j < n; j++) v[j] = v[j] - mx;
-    cis2_exp_pinned_n(v, v, n); /* §6.2, in place */
-    float denom = cis2_sum_seq(v, n); /* §5.3 */
+    exp_pinned_n(v, v, n); /* §6.2, in place */
+    float denom = sum_seq(v, n); /* §5.3 */
     for (size_t j = 0; j < n; j++) v[j] = v[j] / denom; /* division, not reciprocal */
 }
 
-void cis2_rope_rotate(float *head, const float *cosv, const float *sinv, size_t half) /* §7.4 */
+void rope_rotate(float *head, const float *cosv, const float *sinv, size_t half) /* §7.4 */
 {
     for (size_t i = 0; i < half; i++) {
         float x1 = head[i], x2 = head[i + half];
@@ -381,15 +381,15 @@ void cis2_rope_rotate(float *head, const float *cosv, const float *sinv, size_t 
     }
 }
 
-void cis2_attend_head(const float *q, const float *k, const float *v, size_t stride, size_t len,
+void attend_head(const float *q, const float *k, const float *v, size_t stride, size_t len,
                       size_t head_dim, float *scores, float *out)
 {
-    float scale = cis2_rsqrt_cr((float)head_dim); /* §9.2 */
+    float scale = rsqrt_cr((float)head_dim); /* §9.2 */
     for (size_t j = 0; j < len; j++) {
-        float d = cis2_dot_seq(q, k + j * stride, head_dim);
+        float d = dot_seq(q, k + j * stride, head_dim);
         scores[j] = d * scale; /* scale applied after the dot */
     }
-    cis2_softmax_seq(scores, len); /* §9.3 */
+    softmax_seq(scores, len); /* §9.3 */
     for (size_t d = 0; d < head_dim; d++) out[d] = 0.0f;
     for (size_t j = 0; j < len; j++) { /* §9.4: j outer keeps every d's order */
         const float *vj = v + j * stride;
@@ -461,23 +461,23 @@ void cis2_attn_vmix_generic(const float *s, size_t G, const float *v, size_t v_s
     for (size_t h = 0; h < G; h++) vmix(out + h * head_dim, v, v_stride, s + h * len, len, head_dim);
 }
 
-void cis2_attend_head_kt(const float *q, const float *kt, const float *v, size_t v_stride, size_t len,
+void attend_head_kt(const float *q, const float *kt, const float *v, size_t v_stride, size_t len,
                          size_t head_dim, float *scores, float *out)
 {
-    cis2_attn_scores_generic(q, 1, kt, len, head_dim, cis2_rsqrt_cr((float)head_dim), scores); /* §9.2 */
-    cis2_softmax_seq(scores, len); /* §9.3 */
+    cis2_attn_scores_generic(q, 1, kt, len, head_dim, rsqrt_cr((float)head_dim), scores); /* §9.2 */
+    softmax_seq(scores, len); /* §9.3 */
     cis2_attn_vmix_generic(scores, 1, v, v_stride, len, head_dim, out); /* §9.4 */
 }
 
-void cis2_rope_inv_freq(float rope_theta, size_t head_dim, float *inv_freq) /* §7.1 */
+void rope_inv_freq(float rope_theta, size_t head_dim, float *inv_freq) /* §7.1 */
 {
-    float ln_theta = cis2_ln_pinned(rope_theta);
+    float ln_theta = ln_pinned(rope_theta);
     float hd = (float)head_dim;
     for (size_t i = 0; i < head_dim / 2; i++) {
         float frac = (float)(2 * i) / hd;
         float prod = frac * ln_theta;
         float neg_arg = -prod;
-        inv_freq[i] = cis2_exp_pinned(neg_arg);
+        inv_freq[i] = exp_pinned(neg_arg);
     }
 }
 
@@ -486,7 +486,7 @@ static void put_le32(uint8_t *p, uint32_t v)
     p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);
 }
 
-void cis2_table_digest(uint8_t out[32]) /* §6.6, in the declared order */
+void table_digest(uint8_t out[32]) /* §6.6, in the declared order */
 {
     uint8_t buf[256];
     size_t n = 0;
@@ -503,7 +503,7 @@ void cis2_table_digest(uint8_t out[32]) /* §6.6, in the declared order */
     cis2_sha256(buf, n, out);
 }
 
-void cis2_inv_freq_table_digest(const float *inv_freq, size_t half, uint8_t out[32]) /* §7.2 */
+void inv_freq_table_digest(const float *inv_freq, size_t half, uint8_t out[32]) /* §7.2 */
 {
     cis2_sha s;
     if (cis2_sha_init(&s)) abort();

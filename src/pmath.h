@@ -1,5 +1,9 @@
 /*
- * pmath.h - internal helpers of the pinned math module (see pmath.c).
+ * pmath.h - the pinned arithmetic (pmath.c), under the spec's own names,
+ * for the library's internal use.  These run in whatever FP environment
+ * the calling thread has: callers inside the library run within an API
+ * frame (api.h) or on a pinned worker.  The public, self-pinning versions
+ * are the cis2_* functions of include/cis2.h (api_math.c).
  */
 #ifndef CIS2_PMATH_H
 #define CIS2_PMATH_H
@@ -19,6 +23,30 @@ static inline double f64_from_bits(uint64_t b) { double d; memcpy(&d, &b, 8); re
 
 /* §4.1: bf16 -> f32 is the exact bit shift. */
 static inline float bf16_to_f32(uint16_t b) { return f32_from_bits((uint32_t)b << 16); }
+
+float dot_seq(const float *a, const float *b, size_t n);          /* §5.1 */
+float sum_seq(const float *a, size_t n);                         /* §5.3 */
+float rsqrt_cr(float x);                                         /* §6.1 */
+float exp_pinned(float x);                                       /* §6.2 */
+float ldexp_exact(float x, int k);                               /* §6.2.1 */
+float sin_pinned(float x);                                       /* §6.3 */
+float cos_pinned(float x);                                       /* §6.3 */
+float silu_pinned(float x);                                      /* §6.4 */
+float ln_pinned(float x);                                        /* §6.5 */
+float frexp_exact(float x, int *exponent);                       /* §6.5.1 */
+void exp_pinned_n(const float *x, float *out, size_t n);         /* 4 lanes, scalar bits */
+void silu_pinned_n(const float *x, float *out, size_t n);
+size_t argmax(const float *v, size_t n);                         /* §11.2 */
+void rmsnorm(const float *x, const float *w, float eps, size_t n, float *out); /* §8 */
+void softmax_seq(float *v, size_t n);                            /* §9.3 */
+void rope_rotate(float *head, const float *cosv, const float *sinv, size_t half); /* §7.4 */
+void attend_head(const float *q, const float *k, const float *v, size_t stride, size_t len, size_t head_dim,
+                 float *scores, float *out);                     /* §9.2-§9.4 */
+void attend_head_kt(const float *q, const float *kt, const float *v, size_t v_stride, size_t len,
+                    size_t head_dim, float *scores, float *out);
+void rope_inv_freq(float rope_theta, size_t head_dim, float *inv_freq); /* §7.1 */
+void table_digest(uint8_t out[32]);                              /* §6.6 */
+void inv_freq_table_digest(const float *inv_freq, size_t half, uint8_t out[32]); /* §7.2 */
 
 /* The two halves of cis2_attend_head_kt (cis2.h) for the G query heads
  * that share one KV head (GQA), lanes as there (4 at a time): q holds G

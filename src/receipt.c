@@ -1,6 +1,8 @@
 /*
- * receipt.c - render and strictly parse "CIS-2-RECEIPT v1" (FACTS.md §6;
- * the digests it carries are spec §12.1-§12.3, the artifact hashes §2.1).
+ * receipt.c - render and strictly parse receipts: "CIS-2-RECEIPT v1"
+ * (FACTS.md §6; the digests it carries are spec §12.1-§12.3, the artifact
+ * hashes §2.1) and the sampling extension "CIS-2-RECEIPT ext-sampling-1"
+ * (docs/sampling.md §S7).  Formats in receipt.h.
  *
  * The parser is deliberately unforgiving: anything render() would not have
  * produced is rejected with "NAME: line N: reason" (CIS2_E_FORMAT), so that
@@ -9,39 +11,114 @@
  * out-of-order keys, blank lines, CR (CRLF), NUL or non-ASCII bytes, any
  * whitespace other than the single key/value separator, empty values,
  * digests that are not 64 lowercase hex digits, odd-length or uppercase
- * prompt-hex, CSV with empty elements / leading zeros / values > u32,
- * gen-toks 0, a generated list whose length differs from gen-toks, a
- * missing final LF, and files over CIS2_RECEIPT_MAX_FILE.
+ * hex, CSV with empty elements / leading zeros / values > u32, gen-toks 0,
+ * a generated list whose length differs from gen-toks, a missing final LF,
+ * files over CIS2_RECEIPT_MAX_FILE; for the extension also every §S7.3 and
+ * §S7.4 rule (parameter validity, the sampler word, the stop rule the
+ * finish reason claims, no early stop token).
  *
  * File I/O (issue 16, fileio.h): load reads a regular file once (size
  * checked before reading); save writes a temporary file beside the target
  * and renames it into place, so a failed save (a full disk) leaves the old
- * receipt intact.  Callers: cis2 run --receipt, verify, check, compare.
+ * receipt intact.
  */
 #include "receipt.h"
+#include "engine.h"
 #include "fileio.h"
+#include "sample.h"
+#include "session.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { K_SPEC, K_WEIGHTS, K_CONFIG, K_TOKENIZER, K_PROMPT_HEX, K_PROMPT_IDS, K_GEN_TOKS, K_DTYPE, K_TABLE,
-       K_INV_FREQ, K_GENERATED, K_ARGMAX, K_WITNESS };
+enum key {
+    K_SPEC, K_EXTENSION, K_WEIGHTS, K_CONFIG, K_TOKENIZER, K_PROMPT_HEX, K_PROMPT_IDS, K_GEN_TOKS, K_DTYPE,
+    K_MAX_TOKS, K_SAMPLER, K_TEMP, K_TOP_K, K_TOP_P, K_MIN_P, K_SEED, K_SEQUENCE, K_STOP_EOS, K_STOP_IDS,
+    K_STOP_STRINGS, K_PARAMS, K_TABLE, K_INV_FREQ, K_FINISH, K_GENERATED, K_ARGMAX, K_TOKEN_DIGEST, K_WITNESS,
+    K_COUNT
+};
 
-static const char *const keys[CIS2_RECEIPT_NKEYS] = {
-    "spec-version", "weights-sha256", "config-sha256", "tokenizer-sha256", "prompt-hex", "prompt-token-ids",
-    "gen-toks", "dtype", "table-digest", "inv-freq-table-digest", "generated-token-ids", "argmax-digest",
+static const char *const names[K_COUNT] = {
+    "spec-version", "extension", "weights-sha256", "config-sha256", "tokenizer-sha256", "prompt-hex",
+    "prompt-token-ids", "gen-toks", "dtype", "max-toks", "sampler", "temperature", "top-k", "top-p", "min-p",
+    "seed", "sequence", "stop-eos", "stop-ids", "stop-strings", "params-digest", "table-digest",
+    "inv-freq-table-digest", "finish-reason", "generated-token-ids", "argmax-digest", "token-digest",
     "witness-digest"};
 
-const char *cis2_receipt_key(size_t i) { return i < CIS2_RECEIPT_NKEYS ? keys[i] : NULL; }
+static const int order_v1[CIS2_RECEIPT_NKEYS] = {K_SPEC, K_WEIGHTS, K_CONFIG, K_TOKENIZER, K_PROMPT_HEX,
+                                                 K_PROMPT_IDS, K_GEN_TOKS, K_DTYPE, K_TABLE, K_INV_FREQ,
+                                                 K_GENERATED, K_ARGMAX, K_WITNESS};
+static const int order_ext[CIS2_RECEIPT_EXT_NKEYS] = {
+    K_SPEC, K_EXTENSION, K_WEIGHTS, K_CONFIG, K_TOKENIZER, K_PROMPT_HEX, K_PROMPT_IDS, K_DTYPE, K_MAX_TOKS,
+    K_SAMPLER, K_TEMP, K_TOP_K, K_TOP_P, K_MIN_P, K_SEED, K_SEQUENCE, K_STOP_EOS, K_STOP_IDS, K_STOP_STRINGS,
+    K_PARAMS, K_TABLE, K_INV_FREQ, K_GEN_TOKS, K_FINISH, K_GENERATED, K_TOKEN_DIGEST, K_WITNESS};
 
-void cis2_receipt_free(cis2_receipt *r)
+static const int *order_of(int ext, size_t *n)
+{
+    *n = ext ? CIS2_RECEIPT_EXT_NKEYS : CIS2_RECEIPT_NKEYS;
+    return ext ? order_ext : order_v1;
+}
+
+const char *cis2_receipt_key(const cis2_receipt *r, size_t i)
+{
+    size_t n;
+    const int *o = order_of(r->ext, &n);
+    return i < n ? names[o[i]] : NULL;
+}
+
+void cis2_receipt_clear(cis2_receipt *r)
 {
     free(r->prompt);
     free(r->prompt_ids);
     free(r->generated);
+    for (size_t i = 0; i < r->n_stop_str; i++) free(r->stop_str[i]);
+    free(r->get_text);
+    free(r->source);
     memset(r, 0, sizeof *r);
+}
+
+cis2_receipt *cis2_receipt_new(void)
+{
+    cis2_receipt *r = calloc(1, sizeof(cis2_receipt));
+    if (r && !(r->source = strdup(""))) { free(r); return NULL; }
+    return r;
+}
+
+void cis2_receipt_free(cis2_receipt *r)
+{
+    if (!r) return;
+    cis2_receipt_clear(r);
+    free(r);
+}
+
+static uint32_t fbits(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }
+static float bitsf(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
+
+static const char *finish_word(int f)
+{
+    switch (f) {
+    case CIS2_FINISH_LENGTH: return "length";
+    case CIS2_FINISH_EOS: return "eos";
+    case CIS2_FINISH_STOP_ID: return "stop-id";
+    case CIS2_FINISH_STOP_STRING: return "stop-string";
+    default: return NULL;
+    }
+}
+
+/* The stop rule of sample.h over a receipt's own lists. */
+static void receipt_stops(const cis2_receipt *r, cis2_stop_rule *s)
+{
+    *s = (cis2_stop_rule){.eos = r->has_eos ? r->stop_eos : NULL, .n_eos = r->n_stop_eos, .ids = r->stop_ids,
+                          .n_ids = r->n_stop_ids, .strings = (char *const *)r->stop_str, .lens = r->stop_len,
+                          .n_strings = r->n_stop_str, .max_tokens = r->max_toks};
+}
+
+char *cis2_receipt_params_block(const cis2_receipt *r)
+{
+    cis2_stop_rule s;
+    receipt_stops(r, &s);
+    return cis2_params_block(&r->samp, &s);
 }
 
 /* ------------------------------------------------------------- render */
@@ -70,27 +147,19 @@ static void sb_put(sbuf *b, const char *s, size_t n)
 
 static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
 
-static void sb_key(sbuf *b, int k)
+static void sb_hex(sbuf *b, const uint8_t *d, size_t n)
 {
-    sb_str(b, keys[k]);
-    sb_put(b, " ", 1);
+    for (size_t i = 0; i < n; i++) {
+        char h[3];
+        cis2_hex(&d[i], 1, h);
+        sb_put(b, h, 2);
+    }
 }
 
-static void sb_digest(sbuf *b, int k, const uint8_t d[32])
-{
-    char h[65];
-    cis2_hex(d, 32, h);
-    sb_key(b, k);
-    sb_put(b, h, 64);
-    sb_put(b, "\n", 1);
-}
-
-static void sb_csv(sbuf *b, int k, const uint32_t *ids, size_t n)
+static void sb_csv(sbuf *b, const uint32_t *ids, size_t n)
 {
     char t[16];
-    sb_key(b, k);
     for (size_t i = 0; i < n; i++) sb_put(b, t, (size_t)snprintf(t, sizeof t, i ? ",%u" : "%u", ids[i]));
-    sb_put(b, "\n", 1);
 }
 
 static int token_ok(const char *s, size_t cap)
@@ -102,6 +171,37 @@ static int token_ok(const char *s, size_t cap)
     return 1;
 }
 
+static void render_value(sbuf *b, const cis2_receipt *r, int k, const char *params)
+{
+    char t[32];
+    switch (k) {
+    case K_SPEC: sb_str(b, r->spec_version); break;
+    case K_EXTENSION: sb_str(b, "sampling-1"); break;
+    case K_WEIGHTS: sb_hex(b, r->weights_sha, 32); break;
+    case K_CONFIG: sb_hex(b, r->config_sha, 32); break;
+    case K_TOKENIZER: sb_hex(b, r->tokenizer_sha, 32); break;
+    case K_PROMPT_HEX: sb_hex(b, r->prompt, r->prompt_len); break;
+    case K_PROMPT_IDS: sb_csv(b, r->prompt_ids, r->n_prompt); break;
+    case K_GEN_TOKS: snprintf(t, sizeof t, "%u", r->gen_toks); sb_str(b, t); break;
+    case K_DTYPE: sb_str(b, r->dtype); break;
+    case K_TABLE: sb_hex(b, r->table_digest, 32); break;
+    case K_INV_FREQ: sb_hex(b, r->inv_freq_digest, 32); break;
+    case K_GENERATED: sb_csv(b, r->generated, r->gen_toks); break;
+    case K_ARGMAX: case K_TOKEN_DIGEST: sb_hex(b, r->argmax, 32); break;
+    case K_WITNESS: sb_hex(b, r->witness, 32); break;
+    case K_PARAMS: sb_hex(b, r->params_digest, 32); break;
+    case K_FINISH: sb_str(b, finish_word(r->finish) ? finish_word(r->finish) : "?"); break;
+    default: { /* max-toks .. stop-strings: exactly the §S7.5 block's line */
+        const char *key = names[k], *p = params;
+        size_t kl = strlen(key);
+        while (p && *p && !(strncmp(p, key, kl) == 0 && p[kl] == ' ')) p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL;
+        if (!p || !*p) { b->oom = 1; break; }
+        const char *v = p + kl + 1, *e = strchr(v, '\n');
+        sb_put(b, v, (size_t)(e - v));
+    }
+    }
+}
+
 int cis2_receipt_render(const cis2_receipt *r, char **out, size_t *len, cis2_error *err)
 {
     *out = NULL;
@@ -110,29 +210,20 @@ int cis2_receipt_render(const cis2_receipt *r, char **out, size_t *len, cis2_err
         return cis2_fail(err, CIS2_E_FORMAT, "receipt: spec-version and dtype must be non-empty printable ASCII without spaces");
     if (r->prompt_len == 0 || r->n_prompt == 0 || r->gen_toks == 0 || !r->generated)
         return cis2_fail(err, CIS2_E_FORMAT, "receipt: empty prompt, prompt ids or generated ids");
+    if (r->ext && !finish_word(r->finish)) return cis2_fail(err, CIS2_E_FORMAT, "receipt: no finish reason");
+    char *params = r->ext ? cis2_receipt_params_block(r) : NULL;
+    if (r->ext && !params) return cis2_fail(err, CIS2_E_NOMEM, "receipt: out of memory");
+    size_t nk;
+    const int *order = order_of(r->ext, &nk);
     sbuf b = {0};
-    sb_str(&b, CIS2_RECEIPT_MAGIC "\n");
-    sb_key(&b, K_SPEC); sb_str(&b, r->spec_version); sb_str(&b, "\n");
-    sb_digest(&b, K_WEIGHTS, r->weights_sha);
-    sb_digest(&b, K_CONFIG, r->config_sha);
-    sb_digest(&b, K_TOKENIZER, r->tokenizer_sha);
-    sb_key(&b, K_PROMPT_HEX);
-    for (size_t i = 0; i < r->prompt_len; i++) {
-        char h[3];
-        cis2_hex(&r->prompt[i], 1, h);
-        sb_put(&b, h, 2);
+    sb_str(&b, r->ext ? CIS2_RECEIPT_EXT_MAGIC "\n" : CIS2_RECEIPT_MAGIC "\n");
+    for (size_t i = 0; i < nk; i++) {
+        sb_str(&b, names[order[i]]);
+        sb_put(&b, " ", 1);
+        render_value(&b, r, order[i], params);
+        sb_put(&b, "\n", 1);
     }
-    sb_str(&b, "\n");
-    sb_csv(&b, K_PROMPT_IDS, r->prompt_ids, r->n_prompt);
-    char t[16];
-    snprintf(t, sizeof t, "%u", r->gen_toks);
-    sb_key(&b, K_GEN_TOKS); sb_str(&b, t); sb_str(&b, "\n");
-    sb_key(&b, K_DTYPE); sb_str(&b, r->dtype); sb_str(&b, "\n");
-    sb_digest(&b, K_TABLE, r->table_digest);
-    sb_digest(&b, K_INV_FREQ, r->inv_freq_digest);
-    sb_csv(&b, K_GENERATED, r->generated, r->gen_toks);
-    sb_digest(&b, K_ARGMAX, r->argmax);
-    sb_digest(&b, K_WITNESS, r->witness);
+    free(params);
     if (b.oom) { free(b.p); return cis2_fail(err, CIS2_E_NOMEM, "receipt: out of memory"); }
     *out = b.p;
     *len = b.n;
@@ -144,30 +235,53 @@ int cis2_receipt_render(const cis2_receipt *r, char **out, size_t *len, cis2_err
 static int hexval(char c) { return (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1; }
 
 /* Each returns NULL or a static reason. */
-static const char *parse_digest(const char *v, size_t n, uint8_t out[32])
+static const char *parse_hex(const char *v, size_t n, uint8_t *out, size_t bytes, const char *what)
 {
-    if (n != 64) return "not a digest: expected 64 lowercase hex digits";
-    for (size_t i = 0; i < 64; i++) {
+    if (n != 2 * bytes) return what;
+    for (size_t i = 0; i < n; i++) {
         int x = hexval(v[i]);
-        if (x < 0) return "not a digest: expected 64 lowercase hex digits";
+        if (x < 0) return what;
         if (i & 1) out[i / 2] = (uint8_t)(out[i / 2] | x);
         else out[i / 2] = (uint8_t)(x << 4);
     }
     return NULL;
 }
 
-static const char *parse_u32(const char *v, size_t n, uint32_t *out)
+static const char *parse_digest(const char *v, size_t n, uint8_t out[32])
+{
+    return parse_hex(v, n, out, 32, "not a digest: expected 64 lowercase hex digits");
+}
+
+static const char *parse_bits(const char *v, size_t n, float *out)
+{
+    uint8_t b[4];
+    const char *why = parse_hex(v, n, b, 4, "not a binary32 bit pattern: expected 8 lowercase hex digits");
+    if (why) return why;
+    *out = bitsf((uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3]);
+    return NULL;
+}
+
+static const char *parse_u64(const char *v, size_t n, uint64_t max, uint64_t *out, const char *too_big)
 {
     if (n == 0) return "empty number";
     if (n > 1 && v[0] == '0') return "number with a leading zero";
     uint64_t x = 0;
     for (size_t i = 0; i < n; i++) {
         if (v[i] < '0' || v[i] > '9') return "not a decimal number";
-        x = x * 10 + (uint64_t)(v[i] - '0');
-        if (x > UINT32_MAX) return "number larger than 4294967295 (u32)";
+        unsigned d = (unsigned)(v[i] - '0');
+        if (x > (max - d) / 10) return too_big;
+        x = x * 10 + d;
     }
-    *out = (uint32_t)x;
+    *out = x;
     return NULL;
+}
+
+static const char *parse_u32(const char *v, size_t n, uint32_t *out)
+{
+    uint64_t x;
+    const char *why = parse_u64(v, n, UINT32_MAX, &x, "number larger than 4294967295 (u32)");
+    if (!why) *out = (uint32_t)x;
+    return why;
 }
 
 static const char *parse_csv(const char *v, size_t n, uint32_t **ids, size_t *count)
@@ -189,6 +303,40 @@ static const char *parse_csv(const char *v, size_t n, uint32_t **ids, size_t *co
     return NULL;
 }
 
+/* `none`, or a CSV of at most 64 ids into a fixed array. */
+static const char *parse_list64(const char *v, size_t n, uint32_t *out, size_t *count, int *some)
+{
+    if (n == 4 && !memcmp(v, "none", 4)) { *count = 0; if (some) *some = 0; return NULL; }
+    uint32_t *ids;
+    size_t k;
+    const char *why = parse_csv(v, n, &ids, &k);
+    if (!why && k > 64) why = "more than 64 ids";
+    if (!why) { memcpy(out, ids, k * sizeof *ids); *count = k; if (some) *some = 1; }
+    free(ids);
+    return why;
+}
+
+static const char *parse_strings(const char *v, size_t n, cis2_receipt *r)
+{
+    if (n == 4 && !memcmp(v, "none", 4)) return NULL;
+    size_t s = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n && v[i] != ',') continue;
+        size_t l = i - s;
+        if (l == 0) return "empty element in the list of stop strings";
+        if (r->n_stop_str == 16) return "more than 16 stop strings";
+        if (l % 2 || l > 512) return "a stop string is not 2..512 lowercase hex digits";
+        uint8_t *b = malloc(l / 2 + 1);
+        if (!b) return "out of memory";
+        r->stop_str[r->n_stop_str] = b;
+        r->stop_len[r->n_stop_str++] = l / 2;
+        if (parse_hex(v + s, l, b, l / 2, "a stop string is not lowercase hex")) return "a stop string is not lowercase hex";
+        b[l / 2] = 0;
+        s = i + 1;
+    }
+    return NULL;
+}
+
 static const char *parse_token(const char *v, size_t n, char *out, size_t cap)
 {
     if (n >= cap) return "value too long";
@@ -197,36 +345,65 @@ static const char *parse_token(const char *v, size_t n, char *out, size_t cap)
     return NULL;
 }
 
+static int is_word(const char *v, size_t n, const char *w) { return strlen(w) == n && !memcmp(v, w, n); }
+
 static const char *parse_value(int k, const char *v, size_t n, cis2_receipt *r)
 {
+    const char *why;
+    uint64_t x;
     switch (k) {
-    case K_SPEC: return parse_token(v, n, r->spec_version, sizeof r->spec_version);
-    case K_DTYPE: return parse_token(v, n, r->dtype, sizeof r->dtype);
+    case K_SPEC:
+        why = parse_token(v, n, r->spec_version, sizeof r->spec_version);
+        return why ? why : r->ext && strcmp(r->spec_version, CIS2_SPEC_VERSION) ? "spec-version must be 0.3b" : NULL;
+    case K_EXTENSION: return is_word(v, n, "sampling-1") ? NULL : "extension must be sampling-1";
+    case K_DTYPE:
+        why = parse_token(v, n, r->dtype, sizeof r->dtype);
+        return why ? why : r->ext && strcmp(r->dtype, "fp32") ? "dtype must be fp32" : NULL;
     case K_WEIGHTS: return parse_digest(v, n, r->weights_sha);
     case K_CONFIG: return parse_digest(v, n, r->config_sha);
     case K_TOKENIZER: return parse_digest(v, n, r->tokenizer_sha);
     case K_TABLE: return parse_digest(v, n, r->table_digest);
     case K_INV_FREQ: return parse_digest(v, n, r->inv_freq_digest);
-    case K_ARGMAX: return parse_digest(v, n, r->argmax);
+    case K_ARGMAX: case K_TOKEN_DIGEST: return parse_digest(v, n, r->argmax);
     case K_WITNESS: return parse_digest(v, n, r->witness);
+    case K_PARAMS: return parse_digest(v, n, r->params_digest);
     case K_PROMPT_HEX:
         if (n % 2) return "prompt-hex has an odd number of digits";
         if (!(r->prompt = malloc(n / 2))) return "out of memory";
-        for (size_t i = 0; i < n; i += 2) {
-            int a = hexval(v[i]), b = hexval(v[i + 1]);
-            if (a < 0 || b < 0) return "prompt-hex is not lowercase hex";
-            r->prompt[i / 2] = (uint8_t)(a << 4 | b);
-        }
         r->prompt_len = n / 2;
-        return NULL;
+        return parse_hex(v, n, r->prompt, n / 2, "prompt-hex is not lowercase hex");
     case K_PROMPT_IDS: return parse_csv(v, n, &r->prompt_ids, &r->n_prompt);
-    case K_GEN_TOKS: {
-        const char *why = parse_u32(v, n, &r->gen_toks);
-        return why ? why : r->gen_toks == 0 ? "gen-toks must be at least 1" : NULL;
-    }
+    case K_GEN_TOKS:
+        why = parse_u32(v, n, &r->gen_toks);
+        if (why) return why;
+        if (r->gen_toks == 0) return "gen-toks must be at least 1";
+        if (r->ext && r->gen_toks > r->max_toks) return "gen-toks is larger than max-toks";
+        return NULL;
+    case K_MAX_TOKS:
+        why = parse_u32(v, n, &r->max_toks);
+        return why ? why : r->max_toks == 0 ? "max-toks must be at least 1" : NULL;
+    case K_SAMPLER:
+        /* checked against temperature and top-k once they are parsed (consistent()) */
+        return is_word(v, n, "greedy") || is_word(v, n, "philox4x32-10") ? NULL : "sampler must be greedy or philox4x32-10";
+    case K_TEMP: return parse_bits(v, n, &r->samp.temperature);
+    case K_TOP_P: return parse_bits(v, n, &r->samp.top_p);
+    case K_MIN_P: return parse_bits(v, n, &r->samp.min_p);
+    case K_TOP_K: return parse_u32(v, n, &r->samp.top_k);
+    case K_SEED:
+        why = parse_u64(v, n, UINT64_MAX, &x, "seed larger than 18446744073709551615 (u64)");
+        if (!why) r->samp.seed = x;
+        return why;
+    case K_SEQUENCE: return parse_u32(v, n, &r->samp.sequence);
+    case K_STOP_EOS: return parse_list64(v, n, r->stop_eos, &r->n_stop_eos, &r->has_eos);
+    case K_STOP_IDS: return parse_list64(v, n, r->stop_ids, &r->n_stop_ids, NULL);
+    case K_STOP_STRINGS: return parse_strings(v, n, r);
+    case K_FINISH:
+        for (int f = CIS2_FINISH_LENGTH; f <= CIS2_FINISH_STOP_STRING; f++)
+            if (is_word(v, n, finish_word(f))) { r->finish = f; return NULL; }
+        return "finish-reason must be length, eos, stop-id or stop-string";
     case K_GENERATED: {
         size_t count = 0;
-        const char *why = parse_csv(v, n, &r->generated, &count);
+        why = parse_csv(v, n, &r->generated, &count);
         if (why) return why;
         if (count != r->gen_toks) return "generated-token-ids length differs from gen-toks";
         return NULL;
@@ -235,10 +412,55 @@ static const char *parse_value(int k, const char *v, size_t n, cis2_receipt *r)
     return "internal: unknown key index";
 }
 
-int cis2_receipt_parse(const char *buf, size_t len, const char *name, cis2_receipt *r, cis2_error *err)
+static int in_list(const uint32_t *v, size_t n, uint32_t t)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i] == t) return 1;
+    return 0;
+}
+
+/* docs/sampling.md §S7.4 (the rules that need no weights), and the
+ * sampler word of §S2.4.  Returns NULL or a reason. */
+static const char *consistent(const cis2_receipt *r, const char *sampler_word)
+{
+    cis2_sampling s = r->samp;
+    if (cis2_sampling_check(&s, SIZE_MAX, NULL)) return "temperature, top-p or min-p outside docs/sampling.md §S2.2";
+    if (fbits(r->samp.top_p) == 0) return "top-p must be in (0, 1]";
+    int greedy = cis2_sampling_greedy(&s);
+    if (greedy != (strcmp(sampler_word, "greedy") == 0)) return "sampler is greedy iff temperature is 0 or top-k is 1";
+    if (fbits(r->samp.temperature) == 0 && !r->has_eos && !r->n_stop_ids && !r->n_stop_str)
+        return "a greedy run without stop rules has a CIS-2-RECEIPT v1 receipt, not this one";
+    uint32_t last = r->generated[r->gen_toks - 1];
+    for (size_t i = 0; i + 1 < r->gen_toks; i++)
+        if ((r->has_eos && in_list(r->stop_eos, r->n_stop_eos, r->generated[i])) ||
+            in_list(r->stop_ids, r->n_stop_ids, r->generated[i]))
+            return "a stop token before the last generated token";
+    int is_eos = r->has_eos && in_list(r->stop_eos, r->n_stop_eos, last);
+    int is_id = in_list(r->stop_ids, r->n_stop_ids, last);
+    switch (r->finish) {
+    case CIS2_FINISH_EOS:
+        if (!is_eos) return "finish-reason eos but the last token is not an eos id";
+        break;
+    case CIS2_FINISH_STOP_ID:
+        if (!is_id || is_eos) return "finish-reason stop-id does not fit the last token";
+        break;
+    case CIS2_FINISH_STOP_STRING:
+        if (!r->n_stop_str || is_eos || is_id) return "finish-reason stop-string does not fit the stop rules";
+        break;
+    case CIS2_FINISH_LENGTH:
+        if (r->gen_toks != r->max_toks || is_eos || is_id)
+            return "finish-reason length needs gen-toks == max-toks and a last token that stops nothing";
+        break;
+    }
+    return NULL;
+}
+
+int cis2_receipt_parse_into(const char *buf, size_t len, const char *name, cis2_receipt *r, cis2_error *err)
 {
     memset(r, 0, sizeof *r);
-    size_t next = 0, line = 0, pos = 0;
+    size_t next = 0, line = 0, pos = 0, nk = CIS2_RECEIPT_NKEYS;
+    const int *order = order_v1;
+    char sampler[16] = "";
     int rc = CIS2_OK;
 #define FAIL(...) do { rc = cis2_fail(err, CIS2_E_FORMAT, __VA_ARGS__); goto out; } while (0)
     if (len > CIS2_RECEIPT_MAX_FILE) FAIL("%s: larger than %u bytes: not a receipt", name, CIS2_RECEIPT_MAX_FILE);
@@ -259,8 +481,11 @@ int cis2_receipt_parse(const char *buf, size_t len, const char *name, cis2_recei
         }
         if (n == 0) FAIL("%s: line %zu: blank line", name, line);
         if (line == 1) {
-            if (n != strlen(CIS2_RECEIPT_MAGIC) || memcmp(s, CIS2_RECEIPT_MAGIC, n))
-                FAIL("%s: line 1: expected '%s'", name, CIS2_RECEIPT_MAGIC);
+            if (n == strlen(CIS2_RECEIPT_EXT_MAGIC) && !memcmp(s, CIS2_RECEIPT_EXT_MAGIC, n)) {
+                r->ext = 1;
+                order = order_of(1, &nk);
+            } else if (n != strlen(CIS2_RECEIPT_MAGIC) || memcmp(s, CIS2_RECEIPT_MAGIC, n))
+                FAIL("%s: line 1: expected '%s' (or '%s')", name, CIS2_RECEIPT_MAGIC, CIS2_RECEIPT_EXT_MAGIC);
             continue;
         }
         const char *sp = memchr(s, ' ', n);
@@ -270,76 +495,189 @@ int cis2_receipt_parse(const char *buf, size_t len, const char *name, cis2_recei
         const char *v = sp + 1;
         size_t vn = n - kl - 1;
         int k = -1;
-        for (int i = 0; i < CIS2_RECEIPT_NKEYS; i++)
-            if (strlen(keys[i]) == kl && !memcmp(keys[i], s, kl)) k = i;
+        for (size_t i = 0; i < nk; i++)
+            if (strlen(names[order[i]]) == kl && !memcmp(names[order[i]], s, kl)) k = (int)i;
         if (k < 0) FAIL("%s: line %zu: unknown key '%.*s'", name, line, (int)(kl > 40 ? 40 : kl), s);
-        if ((size_t)k < next) FAIL("%s: line %zu: duplicate key '%s'", name, line, keys[k]);
-        if ((size_t)k > next) FAIL("%s: line %zu: missing key '%s' (found '%s')", name, line, keys[next], keys[k]);
-        if (vn == 0) FAIL("%s: line %zu: %s: empty value", name, line, keys[k]);
-        if (memchr(v, ' ', vn)) FAIL("%s: line %zu: %s: whitespace in the value", name, line, keys[k]);
-        const char *why = parse_value(k, v, vn, r);
+        if ((size_t)k < next) FAIL("%s: line %zu: duplicate key '%s'", name, line, names[order[k]]);
+        if ((size_t)k > next)
+            FAIL("%s: line %zu: missing key '%s' (found '%s')", name, line, names[order[next]], names[order[k]]);
+        if (vn == 0) FAIL("%s: line %zu: %s: empty value", name, line, names[order[k]]);
+        if (memchr(v, ' ', vn)) FAIL("%s: line %zu: %s: whitespace in the value", name, line, names[order[k]]);
+        if (order[k] == K_SAMPLER && vn < sizeof sampler) { memcpy(sampler, v, vn); sampler[vn] = 0; }
+        const char *why = parse_value(order[k], v, vn, r);
         if (why) {
             if (!strcmp(why, "out of memory")) { rc = cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", name); goto out; }
-            FAIL("%s: line %zu: %s: %s", name, line, keys[k], why);
+            FAIL("%s: line %zu: %s: %s", name, line, names[order[k]], why);
         }
         next++;
     }
     if (line == 0) FAIL("%s: line 1: empty file", name);
-    if (next < CIS2_RECEIPT_NKEYS) FAIL("%s: line %zu: missing key '%s'", name, line + 1, keys[next]);
+    if (next < nk) FAIL("%s: line %zu: missing key '%s'", name, line + 1, names[order[next]]);
+    if (r->ext) {
+        const char *why = consistent(r, sampler);
+        if (why) FAIL("%s: %s (docs/sampling.md §S7.4)", name, why);
+    }
 #undef FAIL
 out:
-    if (rc) cis2_receipt_free(r);
+    if (!rc && !(r->source = strdup(name))) rc = cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", name);
+    if (rc) cis2_receipt_clear(r);
     return rc;
 }
 
-int cis2_receipt_load(const char *path, cis2_receipt *r, cis2_error *err)
+int cis2_receipt_load_into(const char *path, cis2_receipt *r, cis2_error *err)
 {
     memset(r, 0, sizeof *r);
     char *b;
     size_t n;
-    /* fileio.h: a regular file, read once, at most 64 MiB (checked before reading) */
     int rc = cis2_read_file(path, CIS2_RECEIPT_MAX_FILE, "a receipt", &b, &n, err);
     if (rc) return rc;
-    rc = cis2_receipt_parse(b, n, path, r, err);
+    rc = cis2_receipt_parse_into(b, n, path, r, err);
     free(b);
     return rc;
 }
 
-int cis2_receipt_save(const char *path, const cis2_receipt *r, cis2_error *err)
+int cis2_receipt_save_to(const char *path, const cis2_receipt *r, cis2_error *err)
 {
     char *s;
     size_t n;
     int rc = cis2_receipt_render(r, &s, &n, err);
     if (rc) return rc;
-    rc = cis2_write_file(path, s, n, err); /* a temporary file renamed into place: all or nothing */
+    rc = cis2_write_file(path, s, n, err);
     free(s);
     return rc;
 }
 
 int cis2_receipt_equal(const cis2_receipt *a, const cis2_receipt *b)
 {
-    return !strcmp(a->spec_version, b->spec_version) && !memcmp(a->weights_sha, b->weights_sha, 32) &&
-           !memcmp(a->config_sha, b->config_sha, 32) && !memcmp(a->tokenizer_sha, b->tokenizer_sha, 32) &&
-           a->prompt_len == b->prompt_len && !memcmp(a->prompt, b->prompt, a->prompt_len) &&
-           a->n_prompt == b->n_prompt && !memcmp(a->prompt_ids, b->prompt_ids, a->n_prompt * sizeof(uint32_t)) &&
-           a->gen_toks == b->gen_toks && !strcmp(a->dtype, b->dtype) &&
-           !memcmp(a->table_digest, b->table_digest, 32) && !memcmp(a->inv_freq_digest, b->inv_freq_digest, 32) &&
-           !memcmp(a->generated, b->generated, a->gen_toks * sizeof(uint32_t)) && !memcmp(a->argmax, b->argmax, 32) &&
-           !memcmp(a->witness, b->witness, 32);
+    char *ta, *tb;
+    size_t la, lb;
+    if (cis2_receipt_render(a, &ta, &la, NULL)) return 0;
+    if (cis2_receipt_render(b, &tb, &lb, NULL)) { free(ta); return 0; }
+    int eq = la == lb && !memcmp(ta, tb, la);
+    free(ta);
+    free(tb);
+    return eq;
 }
 
-int cis2_receipt_copy(cis2_receipt *dst, const cis2_receipt *src, cis2_error *err)
+int cis2_receipt_copy_into(cis2_receipt *dst, const cis2_receipt *src, cis2_error *err)
 {
-    *dst = *src;
-    dst->prompt = malloc(src->prompt_len ? src->prompt_len : 1);
-    dst->prompt_ids = malloc((src->n_prompt ? src->n_prompt : 1) * sizeof(uint32_t));
-    dst->generated = malloc((src->gen_toks ? src->gen_toks : 1) * sizeof(uint32_t));
-    if (!dst->prompt || !dst->prompt_ids || !dst->generated) {
-        cis2_receipt_free(dst);
+    char *t;
+    size_t n;
+    int rc = cis2_receipt_render(src, &t, &n, err);
+    if (rc) return rc;
+    rc = cis2_receipt_parse_into(t, n, src->source ? src->source : "", dst, err);
+    free(t);
+    return rc;
+}
+
+/* ------------------------------------------------------ from results */
+
+int cis2_receipt_make(const cis2_engine *e, const cis2_result *res, cis2_receipt **out, cis2_error *err)
+{
+    *out = NULL;
+    if (!res->prompt || res->prompt_len == 0)
+        return cis2_fail(err, CIS2_E_USAGE,
+                         "receipt: the prompt ids do not round-trip through the tokenizer (decode then encode gives "
+                         "other ids), so no prompt bytes reproduce them; give the prompt as text");
+    if (res->n_tokens == 0 || res->n_tokens > UINT32_MAX || res->finish == CIS2_FINISH_CANCELLED)
+        return cis2_fail(err, CIS2_E_USAGE, "receipt: a cancelled or empty run has no receipt");
+    cis2_receipt *r = cis2_receipt_new();
+    if (!r) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    const cis2_model *m = &e->m;
+    snprintf(r->spec_version, sizeof r->spec_version, "%s", CIS2_SPEC_VERSION);
+    snprintf(r->dtype, sizeof r->dtype, "fp32");
+    memcpy(r->weights_sha, m->weights_sha, 32);
+    memcpy(r->config_sha, m->config_sha, 32);
+    memcpy(r->tokenizer_sha, m->tokenizer_sha, 32);
+    memcpy(r->table_digest, m->table_digest, 32);
+    memcpy(r->inv_freq_digest, m->inv_freq_digest, 32);
+    memcpy(r->argmax, res->argmax_digest, 32);
+    memcpy(r->witness, res->witness, 32);
+    r->gen_toks = (uint32_t)res->n_tokens;
+    const cis2_rule *ru = res->priv ? &res->priv->rule : NULL;
+    if (ru && ru->extension) { /* docs/sampling.md §S7.2 */
+        r->ext = 1;
+        r->max_toks = (uint32_t)ru->max_tokens;
+        r->samp = ru->samp;
+        r->has_eos = ru->eos;
+        r->n_stop_eos = ru->eos ? ru->n_eos : 0;
+        memcpy(r->stop_eos, ru->eos_ids, r->n_stop_eos * sizeof(uint32_t));
+        r->n_stop_ids = ru->n_stop_ids;
+        memcpy(r->stop_ids, ru->stop_ids, ru->n_stop_ids * sizeof(uint32_t));
+        for (size_t i = 0; i < ru->n_stop_str; i++) {
+            if (!(r->stop_str[i] = malloc(ru->stop_len[i] + 1))) { cis2_receipt_free(r); return cis2_fail(err, CIS2_E_NOMEM, "out of memory"); }
+            memcpy(r->stop_str[i], ru->stop_str[i], ru->stop_len[i] + 1);
+            r->stop_len[i] = ru->stop_len[i];
+            r->n_stop_str = i + 1;
+        }
+        memcpy(r->params_digest, ru->params_digest, 32);
+        r->finish = res->finish;
+    }
+    r->prompt = malloc(res->prompt_len);
+    r->prompt_ids = malloc(res->n_prompt * sizeof(uint32_t));
+    r->generated = malloc(res->n_tokens * sizeof(uint32_t));
+    if (!r->prompt || !r->prompt_ids || !r->generated) {
+        cis2_receipt_free(r);
         return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
     }
-    if (src->prompt_len) memcpy(dst->prompt, src->prompt, src->prompt_len);
-    if (src->n_prompt) memcpy(dst->prompt_ids, src->prompt_ids, src->n_prompt * sizeof(uint32_t));
-    if (src->gen_toks) memcpy(dst->generated, src->generated, src->gen_toks * sizeof(uint32_t));
+    memcpy(r->prompt, res->prompt, res->prompt_len);
+    r->prompt_len = res->prompt_len;
+    memcpy(r->prompt_ids, res->prompt_ids, res->n_prompt * sizeof(uint32_t));
+    r->n_prompt = res->n_prompt;
+    memcpy(r->generated, res->tokens, res->n_tokens * sizeof(uint32_t));
+    *out = r;
     return CIS2_OK;
+}
+
+/* ------------------------------------------------------- public API */
+
+int cis2_receipt_parse(const char *text, size_t len, const char *name, cis2_receipt **out, cis2_error *err)
+{
+    *out = NULL;
+    cis2_receipt *r = calloc(1, sizeof *r);
+    if (!r) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", name);
+    int rc = cis2_receipt_parse_into(text, len, name, r, err);
+    if (rc) { free(r); return rc; }
+    *out = r;
+    return CIS2_OK;
+}
+
+int cis2_receipt_load(const char *path, cis2_receipt **out, cis2_error *err)
+{
+    *out = NULL;
+    cis2_receipt *r = calloc(1, sizeof *r);
+    if (!r) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
+    int rc = cis2_receipt_load_into(path, r, err);
+    if (rc) { free(r); return rc; }
+    *out = r;
+    return CIS2_OK;
+}
+
+int cis2_receipt_save(const cis2_receipt *r, const char *path, cis2_error *err)
+{
+    return cis2_receipt_save_to(path, r, err);
+}
+
+const char *cis2_receipt_get(const cis2_receipt *rc, const char *key)
+{
+    cis2_receipt *r = (cis2_receipt *)rc; /* the cache is logically const */
+    size_t nk;
+    const int *order = order_of(r->ext, &nk);
+    int k = -1;
+    for (size_t i = 0; i < nk; i++)
+        if (!strcmp(names[order[i]], key)) k = (int)i;
+    if (k < 0) return NULL;
+    if (!r->get_text) {
+        size_t len;
+        if (cis2_receipt_render(r, &r->get_text, &len, NULL)) return NULL;
+        /* line i+2 holds key i: cut each value at its LF */
+        char *p = strchr(r->get_text, '\n') + 1;
+        for (size_t i = 0; i < nk && p && *p; i++) {
+            char *nl = strchr(p, '\n');
+            r->get_val[i] = p + strlen(names[order[i]]) + 1;
+            if (nl) *nl = 0;
+            p = nl ? nl + 1 : NULL;
+        }
+    }
+    return r->get_val[k];
 }

@@ -1,24 +1,23 @@
 /*
- * receipt.h - the "CIS-2-RECEIPT v1" text format (FACTS.md §6): render and
- * strict parse.  The receipt records one run's inputs and every §12 digest
- * so that `cis2 verify` can recompute it and `cis2 compare` can judge two.
+ * receipt.h - the receipt formats: render and strict parse (internal; the
+ * public, allocating API of include/cis2.h section 7 wraps these).
  *
- * Format (LF line ends, the last line ends with LF too): the first line is
- * `CIS-2-RECEIPT v1`, then exactly one `key value` line per key, separated
- * by one space, in this order:
- *   spec-version tokens        (e.g. 0.3b)
- *   weights-sha256 / config-sha256 / tokenizer-sha256   (§2.1, 64 lowercase hex)
- *   prompt-hex                 raw prompt bytes, lowercase hex, non-empty
- *   prompt-token-ids           decimal u32 CSV (§3.1 encode of the prompt)
- *   gen-toks                   decimal, >= 1
- *   dtype                      (fp32)
- *   table-digest               §6.6
- *   inv-freq-table-digest      §7.2
- *   generated-token-ids        decimal u32 CSV, exactly gen-toks ids
- *   argmax-digest              §12.2
- *   witness-digest             §12.1 (CIS2_REF)
- * CSV elements are non-empty, have no leading zeros ("0" itself is fine),
- * and are at most 4294967295.  Values contain no whitespace.
+ *   "CIS-2-RECEIPT v1" (FACTS.md §6): a greedy run without stop rules,
+ *   byte for byte the existing verifiers' format.  13 keys:
+ *     spec-version weights-sha256 config-sha256 tokenizer-sha256 prompt-hex
+ *     prompt-token-ids gen-toks dtype table-digest inv-freq-table-digest
+ *     generated-token-ids argmax-digest witness-digest
+ *   "CIS-2-RECEIPT ext-sampling-1" (docs/sampling.md §S7): every other run.
+ *     27 keys: spec-version extension weights-sha256 config-sha256
+ *     tokenizer-sha256 prompt-hex prompt-token-ids dtype max-toks sampler
+ *     temperature top-k top-p min-p seed sequence stop-eos stop-ids
+ *     stop-strings params-digest table-digest inv-freq-table-digest gen-toks
+ *     finish-reason generated-token-ids token-digest witness-digest
+ * LF line ends (the last line too), one `key value` line per key in that
+ * order, one space between.  CSV elements are non-empty, have no leading
+ * zeros ("0" itself is fine), and are at most 4294967295.  Values contain
+ * no whitespace.  The parser refuses anything render would not produce
+ * (README "Receipts", docs/sampling.md §S7.3-§S7.4).
  */
 #ifndef CIS2_RECEIPT_H
 #define CIS2_RECEIPT_H
@@ -29,10 +28,13 @@
 #include "cis2.h"
 
 #define CIS2_RECEIPT_MAGIC "CIS-2-RECEIPT v1"
+#define CIS2_RECEIPT_EXT_MAGIC "CIS-2-RECEIPT ext-sampling-1"
 #define CIS2_RECEIPT_MAX_FILE (64u << 20) /* larger files are refused (CIS2_E_FORMAT) */
-#define CIS2_RECEIPT_NKEYS 13
+#define CIS2_RECEIPT_NKEYS 13             /* v1 */
+#define CIS2_RECEIPT_EXT_NKEYS 27
 
-typedef struct cis2_receipt {
+struct cis2_receipt {
+    int ext;                        /* 0: v1, 1: ext-sampling-1 */
     char spec_version[32];          /* printable ASCII, no whitespace */
     uint8_t weights_sha[32], config_sha[32], tokenizer_sha[32];
     uint8_t *prompt;                /* raw bytes (malloc'ed) */
@@ -43,28 +45,51 @@ typedef struct cis2_receipt {
     char dtype[16];
     uint8_t table_digest[32], inv_freq_digest[32];
     uint32_t *generated;            /* malloc'ed, gen_toks ids */
-    uint8_t argmax[32], witness[32];
-} cis2_receipt;
+    uint8_t argmax[32];             /* v1 argmax-digest; ext token-digest (the same §12.2 construction) */
+    uint8_t witness[32];
+    /* ext-sampling-1 only (docs/sampling.md §S7.2) */
+    uint32_t max_toks;
+    cis2_sampling samp;             /* the floats as their recorded bits */
+    int has_eos;                    /* stop-eos is not `none` */
+    uint32_t stop_eos[64];
+    size_t n_stop_eos;
+    uint32_t stop_ids[64];
+    size_t n_stop_ids;
+    uint8_t *stop_str[16];
+    size_t stop_len[16];
+    size_t n_stop_str;
+    uint8_t params_digest[32];
+    int finish;                     /* enum cis2_finish */
+    /* bookkeeping */
+    char *source;                   /* the name it was parsed under ("" if made) */
+    char *get_text;                 /* cis2_receipt_get's cache: the rendered text, */
+    const char *get_val[CIS2_RECEIPT_EXT_NKEYS]; /* its values NUL-terminated in place */
+};
 
-/* Key names in receipt order (index 0..CIS2_RECEIPT_NKEYS-1). */
-const char *cis2_receipt_key(size_t i);
+/* Key names in receipt order (index 0.. of the receipt's format), NULL past the end. */
+const char *cis2_receipt_key(const cis2_receipt *r, size_t i);
 
 /* Renders r as receipt text: *out is malloc'ed and NUL-terminated, *len its
- * length.  Fails (CIS2_E_FORMAT) if r could not be parsed back: empty prompt
- * or id list, gen_toks 0, whitespace in spec_version or dtype. */
+ * length.  Fails (CIS2_E_FORMAT) if r could not be parsed back. */
 int cis2_receipt_render(const cis2_receipt *r, char **out, size_t *len, cis2_error *err);
 
 /* Strict parse of `len` bytes; name prefixes every message, which names the
  * line number and the reason.  On failure *r is left empty (free-able). */
-int cis2_receipt_parse(const char *buf, size_t len, const char *name, cis2_receipt *r, cis2_error *err);
-
-int cis2_receipt_load(const char *path, cis2_receipt *r, cis2_error *err);
-int cis2_receipt_save(const char *path, const cis2_receipt *r, cis2_error *err);
+int cis2_receipt_parse_into(const char *buf, size_t len, const char *name, cis2_receipt *r, cis2_error *err);
+int cis2_receipt_load_into(const char *path, cis2_receipt *r, cis2_error *err);
+int cis2_receipt_save_to(const char *path, const cis2_receipt *r, cis2_error *err);
 
 /* 1 if every field is equal. */
 int cis2_receipt_equal(const cis2_receipt *a, const cis2_receipt *b);
 /* Deep copy (CIS2_E_NOMEM on failure). */
-int cis2_receipt_copy(cis2_receipt *dst, const cis2_receipt *src, cis2_error *err);
-void cis2_receipt_free(cis2_receipt *r);
+int cis2_receipt_copy_into(cis2_receipt *dst, const cis2_receipt *src, cis2_error *err);
+/* Frees the fields and zeroes *r (the struct itself stays). */
+void cis2_receipt_clear(cis2_receipt *r);
+/* A zeroed receipt on the heap (NULL when out of memory). */
+cis2_receipt *cis2_receipt_new(void);
+
+/* docs/sampling.md §S7.5: the parameter block of an ext receipt's own
+ * fields (malloc'ed, NUL-terminated), or NULL when out of memory. */
+char *cis2_receipt_params_block(const cis2_receipt *r);
 
 #endif

@@ -12,17 +12,7 @@
 
 #include "cis2.h"
 
-typedef struct cis2_synth_shape {
-    const char *name;
-    const char *model_type;     /* "llama" or "qwen2" */
-    int64_t hidden, inter, layers, heads, kv_heads, vocab, max_pos;
-    int64_t head_dim;           /* written to config.json when nonzero (must equal hidden/heads) */
-    const char *eps_json;       /* rms_norm_eps exactly as written, e.g. "1e-05" */
-    const char *theta_json;     /* rope_theta exactly as written, e.g. "100000" */
-    int tied;                   /* tie_word_embeddings; untied shapes get lm_head.weight */
-    int qkv_bias;               /* self_attn.{q,k,v}_proj.bias tensors */
-    int odd_data_offset;        /* pad the header so the data area starts at an odd byte */
-} cis2_synth_shape;
+/* cis2_synth_shape and the functions below are public: include/cis2.h, section 12. */
 
 size_t cis2_synth_shape_count(void);
 const cis2_synth_shape *cis2_synth_shape_at(size_t i);

@@ -1,16 +1,17 @@
 /*
- * threadpool.c - a persistent pthread pool for the kernels (kernels.h,
- * threadpool.h).  Owns the worker threads, the job hand-off and the §1.3
- * per-thread FTZ/DAZ pin of every worker.
+ * threadpool.c - persistent pthread pools and execution contexts
+ * (threadpool.h).  Owns the worker threads, the job hand-off, the §1.3
+ * per-thread FTZ/DAZ pin of every worker and the thread-local "current
+ * context" that routes cis2_parallel_for and the kernel choice.
  *
- * Hand-off: one job slot.  The caller writes fn/ctx/n, resets the claim
- * counter and makes `gen` odd (open); workers spin on `gen` for a while
- * after each job and then sleep on a futex.  Items are claimed with an
- * atomic counter, so a worker that is slow to wake never delays the caller:
- * the caller runs whatever is left itself.  To close a job the caller makes
- * `gen` even and waits until no worker is inside it (`active`, a Dekker
- * pair of seq_cst atomics: a worker increments `active` and then re-reads
- * `gen`), after which the slot may be reused.
+ * Hand-off: one job slot per pool.  The caller writes fn/ctx/n, resets the
+ * claim counter and makes `gen` odd (open); workers spin on `gen` for a
+ * while after each job and then sleep on a futex.  Items are claimed with
+ * an atomic counter, so a worker that is slow to wake never delays the
+ * caller: the caller runs whatever is left itself.  To close a job the
+ * caller makes `gen` even and waits until no worker is inside it (`active`,
+ * a Dekker pair of seq_cst atomics: a worker increments `active` and then
+ * re-reads `gen`), after which the slot may be reused.
  */
 #include "threadpool.h"
 
@@ -37,7 +38,7 @@
 #define MAX_THREADS 256
 #define SPIN_ROUNDS 20000 /* polls of `gen` before a worker sleeps (~1 ms) */
 
-static struct {
+struct cis2_pool {
     _Atomic unsigned gen;      /* odd: a job is open */
     _Atomic int active;        /* workers inside the open job */
     _Atomic int sleepers;      /* workers in futex_wait */
@@ -46,13 +47,14 @@ static struct {
     _Atomic(void (*)(void *, size_t)) fn;
     _Atomic(void *) ctx;
     _Atomic size_t n;
-} S;
+    pthread_mutex_t run_lock;  /* one job at a time */
+    cis2_exec *owner;          /* every worker's current context */
+    int nworkers;              /* threads besides the caller */
+    pthread_t workers[MAX_THREADS];
+};
 
-static pthread_t workers[MAX_THREADS];
-static _Atomic int nworkers;         /* threads besides the caller */
-static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;   /* one job at a time */
-static pthread_mutex_t size_lock = PTHREAD_MUTEX_INITIALIZER;  /* resize */
-static _Thread_local int in_job;     /* nested parallel_for runs serially */
+static _Thread_local int in_job;          /* nested jobs run serially */
+static _Thread_local cis2_exec *tls_exec; /* NULL: the default context */
 
 static void futex_wait(_Atomic unsigned *addr, unsigned val)
 {
@@ -73,13 +75,13 @@ static void futex_wake_all(_Atomic unsigned *addr)
 }
 
 /* Claims and runs items of the open job until none is left. */
-static void drain(void)
+static void drain(cis2_pool *p)
 {
-    void (*fn)(void *, size_t) = atomic_load_explicit(&S.fn, memory_order_relaxed);
-    void *ctx = atomic_load_explicit(&S.ctx, memory_order_relaxed);
-    size_t n = atomic_load_explicit(&S.n, memory_order_relaxed);
+    void (*fn)(void *, size_t) = atomic_load_explicit(&p->fn, memory_order_relaxed);
+    void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
+    size_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
     for (;;) {
-        size_t i = atomic_fetch_add(&S.next, 1);
+        size_t i = atomic_fetch_add(&p->next, 1);
         if (i >= n) return;
         fn(ctx, i);
     }
@@ -87,28 +89,29 @@ static void drain(void)
 
 static void *worker_main(void *arg)
 {
-    (void)arg;
+    cis2_pool *p = arg;
     cis2_error err = {0};
     if (cis2_fpenv_pin(&err) != CIS2_OK) { /* §1.3: never compute unpinned */
         fprintf(stderr, "cis2: worker thread: %s\n", err.msg);
         abort();
     }
     in_job = 1;
-    unsigned seen = atomic_load(&S.gen) & ~1u; /* jobs open at start are not ours to miss */
+    tls_exec = p->owner;
+    unsigned seen = atomic_load(&p->gen) & ~1u; /* jobs open at start are not ours to miss */
     for (;;) {
         unsigned g;
         int spins = 0;
-        while ((g = atomic_load(&S.gen)) == seen || !(g & 1u)) {
-            if (atomic_load(&S.quit)) return NULL;
+        while ((g = atomic_load(&p->gen)) == seen || !(g & 1u)) {
+            if (atomic_load(&p->quit)) return NULL;
             if (++spins < SPIN_ROUNDS) { CPU_RELAX(); continue; }
-            atomic_fetch_add(&S.sleepers, 1);
-            if (atomic_load(&S.gen) == g && !atomic_load(&S.quit)) futex_wait(&S.gen, g);
-            atomic_fetch_sub(&S.sleepers, 1);
+            atomic_fetch_add(&p->sleepers, 1);
+            if (atomic_load(&p->gen) == g && !atomic_load(&p->quit)) futex_wait(&p->gen, g);
+            atomic_fetch_sub(&p->sleepers, 1);
             spins = 0;
         }
-        atomic_fetch_add(&S.active, 1);
-        if (atomic_load(&S.gen) == g) drain(); /* still open: fields are stable */
-        atomic_fetch_sub(&S.active, 1);
+        atomic_fetch_add(&p->active, 1);
+        if (atomic_load(&p->gen) == g) drain(p); /* still open: fields are stable */
+        atomic_fetch_sub(&p->active, 1);
         seen = g;
     }
 }
@@ -119,67 +122,113 @@ int cis2_pool_cpus(void)
     return c < 1 ? 1 : c > MAX_THREADS ? MAX_THREADS : (int)c;
 }
 
-static void stop_workers(void)
+void cis2_pool_destroy(cis2_pool *p)
 {
-    if (!nworkers) return;
-    atomic_store(&S.quit, 1);
-    atomic_fetch_add(&S.gen, 2); /* keeps parity; wakes sleepers */
-    futex_wake_all(&S.gen);
-    for (int i = 0; i < nworkers; i++) pthread_join(workers[i], NULL);
-    nworkers = 0;
-    atomic_store(&S.quit, 0);
+    if (!p) return;
+    atomic_store(&p->quit, 1);
+    atomic_fetch_add(&p->gen, 2); /* keeps parity; wakes sleepers */
+    futex_wake_all(&p->gen);
+    for (int i = 0; i < p->nworkers; i++) pthread_join(p->workers[i], NULL);
+    pthread_mutex_destroy(&p->run_lock);
+    free(p);
 }
 
-int cis2_pool_resize(int n, cis2_error *err)
+int cis2_pool_create(cis2_pool **out, int n, cis2_exec *owner, cis2_error *err)
 {
+    *out = NULL;
     if (n <= 0) n = cis2_pool_cpus();
     if (n > MAX_THREADS) n = MAX_THREADS;
-    pthread_mutex_lock(&size_lock);
-    pthread_mutex_lock(&run_lock);
-    stop_workers();
-    int rc = CIS2_OK;
+    cis2_pool *p = calloc(1, sizeof *p);
+    if (!p) return cis2_fail(err, CIS2_E_NOMEM, "threadpool: out of memory");
+    pthread_mutex_init(&p->run_lock, NULL);
+    p->owner = owner;
     for (int i = 0; i < n - 1; i++) {
-        if (pthread_create(&workers[i], NULL, worker_main, NULL) != 0) {
-            rc = cis2_fail(err, CIS2_E_INTERNAL, "threadpool: cannot start worker %d of %d", i + 1, n - 1);
-            break;
+        if (pthread_create(&p->workers[i], NULL, worker_main, p) != 0) {
+            cis2_pool_destroy(p);
+            return cis2_fail(err, CIS2_E_INTERNAL, "threadpool: cannot start worker %d of %d", i + 1, n - 1);
         }
-        nworkers++;
+        p->nworkers++;
     }
-    pthread_mutex_unlock(&run_lock);
-    pthread_mutex_unlock(&size_lock);
+    *out = p;
+    return CIS2_OK;
+}
+
+int cis2_pool_size(const cis2_pool *p) { return p ? p->nworkers + 1 : 1; }
+
+void cis2_pool_run(cis2_pool *p, size_t n, void (*fn)(void *ctx, size_t i), void *ctx)
+{
+    if (n == 0) return;
+    if (!p || n == 1 || p->nworkers == 0 || in_job || pthread_mutex_trylock(&p->run_lock) != 0) {
+        for (size_t i = 0; i < n; i++) fn(ctx, i);
+        return;
+    }
+    atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&p->n, n, memory_order_relaxed);
+    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
+    atomic_fetch_add(&p->gen, 1); /* open (odd); seq_cst publishes the fields */
+    if (atomic_load(&p->sleepers) > 0) futex_wake_all(&p->gen);
+    in_job = 1;
+    drain(p);
+    in_job = 0;
+    atomic_fetch_add(&p->gen, 1); /* close (even) */
+    /* a worker still inside runs its last item; yield if it was preempted */
+    for (int spins = 0; atomic_load(&p->active) > 0; spins++) {
+        if (spins < 1000) CPU_RELAX(); else sched_yield();
+    }
+    pthread_mutex_unlock(&p->run_lock);
+}
+
+/* ---------------------------------------------------- execution contexts */
+
+static cis2_exec default_exec;              /* threads 0: online CPUs */
+static pthread_mutex_t exec_lock = PTHREAD_MUTEX_INITIALIZER; /* pool (re)starts */
+
+cis2_exec *cis2_exec_current(void) { return tls_exec ? tls_exec : &default_exec; }
+
+cis2_exec *cis2_exec_swap(cis2_exec *e)
+{
+    cis2_exec *old = tls_exec;
+    tls_exec = e;
+    return old;
+}
+
+void cis2_exec_init(cis2_exec *e, int threads)
+{
+    e->pool = NULL;
+    e->threads = threads;
+    atomic_store(&e->kernel, NULL);
+}
+
+void cis2_exec_free(cis2_exec *e)
+{
+    cis2_pool_destroy(e->pool);
+    e->pool = NULL;
+}
+
+int cis2_exec_set_threads(cis2_exec *e, int n, cis2_error *err)
+{
+    pthread_mutex_lock(&exec_lock);
+    cis2_pool_destroy(e->pool);
+    e->pool = NULL;
+    e->threads = n;
+    int rc = cis2_pool_create(&e->pool, n, e, err);
+    pthread_mutex_unlock(&exec_lock);
     return rc;
 }
 
-int cis2_pool_size(void)
+cis2_pool *cis2_exec_pool(cis2_exec *e)
 {
-    return nworkers + 1;
-}
-
-void cis2_pool_run(size_t n, void (*fn)(void *ctx, size_t i), void *ctx)
-{
-    if (n == 0) return;
-    if (n == 1 || nworkers == 0 || in_job || pthread_mutex_trylock(&run_lock) != 0) {
-        for (size_t i = 0; i < n; i++) fn(ctx, i);
-        return;
+    cis2_pool *p = __atomic_load_n(&e->pool, __ATOMIC_ACQUIRE);
+    if (p) return p;
+    pthread_mutex_lock(&exec_lock);
+    if (!e->pool) {
+        cis2_error err = {0};
+        cis2_pool *np = NULL;
+        if (cis2_pool_create(&np, e->threads, e, &err) == CIS2_OK) __atomic_store_n(&e->pool, np, __ATOMIC_RELEASE);
+        /* if no worker can start, jobs run on the caller (pool stays NULL) */
     }
-    if (nworkers == 0) { /* resized to 1 meanwhile */
-        pthread_mutex_unlock(&run_lock);
-        for (size_t i = 0; i < n; i++) fn(ctx, i);
-        return;
-    }
-    atomic_store_explicit(&S.fn, fn, memory_order_relaxed);
-    atomic_store_explicit(&S.ctx, ctx, memory_order_relaxed);
-    atomic_store_explicit(&S.n, n, memory_order_relaxed);
-    atomic_store_explicit(&S.next, 0, memory_order_relaxed);
-    atomic_fetch_add(&S.gen, 1); /* open (odd); seq_cst publishes the fields */
-    if (atomic_load(&S.sleepers) > 0) futex_wake_all(&S.gen);
-    in_job = 1;
-    drain();
-    in_job = 0;
-    atomic_fetch_add(&S.gen, 1); /* close (even) */
-    /* a worker still inside runs its last item; yield if it was preempted */
-    for (int spins = 0; atomic_load(&S.active) > 0; spins++) {
-        if (spins < 1000) CPU_RELAX(); else sched_yield();
-    }
-    pthread_mutex_unlock(&run_lock);
+    p = e->pool;
+    pthread_mutex_unlock(&exec_lock);
+    return p;
 }

@@ -1,9 +1,20 @@
 /*
- * threadpool.h - the persistent worker pool behind cis2_threads_set() and
- * cis2_parallel_for() (kernels.h).  Spec §1.3: every worker pins FTZ/DAZ
- * itself at start and aborts if the pin does not read back.  The pool only
- * distributes independent work items (row-group ranges, §5.2), so results
- * never depend on the thread count.
+ * threadpool.h - persistent worker pools and the execution context that
+ * picks one (internal; kernels.h's cis2_parallel_for is the usual entry).
+ *
+ * A pool is a set of worker threads that run the independent items of one
+ * job at a time (row-group ranges, §5.2; rows of a stage; sequences), so
+ * results never depend on its size.  Spec §1.3: every worker pins FTZ/DAZ
+ * itself when it starts and aborts if the pin does not read back; workers
+ * never run caller code.
+ *
+ * An execution context (cis2_exec) is what an engine owns: its pool and its
+ * kernel choice.  The library's entry points make the engine's context the
+ * calling thread's current one for the duration of the call (api.h), and
+ * every worker's current context is its pool's owner, so code deep inside
+ * a job (attention, the matrix kernels) finds the right kernel without
+ * passing it around.  Without an engine (unit tests, tools) a process-wide
+ * default context is used.
  */
 #ifndef CIS2_THREADPOOL_H
 #define CIS2_THREADPOOL_H
@@ -12,15 +23,39 @@
 
 #include "cis2.h"
 
-/* Stops the current workers and starts n-1 new ones (the caller is the n-th). */
-int cis2_pool_resize(int n, cis2_error *err);
-/* Total threads taking part in a parallel_for (workers + caller), >= 1. */
-int cis2_pool_size(void);
+typedef struct cis2_pool cis2_pool;
+typedef struct cis2_exec cis2_exec;
+
+/* Starts n-1 workers (n <= 0: the online CPUs; the caller is the n-th).
+ * `owner` becomes every worker's current context. */
+int cis2_pool_create(cis2_pool **p, int n, cis2_exec *owner, cis2_error *err);
+void cis2_pool_destroy(cis2_pool *p);
+/* Threads taking part in a job (workers + caller), >= 1. */
+int cis2_pool_size(const cis2_pool *p);
 /* fn(ctx, i) for every i in [0, n); items are claimed dynamically.  Runs
  * serially when the pool has one thread, when called from inside a job, or
  * when another thread holds the pool. */
-void cis2_pool_run(size_t n, void (*fn)(void *ctx, size_t i), void *ctx);
+void cis2_pool_run(cis2_pool *p, size_t n, void (*fn)(void *ctx, size_t i), void *ctx);
 /* Online CPUs (>= 1). */
 int cis2_pool_cpus(void);
+
+struct cis2_variant;
+struct cis2_exec {
+    cis2_pool *pool;                          /* NULL: no workers yet (made on first use) */
+    int threads;                              /* requested; <= 0 online CPUs */
+    const struct cis2_variant *_Atomic kernel; /* NULL: "auto" (kernels.c) */
+};
+
+/* The calling thread's current context (the default one if none is set). */
+cis2_exec *cis2_exec_current(void);
+/* Makes e current on this thread (NULL: the default); returns the previous. */
+cis2_exec *cis2_exec_swap(cis2_exec *e);
+/* Sets up e with n threads (workers started lazily); frees its pool. */
+void cis2_exec_init(cis2_exec *e, int threads);
+void cis2_exec_free(cis2_exec *e);
+/* (Re)starts e's pool with n threads; CIS2_E_INTERNAL if a thread cannot start. */
+int cis2_exec_set_threads(cis2_exec *e, int n, cis2_error *err);
+/* e's pool, started on first use. */
+cis2_pool *cis2_exec_pool(cis2_exec *e);
 
 #endif

@@ -1146,3 +1146,13 @@ char *cis2_tokenizer_decode_n(const cis2_tokenizer *t, const uint32_t *ids, size
     free(raw);
     return o;
 }
+
+char *cis2_utf8_lossy(const char *s, size_t n, size_t *len)
+{
+    char *o = malloc(3 * n + 1); /* each bad byte -> 3 bytes */
+    if (!o) return NULL;
+    size_t m = lossy_utf8((const unsigned char *)s, n, o);
+    o[m] = 0;
+    *len = m;
+    return o;
+}

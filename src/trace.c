@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "trace hashes f32 memory as little-endian bytes; big-endian hosts are not supported"
@@ -81,6 +82,17 @@ int cis2_trace_close(cis2_trace_writer *w, cis2_error *err)
     free(w->path);
     free(w);
     return rc;
+}
+
+/* Discards an open trace: its temporary files are removed, an existing
+ * trace at the path is untouched. */
+void cis2_trace_abort(cis2_trace_writer *w)
+{
+    if (!w) return;
+    cis2_out_abort(w->dump);
+    cis2_out_abort(w->f);
+    free(w->path);
+    free(w);
 }
 
 /* ------------------------------------------------------------- reader */

@@ -193,14 +193,14 @@ expect 4 "badutf8.json: line 1: unable to decode byte 0xff" $CIS2 $RUN --model-d
 python3 -c "print('[' * 100000 + ']' * 100000)" > "$T/deep.json"
 expect 4 "deep.json: line 1: maximum parsing depth" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file "$T/deep.json"
 expect 3 "nope.txt" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file "$T/nope.txt"
-expect 3 "read error" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file "$T"
+expect 3 "not a regular file (a directory)" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file "$T"
 truncate -s 300M "$T/huge.txt"
-expect 4 "huge.txt: larger than 256 MiB" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file "$T/huge.txt"
+expect 4 "huge.txt: larger than 268435456 bytes, the limit for a prompt file" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file "$T/huge.txt"
 rm -f "$T/huge.txt"
 # a 400-token text prompt on a 256-position model
-expect 2 "prompt (400 tokens) + gen-toks (1) exceeds max_position_embeddings (256)" \
+expect 5 "exceeds max_position_embeddings (256)" \
   $CIS2 $RUN --model-dir "$T/tiny" --prompt "$(python3 -c "print('a ' * 200, end='')")"
-expect 2 "exceeds max_position_embeddings" $CIS2 run --model-dir "$T/tiny" --prompt-ids 1,2 --gen-toks 255
+expect 5 "exceeds max_position_embeddings" $CIS2 run --model-dir "$T/tiny" --prompt-ids 1,2 --gen-toks 255
 expect 2 "'4294967296' is not a comma-separated list" $CIS2 $RUN --model-dir "$T/tiny" --prompt-ids 4294967296
 expect 2 "'1,' is not a comma-separated list" $CIS2 $RUN --model-dir "$T/tiny" --prompt-ids 1,
 expect 2 "'' is not a comma-separated list" $CIS2 $RUN --model-dir "$T/tiny" --prompt-ids ""
@@ -210,7 +210,7 @@ expect 2 "'-1' is not a comma-separated list" $CIS2 $RUN --model-dir "$T/tiny" -
 set +e; $CIS2 > /dev/null 2>&1; rc=$?; set -e   # no command: the help text, on stderr
 [ $rc -eq 2 ] || fail "cis2 with no arguments exited $rc, want 2"
 expect 2 "unknown command 'frobnicate'" $CIS2 frobnicate
-expect 2 "missing value: --gen-toks" $CIS2 run --gen-toks
+expect 2 "--gen-toks needs a value" $CIS2 run --gen-toks
 expect 2 "'abc' is not a non-negative integer" $CIS2 run --gen-toks abc
 expect 2 "--gen-toks: 99999999999999999999 is too large" $CIS2 run --gen-toks 99999999999999999999
 expect 2 "--threads: 5000 is too large" $CIS2 run --threads 5000
@@ -219,5 +219,5 @@ expect 5 "kernel 'nope' not available" $CIS2 $RUN --model-dir "$T/tiny" --prompt
 expect 2 "path too long" $CIS2 $RUN --model-dir "$(python3 -c "print('d' * 5000)")" --prompt-ids 1
 expect 3 "nodir/logits" $CIS2 $RUN --model-dir "$T/tiny" --prompt-ids 1 --dump-logits "$T/nodir/logits"
 expect 2 "unknown shape 'nope'" $CIS2 synth --shape nope --seed 1 --out "$T/x"
-expect 2 "--seed must be a decimal integer" $CIS2 synth --shape tiny --seed -1 --out "$T/x"
+expect 2 "--seed: '-1' is not a non-negative integer" $CIS2 synth --shape tiny --seed -1 --out "$T/x"
 echo "t_hostile: $n hostile inputs refused cleanly"

@@ -82,7 +82,7 @@ expect_rc 3 $CIS2 run --model-dir "$T/nonexistent" --prompt-ids 1 --gen-toks 1
 expect_rc 2 $CIS2 run --model-dir "$T/tiny" --prompt-ids 1,x --gen-toks 1
 expect_rc 2 $CIS2 run --model-dir "$T/tiny" --prompt-ids 1 --gen-toks 0
 expect_rc 2 $CIS2 run --model-dir "$T/tiny" --prompt-ids 99999 --gen-toks 1
-expect_rc 2 $CIS2 run --model-dir "$T/tiny" --prompt-ids 1 --gen-toks 300    # > max_position_embeddings 256
+expect_rc 5 $CIS2 run --model-dir "$T/tiny" --prompt-ids 1 --gen-toks 300    # > max_position_embeddings 256: unsupported, as in verify
 expect_rc 2 $CIS2 run --model-dir "$T/tiny" --prompt "" --gen-toks 1
 expect_rc 2 $CIS2 run --model-dir "$T/tiny" --bogus
 printf 'a\n\nb\n' > "$T/empty-line.txt"

@@ -78,4 +78,17 @@ grep -q "^completion = " "$d/run" || fail "run: no completion: $(cat "$d/run")"
 g1=$(grep '^generated_token_ids' "$d/run"); g2=$(grep '^generated_token_ids' "$d/run2")
 [ "$g1" = "$g2" ] || fail "run --prompt-ids: $g2, with the text prompt: $g1"
 echo "ok: run --tokenizer-ext ($want)"
+
+# 5. receipts of such runs verify (issue "Reliability" item 7): verify and
+# check take --tokenizer-ext; without it verify says what to do (exit 5).
+"$CIS2" run --model-dir "$d/m" --prompt "Hello world" --gen-toks 3 --tokenizer-ext --receipt "$d/r" > /dev/null 2>&1 ||
+    fail "run --tokenizer-ext --receipt"
+"$CIS2" verify "$d/r" --model-dir "$d/m" --tokenizer-ext > "$d/v" 2> "$d/err" || fail "verify --tokenizer-ext: $(cat "$d/v" "$d/err")"
+grep -q '^verdict: OK' "$d/v" || fail "verify --tokenizer-ext: $(cat "$d/v")"
+"$CIS2" verify "$d/r" --model-dir "$d/m" > "$d/v" 2>&1; rc=$?
+[ $rc -eq 5 ] || fail "verify without --tokenizer-ext exited $rc, want 5"
+grep -q -- "--tokenizer-ext" "$d/v" || fail "verify without the flag does not name it: $(cat "$d/v")"
+"$CIS2" check "$d/r" --tokenizer "$d/m/tokenizer.json" --config "$d/m/config.json" --tokenizer-ext > "$d/v" 2>&1 ||
+    fail "check --tokenizer-ext: $(cat "$d/v")"
+echo "ok: receipts of --tokenizer-ext runs verify with --tokenizer-ext"
 echo "qwen tokenizer extension ok"

@@ -44,7 +44,7 @@ static void test_parse_good(void **s)
     (void)s;
     cis2_receipt r;
     cis2_error err = {0};
-    assert_int_equal(cis2_receipt_parse(good, strlen(good), "good", &r, &err), CIS2_OK);
+    assert_int_equal(cis2_receipt_parse_into(good, strlen(good), "good", &r, &err), CIS2_OK);
     assert_string_equal(r.spec_version, "0.3b");
     assert_string_equal(r.dtype, "fp32");
     assert_int_equal(r.prompt_len, 16);
@@ -67,13 +67,13 @@ static void test_parse_good(void **s)
     assert_int_equal(n, strlen(good));
     assert_memory_equal(out, good, n);
     cis2_receipt r2;
-    assert_int_equal(cis2_receipt_parse(out, n, "again", &r2, &err), CIS2_OK);
+    assert_int_equal(cis2_receipt_parse_into(out, n, "again", &r2, &err), CIS2_OK);
     assert_true(cis2_receipt_equal(&r, &r2));
     r2.generated[5] ^= 1;
     assert_false(cis2_receipt_equal(&r, &r2));
     free(out);
-    cis2_receipt_free(&r);
-    cis2_receipt_free(&r2);
+    cis2_receipt_clear(&r);
+    cis2_receipt_clear(&r2);
 }
 
 /* Edge values that must be accepted: id 0, u32 max, a NUL prompt byte. */
@@ -82,7 +82,7 @@ static void test_parse_edges(void **s)
     (void)s;
     cis2_receipt r, r2;
     cis2_error err = {0};
-    assert_int_equal(cis2_receipt_parse(good, strlen(good), "good", &r, &err), CIS2_OK);
+    assert_int_equal(cis2_receipt_parse_into(good, strlen(good), "good", &r, &err), CIS2_OK);
     r.prompt_ids[0] = 0;
     r.prompt_ids[1] = 4294967295u;
     r.prompt[3] = 0;
@@ -93,11 +93,11 @@ static void test_parse_edges(void **s)
     assert_non_null(strstr(out, "prompt-token-ids 0,4294967295,253,655\n"));
     assert_non_null(strstr(out, "prompt-hex 4f6e6300"));
     assert_non_null(strstr(out, "generated-token-ids 28\n"));
-    assert_int_equal(cis2_receipt_parse(out, n, "edges", &r2, &err), CIS2_OK);
+    assert_int_equal(cis2_receipt_parse_into(out, n, "edges", &r2, &err), CIS2_OK);
     assert_true(cis2_receipt_equal(&r, &r2));
     free(out);
-    cis2_receipt_free(&r);
-    cis2_receipt_free(&r2);
+    cis2_receipt_clear(&r);
+    cis2_receipt_clear(&r2);
 }
 
 /* Replaces the first occurrence of `from` in good with `to`, parses, and
@@ -111,7 +111,7 @@ static void reject(const char *from, const char *to, int line, const char *why)
     snprintf(buf, sizeof buf, "%.*s%s%s", (int)pre, good, to, p + strlen(from));
     cis2_receipt r;
     cis2_error err = {0};
-    int rc = cis2_receipt_parse(buf, strlen(buf), "R", &r, &err);
+    int rc = cis2_receipt_parse_into(buf, strlen(buf), "R", &r, &err);
     if (rc != CIS2_E_FORMAT) fail_msg("accepted (rc %d) after replacing '%s' with '%s'", rc, from, to);
     char want[32];
     snprintf(want, sizeof want, "R: line %d:", line);
@@ -163,16 +163,16 @@ static void test_reject_layout(void **s)
     memcpy(buf, good, n);
     cis2_receipt r;
     cis2_error err = {0};
-    assert_int_equal(cis2_receipt_parse(buf, n, "R", &r, &err), CIS2_E_FORMAT);
+    assert_int_equal(cis2_receipt_parse_into(buf, n, "R", &r, &err), CIS2_E_FORMAT);
     assert_non_null(strstr(err.msg, "line 14: no LF"));
     /* a NUL byte */
     memcpy(buf, good, strlen(good));
     buf[20] = 0;
     err = (cis2_error){0};
-    assert_int_equal(cis2_receipt_parse(buf, strlen(good), "R", &r, &err), CIS2_E_FORMAT);
+    assert_int_equal(cis2_receipt_parse_into(buf, strlen(good), "R", &r, &err), CIS2_E_FORMAT);
     assert_non_null(strstr(err.msg, "line 2: NUL byte"));
     err = (cis2_error){0};
-    assert_int_equal(cis2_receipt_parse("", 0, "R", &r, &err), CIS2_E_FORMAT);
+    assert_int_equal(cis2_receipt_parse_into("", 0, "R", &r, &err), CIS2_E_FORMAT);
 }
 
 static void test_reject_csv(void **s)
@@ -221,7 +221,7 @@ static void test_limits(void **s)
     reject("dtype fp32\n", "dtype fp32fp32fp32fp32\n", 9, "too long");
     cis2_receipt r;
     cis2_error err = {0};
-    assert_int_equal(cis2_receipt_parse(good, strlen(good), "good", &r, &err), CIS2_OK);
+    assert_int_equal(cis2_receipt_parse_into(good, strlen(good), "good", &r, &err), CIS2_OK);
     char *out;
     size_t n;
     strcpy(r.dtype, "f p");
@@ -230,10 +230,10 @@ static void test_limits(void **s)
     r.gen_toks = 0;
     err = (cis2_error){0};
     assert_int_equal(cis2_receipt_render(&r, &out, &n, &err), CIS2_E_FORMAT);
-    cis2_receipt_free(&r);
+    cis2_receipt_clear(&r);
     /* oversized input is refused before parsing */
     err = (cis2_error){0};
-    assert_int_equal(cis2_receipt_parse(good, (size_t)CIS2_RECEIPT_MAX_FILE + 1, "big", &r, &err), CIS2_E_FORMAT);
+    assert_int_equal(cis2_receipt_parse_into(good, (size_t)CIS2_RECEIPT_MAX_FILE + 1, "big", &r, &err), CIS2_E_FORMAT);
 }
 
 /* Trace reader: a hand-written trace is read back; malformed lines fail. */

@@ -1,0 +1,35 @@
+/*
+ * api.h - what every public entry point of the library does around its
+ * work (internal).  Spec §1.3: the library never computes unpinned and
+ * never leaves the caller's floating-point environment changed.
+ *
+ *   cis2_frame f;
+ *   if (cis2_api_enter(&f, &engine->exec)) ... CIS2_E_FPENV ...
+ *   ... work: FTZ/DAZ/RNE pinned, the engine's pool and kernel current ...
+ *   cis2_api_leave(&f);   // the caller's MXCSR/FPCR (flags included) and
+ *                         // context as they were
+ *
+ * A callback into the caller's code is bracketed by callout_begin/end: the
+ * caller's register is restored for the call and the pin put back after.
+ * Frames nest (a callback may call the library again).
+ */
+#ifndef CIS2_API_INTERNAL_H
+#define CIS2_API_INTERNAL_H
+
+#include <stdint.h>
+
+struct cis2_exec;
+typedef struct cis2_frame {
+    uint64_t ctl;                /* the caller's control register */
+    struct cis2_exec *exec;      /* the caller's current context */
+    struct cis2_frame *prev;
+} cis2_frame;
+
+/* exec NULL: the default context.  Returns CIS2_OK or CIS2_E_FPENV (the pin
+ * did not read back); cis2_api_leave must be called either way. */
+int cis2_api_enter(cis2_frame *f, struct cis2_exec *exec);
+void cis2_api_leave(cis2_frame *f);
+uint64_t cis2_api_callout_begin(void);
+void cis2_api_callout_end(uint64_t pinned);
+
+#endif

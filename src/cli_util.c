@@ -1,0 +1,355 @@
+/*
+ * cli_util.c - what every `cis2` subcommand shares: the usage texts (all
+ * in this one table, printed by `cis2 help` and `cis2 CMD --help`), option
+ * parsing (every option at most once), the engine options, the one id-list
+ * grammar, stdin reading, error reporting and checked stdout.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_MODEL_DIR "models/SmolLM2-135M"
+
+#define ENGINE_USAGE                                                                                        \
+    "  --model-dir DIR     the checkpoint: DIR/{model.safetensors,config.json,tokenizer.json}\n"              \
+    "                      (default " DEFAULT_MODEL_DIR ")\n"                                                \
+    "  --kernel K          auto (default), scalar, avx2, avx512 or neon: never changes a bit\n"            \
+    "  --threads N         worker threads (default: online CPUs): never changes a bit\n"                   \
+    "  --tokenizer-ext     also admit Qwen2.5's tokenizer.json (NFC, Split): a non-normative\n"            \
+    "                      extension outside CIS-2 v0.3b §3\n"
+
+const cli_command cli_commands[] = {
+    {"selftest", cmd_selftest, "FTZ/DAZ pin, adversarial probes, table digests",
+     "usage: cis2 selftest\n"
+     "  pins FTZ/DAZ (§1.3), runs the adversarial probes, checks table_digest (§6.6),\n"
+     "  inv_freq_table_digest (§7.2), rsqrt(64) and §5.1's cancellation; prints selftest=PASS\n"},
+    {"run", cmd_run, "greedy-decode a prompt: the §13.1 lines, receipts, traces, logits",
+     "usage: cis2 run [--prompt TEXT | --prompt-file F | --prompt-ids IDS] [--gen-toks N] [options]\n"
+     "  --prompt TEXT       the prompt (default \"Once upon a time\")\n"
+     "  --prompt-file F     several prompts, one per line or a JSON array of strings: they\n"
+     "                      decode together, one result block each (prompt_idx=i)\n"
+     "  --prompt-ids IDS    the prompt as token ids: 1,2,3 or a JSON array\n"
+     "  --gen-toks N        tokens to generate (default 16; EOS is not special, §3.4)\n"
+     "  --json              print the fields as JSON (an array for --prompt-file)\n"
+     "  --receipt FILE      write a CIS-2-RECEIPT v1 (FILE.0, FILE.1, ... for --prompt-file)\n"
+     "  --dump-logits FILE  every step's logits, raw f32 LE, step-major (FILE.i per prompt)\n"
+     "  --trace FILE        the sha256 of every intermediate tensor (one prompt)\n"
+     "  --trace-dump        with --trace: also the values, in FILE.f32\n"
+     "  --progress          progress lines on stderr even when it is not a terminal\n"
+     "  --recompute         test mode: no KV cache reuse (the same bits, slower)\n"
+     " seeded sampling, logprobs and stop rules (docs/sampling.md; any of them makes the\n"
+     " receipt CIS-2-RECEIPT ext-sampling-1, except a greedy run without stop rules):\n"
+     "  --temperature T     0 (default) is greedy (§11.2); decimals are rounded once to binary32\n"
+     "  --top-k K  --top-p P  --min-p P   filters (omit for off)\n"
+     "  --seed N  --sequence N            the Philox key and sample index (default 0)\n"
+     "  --logprobs N        report each token's logprob and the top N-1 alternatives (1..21)\n"
+     "  --stop-at-eos       stop at config.json's eos_token_id\n"
+     "  --stop-id IDS       stop at any of these token ids\n"
+     "  --stop TEXT         stop when the output bytes contain TEXT (up to 16 times)\n" ENGINE_USAGE},
+    {"tokenize", cmd_tokenize, "text -> token ids (§3.1)",
+     "usage: cis2 tokenize --tokenizer FILE [--text TEXT] [--json] [--batch] [--stats] [--tokenizer-ext]\n"
+     "  TEXT, else all of stdin verbatim (a trailing newline is text too) -> ids, comma-separated\n"
+     "  --json              print a JSON array\n"
+     "  --batch             stdin holds JSON strings, one per line: one line of ids each\n"
+     "  --stats             load and encode times on stderr\n"
+     "  --tokenizer-ext     also admit Qwen2.5's tokenizer.json (non-normative)\n"},
+    {"detokenize", cmd_detokenize, "token ids -> text",
+     "usage: cis2 detokenize --tokenizer FILE IDS [--tokenizer-ext] | --tokenizer FILE --batch\n"
+     "  IDS: 1,2,3 or a JSON array; their bytes as UTF-8 (U+FFFD for invalid sequences),\n"
+     "  unknown ids skipped\n"
+     "  --batch             stdin holds one id list per line: one JSON string each\n"
+     "  --tokenizer-ext     also admit Qwen2.5's tokenizer.json (non-normative)\n"},
+    {"conform", cmd_conform, "the §13.1 test vector on the real SmolLM2-135M files",
+     "usage: cis2 conform [--model-dir DIR] [--all] [--kernel K] [--threads N]\n"
+     "  checks the three pinned sha256 first (exit 6 naming both values), then runs the\n"
+     "  pinned prompt and prints PASS/FAIL for every §13.1 value\n"
+     "  --all               also the longer vectors of FACTS.md §5\n"},
+    {"bench", cmd_bench, "speed on this machine against the memory-bandwidth bound",
+     "usage: cis2 bench [--model-dir DIR | --shape NAME] [--gen-toks N] [--json] [--kernel K] [--threads N]\n"
+     "  --shape NAME        a synthetic checkpoint of this shape (default smollm2-135m)\n"
+     "  --gen-toks N        also decode speed at positions 16, 512, 2048 (those <= N)\n"
+     "  --json              print JSON\n"},
+    {"synth", cmd_synth, "write a deterministic synthetic checkpoint",
+     "usage: cis2 synth (--shape NAME | --config FILE) --seed N --out DIR [--tokenizer FILE] | --list\n"
+     "  --shape NAME        smollm2-135m, smollm2-360m, qwen2.5-0.5b, tiny, tiny-qwen, odd\n"
+     "  --config FILE       the shape a real config.json describes (copied byte for byte)\n"
+     "  --tokenizer FILE    a tokenizer.json to copy (default: a minimal byte-level one)\n"
+     "  --list              print the shapes\n"},
+    {"verify", cmd_verify, "recompute every field of receipts",
+     "usage: cis2 verify RECEIPT... [--replay prefill|decode] [--twice] [--dump-logits FILE] [options]\n"
+     "  recomputes the artifact hashes, the prompt's ids and every output from the files;\n"
+     "  several receipts of one model verify together, sharing each weight pass\n"
+     "  --replay prefill    teacher-forced prefill of prompt ++ claimed tokens (default, fast)\n"
+     "  --replay decode     the whole greedy decode again, token by token\n"
+     "  --twice             also check the recomputation's own determinism (§12.4)\n"
+     "  --dump-logits FILE  one receipt: the recomputed logits of every step, raw f32 LE\n" ENGINE_USAGE},
+    {"check", cmd_check, "check what a receipt claims that needs no weights",
+     "usage: cis2 check RECEIPT [--tokenizer FILE] [--config FILE] [--tokenizer-ext]\n"
+     "  table-digest, the argmax digest from the receipt's own ids, and with the files\n"
+     "  their hashes, the prompt's ids and inv-freq-table-digest; lists what stays unverified\n"},
+    {"compare", cmd_compare, "judge two receipts: SAME, DIFFERENT-RUN, CONTRADICTION, WITNESS-COLLISION",
+     "usage: cis2 compare RECEIPT_A RECEIPT_B\n"},
+    {"diff", cmd_diff, "first differing tensor of two `run --trace` files",
+     "usage: cis2 diff TRACE_A TRACE_B\n"},
+};
+const size_t cli_ncommands = sizeof cli_commands / sizeof cli_commands[0];
+
+const cli_command *cli_find(const char *name)
+{
+    for (size_t i = 0; i < cli_ncommands; i++)
+        if (!strcmp(cli_commands[i].name, name)) return &cli_commands[i];
+    return NULL;
+}
+
+/* ----------------------------------------------------------- options */
+
+static int parse_size(const char *cmd, const char *opt, const char *s, size_t max, size_t *out)
+{
+    if (!s || !*s) return cli_usage_error(cmd, "%s needs a number", opt);
+    size_t v = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9') return cli_usage_error(cmd, "%s: '%s' is not a non-negative integer", opt, s);
+        if (v > (max - (size_t)(*p - '0')) / 10) return cli_usage_error(cmd, "%s: %s is too large (max %zu)", opt, s, max);
+        v = v * 10 + (size_t)(*p - '0');
+    }
+    *out = v;
+    return CIS2_OK;
+}
+
+static int parse_u64(const char *cmd, const char *opt, const char *s, uint64_t *out)
+{
+    if (!s || !*s) return cli_usage_error(cmd, "%s needs a number", opt);
+    uint64_t v = 0;
+    for (const char *p = s; *p; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (*p < '0' || *p > '9') return cli_usage_error(cmd, "%s: '%s' is not a non-negative integer", opt, s);
+        if (v > (UINT64_MAX - d) / 10) return cli_usage_error(cmd, "%s: %s does not fit 64 bits", opt, s);
+        v = v * 10 + d;
+    }
+    *out = v;
+    return CIS2_OK;
+}
+
+int cli_parse(const char *cmd, int argc, char **argv, cli_opt *opts, const char **pos, size_t pos_max, size_t *npos)
+{
+    size_t np = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            const cli_command *c = cli_find(cmd);
+            fputs(c ? c->usage : "", stdout);
+            return -1;
+        }
+        if (a[0] == '-' && a[1]) {
+            cli_opt *o = opts;
+            while (o->name && strcmp(o->name, a)) o++;
+            if (!o->name) return cli_usage_error(cmd, "unexpected argument '%s'", a);
+            if (o->seen && o->kind != OPT_MULTI) return cli_usage_error(cmd, "%s given twice", a);
+            o->seen = 1;
+            if (o->kind == OPT_FLAG) { *(int *)o->dest = 1; continue; }
+            if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
+            const char *v = argv[++i];
+            int rc = CIS2_OK;
+            if (o->kind == OPT_MULTI) {
+                cli_multi *mv = o->dest;
+                if (mv->n == (o->max ? o->max : 16)) return cli_usage_error(cmd, "%s given more than %zu times", a, mv->n);
+                mv->v[mv->n++] = v;
+            } else if (o->kind == OPT_STR) *(const char **)o->dest = v;
+            else if (o->kind == OPT_SIZE) rc = parse_size(cmd, a, v, o->max, (size_t *)o->dest);
+            else rc = parse_u64(cmd, a, v, (uint64_t *)o->dest);
+            if (rc) return rc;
+            continue;
+        }
+        if (np == pos_max) return cli_usage_error(cmd, "unexpected argument '%s'", a);
+        pos[np++] = a;
+    }
+    if (npos) *npos = np;
+    return CIS2_OK;
+}
+
+int cli_engine_open(cli_engine *c, cis2_engine **e, cis2_error *err)
+{
+    if (!c->model_dir) c->model_dir = DEFAULT_MODEL_DIR;
+    if (!*c->model_dir) return cis2_fail(err, CIS2_E_USAGE, "--model-dir: empty path");
+    cis2_engine_opts o = {.threads = (int)c->threads, .kernel = c->kernel,
+                          .flags = c->tokenizer_ext ? CIS2_OPEN_TOKENIZER_EXT : 0};
+    return cis2_engine_open(e, c->model_dir, &o, err);
+}
+
+void cli_engine_inputs(const cli_engine *c, char paths[3][4200])
+{
+    const char *dir = c->model_dir ? c->model_dir : DEFAULT_MODEL_DIR;
+    snprintf(paths[0], 4200, "%s/model.safetensors", dir);
+    snprintf(paths[1], 4200, "%s/config.json", dir);
+    snprintf(paths[2], 4200, "%s/tokenizer.json", dir);
+}
+
+/* ------------------------------------------------------------- values */
+
+static int csv_ids(const char *s, uint32_t *ids, size_t *n)
+{
+    size_t k = 0;
+    const char *p = s;
+    for (;;) {
+        const char *e = p;
+        uint64_t v = 0;
+        while (*e >= '0' && *e <= '9') {
+            v = v * 10 + (uint64_t)(*e - '0');
+            if (v > UINT32_MAX) return -1;
+            e++;
+        }
+        if (e == p || (e - p > 1 && *p == '0') || (*e && *e != ',')) return -1;
+        ids[k++] = (uint32_t)v;
+        if (!*e) break;
+        p = e + 1;
+    }
+    *n = k;
+    return 0;
+}
+
+int cli_parse_ids(const char *what, const char *s, uint32_t **ids, size_t *n, cis2_error *err)
+{
+    *ids = NULL;
+    *n = 0;
+    const char *p = s;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    if (*p == '[') {
+        json_error_t je;
+        json_t *a = json_loads(s, 0, &je);
+        size_t k = json_is_array(a) ? json_array_size(a) : 0;
+        int ok = json_is_array(a);
+        uint32_t *v = ok ? malloc((k ? k : 1) * sizeof *v) : NULL;
+        if (ok && !v) { json_decref(a); return cis2_fail(err, CIS2_E_NOMEM, "out of memory"); }
+        for (size_t i = 0; ok && i < k; i++) {
+            json_t *x = json_array_get(a, i);
+            ok = json_is_integer(x) && json_integer_value(x) >= 0 && json_integer_value(x) <= UINT32_MAX;
+            if (ok) v[i] = (uint32_t)json_integer_value(x);
+        }
+        json_decref(a);
+        if (!ok) {
+            free(v);
+            return cis2_fail(err, CIS2_E_USAGE, "%s: '%.60s' is not a JSON array of u32 ids", what, s);
+        }
+        *ids = v;
+        *n = k;
+        return CIS2_OK;
+    }
+    if (!*s) return CIS2_OK; /* the empty list */
+    size_t cap = 1;
+    for (const char *q = s; *q; q++) cap += *q == ',';
+    uint32_t *v = malloc(cap * sizeof *v);
+    if (!v) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    if (csv_ids(s, v, n)) {
+        free(v);
+        *n = 0;
+        return cis2_fail(err, CIS2_E_USAGE, "%s: '%.60s' is not a comma-separated list of u32 ids (like 1,2,3)",
+                         what, s);
+    }
+    *ids = v;
+    return CIS2_OK;
+}
+
+char *cli_ids_csv(const uint32_t *ids, size_t n)
+{
+    char *s = malloc(n * 11 + 1), *p = s;
+    if (!s) return NULL;
+    *p = 0;
+    for (size_t i = 0; i < n; i++) p += sprintf(p, i ? ",%u" : "%u", ids[i]);
+    return s;
+}
+
+void cli_hex(const uint8_t d[32], char out[65]) { cis2_hex(d, 32, out); }
+
+int cli_parse_f32(const char *cmd, const char *opt, const char *s, float *out)
+{
+    const char *p = s;
+    int digits = 0, nonzero = 0;
+    if (*p == '+' || *p == '-') p++;
+    for (; *p >= '0' && *p <= '9'; p++) { digits++; nonzero |= *p != '0'; }
+    if (*p == '.')
+        for (p++; *p >= '0' && *p <= '9'; p++) { digits++; nonzero |= *p != '0'; }
+    if (digits && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (*p == '+' || *p == '-') p++;
+        if (!(*p >= '0' && *p <= '9')) digits = 0;
+        while (*p >= '0' && *p <= '9') p++;
+    }
+    if (!digits || *p) return cli_usage_error(cmd, "%s: '%s' is not a decimal number", opt, s);
+    errno = 0;
+    float f = strtof(s, NULL); /* correctly rounded, nearest-even (glibc) */
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    if ((b & 0x7F800000u) == 0x7F800000u) return cli_usage_error(cmd, "%s: %s overflows binary32", opt, s);
+    if (nonzero && (b & 0x7F800000u) == 0)
+        return cli_usage_error(cmd, "%s: %s is below the smallest normal binary32 (it would be taken as 0)", opt, s);
+    if (b & 0x80000000u) return cli_usage_error(cmd, "%s: %s is negative", opt, s);
+    *out = f;
+    return CIS2_OK;
+}
+
+int cli_read_stdin(size_t limit, char **buf, size_t *len, cis2_error *err)
+{
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+    if (!b) return cis2_fail(err, CIS2_E_NOMEM, "stdin: out of memory");
+    for (;;) {
+        if (n + 1 >= cap) {
+            if (cap > limit) { free(b); return cis2_fail(err, CIS2_E_FORMAT, "stdin: more than %zu bytes", limit); }
+            char *nb = realloc(b, cap * 2);
+            if (!nb) { free(b); return cis2_fail(err, CIS2_E_NOMEM, "stdin: out of memory"); }
+            b = nb;
+            cap *= 2;
+        }
+        size_t got = fread(b + n, 1, cap - n - 1, stdin);
+        n += got;
+        if (got == 0) break;
+    }
+    if (ferror(stdin)) { free(b); return cis2_fail(err, CIS2_E_IO, "stdin: read error"); }
+    if (n > limit) { free(b); return cis2_fail(err, CIS2_E_FORMAT, "stdin: more than %zu bytes", limit); }
+    b[n] = 0;
+    *buf = b;
+    *len = n;
+    return CIS2_OK;
+}
+
+/* ---------------------------------------------------------- reporting */
+
+int cli_report(const cis2_error *err)
+{
+    fprintf(stderr, "cis2: %s\n", err->msg[0] ? err->msg : cis2_status_name(err->code));
+    return err->code ? err->code : CIS2_E_INTERNAL;
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "cis2 %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see 'cis2 %s --help')\n", cmd);
+    return CIS2_E_USAGE;
+}
+
+int cli_finish_stdout(int rc)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "cis2: writing stdout failed\n");
+        return CIS2_E_IO;
+    }
+    return rc;
+}
+
+void cli_print_verdict(const cis2_verdict *v, int colon)
+{
+    for (size_t i = 0; i < v->n_fields; i++) {
+        const cis2_field *f = &v->fields[i];
+        if (!f->key[0]) printf("%s\n", f->detail);
+        else printf(colon ? "%s: %s\n" : "%s %s\n", f->key, f->detail);
+    }
+    printf("verdict: %s\n", v->summary);
+}

@@ -1,0 +1,188 @@
+/*
+ * engine.c - engines (include/cis2.h sections 1, 3 and 4): open a
+ * checkpoint directory, report its configuration and digests, tokenize and
+ * detokenize through it, change its kernel and threads.
+ *
+ * Open order: the §1.3 self-test under the pin (a broken pin refuses to
+ * run), the engine's execution context (its own worker pool and kernel,
+ * threadpool.h), the model (model.c: config.json, tokenizer.json and
+ * model.safetensors hashed, §2.1, and the weights packed), the optional
+ * expected hashes, then the tokenizer.  A tokenizer the loader refuses
+ * does not fail the open: prompts given as ids still run (the file is
+ * hashed into the witness either way, §12.1).
+ */
+#include "engine.h"
+#include "kernels.h"
+#include "tokenizer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *cis2_version(void) { return CIS2_VERSION; }
+
+void cis2_free(void *p) { free(p); }
+
+static int check_hash(const char *file, const uint8_t *want, const uint8_t got[32], cis2_error *err)
+{
+    if (!want || !memcmp(want, got, 32)) return CIS2_OK;
+    char a[65], b[65];
+    cis2_hex(want, 32, a);
+    cis2_hex(got, 32, b);
+    return cis2_fail(err, CIS2_E_HASH, "%s: sha256 %s differs from the expected %s (§2.1)", file, b, a);
+}
+
+static void fill_info(cis2_engine *e)
+{
+    const cis2_model *m = &e->m;
+    cis2_model_info *i = &e->info;
+    snprintf(i->model_type, sizeof i->model_type, "%s", m->cfg.model_type[0] ? m->cfg.model_type : "llama");
+    i->hidden_size = m->hidden;
+    i->intermediate_size = m->inter;
+    i->num_layers = m->n_layers;
+    i->num_heads = m->n_heads;
+    i->num_kv_heads = m->n_kv;
+    i->head_dim = m->head_dim;
+    i->vocab_size = m->vocab;
+    i->max_position_embeddings = (size_t)m->cfg.max_position_embeddings;
+    i->rms_norm_eps = m->cfg.rms_norm_eps;
+    i->rope_theta = m->cfg.rope_theta;
+    i->tied = m->tied;
+    i->qkv_bias = m->n_layers > 0 && m->layers[0].bq != NULL;
+    i->weight_bytes = m->weight_bytes;
+    memcpy(i->weights_sha256, m->weights_sha, 32);
+    memcpy(i->config_sha256, m->config_sha, 32);
+    memcpy(i->tokenizer_sha256, m->tokenizer_sha, 32);
+    memcpy(i->table_digest, m->table_digest, 32);
+    memcpy(i->inv_freq_table_digest, m->inv_freq_digest, 32);
+    i->has_tokenizer = e->tok != NULL;
+    i->tokenizer_normative = e->tok ? cis2_tokenizer_is_normative(e->tok) : 1;
+    i->model_dir = e->dir;
+    i->n_eos = m->cfg.n_eos;
+    memcpy(i->eos_ids, m->cfg.eos_ids, sizeof i->eos_ids);
+    i->eos_malformed = m->cfg.eos_malformed;
+}
+
+int cis2_engine_open(cis2_engine **out, const char *model_dir, const cis2_engine_opts *opts, cis2_error *err)
+{
+    *out = NULL;
+    cis2_engine_opts dflt = {0};
+    if (!opts) opts = &dflt;
+    if (!model_dir || !*model_dir) return cis2_fail(err, CIS2_E_USAGE, "model directory: empty path");
+    cis2_engine *e = calloc(1, sizeof *e);
+    if (!e || !(e->dir = strdup(model_dir))) {
+        free(e);
+        return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    }
+    cis2_exec_init(&e->exec, opts->threads);
+    cis2_frame f;
+    int rc = CIS2_OK;
+    ENGINE_ENTER(e, f, err, rc, out);
+    if ((rc = cis2_fpenv_selftest(err))) goto out; /* §1.3: before any decode-path arithmetic */
+    if ((rc = cis2_kernel_select(opts->kernel ? opts->kernel : "auto", err))) goto out;
+    if ((rc = cis2_exec_set_threads(&e->exec, opts->threads, err))) goto out;
+    if ((rc = cis2_model_load(&e->m, model_dir, err))) goto out;
+    if ((rc = check_hash("model.safetensors", opts->expect_weights_sha256, e->m.weights_sha, err)) ||
+        (rc = check_hash("config.json", opts->expect_config_sha256, e->m.config_sha, err)) ||
+        (rc = check_hash("tokenizer.json", opts->expect_tokenizer_sha256, e->m.tokenizer_sha, err)))
+        goto out;
+    {
+        size_t pl = strlen(model_dir) + sizeof "/tokenizer.json";
+        char *path = malloc(pl);
+        if (!path) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); goto out; }
+        snprintf(path, pl, "%s/tokenizer.json", model_dir);
+        unsigned tf = opts->flags & CIS2_OPEN_TOKENIZER_EXT ? CIS2_TOK_ALLOW_NONNORMATIVE : 0;
+        if (cis2_tokenizer_load_ext(&e->tok, path, tf, &e->tok_err) != CIS2_OK) e->tok = NULL;
+        free(path);
+    }
+    fill_info(e);
+    e->info.kernel = cis2_kernel_name();
+    e->info.threads = cis2_pool_size(cis2_exec_pool(&e->exec));
+out:
+    ENGINE_LEAVE(f);
+    if (rc) {
+        cis2_engine_close(e);
+        return rc;
+    }
+    *out = e;
+    return CIS2_OK;
+}
+
+void cis2_engine_close(cis2_engine *e)
+{
+    if (!e) return;
+    cis2_model_free(&e->m);
+    cis2_tokenizer_free(e->tok);
+    cis2_exec_free(&e->exec);
+    free(e->dir);
+    free(e);
+}
+
+const cis2_model_info *cis2_engine_info(const cis2_engine *e) { return &e->info; }
+
+int cis2_engine_set_kernel(cis2_engine *e, const char *kernel, cis2_error *err)
+{
+    cis2_frame f;
+    int rc = CIS2_OK;
+    ENGINE_ENTER(e, f, err, rc, out);
+    if (!(rc = cis2_kernel_select(kernel ? kernel : "auto", err))) e->info.kernel = cis2_kernel_name();
+out:
+    ENGINE_LEAVE(f);
+    return rc;
+}
+
+int cis2_engine_set_threads(cis2_engine *e, int threads, cis2_error *err)
+{
+    int rc = cis2_exec_set_threads(&e->exec, threads, err);
+    e->info.threads = cis2_pool_size(e->exec.pool);
+    return rc;
+}
+
+/* ------------------------------------------------------------- tokens */
+
+int cis2_engine_encode(const cis2_engine *e, const char *text, size_t len, uint32_t **ids, size_t *n,
+                       cis2_error *err)
+{
+    *ids = NULL;
+    *n = 0;
+    if (!e->tok) return cis2_fail(err, e->tok_err.code ? e->tok_err.code : CIS2_E_USAGE, "%s", e->tok_err.msg);
+    return cis2_tokenizer_encode(e->tok, text, len, ids, n, err);
+}
+
+int cis2_engine_tokenize(const cis2_engine *e, const char *text, size_t len, uint32_t **ids, size_t *n,
+                         cis2_error *err)
+{
+    return cis2_engine_encode(e, text, len, ids, n, err); /* no float arithmetic: no frame needed */
+}
+
+int cis2_engine_bytes(const cis2_engine *e, const uint32_t *ids, size_t n, char **text, size_t *len,
+                      cis2_error *err)
+{
+    *text = NULL;
+    *len = 0;
+    if (!e->tok) return cis2_fail(err, e->tok_err.code ? e->tok_err.code : CIS2_E_USAGE, "%s", e->tok_err.msg);
+    size_t total = 0, l;
+    for (size_t i = 0; i < n; i++)
+        if (cis2_tokenizer_token_bytes(e->tok, ids[i], &l)) total += l;
+    char *o = malloc(total + 1);
+    if (!o) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *b = cis2_tokenizer_token_bytes(e->tok, ids[i], &l);
+        if (b) { memcpy(o + k, b, l); k += l; }
+    }
+    o[k] = 0;
+    *text = o;
+    *len = k;
+    return CIS2_OK;
+}
+
+int cis2_engine_detokenize(const cis2_engine *e, const uint32_t *ids, size_t n, int display, char **text,
+                           size_t *len, cis2_error *err)
+{
+    if (!display) return cis2_engine_bytes(e, ids, n, text, len, err);
+    *text = NULL;
+    *len = 0;
+    if (!e->tok) return cis2_fail(err, e->tok_err.code ? e->tok_err.code : CIS2_E_USAGE, "%s", e->tok_err.msg);
+    *text = cis2_tokenizer_decode_n(e->tok, ids, n, len);
+    return *text ? CIS2_OK : cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+}

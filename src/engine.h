@@ -1,0 +1,46 @@
+/*
+ * engine.h - the engine handle behind include/cis2.h section 3 (internal:
+ * session.c, verify.c and results.c reach into it).
+ *
+ * An engine is a loaded model (model.h), its tokenizer (or the reason it
+ * has none), and its own execution context (threadpool.h: worker pool and
+ * kernel).  Every public entry point that computes with an engine wraps
+ * its work in ENGINE_ENTER / ENGINE_LEAVE (api.h frames).
+ */
+#ifndef CIS2_ENGINE_H
+#define CIS2_ENGINE_H
+
+#include "api.h"
+#include "cis2.h"
+#include "model.h"
+#include "threadpool.h"
+
+struct cis2_engine {
+    cis2_model m;
+    cis2_tokenizer *tok;      /* NULL: tok_err says why */
+    cis2_error tok_err;
+    cis2_exec exec;
+    char *dir;
+    cis2_model_info info;
+};
+
+/* Opens an API frame on the engine's context; on a pin failure records
+ * CIS2_E_FPENV and jumps to label `out` (which must ENGINE_LEAVE). */
+#define ENGINE_ENTER(e, frame, err, rc, out)                                                 \
+    do {                                                                                     \
+        if (cis2_api_enter(&(frame), &((cis2_engine *)(e))->exec)) {                         \
+            rc = cis2_fail(err, CIS2_E_FPENV, "FTZ/DAZ pin did not read back (%s)", cis2_isa_name()); \
+            goto out;                                                                        \
+        }                                                                                    \
+    } while (0)
+#define ENGINE_LEAVE(frame) cis2_api_leave(&(frame))
+
+/* The bytes of ids (raw, no U+FFFD), NUL-terminated; CIS2_E_USAGE without a
+ * tokenizer.  Inside a frame. */
+int cis2_engine_bytes(const cis2_engine *e, const uint32_t *ids, size_t n, char **text, size_t *len,
+                      cis2_error *err);
+/* Tokenizes inside a frame (no frame of its own). */
+int cis2_engine_encode(const cis2_engine *e, const char *text, size_t len, uint32_t **ids, size_t *n,
+                       cis2_error *err);
+
+#endif

@@ -1,0 +1,609 @@
+/*
+ * verify.c - cis2_verify (include/cis2.h section 7): a receipt's every
+ * field recomputed from the engine's files.  Spec §2.1 (artifact hashes),
+ * §3.1 (the prompt's ids come from its bytes), §6.6/§7.2 (table digests),
+ * §11.2, §12.1, §12.2, §12.4; docs/sampling.md §S8 for extension receipts.
+ *
+ * verify trusts nothing in a receipt but its inputs (prompt-hex, the
+ * number of tokens, and for the extension the sampling parameters and stop
+ * rules): hashes come from the files, prompt ids from the tokenizer,
+ * outputs from the model.  The run the inputs describe is recomputed in
+ * one of two ways:
+ *
+ *   prefill (default): the prompt ++ the claimed tokens go through the
+ *     model as teacher-forced prefill rows, in chunks, many receipts per
+ *     weight pass.  Every row is the single-sequence arithmetic and the KV
+ *     cache is memoization (§3.5), so the logits at position
+ *     n_prompt-1+s equal decode step s's logits whenever the claimed
+ *     tokens before s are the decode's.  Each step's token is then chosen
+ *     as the run would choose it (§11.2's argmax, or the seeded sampler of
+ *     §S3 with the receipt's parameters) and the stop rules evaluated
+ *     (§S5.3).  While those tokens are the claimed ones the rows are the
+ *     decode's; at the first step whose claim differs, the receipt is wrong
+ *     there (first-bad-step names it, with both tokens' logits), and the
+ *     run continues from the true token as an ordinary decode, so every
+ *     field reported is exactly what the decode replay reports.
+ *   decode: the whole run again (cis2_generate), token by token.
+ *
+ * §12.4's double run (a property of the run, not of the receipt) is
+ * optional (`twice`): a verify is itself an independent recomputation.
+ *
+ * Memory (docs/inputs.md): a prefill pass holds at most VERIFY_ROWS rows
+ * and VERIFY_LOGIT_BYTES of logits; receipts are admitted while their KV
+ * caches fit in VERIFY_KV_BUDGET (always at least one).
+ */
+#include "digest.h"
+#include "engine.h"
+#include "kernels.h"
+#include "pmath.h"
+#include "receipt.h"
+#include "sample.h"
+#include "session.h"
+#include "tokenizer.h"
+#include "verdict.h"
+#include "witness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VERIFY_ROWS 256
+#define VERIFY_LOGIT_BYTES ((size_t)64 << 20)
+#define VERIFY_KV_BUDGET ((size_t)1 << 30)
+
+typedef struct vjob {
+    const cis2_receipt *r;
+    cis2_verdict *v;
+    size_t index;              /* in the cis2_verify call */
+    int skip;                  /* the verdict is final already */
+    uint32_t *ids;             /* the prompt's recomputed ids */
+    size_t nids;
+    /* the run the receipt's inputs describe */
+    cis2_sampling samp;        /* greedy for v1 */
+    cis2_stop_rule stop;       /* max_tokens: gen-toks (v1) or max-toks (ext) */
+    int ext;
+    uint8_t params[32];        /* ext: the digest of the run's parameter block (§S7.5) */
+    uint8_t params_lines[32];  /* ext: of the receipt's own lines */
+    size_t claimed;            /* gen-toks */
+    size_t oov_step;           /* first claimed id >= vocab (claimed: none) */
+    /* replay outputs */
+    uint32_t *decoded;         /* the run's tokens */
+    size_t ndec;
+    int finish;
+    long long bad_step;        /* first step whose claim is not the run's token */
+    uint32_t claimed_tok, expected_tok, claimed_bits, expected_bits;
+    uint8_t witness[32], argmax[32];
+    /* prefill replay state */
+    int state;                 /* J_WAIT, J_FORCED, J_DECODE, J_DONE */
+    cis2_kv kv;
+    cis2_sha w;
+    int w_open;
+    cis2_sample_ws sws;
+    cis2_stop_state sst;
+    int rc;                    /* CIS2_E_NOMEM inside a task */
+    size_t next_pos, forced_end; /* teacher-forced rows: positions [next_pos, forced_end) */
+    size_t kv_bytes;
+    float *lg0;                /* this pass's first logits row */
+    size_t step0, nlog;
+} vjob;
+
+enum { J_WAIT, J_FORCED, J_DECODE, J_DONE };
+
+static uint32_t bits(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }
+
+/* The claimed token at position p of prompt ++ generated. */
+static uint32_t job_token(const vjob *j, size_t p)
+{
+    return p < j->nids ? j->ids[p] : j->r->generated[p - j->nids];
+}
+
+static void note_bad(vjob *j, size_t step, const float *lg, size_t V, uint32_t best)
+{
+    if (j->bad_step >= 0) return;
+    uint32_t claim = step < j->claimed ? j->r->generated[step] : UINT32_MAX;
+    j->bad_step = (long long)step;
+    j->claimed_tok = claim;
+    j->expected_tok = best;
+    j->claimed_bits = claim < V ? bits(lg[claim]) : 0;
+    j->expected_bits = bits(lg[best]);
+}
+
+/* One step of the run: its token as the run chooses it, the witness item
+ * 7, the stop rules (§S5.3).  A step past the claimed tokens, or a run
+ * that stops before them, is a mismatch at that step. */
+static void decide(vjob *j, const cis2_engine *e, const float *lg, size_t V)
+{
+    size_t step = j->ndec;
+    uint32_t tok;
+    if ((j->rc = cis2_sample_step(lg, V, &j->samp, (uint32_t)step, &j->sws, &tok, NULL))) return;
+    if (step >= j->claimed || tok != j->r->generated[step]) note_bad(j, step, lg, V, tok);
+    cis2_witness_step(&j->w, lg, V, tok);
+    j->decoded[j->ndec++] = tok;
+    size_t len = 0;
+    const char *b = j->stop.n_strings && e->tok ? cis2_tokenizer_token_bytes(e->tok, tok, &len) : NULL;
+    int why = cis2_stop_after(&j->stop, &j->sst, step, tok, (const uint8_t *)(b ? b : ""), b ? len : 0);
+    if (why < 0) { j->rc = CIS2_E_NOMEM; return; }
+    if (why) {
+        j->finish = why;
+        if (j->ndec < j->claimed) { /* it stops before the claimed tokens end */
+            uint32_t claim = j->r->generated[j->ndec];
+            if (j->bad_step < 0) {
+                j->bad_step = (long long)j->ndec;
+                j->claimed_tok = claim;
+                j->expected_tok = UINT32_MAX; /* none: the run has stopped */
+            }
+        }
+    }
+}
+
+/* This pass's logits rows of one receipt, in step order.  While the claims
+ * hold, each row is the run's (teacher forcing is exact); after the first
+ * that does not, the rest of this pass's rows were fed a wrong token and
+ * are dropped: the receipt continues as a decode from the true token. */
+typedef struct check_ctx { vjob **act; size_t V; const cis2_engine *e; } check_ctx;
+
+static void check_task(void *vctx, size_t i)
+{
+    check_ctx *c = vctx;
+    vjob *j = c->act[i];
+    for (size_t k = 0; k < j->nlog && !j->finish && !j->rc; k++) {
+        decide(j, c->e, j->lg0 + k * c->V, c->V);
+        if (j->bad_step >= 0 && j->state == J_FORCED) { j->state = J_DECODE; break; }
+    }
+}
+
+static void job_stop(vjob *j, size_t *kv_used)
+{
+    if (j->w_open) {
+        cis2_sha_final(&j->w, j->witness);
+        j->w_open = 0;
+    }
+    cis2_kv_free(&j->kv);
+    *kv_used -= j->kv_bytes;
+    j->kv_bytes = 0;
+    j->state = J_DONE;
+}
+
+static int job_start(const cis2_model *m, vjob *j, size_t *kv_used, cis2_error *err)
+{
+    size_t maxs = j->stop.max_tokens;
+    int rc = cis2_kv_init(&j->kv, m, j->nids + maxs, err);
+    if (rc) return rc;
+    if (!(j->decoded = malloc(maxs * sizeof(uint32_t)))) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    if (cis2_witness_begin(&j->w, m, j->ids, j->nids, j->ext ? j->params : NULL))
+        return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    j->w_open = 1;
+    j->bad_step = -1;
+    j->ndec = 0;
+    j->finish = CIS2_FINISH_NONE;
+    j->next_pos = 0;
+    /* positions 0 .. nids+claimed-2 (the last claimed token is never an
+     * input); a claimed id outside the vocabulary is never fed */
+    j->forced_end = j->nids + j->claimed - 1;
+    if (j->nids + j->oov_step < j->forced_end) j->forced_end = j->nids + j->oov_step;
+    j->kv_bytes = 2 * m->n_layers * j->kv.cap * m->kv_dim * sizeof(float);
+    *kv_used += j->kv_bytes;
+    j->state = J_FORCED;
+    return CIS2_OK;
+}
+
+static size_t kv_need(const cis2_model *m, const vjob *j)
+{
+    return 2 * m->n_layers * ((j->nids + j->stop.max_tokens + 15) / 16 * 16) * m->kv_dim * sizeof(float);
+}
+
+/* Teacher-forced replay of every job (see the top of the file), the
+ * decodes after a bad step included; VERIFY_ROWS rows per weight pass. */
+static int replay_prefill(cis2_engine *e, vjob *jobs, size_t n, const cis2_verify_opts *o, cis2_error *err)
+{
+    const cis2_model *m = &e->m;
+    const size_t V = m->vocab;
+    size_t max_log = VERIFY_LOGIT_BYTES / (V * sizeof(float));
+    if (max_log < 16) max_log = 16;
+    if (max_log > VERIFY_ROWS) max_log = VERIFY_ROWS;
+    cis2_row *rows = malloc(VERIFY_ROWS * sizeof *rows);
+    float *logits = malloc(max_log * V * sizeof(float));
+    vjob **act = malloc((n ? n : 1) * sizeof *act);
+    cis2_ws ws = {0};
+    size_t kv_used = 0, running = 0;
+    int rc = CIS2_OK;
+    if (!rows || !logits || !act) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); goto out; }
+    for (size_t i = 0; i < n; i++) jobs[i].state = jobs[i].skip ? J_DONE : J_WAIT;
+    for (;;) {
+        for (size_t i = 0; i < n; i++) { /* admit while the KV caches fit (always one) */
+            vjob *j = &jobs[i];
+            if (j->state != J_WAIT) continue;
+            if (running && kv_used + kv_need(m, j) > VERIFY_KV_BUDGET) break;
+            if ((rc = job_start(m, j, &kv_used, err))) goto out;
+            running++;
+        }
+        size_t nact = 0, nrows = 0, nlog = 0;
+        for (size_t i = 0; i < n && nrows < VERIFY_ROWS && nlog < max_log; i++) {
+            vjob *j = &jobs[i];
+            if (j->state != J_FORCED && j->state != J_DECODE) continue;
+            j->nlog = 0;
+            j->lg0 = NULL;
+            size_t first = nrows;
+            if (j->state == J_DECODE) { /* one row: the last decided token */
+                cis2_row *r = &rows[nrows++];
+                *r = (cis2_row){.kv = &j->kv, .pos = j->nids + j->ndec - 1, .token = j->decoded[j->ndec - 1]};
+                r->logits = j->lg0 = logits + nlog * V;
+                j->step0 = j->ndec;
+                nlog++;
+                j->nlog = 1;
+            }
+            while (j->state == J_FORCED && j->next_pos < j->forced_end && nrows < VERIFY_ROWS) {
+                size_t p = j->next_pos;
+                int wants = p + 1 >= j->nids; /* the logits of every step: positions nids-1 .. */
+                if (wants && nlog == max_log) break;
+                cis2_row *r = &rows[nrows++];
+                *r = (cis2_row){.kv = &j->kv, .pos = p, .token = job_token(j, p)};
+                if (wants) {
+                    r->logits = logits + nlog * V;
+                    if (!j->lg0) { j->lg0 = r->logits; j->step0 = p + 1 - j->nids; }
+                    nlog++;
+                    j->nlog++;
+                }
+                j->next_pos++;
+            }
+            if (nrows > first) act[nact++] = j;
+        }
+        if (nrows == 0) break;
+        if ((rc = cis2_forward(m, &ws, rows, nrows, NULL, NULL, err))) goto out;
+        check_ctx cc = {act, V, e};
+        cis2_parallel_for(nact, check_task, &cc); /* each receipt its own stream */
+        for (size_t i = 0; i < nact; i++) {
+            vjob *j = act[i];
+            if (j->rc) { rc = cis2_fail(err, j->rc, "out of memory in verify"); goto out; }
+            if (o->on_step) { /* the caller's code, in step order per receipt */
+                size_t k0 = j->step0, k1 = j->ndec;
+                for (size_t k = k0; k < k1; k++) {
+                    cis2_token_event ev = {.seq = j->index, .step = k,
+                                           .token = k < j->claimed ? j->r->generated[k] : j->decoded[k],
+                                           .logits = j->lg0 + (k - k0) * V, .vocab = V};
+                    uint64_t pinned = cis2_api_callout_begin();
+                    o->on_step(o->on_step_ctx, &ev);
+                    cis2_api_callout_end(pinned);
+                }
+            }
+            if (j->finish) { job_stop(j, &kv_used); running--; }
+            else if (j->state == J_FORCED && j->next_pos == j->forced_end && j->ndec == j->forced_end + 1 - j->nids)
+                j->state = J_DECODE; /* every claim matched, and the run goes on past them */
+        }
+    }
+    for (size_t i = 0; i < n; i++) { /* §12.2 over prompt ++ the run's ids */
+        vjob *j = &jobs[i];
+        if (!j->skip && cis2_argmax_digest(j->ids, j->nids, j->decoded, j->ndec, j->argmax)) {
+            rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+            goto out;
+        }
+    }
+out:
+    for (size_t i = 0; i < n; i++)
+        if (jobs[i].state == J_FORCED || jobs[i].state == J_DECODE) job_stop(&jobs[i], &kv_used);
+    cis2_ws_free(&ws);
+    free(rows);
+    free(logits);
+    free(act);
+    return rc;
+}
+
+/* Decode replay: the whole run again (§3.4), every receipt in one
+ * cis2_generate; the token callback notes the first bad step. */
+typedef struct dec_cb { vjob *jobs; const size_t *which; const cis2_verify_opts *o; } dec_cb;
+
+static int dec_on_token(void *ctx, const cis2_token_event *ev)
+{
+    dec_cb *c = ctx;
+    vjob *j = &c->jobs[c->which[ev->seq]];
+    if (ev->step >= j->claimed || ev->token != j->r->generated[ev->step])
+        note_bad(j, ev->step, ev->logits, ev->vocab, ev->token);
+    else if (ev->finish && ev->step + 1 < j->claimed && j->bad_step < 0) { /* stops before the claims end */
+        j->bad_step = (long long)ev->step + 1;
+        j->claimed_tok = j->r->generated[ev->step + 1];
+        j->expected_tok = UINT32_MAX;
+    }
+    if (c->o->on_step) {
+        cis2_token_event e2 = *ev;
+        e2.seq = j->index;
+        e2.token = ev->step < j->claimed ? j->r->generated[ev->step] : ev->token;
+        c->o->on_step(c->o->on_step_ctx, &e2);
+    }
+    return 0;
+}
+
+static int replay_decode(cis2_engine *e, vjob *jobs, size_t n, const cis2_verify_opts *o, cis2_error *err)
+{
+    size_t k = 0;
+    cis2_request *reqs = calloc(n ? n : 1, sizeof *reqs);
+    cis2_stop *stops = calloc(n ? n : 1, sizeof *stops);
+    size_t *which = calloc(n ? n : 1, sizeof *which);
+    int rc = CIS2_OK;
+    if (!reqs || !stops || !which) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); goto out; }
+    for (size_t i = 0; i < n; i++) {
+        vjob *j = &jobs[i];
+        if (j->skip) continue;
+        reqs[k] = (cis2_request){.ids = j->ids, .n_ids = j->nids, .max_tokens = j->stop.max_tokens};
+        if (j->ext) {
+            reqs[k].sampling = &j->samp;
+            stops[k] = (cis2_stop){.eos = j->stop.eos != NULL, .ids = j->stop.ids, .n_ids = j->stop.n_ids,
+                                   .strings = (const char *const *)j->stop.strings, .string_lens = j->stop.lens,
+                                   .n_strings = j->stop.n_strings};
+            reqs[k].stop = &stops[k];
+        }
+        j->bad_step = -1;
+        which[k++] = i;
+    }
+    if (k) {
+        dec_cb cb = {jobs, which, o};
+        cis2_gen_opts go = {.twice = o->twice, .on_token = dec_on_token, .on_token_ctx = &cb};
+        cis2_result *res;
+        if ((rc = cis2_generate(e, reqs, k, &go, &res, err))) goto out;
+        for (size_t q = 0; q < k; q++) {
+            vjob *j = &jobs[which[q]];
+            memcpy(j->witness, res[q].witness, 32);
+            memcpy(j->argmax, res[q].argmax_digest, 32);
+            j->decoded = res[q].tokens;
+            j->ndec = res[q].n_tokens;
+            j->finish = res[q].finish;
+            res[q].tokens = NULL;
+        }
+        cis2_results_free(res, k);
+    }
+out:
+    free(reqs);
+    free(stops);
+    free(which);
+    return rc;
+}
+
+/* --------------------------------------------------------------- verdicts */
+
+#define ART(key, w, g) do { if (cis2_vd_digest(v, key, w, g)) cis2_vd_name(art, sizeof art, key); } while (0)
+#define OUT(cond, key) do { if (cond) cis2_vd_name(outs, sizeof outs, key); } while (0)
+
+static void bad_step_note(cis2_verdict *v, const vjob *j)
+{
+    if (j->bad_step < 0) return;
+    if (j->expected_tok == UINT32_MAX)
+        cis2_vd_field(v, "first-bad-step", CIS2_FIELD_NOTE, "%lld: claimed %u, but the run stops before it",
+                      j->bad_step, j->claimed_tok);
+    else if (j->claimed_tok == UINT32_MAX)
+        cis2_vd_field(v, "first-bad-step", CIS2_FIELD_NOTE, "%lld: no token claimed, but the run goes on with %u (logit 0x%08x)",
+                      j->bad_step, j->expected_tok, j->expected_bits);
+    else
+        cis2_vd_field(v, "first-bad-step", CIS2_FIELD_NOTE,
+                      "%lld: claimed %u (logit 0x%08x), the run's token %u (logit 0x%08x)", j->bad_step,
+                      j->claimed_tok, j->claimed_bits, j->expected_tok, j->expected_bits);
+}
+
+/* The verdict of one replayed receipt: every field as the run gives it. */
+static void judge(const cis2_engine *e, vjob *j)
+{
+    const cis2_model *m = &e->m;
+    const cis2_receipt *r = j->r;
+    cis2_verdict *v = j->v;
+    char art[256] = "", outs[512] = "";
+    ART("weights-sha256", r->weights_sha, m->weights_sha); /* recomputed from the files, never trusted */
+    ART("config-sha256", r->config_sha, m->config_sha);
+    ART("tokenizer-sha256", r->tokenizer_sha, m->tokenizer_sha);
+    cis2_vd_field(v, "prompt-hex", CIS2_FIELD_INPUT, "input (%zu bytes)", r->prompt_len);
+    OUT(cis2_vd_ids(v, "prompt-token-ids", r->prompt_ids, r->n_prompt, j->ids, j->nids), "prompt-token-ids");
+    if (!r->ext) {
+        cis2_vd_field(v, "gen-toks", CIS2_FIELD_INPUT, "input (%u)", r->gen_toks);
+        cis2_vd_field(v, "dtype", CIS2_FIELD_OK, "ok");
+    } else { /* docs/sampling.md §S8 */
+        cis2_vd_field(v, "dtype", CIS2_FIELD_OK, "ok");
+        cis2_vd_field(v, "max-toks", CIS2_FIELD_INPUT, "input (%u)", r->max_toks);
+        static const char *const ins[] = {"sampler", "temperature"};
+        for (int k = 0; k < 2; k++) cis2_vd_field(v, ins[k], CIS2_FIELD_INPUT, "input");
+        if (r->samp.top_k > m->vocab) {
+            cis2_vd_field(v, "top-k", CIS2_FIELD_MISMATCH, "MISMATCH %u is larger than the vocabulary (%zu)", r->samp.top_k,
+                          m->vocab);
+            cis2_vd_name(outs, sizeof outs, "top-k");
+        } else cis2_vd_field(v, "top-k", CIS2_FIELD_INPUT, "input");
+        static const char *const ins2[] = {"top-p", "min-p", "seed", "sequence"};
+        for (int k = 0; k < 4; k++) cis2_vd_field(v, ins2[k], CIS2_FIELD_INPUT, "input");
+        if (r->has_eos)
+            OUT(cis2_vd_ids(v, "stop-eos", r->stop_eos, r->n_stop_eos, e->info.eos_ids, e->info.n_eos), "stop-eos");
+        else cis2_vd_field(v, "stop-eos", CIS2_FIELD_INPUT, "input (none)");
+        cis2_vd_field(v, "stop-ids", CIS2_FIELD_INPUT, "input");
+        cis2_vd_field(v, "stop-strings", CIS2_FIELD_INPUT, "input");
+        OUT(cis2_vd_digest(v, "params-digest", r->params_digest, j->params_lines), "params-digest");
+    }
+    OUT(cis2_vd_digest(v, "table-digest", r->table_digest, m->table_digest), "table-digest");
+    OUT(cis2_vd_digest(v, "inv-freq-table-digest", r->inv_freq_digest, m->inv_freq_digest), "inv-freq-table-digest");
+    if (r->ext) {
+        uint32_t got = (uint32_t)j->ndec;
+        if (got == r->gen_toks) cis2_vd_field(v, "gen-toks", CIS2_FIELD_OK, "ok");
+        else {
+            cis2_vd_field(v, "gen-toks", CIS2_FIELD_MISMATCH, "MISMATCH expected=%u got=%u", r->gen_toks, got);
+            cis2_vd_name(outs, sizeof outs, "gen-toks");
+        }
+        const char *want = cis2_finish_name(r->finish), *gotf = cis2_finish_name(j->finish);
+        if (r->finish == j->finish) cis2_vd_field(v, "finish-reason", CIS2_FIELD_OK, "ok");
+        else {
+            cis2_vd_field(v, "finish-reason", CIS2_FIELD_MISMATCH, "MISMATCH expected=%s got=%s", want, gotf);
+            cis2_vd_name(outs, sizeof outs, "finish-reason");
+        }
+    }
+    OUT(cis2_vd_ids(v, "generated-token-ids", r->generated, r->gen_toks, j->decoded, j->ndec), "generated-token-ids");
+    bad_step_note(v, j);
+    const char *dk = r->ext ? "token-digest" : "argmax-digest";
+    OUT(cis2_vd_digest(v, dk, r->argmax, j->argmax), dk);
+    int wbad = cis2_vd_digest(v, "witness-digest", r->witness, j->witness);
+    OUT(wbad, "witness-digest");
+    if (wbad && j->bad_step < 0)
+        cis2_vd_field(v, "note", CIS2_FIELD_NOTE, "every claimed token is the decode's; the witness differs");
+    v->first_bad_step = j->bad_step;
+    v->claimed_token = j->claimed_tok;
+    v->expected_token = j->expected_tok;
+    v->claimed_logit_bits = j->claimed_bits;
+    v->expected_logit_bits = j->expected_bits;
+    if (art[0])
+        cis2_vd_set(v, CIS2_VERDICT_ARTIFACT_MISMATCH, CIS2_E_HASH, "ARTIFACT-MISMATCH", "(%s)%s%s", art,
+                    outs[0] ? "; outputs differ too: " : "", outs);
+    else if (outs[0])
+        cis2_vd_set(v, CIS2_VERDICT_OUTPUT_MISMATCH, CIS2_E_MISMATCH, "OUTPUT-MISMATCH", "(%s)", outs);
+    else
+        cis2_vd_set(v, CIS2_VERDICT_OK, CIS2_OK, "OK", "(all fields recomputed from %s)", e->dir);
+}
+
+/* ------------------------------------------------------------ preparing */
+
+static void malformed(cis2_verdict *v, int code, const char *msg)
+{
+    v->n_fields = 0; /* no field report: the receipt cannot be replayed */
+    cis2_vd_set(v, CIS2_VERDICT_MALFORMED, code, "MALFORMED", "(%s)", msg);
+}
+
+/* A receipt's run: its spec version and dtype, recomputed prompt ids, the
+ * sampling and stop rules its inputs give (docs/sampling.md §S8). */
+static void prepare(const cis2_engine *e, vjob *j)
+{
+    const cis2_receipt *r = j->r;
+    cis2_verdict *v = j->v;
+    char msg[700];
+    if (cis2_vd_supported(v, r)) { j->skip = 1; return; }
+    cis2_error e2 = {0};
+    /* §3.1: the prompt bytes are the input; their ids are recomputed */
+    if (cis2_engine_encode(e, (const char *)r->prompt, r->prompt_len, &j->ids, &j->nids, &e2)) {
+        if (e2.code == CIS2_E_UNSUPPORTED) { /* a tokenizer.json outside what this engine runs */
+            v->n_fields = 0;
+            cis2_vd_set(v, CIS2_VERDICT_UNSUPPORTED, CIS2_E_UNSUPPORTED, "UNSUPPORTED", "(%s)", e2.msg);
+        } else {
+            snprintf(msg, sizeof msg, "%s: prompt-hex: %s", v->source, e2.msg);
+            malformed(v, e2.code == CIS2_E_USAGE ? CIS2_E_FORMAT : e2.code, msg);
+        }
+        j->skip = 1;
+        return;
+    }
+    size_t maxpos = (size_t)e->m.cfg.max_position_embeddings;
+    if (j->nids == 0) {
+        snprintf(msg, sizeof msg, "%s: prompt-hex encodes to no tokens", v->source);
+        malformed(v, CIS2_E_FORMAT, msg);
+        j->skip = 1;
+        return;
+    }
+    for (size_t i = 0; i < j->nids; i++)
+        if (j->ids[i] >= e->m.vocab) {
+            malformed(v, CIS2_E_FORMAT, "the tokenizer gives ids outside the model's vocabulary");
+            j->skip = 1;
+            return;
+        }
+    j->claimed = r->gen_toks;
+    j->ext = r->ext;
+    j->stop = (cis2_stop_rule){.max_tokens = r->ext ? r->max_toks : r->gen_toks};
+    if (r->ext) {
+        j->samp = r->samp;
+        if (r->has_eos) { j->stop.eos = e->info.eos_ids; j->stop.n_eos = e->info.n_eos; } /* the config's list */
+        j->stop.ids = r->stop_ids;
+        j->stop.n_ids = r->n_stop_ids;
+        j->stop.strings = (char *const *)r->stop_str;
+        j->stop.lens = r->stop_len;
+        j->stop.n_strings = r->n_stop_str;
+        if (r->n_stop_str && !e->tok) {
+            v->n_fields = 0;
+            cis2_vd_set(v, CIS2_VERDICT_UNSUPPORTED, CIS2_E_UNSUPPORTED, "UNSUPPORTED",
+                        "(stop strings need the model's tokenizer: %s)", e->tok_err.msg);
+            j->skip = 1;
+            return;
+        }
+        char *lines = cis2_receipt_params_block(r), *run = cis2_params_block(&j->samp, &j->stop);
+        if (!lines || !run) { free(lines); free(run); malformed(v, CIS2_E_NOMEM, "out of memory"); j->skip = 1; return; }
+        cis2_sha256(lines, strlen(lines), j->params_lines); /* §S7.5 */
+        cis2_sha256(run, strlen(run), j->params);
+        free(lines);
+        free(run);
+        if (r->samp.top_k > e->m.vocab) j->samp.top_k = 0; /* reported as a mismatch; the run needs a valid k */
+    }
+    if (j->nids + j->stop.max_tokens > maxpos) {
+        v->n_fields = 0;
+        cis2_vd_set(v, CIS2_VERDICT_UNSUPPORTED, CIS2_E_UNSUPPORTED, "UNSUPPORTED",
+                    "(%zu prompt tokens + %zu tokens exceed max_position_embeddings %zu)", j->nids,
+                    j->stop.max_tokens, maxpos);
+        j->skip = 1;
+        return;
+    }
+    j->oov_step = j->claimed;
+    for (size_t i = 0; i < j->claimed; i++)
+        if (r->generated[i] >= e->m.vocab) { j->oov_step = i; break; }
+}
+
+static int same_replay(const vjob *a, const vjob *b)
+{
+    return a->ndec == b->ndec && a->bad_step == b->bad_step && a->finish == b->finish &&
+           !memcmp(a->witness, b->witness, 32) && !memcmp(a->argmax, b->argmax, 32) &&
+           !memcmp(a->decoded, b->decoded, a->ndec * sizeof(uint32_t));
+}
+
+static void job_free(vjob *j)
+{
+    free(j->decoded);
+    cis2_sample_ws_free(&j->sws);
+    cis2_stop_state_free(&j->sst);
+}
+
+int cis2_verify(cis2_engine *e, cis2_receipt *const *receipts, size_t n, const cis2_verify_opts *opts,
+                cis2_verdict **verdicts, cis2_error *err)
+{
+    *verdicts = NULL;
+    cis2_verify_opts dflt = {0};
+    const cis2_verify_opts *o = opts ? opts : &dflt;
+    if (n == 0) return cis2_fail(err, CIS2_E_USAGE, "verify: no receipts");
+    cis2_verdict *v = calloc(n, sizeof *v);
+    vjob *jobs = calloc(n, sizeof *jobs), *again = NULL;
+    cis2_frame f;
+    int rc = CIS2_OK;
+    ENGINE_ENTER(e, f, err, rc, out);
+    if (!v || !jobs) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); goto out; }
+    for (size_t i = 0; i < n; i++) {
+        const char *name = receipts[i]->source && receipts[i]->source[0] ? receipts[i]->source : "receipt";
+        if (cis2_vd_init(&v[i], name)) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); goto out; }
+        jobs[i].r = receipts[i];
+        jobs[i].v = &v[i];
+        jobs[i].index = i;
+        prepare(e, &jobs[i]);
+    }
+    if (o->replay == CIS2_REPLAY_DECODE) rc = replay_decode(e, jobs, n, o, err);
+    else {
+        rc = replay_prefill(e, jobs, n, o, err);
+        if (!rc && o->twice) { /* §12.4 on the verifier's own recomputation */
+            if (!(again = calloc(n, sizeof *again))) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); goto out; }
+            for (size_t i = 0; i < n; i++) {
+                again[i] = jobs[i];
+                again[i].decoded = NULL;
+                memset(&again[i].sws, 0, sizeof again[i].sws);
+                memset(&again[i].sst, 0, sizeof again[i].sst);
+                memset(&again[i].kv, 0, sizeof again[i].kv);
+                again[i].w_open = 0;
+            }
+            cis2_verify_opts quiet = *o;
+            quiet.on_step = NULL;
+            if (!(rc = replay_prefill(e, again, n, &quiet, err)))
+                for (size_t i = 0; i < n && !rc; i++)
+                    if (!jobs[i].skip && !same_replay(&jobs[i], &again[i]))
+                        rc = cis2_fail(err, CIS2_E_NONDET, "§12.4 determinism check failed: the two replays of %s differ",
+                                       v[i].source);
+        }
+    }
+    if (rc) goto out;
+    for (size_t i = 0; i < n; i++)
+        if (!jobs[i].skip) judge(e, &jobs[i]);
+    for (size_t i = 0; i < n && !rc; i++) rc = cis2_vd_finish(&v[i], err);
+out:
+    ENGINE_LEAVE(f);
+    for (size_t i = 0; jobs && i < n; i++) {
+        free(jobs[i].ids);
+        job_free(&jobs[i]);
+    }
+    for (size_t i = 0; again && i < n; i++) job_free(&again[i]);
+    free(jobs);
+    free(again);
+    if (rc) {
+        cis2_verdicts_free(v, n);
+        return rc;
+    }
+    *verdicts = v;
+    return CIS2_OK;
+}

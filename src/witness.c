@@ -1,0 +1,46 @@
+/*
+ * witness.c - §12.1's witness chain and §12.2's argmax digest (witness.h).
+ */
+#include "witness.h"
+#include "pmath.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "cis2 hashes f32/u32 memory as little-endian bytes; big-endian hosts are not supported"
+#endif
+
+int cis2_witness_begin(cis2_sha *w, const cis2_model *m, const uint32_t *prompt, size_t n,
+                       const uint8_t *params_digest)
+{
+    if (cis2_sha_init(w)) return -1;
+    cis2_sha_update(w, m->weights_sha, 32);    /* 1 */
+    cis2_sha_update(w, m->tokenizer_sha, 32);  /* 2 */
+    cis2_sha_update(w, m->config_sha, 32);     /* 3 */
+    cis2_sha_update(w, m->table_digest, 32);   /* 4 */
+    cis2_sha_update(w, m->inv_freq_digest, 32); /* 5 */
+    for (size_t i = 0; i < n; i++) cis2_sha_u32le(w, prompt[i]); /* 6 */
+    if (params_digest) cis2_sha_update(w, params_digest, 32);    /* 6b, docs/sampling.md */
+    return 0;
+}
+
+void cis2_witness_step(cis2_sha *w, const float *l, size_t n, uint32_t token)
+{
+    size_t start = 0; /* 7a: the logits as u32 LE bits, NaN canonical */
+    for (size_t i = 0; i < n; i++)
+        if (l[i] != l[i]) {
+            cis2_sha_update(w, l + start, (i - start) * sizeof(float));
+            cis2_sha_u32le(w, CIS2_QNAN_BITS);
+            start = i + 1;
+        }
+    cis2_sha_update(w, l + start, (n - start) * sizeof(float));
+    cis2_sha_u32le(w, token); /* 7b */
+}
+
+int cis2_argmax_digest(const uint32_t *prompt, size_t n_prompt, const uint32_t *gen, size_t n_gen, uint8_t out[32])
+{
+    cis2_sha a;
+    if (cis2_sha_init(&a)) return -1;
+    for (size_t i = 0; i < n_prompt; i++) cis2_sha_u32le(&a, prompt[i]);
+    for (size_t i = 0; i < n_gen; i++) cis2_sha_u32le(&a, gen[i]);
+    cis2_sha_final(&a, out);
+    return 0;
+}

@@ -1,0 +1,386 @@
+/*
+ * test_engine.c - the engine API in process (include/cis2.h sections 3-7),
+ * on synthetic checkpoints written by cis2_synth_write into $TMPDIR.
+ *
+ * Oracles, none of them the code under test:
+ *   - the witness chain (§12.1) and argmax digest (§12.2) recomputed here
+ *     with OpenSSL from the logits the token callback streams, in the
+ *     order the spec (and FACTS §1.11) gives;
+ *   - §11.2's argmax written out here, against every chosen token;
+ *   - one request decoded alone is the reference for the same request in
+ *     a batch, in a session it joins or leaves mid-decode, in a recompute
+ *     run without the KV cache, and at other thread counts and kernels.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <openssl/evp.h>
+
+#include "cis2.h"
+
+static char root[4096], dir_tiny[4200], dir_qwen[4200], dir_odd[4200];
+
+static int setup(void **state)
+{
+    (void)state;
+    cis2_error err = {0};
+    if (cis2_mkdtemp(root, sizeof root, "cis2-test-engine", &err)) return -1;
+    snprintf(dir_tiny, sizeof dir_tiny, "%s/tiny", root);
+    snprintf(dir_qwen, sizeof dir_qwen, "%s/qwen", root);
+    snprintf(dir_odd, sizeof dir_odd, "%s/odd", root);
+    if (cis2_synth_write("tiny", 7, dir_tiny, NULL, &err) || cis2_synth_write("tiny-qwen", 3, dir_qwen, NULL, &err) ||
+        cis2_synth_write("odd", 5, dir_odd, NULL, &err)) {
+        fprintf(stderr, "synth: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static cis2_engine *open_engine(const char *dir, int threads, const char *kernel)
+{
+    cis2_engine *e = NULL;
+    cis2_error err = {0};
+    cis2_engine_opts o = {.threads = threads, .kernel = kernel};
+    int rc = cis2_engine_open(&e, dir, &o, &err);
+    if (rc) fprintf(stderr, "open %s: %s\n", dir, err.msg);
+    assert_int_equal(rc, CIS2_OK);
+    return e;
+}
+
+/* ------------------------------------------- the independent witness */
+
+typedef struct witness_cb {
+    EVP_MD_CTX *w[8];        /* per request */
+    size_t vocab;
+    int argmax_bad;          /* a chosen token that is not §11.2's argmax */
+    size_t events;
+} witness_cb;
+
+static size_t argmax_here(const float *v, size_t n) /* §11.2: strict >, first occurrence */
+{
+    size_t best = 0;
+    for (size_t i = 1; i < n; i++)
+        if (v[i] > v[best]) best = i;
+    return best;
+}
+
+static void put_u32(EVP_MD_CTX *c, uint32_t v)
+{
+    unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16), (unsigned char)(v >> 24)};
+    EVP_DigestUpdate(c, b, 4);
+}
+
+static int wcb(void *ctx, const cis2_token_event *ev)
+{
+    witness_cb *c = ctx;
+    c->events++;
+    if (ev->token != argmax_here(ev->logits, ev->vocab)) c->argmax_bad = 1;
+    EVP_MD_CTX *w = c->w[ev->seq];
+    for (size_t i = 0; i < ev->vocab; i++) { /* §12.1 7a: bits LE; NaN as 0x7FC00000 (README) */
+        uint32_t b;
+        memcpy(&b, &ev->logits[i], 4);
+        if (ev->logits[i] != ev->logits[i]) b = 0x7FC00000u;
+        put_u32(w, b);
+    }
+    put_u32(w, ev->token); /* 7b */
+    return 0;
+}
+
+static void witness_start(EVP_MD_CTX *w, const cis2_model_info *mi, const uint32_t *ids, size_t n)
+{
+    EVP_DigestInit_ex(w, EVP_sha256(), NULL);
+    EVP_DigestUpdate(w, mi->weights_sha256, 32);   /* items 1-5, FACTS §1.11 order */
+    EVP_DigestUpdate(w, mi->tokenizer_sha256, 32);
+    EVP_DigestUpdate(w, mi->config_sha256, 32);
+    EVP_DigestUpdate(w, mi->table_digest, 32);
+    EVP_DigestUpdate(w, mi->inv_freq_table_digest, 32);
+    for (size_t i = 0; i < n; i++) put_u32(w, ids[i]); /* item 6 */
+}
+
+static void test_witness_independent(void **state)
+{
+    (void)state;
+    cis2_engine *e = open_engine(dir_tiny, 2, NULL);
+    const cis2_model_info *mi = cis2_engine_info(e);
+    uint32_t p0[] = {5, 6, 7}, p1[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    cis2_request q[2] = {{.ids = p0, .n_ids = 3, .max_tokens = 9}, {.ids = p1, .n_ids = 10, .max_tokens = 4}};
+    witness_cb cb = {.vocab = mi->vocab_size};
+    for (int i = 0; i < 2; i++) {
+        cb.w[i] = EVP_MD_CTX_new();
+        witness_start(cb.w[i], mi, q[i].ids, q[i].n_ids);
+    }
+    cis2_gen_opts o = {.twice = 1, .on_token = wcb, .on_token_ctx = &cb};
+    cis2_result *r;
+    cis2_error err = {0};
+    assert_int_equal(cis2_generate(e, q, 2, &o, &r, &err), CIS2_OK);
+    assert_int_equal(cb.events, 13); /* the §12.4 copy is silent */
+    assert_false(cb.argmax_bad);
+    for (int i = 0; i < 2; i++) {
+        unsigned char d[32], a[32];
+        unsigned len;
+        EVP_DigestFinal_ex(cb.w[i], d, &len);
+        EVP_MD_CTX_free(cb.w[i]);
+        assert_memory_equal(d, r[i].witness, 32);
+        EVP_MD_CTX *ac = EVP_MD_CTX_new(); /* §12.2: prompt ++ generated, u32 LE */
+        EVP_DigestInit_ex(ac, EVP_sha256(), NULL);
+        for (size_t k = 0; k < r[i].n_prompt; k++) put_u32(ac, r[i].prompt_ids[k]);
+        for (size_t k = 0; k < r[i].n_tokens; k++) put_u32(ac, r[i].tokens[k]);
+        EVP_DigestFinal_ex(ac, a, &len);
+        EVP_MD_CTX_free(ac);
+        assert_memory_equal(a, r[i].argmax_digest, 32);
+        assert_int_equal(r[i].n_tokens, q[i].max_tokens);
+        assert_int_equal(r[i].finish, CIS2_FINISH_LENGTH);
+    }
+    cis2_results_free(r, 2);
+    cis2_engine_close(e);
+}
+
+/* ----------------------------------------------- solo is the reference */
+
+static void solo(cis2_engine *e, const cis2_request *q, cis2_result **r)
+{
+    cis2_error err = {0};
+    int rc = cis2_generate(e, q, 1, NULL, r, &err);
+    if (rc) fprintf(stderr, "solo: %s\n", err.msg);
+    assert_int_equal(rc, CIS2_OK);
+}
+
+static void same(const cis2_result *a, const cis2_result *b)
+{
+    assert_int_equal(a->n_tokens, b->n_tokens);
+    assert_memory_equal(a->tokens, b->tokens, a->n_tokens * sizeof(uint32_t));
+    assert_memory_equal(a->witness, b->witness, 32);
+    assert_memory_equal(a->argmax_digest, b->argmax_digest, 32);
+    assert_int_equal(a->n_prompt, b->n_prompt);
+    assert_memory_equal(a->prompt_ids, b->prompt_ids, a->n_prompt * sizeof(uint32_t));
+}
+
+#define NREQ 6
+static uint32_t prompts[NREQ][40];
+static cis2_request reqs[NREQ];
+
+static void make_requests(size_t vocab)
+{
+    static const size_t lens[NREQ] = {1, 3, 17, 40, 5, 9}, gens[NREQ] = {7, 1, 12, 3, 20, 6};
+    uint64_t s = 12345;
+    for (int i = 0; i < NREQ; i++) {
+        for (size_t k = 0; k < lens[i]; k++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            prompts[i][k] = (uint32_t)((s >> 33) % vocab);
+        }
+        reqs[i] = (cis2_request){.ids = prompts[i], .n_ids = lens[i], .max_tokens = gens[i]};
+    }
+}
+
+static void check_batch_equals_solo(const char *dir)
+{
+    cis2_engine *e = open_engine(dir, 2, NULL);
+    make_requests(cis2_engine_info(e)->vocab_size);
+    cis2_result *ref[NREQ], *batch;
+    for (int i = 0; i < NREQ; i++) solo(e, &reqs[i], &ref[i]);
+    cis2_error err = {0};
+    /* one batch; a batch of 2 at a time (continuous admission); recompute */
+    cis2_gen_opts o1 = {0}, o2 = {.max_batch = 2}, o3 = {.recompute = 1, .twice = 1};
+    const cis2_gen_opts *os[3] = {&o1, &o2, &o3};
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(cis2_generate(e, reqs, NREQ, os[k], &batch, &err), CIS2_OK);
+        for (int i = 0; i < NREQ; i++) same(ref[i], &batch[i]);
+        cis2_results_free(batch, NREQ);
+    }
+    cis2_engine_close(e);
+    /* other thread counts and kernels: the same bits */
+    static const char *kernels[] = {"scalar", "avx2", "avx512", "neon"};
+    for (int k = 0; k < 4; k++) {
+        if (!cis2_kernel_available(kernels[k])) continue;
+        e = open_engine(dir, k % 2 ? 1 : 3, kernels[k]);
+        assert_int_equal(cis2_generate(e, reqs, NREQ, NULL, &batch, &err), CIS2_OK);
+        for (int i = 0; i < NREQ; i++) same(ref[i], &batch[i]);
+        cis2_results_free(batch, NREQ);
+        cis2_engine_close(e);
+    }
+    for (int i = 0; i < NREQ; i++) cis2_results_free(ref[i], 1);
+}
+
+static void test_batch_equals_solo(void **state)
+{
+    (void)state;
+    check_batch_equals_solo(dir_tiny);
+    check_batch_equals_solo(dir_qwen);
+    check_batch_equals_solo(dir_odd);
+}
+
+/* Sequences join a running session at different steps, one is cancelled,
+ * prompts are prefilled in small chunks: every finished one equals its
+ * solo run. */
+static int count_cb(void *ctx, const cis2_token_event *ev)
+{
+    size_t *n = ctx;
+    (void)ev;
+    (*n)++;
+    return 0;
+}
+
+static void test_session_join_leave(void **state)
+{
+    (void)state;
+    cis2_engine *e = open_engine(dir_qwen, 2, NULL);
+    make_requests(cis2_engine_info(e)->vocab_size);
+    cis2_result *ref[NREQ];
+    for (int i = 0; i < NREQ; i++) solo(e, &reqs[i], &ref[i]);
+    size_t events = 0;
+    cis2_session_opts so = {.max_batch = 3, .prefill_chunk = 7, .on_token = count_cb, .on_token_ctx = &events};
+    cis2_session *s;
+    cis2_error err = {0};
+    assert_int_equal(cis2_session_open(&s, e, &so, &err), CIS2_OK);
+    uint64_t id[NREQ + 1];
+    size_t running = 0, added = 0;
+    int step = 0;
+    uint32_t extra[] = {9, 9, 9};
+    cis2_request doomed = {.ids = extra, .n_ids = 3, .max_tokens = 50};
+    assert_int_equal(cis2_session_add(s, &doomed, &id[NREQ], &err), CIS2_OK);
+    while (added < NREQ || cis2_session_pending(s)) {
+        if (added < NREQ && step % 3 == 0) { /* a new request every third step */
+            assert_int_equal(cis2_session_add(s, &reqs[added], &id[added], &err), CIS2_OK);
+            added++;
+        }
+        if (step == 5) assert_int_equal(cis2_session_cancel(s, id[NREQ]), CIS2_OK);
+        assert_int_equal(cis2_session_step(s, &running, &err), CIS2_OK);
+        step++;
+        assert_true(step < 1000);
+    }
+    assert_int_equal(running, 0);
+    for (int i = 0; i < NREQ; i++) {
+        assert_int_equal(cis2_session_done(s, id[i]), 1);
+        cis2_result *r;
+        assert_int_equal(cis2_session_take(s, id[i], &r, &err), CIS2_OK);
+        same(ref[i], r);
+        cis2_results_free(r, 1);
+        cis2_results_free(ref[i], 1);
+    }
+    cis2_result *c;
+    assert_int_equal(cis2_session_take(s, id[NREQ], &c, &err), CIS2_OK);
+    assert_int_equal(c->finish, CIS2_FINISH_CANCELLED);
+    assert_true(c->n_tokens < 50);
+    cis2_results_free(c, 1);
+    assert_int_equal(cis2_session_done(s, id[NREQ]), -1); /* taken */
+    cis2_session_close(s);
+    cis2_engine_close(e);
+}
+
+/* Receipts made in process verify in process, by both replays; a doctored
+ * token is named at its step by both. */
+static void test_receipt_round_trip(void **state)
+{
+    (void)state;
+    cis2_engine *e = open_engine(dir_tiny, 2, NULL);
+    cis2_request q = {.text = "Once upon a time", .text_len = 16, .max_tokens = 8};
+    cis2_result *r;
+    cis2_error err = {0};
+    assert_int_equal(cis2_generate(e, &q, 1, NULL, &r, &err), CIS2_OK);
+    cis2_receipt *rc;
+    assert_int_equal(cis2_receipt_make(e, r, &rc, &err), CIS2_OK);
+    char *text;
+    size_t len;
+    assert_int_equal(cis2_receipt_render(rc, &text, &len, &err), CIS2_OK);
+    assert_true(!strncmp(text, "CIS-2-RECEIPT v1\n", 17));
+    char hex[65];
+    cis2_hex(r->witness, 32, hex);
+    assert_string_equal(cis2_receipt_get(rc, "witness-digest"), hex);
+    assert_null(cis2_receipt_get(rc, "no-such-key"));
+    for (int mode = 0; mode < 2; mode++) {
+        cis2_verify_opts vo = {.replay = mode};
+        cis2_verdict *v;
+        assert_int_equal(cis2_verify(e, &rc, 1, &vo, &v, &err), CIS2_OK);
+        assert_int_equal(v->kind, CIS2_VERDICT_OK);
+        assert_int_equal(v->code, 0);
+        assert_int_equal(v->first_bad_step, -1);
+        cis2_verdicts_free(v, 1);
+    }
+    /* doctor step 3's token in the text and parse it back */
+    char *gen = strstr(text, "generated-token-ids ");
+    assert_non_null(gen);
+    char *p = gen + strlen("generated-token-ids ");
+    for (int k = 0; k < 3; k++) p = strchr(p, ',') + 1;
+    char *q2 = p;
+    while (*q2 != ',' && *q2 != '\n') q2++;
+    char doctored[4096];
+    snprintf(doctored, sizeof doctored, "%.*s%u%s", (int)(p - text), text, r->tokens[3] == 1 ? 2u : 1u, q2);
+    cis2_receipt *bad;
+    assert_int_equal(cis2_receipt_parse(doctored, strlen(doctored), "doctored", &bad, &err), CIS2_OK);
+    for (int mode = 0; mode < 2; mode++) {
+        cis2_verify_opts vo = {.replay = mode};
+        cis2_verdict *v;
+        assert_int_equal(cis2_verify(e, &bad, 1, &vo, &v, &err), CIS2_OK);
+        assert_int_equal(v->kind, CIS2_VERDICT_OUTPUT_MISMATCH);
+        assert_int_equal(v->code, CIS2_E_MISMATCH);
+        assert_int_equal(v->first_bad_step, 3);
+        assert_int_equal(v->expected_token, r->tokens[3]);
+        assert_string_equal(v->summary, "OUTPUT-MISMATCH (generated-token-ids)"); /* the digests are the true decode's */
+        cis2_verdicts_free(v, 1);
+    }
+    cis2_receipt_free(bad);
+    cis2_free(text);
+    cis2_receipt_free(rc);
+    cis2_results_free(r, 1);
+    cis2_engine_close(e);
+}
+
+static void test_bad_requests(void **state)
+{
+    (void)state;
+    cis2_engine *e = open_engine(dir_tiny, 1, NULL);
+    cis2_error err = {0};
+    cis2_result *r;
+    uint32_t ids[] = {1, 2}, big[] = {1, 999999};
+    cis2_request q0 = {.ids = ids, .n_ids = 2, .max_tokens = 0};
+    assert_int_equal(cis2_generate(e, &q0, 1, NULL, &r, &err), CIS2_E_USAGE);
+    err = (cis2_error){0};
+    cis2_request q1 = {.ids = big, .n_ids = 2, .max_tokens = 1};
+    assert_int_equal(cis2_generate(e, &q1, 1, NULL, &r, &err), CIS2_E_USAGE);
+    err = (cis2_error){0};
+    cis2_request q2 = {.ids = ids, .n_ids = 2, .max_tokens = 100000};
+    assert_int_equal(cis2_generate(e, &q2, 1, NULL, &r, &err), CIS2_E_UNSUPPORTED);
+    err = (cis2_error){0};
+    cis2_request q3 = {.text = "\xff", .text_len = 1, .max_tokens = 1};
+    assert_int_equal(cis2_generate(e, &q3, 1, NULL, &r, &err), CIS2_E_FORMAT);
+    err = (cis2_error){0};
+    assert_int_equal(cis2_generate(e, &q0, 0, NULL, &r, &err), CIS2_E_USAGE);
+    err = (cis2_error){0};
+    cis2_engine *none = NULL;
+    assert_int_equal(cis2_engine_open(&none, "/nonexistent/dir", NULL, &err), CIS2_E_IO);
+    assert_null(none);
+    err = (cis2_error){0};
+    assert_int_equal(cis2_engine_open(&none, "", NULL, &err), CIS2_E_USAGE);
+    err = (cis2_error){0};
+    uint8_t wrong[32] = {0};
+    cis2_engine_opts o = {.expect_weights_sha256 = wrong};
+    assert_int_equal(cis2_engine_open(&none, dir_tiny, &o, &err), CIS2_E_HASH);
+    assert_non_null(strstr(err.msg, "model.safetensors"));
+    cis2_engine_close(e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_witness_independent),
+        cmocka_unit_test(test_batch_equals_solo),
+        cmocka_unit_test(test_session_join_leave),
+        cmocka_unit_test(test_receipt_round_trip),
+        cmocka_unit_test(test_bad_requests),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
