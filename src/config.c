@@ -12,10 +12,19 @@
  * Refused as CIS2_E_UNSUPPORTED (outside what the spec's forward pass
  * describes): rope_scaling not null, hidden_act other than silu,
  * rope_interleaved true, use_sliding_window true, use_mrope true,
- * model_type other than llama/qwen2, mlp_bias true, llama attention_bias true
- * (it adds an o_proj bias the spec has no step for; qwen2's q/k/v biases are
- * §9.1's optional tensors), pretraining_tp > 1, and an explicit head_dim with
+ * model_type other than llama/qwen2, llama mlp_bias true (§10 has no MLP
+ * biases), pretraining_tp > 1, and an explicit head_dim with
  * heads*head_dim != hidden_size (§2.5 pins q_proj/o_proj as [hidden, hidden]).
+ *
+ * Family semantics for which tensors exist (Hugging Face's modeling code,
+ * enforced by the loader in model.c): llama (also a config without
+ * model_type) has q/k/v and o_proj biases exactly when attention_bias is
+ * true, MLP biases when mlp_bias is true; qwen2 always has q/k/v biases and
+ * never o_proj or MLP biases, whatever attention_bias / mlp_bias say (its
+ * modeling code does not read them).  Both must be booleans when present.
+ *
+ * Memory: the file is read once (fileio.h, at most 16 MiB) and its JSON
+ * cost bounded before parsing (jsonlim.h, CIS2_CFG_MAX_JSON_COST).
  *
  * Size limits (CIS2_E_FORMAT beyond them) keep every later product within
  * size_t and every allocation sane: hidden <= 65536, intermediate <= 2^20,
@@ -24,6 +33,9 @@
  * and the parameter sum stays far below 2^63.
  */
 #include "config.h"
+#include "digest.h"
+#include "fileio.h"
+#include "jsonlim.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -139,13 +151,13 @@ static int parse_root(cis2_config *c, json_t *root, const char *name, cis2_error
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: rope_scaling is set; only plain RoPE (§7) is supported", name);
     if ((rc = refuse_true(root, "rope_interleaved", "interleaved RoPE is not §7's rotate-half", name, err)) ||
         (rc = refuse_true(root, "use_sliding_window", "sliding-window attention is not supported (§9)", name, err)) ||
-        (rc = refuse_true(root, "use_mrope", "multimodal RoPE is not supported", name, err)) ||
-        (rc = refuse_true(root, "mlp_bias", "MLP biases are not part of §10", name, err)))
+        (rc = refuse_true(root, "use_mrope", "multimodal RoPE is not supported", name, err)))
         return rc;
-    if (strcmp(c->model_type, "qwen2") &&
-        (rc = refuse_true(root, "attention_bias", "llama attention_bias adds an o_proj bias §9 does not have",
-                          name, err)))
+    if ((rc = get_bool(root, "attention_bias", &c->attention_bias, name, err)) ||
+        (rc = get_bool(root, "mlp_bias", &c->mlp_bias, name, err)))
         return rc;
+    if (c->mlp_bias && strcmp(c->model_type, "qwen2"))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: mlp_bias is true: MLP biases are not part of §10", name);
     json_t *tp = opt(root, "pretraining_tp");
     if (tp) {
         if (!json_is_integer(tp) || json_integer_value(tp) < 1)
@@ -211,45 +223,47 @@ static int parse_root(cis2_config *c, json_t *root, const char *name, cis2_error
     if ((rc = get_bool(root, "tie_word_embeddings", &c->tie_word_embeddings, name, err))) return rc;
     parse_eos(c, json_object_get(root, "eos_token_id"));
 
-    uint64_t params = cis2_config_param_count(c, !strcmp(c->model_type, "qwen2"));
+    uint64_t params = cis2_config_param_count(c, cis2_config_qkv_bias(c));
     if (params > CIS2_CFG_MAX_PARAMS)
         return cis2_fail(err, CIS2_E_FORMAT, "%s: %llu parameters exceed the limit of %llu", name,
                          (unsigned long long)params, (unsigned long long)CIS2_CFG_MAX_PARAMS);
     return CIS2_OK;
 }
 
+int cis2_config_qkv_bias(const cis2_config *c) { return !strcmp(c->model_type, "qwen2") || c->attention_bias; }
+int cis2_config_o_bias(const cis2_config *c) { return strcmp(c->model_type, "qwen2") && c->attention_bias; }
+
 int cis2_config_parse(cis2_config *c, const char *json, size_t len, const char *name, cis2_error *err)
 {
     memset(c, 0, sizeof *c);
     if (!name) name = "config.json";
+    int rc = cis2_json_cost_check(json, len, CIS2_CFG_MAX_JSON_COST, name, "a config.json", err);
+    if (rc) return rc;
     json_error_t je;
     json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
     if (!root)
         return cis2_fail(err, CIS2_E_FORMAT, "%s: invalid JSON (%s, line %d column %d)", name, je.text, je.line,
                          je.column);
-    int rc = parse_root(c, root, name, err);
+    rc = parse_root(c, root, name, err);
     json_decref(root);
     if (rc) memset(c, 0, sizeof *c);
     return rc;
 }
 
-int cis2_config_load(cis2_config *c, const char *path, cis2_error *err)
+int cis2_config_load_sha(cis2_config *c, const char *path, uint8_t sha[32], cis2_error *err)
 {
     memset(c, 0, sizeof *c);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return cis2_fail(err, CIS2_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = malloc(CIS2_CFG_MAX_FILE + 1);
-    if (!buf) {
-        fclose(fp);
-        return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
-    }
-    size_t n = fread(buf, 1, CIS2_CFG_MAX_FILE + 1, fp);
-    int bad = ferror(fp);
-    fclose(fp);
-    int rc;
-    if (bad) rc = cis2_fail(err, CIS2_E_IO, "%s: read error", path);
-    else if (n > CIS2_CFG_MAX_FILE) rc = cis2_fail(err, CIS2_E_FORMAT, "%s: larger than %u bytes", path, CIS2_CFG_MAX_FILE);
-    else rc = cis2_config_parse(c, buf, n, path, err);
+    char *buf;
+    size_t n;
+    int rc = cis2_read_file(path, CIS2_CFG_MAX_FILE, "a config.json", &buf, &n, err);
+    if (rc) return rc;
+    if (sha) cis2_sha256(buf, n, sha); /* §2.1: the bytes parsed below */
+    rc = cis2_config_parse(c, buf, n, path, err);
     free(buf);
     return rc;
+}
+
+int cis2_config_load(cis2_config *c, const char *path, cis2_error *err)
+{
+    return cis2_config_load_sha(c, path, NULL, err);
 }

@@ -18,7 +18,9 @@ typedef struct cis2_config {
     double rope_theta_f64;
     float rope_theta;          /* (float)rope_theta_f64: `rope_theta as f32` of §7.1 */
     int tie_word_embeddings;
-    char model_type[32];       /* "llama", "qwen2", or "" if absent */
+    char model_type[32];       /* "llama", "qwen2", or "" if absent (= llama) */
+    int attention_bias;        /* as written (false if absent); Qwen2 ignores it */
+    int mlp_bias;              /* as written (false if absent); Qwen2 ignores it */
     /* eos_token_id, for stop-at-eos (docs/sampling.md §S5.1): an integer or
      * a list of at most 64, each a u32; absent, null or [] give n_eos 0;
      * anything else sets eos_malformed (refused only when stop-at-eos is
@@ -36,11 +38,23 @@ typedef struct cis2_config {
 #define CIS2_CFG_MAX_POS (1 << 20)
 #define CIS2_CFG_MAX_PARAMS 64000000000ull
 #define CIS2_CFG_MAX_FILE (16u << 20)
+/* jansson heap budget for config.json (jsonlim.h); real files need < 64 KiB. */
+#define CIS2_CFG_MAX_JSON_COST (64ull << 20)
 
-/* Reads and parses `path` (CIS2_E_IO if unreadable). */
+/* Reads `path` once (fileio.h: a regular file, at most CIS2_CFG_MAX_FILE
+ * bytes, unchanged while read) and parses it (CIS2_E_IO if unreadable). */
 int cis2_config_load(cis2_config *c, const char *path, cis2_error *err);
+/* The same, also giving the sha256 of exactly the bytes parsed (§2.1);
+ * sha may be NULL. */
+int cis2_config_load_sha(cis2_config *c, const char *path, uint8_t sha[32], cis2_error *err);
 /* Parses `len` bytes of JSON; name_for_errors prefixes every message. */
 int cis2_config_parse(cis2_config *c, const char *json, size_t len, const char *name_for_errors, cis2_error *err);
+/* The family's tensor semantics (Hugging Face's modeling code):
+ * q/k/v biases exist for qwen2 always, for llama when attention_bias is
+ * true; llama's attention_bias also gives o_proj a bias (which §9 does not
+ * have: the loader refuses it, CIS2_E_UNSUPPORTED). */
+int cis2_config_qkv_bias(const cis2_config *c);
+int cis2_config_o_bias(const cis2_config *c);
 /* Total parameter count of the checkpoint this config describes (§2.5
  * tensors, plus q/k/v biases when `qkv_bias`, plus lm_head when untied). */
 uint64_t cis2_config_param_count(const cis2_config *c, int qkv_bias);

@@ -1,12 +1,14 @@
 /*
  * digest.c - SHA-256 through OpenSSL's EVP API (SHA-NI where present), hex
- * helpers, and whole-file hashing for the artifact hashes of §2.1/§12.1.
+ * helpers, and whole-file hashing for the artifact hashes of §2.1/§12.1
+ * (through fileio.h: regular files only, read once, unchanged while read).
  *
  * The witness chain (§12.1) is one continuous stream: callers keep a
  * cis2_sha open, update it in order and finalize once.
  */
 #include "digest.h"
 #include "cis2.h"
+#include "fileio.h"
 
 #include <errno.h>
 #include <openssl/evp.h>
@@ -53,21 +55,25 @@ void cis2_sha256(const void *data, size_t len, uint8_t out[32])
 
 int cis2_sha256_file(const char *path, uint8_t out[32], cis2_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return cis2_fail(err, CIS2_E_IO, "%s: %s", path, strerror(errno));
+    /* fileio.h: a regular file (a FIFO or /dev/zero is refused, not read
+     * forever), read once, unchanged while read */
+    cis2_in in;
+    int rc = cis2_in_open(&in, path, 0, NULL, err);
+    if (rc) return rc;
     cis2_sha s;
-    if (cis2_sha_init(&s)) { fclose(f); return cis2_fail(err, CIS2_E_NOMEM, "sha256: out of memory"); }
+    if (cis2_sha_init(&s)) { cis2_in_close(&in); return cis2_fail(err, CIS2_E_NOMEM, "sha256: out of memory"); }
     enum { CHUNK = 1 << 20 };
     unsigned char *buf = malloc(CHUNK);
-    if (!buf) { fclose(f); cis2_sha_final(&s, out); return cis2_fail(err, CIS2_E_NOMEM, "out of memory"); }
-    size_t n;
-    while ((n = fread(buf, 1, CHUNK, f)) > 0) cis2_sha_update(&s, buf, n);
-    int bad = ferror(f);
-    fclose(f);
+    if (!buf) rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    while (!rc && in.pos < in.size) {
+        size_t n = in.size - in.pos < CHUNK ? (size_t)(in.size - in.pos) : CHUNK;
+        if (!(rc = cis2_in_read(&in, buf, n, err))) cis2_sha_update(&s, buf, n);
+    }
+    if (!rc) rc = cis2_in_finish(&in, err);
+    cis2_in_close(&in);
     free(buf);
     cis2_sha_final(&s, out);
-    if (bad) return cis2_fail(err, CIS2_E_IO, "%s: read error", path);
-    return CIS2_OK;
+    return rc;
 }
 
 void cis2_hex(const uint8_t *bytes, size_t n, char *out)

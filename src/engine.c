@@ -93,7 +93,13 @@ int cis2_engine_open(cis2_engine **out, const char *model_dir, const cis2_engine
         if (!path) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); goto out; }
         snprintf(path, pl, "%s/tokenizer.json", model_dir);
         unsigned tf = opts->flags & CIS2_OPEN_TOKENIZER_EXT ? CIS2_TOK_ALLOW_NONNORMATIVE : 0;
-        if (cis2_tokenizer_load_ext(&e->tok, path, tf, &e->tok_err) != CIS2_OK) e->tok = NULL;
+        /* §2.1: parse the bytes cis2_model_load read and hashed, not a second read of the path */
+        if (cis2_tokenizer_load_mem(&e->tok, e->m.tokenizer_json, e->m.tokenizer_json_len, path, tf, &e->tok_err) !=
+            CIS2_OK)
+            e->tok = NULL;
+        free(e->m.tokenizer_json); /* the tokenizer holds what it needs */
+        e->m.tokenizer_json = NULL;
+        e->m.tokenizer_json_len = 0;
         free(path);
     }
     fill_info(e);
@@ -144,10 +150,16 @@ int cis2_engine_set_threads(cis2_engine *e, int threads, cis2_error *err)
 int cis2_engine_encode(const cis2_engine *e, const char *text, size_t len, uint32_t **ids, size_t *n,
                        cis2_error *err)
 {
+    return cis2_engine_encode_max(e, text, len, SIZE_MAX, ids, n, err);
+}
+
+int cis2_engine_encode_max(const cis2_engine *e, const char *text, size_t len, size_t max_ids, uint32_t **ids,
+                           size_t *n, cis2_error *err)
+{
     *ids = NULL;
     *n = 0;
     if (!e->tok) return cis2_fail(err, e->tok_err.code ? e->tok_err.code : CIS2_E_USAGE, "%s", e->tok_err.msg);
-    return cis2_tokenizer_encode(e->tok, text, len, ids, n, err);
+    return cis2_tokenizer_encode_max(e->tok, text, len, max_ids, ids, n, err);
 }
 
 int cis2_engine_tokenize(const cis2_engine *e, const char *text, size_t len, uint32_t **ids, size_t *n,

@@ -42,5 +42,10 @@ int cis2_engine_bytes(const cis2_engine *e, const uint32_t *ids, size_t n, char 
 /* Tokenizes inside a frame (no frame of its own). */
 int cis2_engine_encode(const cis2_engine *e, const char *text, size_t len, uint32_t **ids, size_t *n,
                        cis2_error *err);
+/* The same, stopping once the ids would exceed max_ids (CIS2_E_USAGE
+ * "prompt is longer than N tokens", tokenizer.h): work and memory bounded
+ * by max_ids, not by the text. */
+int cis2_engine_encode_max(const cis2_engine *e, const char *text, size_t len, size_t max_ids, uint32_t **ids,
+                           size_t *n, cis2_error *err);
 
 #endif

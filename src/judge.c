@@ -146,8 +146,9 @@ int cis2_check(const cis2_receipt *r, const char *tok_path, const char *cfg_path
     if (cfg_path && (rc = read_config(cfg_path, &c, err))) goto out;
     if (tok_path) {
         unsigned tf = tok_flags & CIS2_OPEN_TOKENIZER_EXT ? CIS2_TOK_ALLOW_NONNORMATIVE : 0;
-        if ((rc = cis2_tokenizer_load_ext(&c.tok, tok_path, tf, err)) || (rc = cis2_sha256_file(tok_path, c.tok_sha, err)))
-            goto out;
+        /* one read: the sha256 is of the bytes parsed (a file swapped between two reads would hash
+         * one tokenizer and check with another) */
+        if ((rc = cis2_tokenizer_load_file(&c.tok, tok_path, tf, c.tok_sha, err))) goto out;
         c.has_tok = 1;
         cis2_error e2 = {0};
         if (cis2_tokenizer_encode(c.tok, (const char *)r->prompt, r->prompt_len, &c.ids, &c.nids, &e2)) {

@@ -86,6 +86,39 @@ int cis2_pmat_pack(cis2_pmat *m, cis2_wtype type, const uint8_t *src, size_t row
 
 void cis2_pmat_free(cis2_pmat *m) { free(m->data); m->data = NULL; }
 
+/* Streaming pack (model.c's loader; issue 16): the same layout and bits as
+ * cis2_pmat_pack, filled a few row groups at a time from a bounded staging
+ * buffer, so the packed matrix is the only full copy of the weights. */
+int cis2_pmat_alloc(cis2_pmat *m, cis2_wtype type, size_t rows, size_t cols, cis2_error *err)
+{
+    memset(m, 0, sizeof *m);
+    if (type != CIS2_W_BF16 && type != CIS2_W_F32)
+        return cis2_fail(err, CIS2_E_INTERNAL, "kernels: unknown weight type %d", (int)type);
+    size_t es = type == CIS2_W_BF16 ? 2 : 4;
+    size_t groups = (rows + CIS2_KG - 1) / CIS2_KG;
+    if (cols && (cols > SIZE_MAX / 64 || groups > SIZE_MAX / 2 / (cols * CIS2_KG * es)))
+        return cis2_fail(err, CIS2_E_NOMEM, "kernels: %zux%zu matrix is too large to pack", rows, cols);
+    size_t bytes = groups * cols * CIS2_KG * es;
+    size_t alloc = bytes ? (bytes + 63) / 64 * 64 : 64;
+    void *data = aligned_alloc(64, alloc);
+    if (!data)
+        return cis2_fail(err, CIS2_E_NOMEM, "kernels: out of memory packing a %zux%zu matrix", rows, cols);
+    memset((uint8_t *)data + bytes, 0, alloc - bytes);
+    m->type = type; m->rows = rows; m->cols = cols; m->groups = groups; m->data = data;
+    return CIS2_OK;
+}
+
+void cis2_pmat_pack_groups(cis2_pmat *m, const uint8_t *src, size_t g0, size_t nrows)
+{
+    size_t es = m->type == CIS2_W_BF16 ? 2 : 4;
+    cis2_pmat sub = *m; /* a view of groups [g0, ...): pack_rows then sees src as its row 0 */
+    sub.rows = nrows;
+    sub.groups = (nrows + CIS2_KG - 1) / CIS2_KG;
+    sub.data = (uint8_t *)m->data + g0 * m->cols * CIS2_KG * es;
+    struct pack_job j = {&sub, src};
+    if (m->cols && sub.groups) cis2_parallel_for(sub.groups, pack_group, &j);
+}
+
 size_t cis2_pmat_bytes(const cis2_pmat *m)
 {
     return m->groups * m->cols * CIS2_KG * (m->type == CIS2_W_BF16 ? 2 : 4);

@@ -38,6 +38,14 @@ typedef struct cis2_pmat {
 int cis2_pmat_pack(cis2_pmat *m, cis2_wtype type, const uint8_t *src, size_t rows, size_t cols,
                    cis2_error *err);
 void cis2_pmat_free(cis2_pmat *m);
+/* The same packing in pieces (additive, for a streaming loader):
+ * cis2_pmat_alloc allocates m for a [rows, cols] matrix (padding zeroed,
+ * nothing packed); cis2_pmat_pack_groups packs rows [g0*KG, g0*KG + nrows)
+ * given as src (just those rows, row-major little-endian bytes, any
+ * alignment), with nrows a multiple of CIS2_KG unless the range ends at the
+ * last row.  Every group packed this way holds cis2_pmat_pack's bits. */
+int cis2_pmat_alloc(cis2_pmat *m, cis2_wtype type, size_t rows, size_t cols, cis2_error *err);
+void cis2_pmat_pack_groups(cis2_pmat *m, const uint8_t *src, size_t g0, size_t nrows);
 /* Row r widened to f32 (embedding lookup of a tied/packed table). */
 void cis2_pmat_row(const cis2_pmat *m, size_t r, float *out);
 size_t cis2_pmat_bytes(const cis2_pmat *m);

@@ -1,26 +1,43 @@
 /*
  * model.c - checkpoint loading and the forward pass of CIS-2 v0.3b.
  *
- * Owns: tensor-name/shape validation against config.json (§2.2, §2.5),
- * packing the weights once (kernels.h), and the per-row arithmetic of
- * §7 (RoPE), §8 (RMSNorm), §9 (GQA attention), §10 (SwiGLU MLP) and
- * §11.1 (final norm, tied or untied LM head).  Matrix products go through
- * cis2_matmul (§5.2); everything else is written out here in the spec's
- * exact operation order, one rounding per statement.
+ * Owns: loading (§2.1 the three artifact hashes, §2.2/§2.5 tensor names and
+ * shapes against config.json, with each family's semantics for which
+ * tensors exist), packing the weights once (kernels.h), and the per-row
+ * arithmetic of §7 (RoPE), §8 (RMSNorm), §9 (GQA attention), §10 (SwiGLU
+ * MLP) and §11.1 (final norm, tied or untied LM head).  Matrix products go
+ * through cis2_matmul (§5.2); everything else is written out here in the
+ * spec's exact operation order, one rounding per statement.  Callers: the
+ * library API (cis2_model_load, cis2_forward) and decode.c.
+ *
+ * Loading reads every input exactly once (fileio.h, issue 16): config.json
+ * and tokenizer.json into owned buffers that are both hashed and parsed
+ * (the tokenizer's bytes stay in the model for the caller to parse, see
+ * model.h); model.safetensors as one sequential stream: the header is
+ * validated and every tensor matched to the config before any weight is
+ * read, then the data area is consumed in offset order through a bounded
+ * staging buffer, each byte hashed (§2.1) and packed from exactly the
+ * bytes hashed.  The packed matrices and f32 vectors are the only full
+ * copies of the weights; nothing is mmap'ed, so a file truncated or
+ * rewritten during the load is a clean CIS2_E_IO, never SIGBUS.
  */
 #include "model.h"
 #include "digest.h"
+#include "fileio.h"
 #include "pmath.h"
 #include "safetensors.h"
+#include "tokenizer.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------ load */
+
+/* Each of the two staging buffers: this, or one row group of the widest matrix. */
+#define STAGE_BYTES ((size_t)4 << 20)
 
 static int path_join(char *out, size_t cap, const char *dir, const char *file, cis2_error *err)
 {
@@ -29,14 +46,22 @@ static int path_join(char *out, size_t cap, const char *dir, const char *file, c
     return CIS2_OK;
 }
 
+enum { J_NONE = 0, J_MAT, J_VEC };
+typedef struct job {
+    int kind;               /* J_NONE: the config does not call for this tensor */
+    void *dest;             /* J_MAT: cis2_pmat *, J_VEC: float ** */
+    size_t rows, cols;      /* J_VEC: rows elements, cols 1 */
+} job;
+
 typedef struct loader {
     cis2_st_file st;
     const char *path;
-    unsigned char *used; /* one flag per tensor: every tensor must be used */
+    job *jobs;              /* one per tensor of st.t */
 } loader;
 
-static const cis2_st_tensor *want(loader *L, const char *name, uint64_t d0, uint64_t d1, int ndim,
-                                  cis2_error *err)
+/* Records that the config calls for `name` with this shape (checked). */
+static const cis2_st_tensor *want(loader *L, const char *name, uint64_t d0, uint64_t d1, int ndim, int kind,
+                                  void *dest, cis2_error *err)
 {
     const cis2_st_tensor *t = cis2_st_find(&L->st, name);
     if (!t) { cis2_fail(err, CIS2_E_FORMAT, "%s: missing tensor %s", L->path, name); return NULL; }
@@ -48,49 +73,23 @@ static const cis2_st_tensor *want(loader *L, const char *name, uint64_t d0, uint
                   ndim > 1 ? "," : "", ndim > 1 ? (unsigned long long)d1 : 0ull);
         return NULL;
     }
-    L->used[t - L->st.t] = 1;
+    L->jobs[t - L->st.t] = (job){kind, dest, (size_t)d0, ndim > 1 ? (size_t)d1 : 1};
     return t;
 }
 
-/* Drops the pages of [p, p+n) of the read-only file mapping from the
- * resident set once they have been hashed or packed, so that a load never
- * holds two copies of the weights (issue 8): they are clean file pages, and
- * touching them again just re-reads the file. */
-static void drop_pages(const void *p, size_t n)
-{
-    long pg = sysconf(_SC_PAGESIZE);
-    if (pg <= 0 || n == 0) return;
-    uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(pg - 1), hi = (uintptr_t)p + n;
-    madvise((void *)lo, hi - lo, MADV_DONTNEED);
-}
-
-static int load_mat(loader *L, cis2_pmat *m, const char *name, size_t rows, size_t cols, cis2_error *err)
-{
-    const cis2_st_tensor *t = want(L, name, rows, cols, 2, err);
-    if (!t) return err->code;
-    cis2_wtype wt = t->dtype == CIS2_ST_BF16 ? CIS2_W_BF16 : CIS2_W_F32;
-    int rc = cis2_pmat_pack(m, wt, t->data, rows, cols, err);
-    drop_pages(t->data, t->nbytes);
-    return rc;
-}
-
-static int load_vec(loader *L, float **v, const char *name, size_t n, cis2_error *err)
-{
-    const cis2_st_tensor *t = want(L, name, n, 0, 1, err);
-    if (!t) return err->code;
-    *v = malloc(n * sizeof(float));
-    if (!*v) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
-    cis2_st_read_f32(t, 0, n, *v);
-    return CIS2_OK;
-}
-
-static int load_tensors(cis2_model *m, loader *L, cis2_error *err)
+/* Matches every tensor of the file to the config before any weight is
+ * read: what the family calls for must be there with its shape, and
+ * nothing else may be (Hugging Face's modeling code: llama has q/k/v and
+ * o_proj biases iff attention_bias, qwen2 always q/k/v biases and never an
+ * o_proj bias; config.c refuses MLP biases). */
+static int plan_tensors(cis2_model *m, loader *L, cis2_error *err)
 {
     char name[256];
-    int rc;
 #define NAME(...) (snprintf(name, sizeof name, __VA_ARGS__), name)
-    if ((rc = load_mat(L, &m->embed, "model.embed_tokens.weight", m->vocab, m->hidden, err))) return rc;
-    if ((rc = load_vec(L, &m->norm, "model.norm.weight", m->hidden, err))) return rc;
+#define MAT(p, r, c) if (!want(L, name, r, c, 2, J_MAT, p, err)) return err->code
+#define VEC(p, n) if (!want(L, name, n, 0, 1, J_VEC, p, err)) return err->code
+    NAME("model.embed_tokens.weight"); MAT(&m->embed, m->vocab, m->hidden);
+    NAME("model.norm.weight"); VEC(&m->norm, m->hidden);
     int has_head = cis2_st_find(&L->st, "lm_head.weight") != NULL;
     if (m->cfg.tie_word_embeddings && has_head)
         return cis2_fail(err, CIS2_E_UNSUPPORTED,
@@ -100,32 +99,139 @@ static int load_tensors(cis2_model *m, loader *L, cis2_error *err)
         return cis2_fail(err, CIS2_E_FORMAT, "%s: tie_word_embeddings is false but lm_head.weight is missing",
                          L->path);
     m->tied = m->cfg.tie_word_embeddings;
-    if (!m->tied && (rc = load_mat(L, &m->lm_head, "lm_head.weight", m->vocab, m->hidden, err))) return rc;
-    int bias = cis2_st_find(&L->st, "model.layers.0.self_attn.q_proj.bias") != NULL;
+    if (!m->tied) { NAME("lm_head.weight"); MAT(&m->lm_head, m->vocab, m->hidden); }
+    int qkv = cis2_config_qkv_bias(&m->cfg), obias = cis2_config_o_bias(&m->cfg);
+    const char *family = m->cfg.model_type[0] ? m->cfg.model_type : "llama";
     for (size_t i = 0; i < m->n_layers; i++) {
         cis2_layer *ly = &m->layers[i];
-        if ((rc = load_vec(L, &ly->ln1, NAME("model.layers.%zu.input_layernorm.weight", i), m->hidden, err)) ||
-            (rc = load_vec(L, &ly->ln2, NAME("model.layers.%zu.post_attention_layernorm.weight", i), m->hidden, err)) ||
-            (rc = load_mat(L, &ly->q, NAME("model.layers.%zu.self_attn.q_proj.weight", i), m->q_dim, m->hidden, err)) ||
-            (rc = load_mat(L, &ly->k, NAME("model.layers.%zu.self_attn.k_proj.weight", i), m->kv_dim, m->hidden, err)) ||
-            (rc = load_mat(L, &ly->v, NAME("model.layers.%zu.self_attn.v_proj.weight", i), m->kv_dim, m->hidden, err)) ||
-            (rc = load_mat(L, &ly->o, NAME("model.layers.%zu.self_attn.o_proj.weight", i), m->hidden, m->q_dim, err)) ||
-            (rc = load_mat(L, &ly->gate, NAME("model.layers.%zu.mlp.gate_proj.weight", i), m->inter, m->hidden, err)) ||
-            (rc = load_mat(L, &ly->up, NAME("model.layers.%zu.mlp.up_proj.weight", i), m->inter, m->hidden, err)) ||
-            (rc = load_mat(L, &ly->down, NAME("model.layers.%zu.mlp.down_proj.weight", i), m->hidden, m->inter, err)))
-            return rc;
-        if (bias &&
-            ((rc = load_vec(L, &ly->bq, NAME("model.layers.%zu.self_attn.q_proj.bias", i), m->q_dim, err)) ||
-             (rc = load_vec(L, &ly->bk, NAME("model.layers.%zu.self_attn.k_proj.bias", i), m->kv_dim, err)) ||
-             (rc = load_vec(L, &ly->bv, NAME("model.layers.%zu.self_attn.v_proj.bias", i), m->kv_dim, err))))
-            return rc;
+        NAME("model.layers.%zu.input_layernorm.weight", i); VEC(&ly->ln1, m->hidden);
+        NAME("model.layers.%zu.post_attention_layernorm.weight", i); VEC(&ly->ln2, m->hidden);
+        NAME("model.layers.%zu.self_attn.q_proj.weight", i); MAT(&ly->q, m->q_dim, m->hidden);
+        NAME("model.layers.%zu.self_attn.k_proj.weight", i); MAT(&ly->k, m->kv_dim, m->hidden);
+        NAME("model.layers.%zu.self_attn.v_proj.weight", i); MAT(&ly->v, m->kv_dim, m->hidden);
+        NAME("model.layers.%zu.self_attn.o_proj.weight", i); MAT(&ly->o, m->hidden, m->q_dim);
+        NAME("model.layers.%zu.mlp.gate_proj.weight", i); MAT(&ly->gate, m->inter, m->hidden);
+        NAME("model.layers.%zu.mlp.up_proj.weight", i); MAT(&ly->up, m->inter, m->hidden);
+        NAME("model.layers.%zu.mlp.down_proj.weight", i); MAT(&ly->down, m->hidden, m->inter);
+        if (qkv) { /* §9.1 */
+            NAME("model.layers.%zu.self_attn.q_proj.bias", i); VEC(&ly->bq, m->q_dim);
+            NAME("model.layers.%zu.self_attn.k_proj.bias", i); VEC(&ly->bk, m->kv_dim);
+            NAME("model.layers.%zu.self_attn.v_proj.bias", i); VEC(&ly->bv, m->kv_dim);
+        }
+        if (obias && cis2_st_find(&L->st, NAME("model.layers.%zu.self_attn.o_proj.bias", i)))
+            return cis2_fail(err, CIS2_E_UNSUPPORTED,
+                             "%s: tensor %s (llama attention_bias is true) is not supported: §9.5 has no "
+                             "output-projection bias", L->path, name);
     }
 #undef NAME
+#undef MAT
+#undef VEC
     for (size_t i = 0; i < L->st.n; i++)
-        if (!L->used[i])
-            return cis2_fail(err, CIS2_E_FORMAT, "%s: unexpected tensor %s (not part of a %zu-layer %s model)",
-                             L->path, L->st.t[i].name, m->n_layers, bias ? "biased" : "bias-free");
+        if (L->jobs[i].kind == J_NONE)
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: unexpected tensor %s (not part of a %zu-layer %s model%s)",
+                             L->path, L->st.t[i].name, m->n_layers, family,
+                             !strcmp(family, "qwen2") ? "" : qkv ? " with attention_bias true"
+                                                                 : " with attention_bias false");
     return CIS2_OK;
+}
+
+/* One read of the data area: rows [r0, r0 + nr) of tensor `t` (a matrix),
+ * or all of it (a vector). */
+typedef struct seg { size_t t, r0, nr, bytes; } seg;
+
+/* One step of the pipeline, run across the pool: item 0 reads (and hashes)
+ * the next segment into the other staging buffer while items 1.. pack the
+ * current one, a few row groups each. */
+typedef struct step {
+    loader *L;
+    const seg *cur, *next;
+    const uint8_t *cur_buf;
+    uint8_t *next_buf;
+    size_t groups_per_item, items;
+    int read_rc;
+    cis2_error read_err;
+} step;
+
+static void step_item(void *ctx, size_t i)
+{
+    step *S = ctx;
+    if (i == 0) {
+        if (S->next) S->read_rc = cis2_st_read(&S->L->st, S->next_buf, S->next->bytes, &S->read_err);
+        return;
+    }
+    const job *j = &S->L->jobs[S->cur->t];
+    size_t rowbytes = j->cols * cis2_st_dtype_size(S->L->st.t[S->cur->t].dtype);
+    size_t g = (i - 1) * S->groups_per_item, r = g * CIS2_KG; /* relative to the segment */
+    if (r >= S->cur->nr) return;
+    size_t nr = S->cur->nr - r < S->groups_per_item * CIS2_KG ? S->cur->nr - r : S->groups_per_item * CIS2_KG;
+    cis2_pmat_pack_groups(j->dest, S->cur_buf + r * rowbytes, (S->cur->r0 + r) / CIS2_KG, nr);
+}
+
+/* Reads the data area in file order, each tensor straight into its packed
+ * matrix or f32 vector through two bounded staging buffers (one being
+ * packed while the next is read and hashed). */
+static int stream_tensors(cis2_model *m, loader *L, cis2_error *err)
+{
+    cis2_st_file *st = &L->st;
+    size_t cap = STAGE_BYTES, nseg = 0;
+    for (size_t i = 0; i < st->n; i++) {
+        const job *j = &L->jobs[i];
+        size_t es = cis2_st_dtype_size(st->t[i].dtype);
+        size_t need = j->kind == J_MAT ? CIS2_KG * j->cols * es : (size_t)st->t[i].nbytes;
+        if (need > cap) cap = need; /* <= 16 x 2^20 x 4 bytes (config.c limits) */
+    }
+    for (size_t i = 0; i < st->n; i++) {
+        const job *j = &L->jobs[i];
+        if (j->kind == J_VEC) { nseg++; continue; }
+        size_t batch = cap / (j->cols * cis2_st_dtype_size(st->t[i].dtype)) / CIS2_KG * CIS2_KG;
+        nseg += (j->rows + batch - 1) / batch;
+    }
+    seg *sg = malloc((nseg ? nseg : 1) * sizeof *sg);
+    uint8_t *buf[2] = {malloc(cap), malloc(cap)};
+    int rc = CIS2_OK;
+    if (!sg || !buf[0] || !buf[1]) rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory for the staging buffers");
+    size_t k = 0;
+    for (size_t o = 0; !rc && o < st->n; o++) {
+        size_t i = st->order[o];
+        const job *j = &L->jobs[i];
+        size_t es = cis2_st_dtype_size(st->t[i].dtype);
+        if (j->kind == J_VEC) { sg[k++] = (seg){i, 0, j->rows, (size_t)st->t[i].nbytes}; continue; }
+        size_t rowbytes = j->cols * es, batch = cap / rowbytes / CIS2_KG * CIS2_KG;
+        for (size_t r0 = 0; r0 < j->rows; r0 += batch) {
+            size_t nr = j->rows - r0 < batch ? j->rows - r0 : batch;
+            sg[k++] = (seg){i, r0, nr, nr * rowbytes};
+        }
+    }
+    if (!rc && nseg) rc = cis2_st_read(st, buf[0], sg[0].bytes, err);
+    for (size_t s = 0; !rc && s < nseg; s++) {
+        const seg *cur = &sg[s];
+        const job *j = &L->jobs[cur->t];
+        const cis2_st_tensor *t = &st->t[cur->t];
+        step S = {.L = L, .cur = cur, .next = s + 1 < nseg ? &sg[s + 1] : NULL, .cur_buf = buf[s & 1],
+                  .next_buf = buf[(s + 1) & 1]};
+        if (j->kind == J_VEC) {
+            float **v = j->dest;
+            if (!(*v = malloc(j->rows * sizeof(float)))) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); break; }
+            cis2_st_widen_f32(t->dtype, S.cur_buf, j->rows, *v);
+            step_item(&S, 0);
+        } else {
+            cis2_pmat *pm = j->dest;
+            if (cur->r0 == 0 &&
+                (rc = cis2_pmat_alloc(pm, t->dtype == CIS2_ST_BF16 ? CIS2_W_BF16 : CIS2_W_F32, j->rows, j->cols, err)))
+                break;
+            size_t gbytes = CIS2_KG * j->cols * cis2_st_dtype_size(t->dtype);
+            S.groups_per_item = gbytes >= ((size_t)64 << 10) ? 1 : ((size_t)64 << 10) / gbytes;
+            size_t groups = (cur->nr + CIS2_KG - 1) / CIS2_KG;
+            S.items = 1 + (groups + S.groups_per_item - 1) / S.groups_per_item;
+            cis2_parallel_for(S.items, step_item, &S);
+        }
+        if (S.read_rc) rc = cis2_fail(err, S.read_rc, "%s", S.read_err.msg);
+    }
+    free(sg);
+    free(buf[0]);
+    free(buf[1]);
+    if (!rc) rc = cis2_st_finish(st, m->weights_sha, err); /* §2.1 over every byte read */
+    return rc;
 }
 
 static int model_load(cis2_model *m, const char *dir, cis2_error *err)
@@ -133,10 +239,12 @@ static int model_load(cis2_model *m, const char *dir, cis2_error *err)
     char path[4096];
     int rc;
     if ((rc = path_join(path, sizeof path, dir, "config.json", err))) return rc;
-    if ((rc = cis2_config_load(&m->cfg, path, err))) return rc;
-    if ((rc = cis2_sha256_file(path, m->config_sha, err))) return rc;
+    if ((rc = cis2_config_load_sha(&m->cfg, path, m->config_sha, err))) return rc;
     if ((rc = path_join(path, sizeof path, dir, "tokenizer.json", err))) return rc;
-    if ((rc = cis2_sha256_file(path, m->tokenizer_sha, err))) return rc;
+    if ((rc = cis2_read_file(path, CIS2_TOK_MAX_FILE, "a tokenizer.json", &m->tokenizer_json,
+                             &m->tokenizer_json_len, err)))
+        return rc;
+    cis2_sha256(m->tokenizer_json, m->tokenizer_json_len, m->tokenizer_sha); /* §2.1 */
 
     const cis2_config *c = &m->cfg;
     m->hidden = (size_t)c->hidden_size;
@@ -159,14 +267,12 @@ static int model_load(cis2_model *m, const char *dir, cis2_error *err)
     loader L = {0};
     if ((rc = path_join(path, sizeof path, dir, "model.safetensors", err))) return rc;
     L.path = path;
-    if ((rc = cis2_st_open(&L.st, path, err))) return rc;
-    cis2_sha256(L.st.map, L.st.map_len, m->weights_sha); /* §2.1 over the mapped bytes */
-    drop_pages(L.st.map, L.st.map_len);
-    L.used = calloc(L.st.n ? L.st.n : 1, 1);
-    if (!L.used) rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
-    else rc = load_tensors(m, &L, err);
-    free(L.used);
-    cis2_st_close(&L.st); /* the packed copies are the only weights kept */
+    if ((rc = cis2_st_open_stream(&L.st, path, err))) return rc;
+    L.jobs = calloc(L.st.n ? L.st.n : 1, sizeof *L.jobs);
+    if (!L.jobs) rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    else if (!(rc = plan_tensors(m, &L, err))) rc = stream_tensors(m, &L, err);
+    free(L.jobs);
+    cis2_st_close(&L.st);
     if (rc) return rc;
 
     m->weight_bytes = cis2_pmat_bytes(m->tied ? &m->embed : &m->lm_head);
@@ -202,6 +308,7 @@ void cis2_model_free(cis2_model *m)
     cis2_pmat_free(&m->lm_head);
     free(m->norm);
     free(m->inv_freq);
+    free(m->tokenizer_json);
     memset(m, 0, sizeof *m);
 }
 

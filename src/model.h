@@ -35,10 +35,19 @@ typedef struct cis2_model {
     uint8_t weights_sha[32], config_sha[32], tokenizer_sha[32];
     uint8_t table_digest[32], inv_freq_digest[32];
     size_t weight_bytes;    /* packed bytes read per decoded token */
+    /* tokenizer.json exactly as read and hashed into tokenizer_sha (NUL-
+     * terminated; len excludes the NUL): parse it from here
+     * (cis2_tokenizer_load_mem, tokenizer.h), not from the path again, so
+     * the tokenizer run is the one hashed.  Freed by cis2_model_free. */
+    char *tokenizer_json;
+    size_t tokenizer_json_len;
 } cis2_model;
 
-/* Loads DIR/{model.safetensors,config.json,tokenizer.json}: hashes all three
- * (§2.1), validates every tensor name and shape against the config. */
+/* Loads DIR/{model.safetensors,config.json,tokenizer.json}, each read once
+ * (fileio.h): hashes all three from the bytes read (§2.1), validates every
+ * tensor name and shape against the config and its family's semantics
+ * (config.h) before reading any weight, then packs the weights from a
+ * bounded staging buffer as they stream in. */
 int cis2_model_load(cis2_model *m, const char *dir, cis2_error *err);
 void cis2_model_free(cis2_model *m);
 

@@ -137,16 +137,18 @@ static inline int digit_at(const unsigned char *p, size_t *len)
     return is_numeric17(cp, cis2_uclass(cp));
 }
 
-static void regex_split(const char *s, size_t n, int use_regex, cis2_pretok_cb cb, void *ctx)
+/* Returns nonzero when cb asked to stop. */
+static int regex_split(const char *s, size_t n, int use_regex, cis2_pretok_cb cb, void *ctx)
 {
-    if (n == 0) return;
-    if (!use_regex) { cb(ctx, s, n); return; }
+    if (n == 0) return 0;
+    if (!use_regex) return cb(ctx, s, n);
     const unsigned char *p = (const unsigned char *)s, *end = p + n;
     while (p < end) {
         size_t m = gpt2_match(p, end);
-        cb(ctx, (const char *)p, m);
+        if (cb(ctx, (const char *)p, m)) return 1;
         p += m;
     }
+    return 0;
 }
 
 void cis2_pretok_split(const char *s, size_t n, int digits_mode, int use_regex,
@@ -158,11 +160,11 @@ void cis2_pretok_split(const char *s, size_t n, int digits_mode, int use_regex,
     while (i < n) {
         size_t l;
         if (!digit_at(u + i, &l)) { i += l; continue; }
-        regex_split(s + seg, i - seg, use_regex, cb, ctx);      /* text before */
+        if (regex_split(s + seg, i - seg, use_regex, cb, ctx)) return;   /* text before */
         size_t j = i + l;
         if (digits_mode == CIS2_DIGITS_CONTIGUOUS)
             while (j < n && digit_at(u + j, &l)) j += l;
-        regex_split(s + i, j - i, use_regex, cb, ctx);          /* §3.1.4.a: isolated */
+        if (regex_split(s + i, j - i, use_regex, cb, ctx)) return;       /* §3.1.4.a: isolated */
         seg = i = j;
     }
     regex_split(s + seg, n - seg, use_regex, cb, ctx);
@@ -230,7 +232,7 @@ void cis2_pretok_split_qwen(const char *s, size_t n, cis2_pretok_cb cb, void *ct
     const unsigned char *p = (const unsigned char *)s, *end = p + n;
     while (p < end) {
         size_t m = qwen_match(p, end);
-        cb(ctx, (const char *)p, m);
+        if (cb(ctx, (const char *)p, m)) return;
         p += m;
     }
 }

@@ -30,15 +30,16 @@ int cis2_utf8_validate(const unsigned char *s, size_t n, size_t *bad);
 
 /* Splits s[0..n) (valid UTF-8) into pre-tokens: first the Digits split
  * (mode), then, if use_regex, the GPT-2 pattern on each piece; calls
- * cb(ctx, start, len) for every non-empty pre-token in order. */
-typedef void (*cis2_pretok_cb)(void *ctx, const char *start, size_t len);
+ * cb(ctx, start, len) for every non-empty pre-token in order, until cb
+ * returns nonzero (the scan then stops: encode_max's limit). */
+typedef int (*cis2_pretok_cb)(void *ctx, const char *start, size_t len);
 void cis2_pretok_split(const char *s, size_t n, int digits_mode, int use_regex,
                        cis2_pretok_cb cb, void *ctx);
 
 /* NON-NORMATIVE extension (outside CIS-2 v0.3b §3): Qwen2.5's Split
  * pre-tokenizer, behavior Isolated, with the pattern CIS2_QWEN_SPLIT_REGEX
  * (Oniguruma semantics, see pretok.c); calls cb for every match in order
- * (the matches tile s). */
+ * (the matches tile s), until cb returns nonzero. */
 #define CIS2_QWEN_SPLIT_REGEX \
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" \
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"

@@ -17,12 +17,14 @@
  * §S7.4 rule (parameter validity, the sampler word, the stop rule the
  * finish reason claims, no early stop token).
  *
- * File I/O: load reads a regular file once (cis2_read_file), save writes
- * a temporary file and renames it into place (cis2_write_file), so a failed
- * save leaves an old receipt intact.
+ * File I/O (issue 16, fileio.h): load reads a regular file once (size
+ * checked before reading); save writes a temporary file beside the target
+ * and renames it into place, so a failed save (a full disk) leaves the old
+ * receipt intact.
  */
 #include "receipt.h"
 #include "engine.h"
+#include "fileio.h"
 #include "sample.h"
 #include "session.h"
 

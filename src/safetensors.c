@@ -1,6 +1,8 @@
 /*
- * safetensors.c - mmap loader and validator for safetensors files
- * (spec §2.5 names/shapes come from the header; §4.1 widening).
+ * safetensors.c - reader and validator for safetensors files (spec §2.1
+ * the whole file's sha256, §2.5 names/shapes come from the header; §4.1
+ * widening).  Callers: model.c (cis2_st_open_stream), tests and
+ * fuzz/fuzz_safetensors.c (cis2_st_open).  Contract in safetensors.h.
  *
  * Layout: 8-byte little-endian header length N, N bytes of JSON (an object
  * mapping tensor name -> {"dtype", "shape", "data_offsets": [begin, end]},
@@ -9,16 +11,18 @@
  * offset, odd included.  Every structural property is checked here so the
  * model code can trust the table: dtype known, shape product x element
  * size == byte span (overflow-checked), tensors tile the data area exactly
- * (no overlap, no hole, no trailing bytes).
+ * (no overlap, no hole, no trailing bytes).  The header's memory is bounded
+ * before jansson parses it (N <= 100 MB, jsonlim.h cost <= 256 MiB); the
+ * file is read once, sequentially, and hashed as it is read (fileio.h).
  */
 #include "safetensors.h"
+#include "jsonlim.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,10 +40,11 @@ static int cmp_name(const void *a, const void *b)
     return strcmp(((const cis2_st_tensor *)a)->name, ((const cis2_st_tensor *)b)->name);
 }
 
+typedef struct { uint64_t offset, nbytes; size_t idx; } by_off;
 static int cmp_offset(const void *a, const void *b)
 {
-    const cis2_st_tensor *x = *(const cis2_st_tensor *const *)a, *y = *(const cis2_st_tensor *const *)b;
-    if (x->data != y->data) return x->data < y->data ? -1 : 1;
+    const by_off *x = a, *y = b;
+    if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
     if (x->nbytes != y->nbytes) return x->nbytes < y->nbytes ? -1 : 1;
     return 0;
 }
@@ -52,10 +57,10 @@ static int64_t json_u(const json_t *v)
     return x < 0 ? -1 : (int64_t)x;
 }
 
-/* Parses one tensor entry into *t (name not set).  data_off/data_len
- * describe the data area inside the mapping. */
-static int parse_entry(const char *path, const char *name, json_t *e, cis2_st_tensor *t,
-                       const uint8_t *data_area, uint64_t data_len, cis2_error *err)
+/* Parses one tensor entry into *t (name not set); data_len is the size of
+ * the data area. */
+static int parse_entry(const char *path, const char *name, json_t *e, cis2_st_tensor *t, uint64_t data_len,
+                       cis2_error *err)
 {
     if (!json_is_object(e))
         return cis2_fail(err, CIS2_E_FORMAT, "%s: tensor '%s': entry is not an object", path, name);
@@ -118,20 +123,22 @@ static int parse_entry(const char *path, const char *name, json_t *e, cis2_st_te
         return cis2_fail(err, CIS2_E_FORMAT,
                          "%s: tensor '%s': shape needs %llu bytes but data_offsets span %llu", path, name,
                          (unsigned long long)(numel * es), (unsigned long long)span);
-    t->data = data_area + b;
+    t->offset = (uint64_t)b;
+    t->data = NULL;
     t->nbytes = span;
     return CIS2_OK;
 }
 
-static int parse_header(cis2_st_file *f, const char *path, const uint8_t *hdr, size_t hlen,
-                        const uint8_t *data_area, uint64_t data_len, cis2_error *err)
+static int parse_header(cis2_st_file *f, const char *path, const uint8_t *hdr, size_t hlen, uint64_t data_len,
+                        cis2_error *err)
 {
+    int rc = cis2_json_cost_check((const char *)hdr, hlen, CIS2_ST_MAX_HEADER_COST, path, "a safetensors header", err);
+    if (rc) return rc;
     json_error_t je;
     json_t *root = json_loadb((const char *)hdr, hlen, JSON_REJECT_DUPLICATES, &je);
     if (!root)
         return cis2_fail(err, CIS2_E_FORMAT, "%s: header is not valid JSON (%s at byte %d)", path, je.text,
                          je.position);
-    int rc = CIS2_OK;
     if (!json_is_object(root)) {
         rc = cis2_fail(err, CIS2_E_FORMAT, "%s: header is not a JSON object", path);
         goto out;
@@ -159,91 +166,124 @@ static int parse_header(cis2_st_file *f, const char *path, const uint8_t *hdr, s
         }
         if (!*key) { rc = cis2_fail(err, CIS2_E_FORMAT, "%s: empty tensor name", path); goto out; }
         cis2_st_tensor *t = &f->t[f->n];
-        if ((rc = parse_entry(path, key, val, t, data_area, data_len, err))) goto out;
+        if ((rc = parse_entry(path, key, val, t, data_len, err))) goto out;
         if (!(t->name = strdup(key))) { rc = cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path); goto out; }
         f->n++;
     }
 
     /* The tensors must tile the data area: sorted by offset, each begins
      * where the previous ended, and the last ends at the end of the file. */
-    {
-        cis2_st_tensor **by_off = malloc((f->n ? f->n : 1) * sizeof *by_off);
-        if (!by_off) { rc = cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path); goto out; }
-        for (size_t i = 0; i < f->n; i++) by_off[i] = &f->t[i];
-        qsort(by_off, f->n, sizeof *by_off, cmp_offset);
-        uint64_t pos = 0;
-        for (size_t i = 0; i < f->n && !rc; i++) {
-            uint64_t b = (uint64_t)(by_off[i]->data - data_area);
-            if (b < pos)
-                rc = cis2_fail(err, CIS2_E_FORMAT, "%s: tensor '%s' overlaps tensor '%s'", path, by_off[i]->name,
-                               by_off[i - 1]->name);
-            else if (b > pos)
-                rc = cis2_fail(err, CIS2_E_FORMAT, "%s: hole in the data area at bytes [%llu, %llu) before '%s'",
-                               path, (unsigned long long)pos, (unsigned long long)b, by_off[i]->name);
-            pos = b + by_off[i]->nbytes;
-        }
-        if (!rc && pos != data_len)
-            rc = cis2_fail(err, CIS2_E_FORMAT, "%s: %llu bytes after the last tensor (hole at the end of the data area)",
-                           path, (unsigned long long)(data_len - pos));
-        free(by_off);
-        if (rc) goto out;
-    }
     qsort(f->t, f->n, sizeof *f->t, cmp_name);
+    if (!(f->order = malloc((f->n ? f->n : 1) * sizeof *f->order))) {
+        rc = cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
+        goto out;
+    }
+    by_off *bo = malloc((f->n ? f->n : 1) * sizeof *bo);
+    if (!bo) { rc = cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path); goto out; }
+    for (size_t i = 0; i < f->n; i++) bo[i] = (by_off){f->t[i].offset, f->t[i].nbytes, i};
+    qsort(bo, f->n, sizeof *bo, cmp_offset);
+    for (size_t i = 0; i < f->n; i++) f->order[i] = bo[i].idx;
+    free(bo);
+    uint64_t pos = 0;
+    for (size_t i = 0; i < f->n && !rc; i++) {
+        const cis2_st_tensor *t = &f->t[f->order[i]];
+        if (t->offset < pos)
+            rc = cis2_fail(err, CIS2_E_FORMAT, "%s: tensor '%s' overlaps tensor '%s'", path, t->name,
+                           f->t[f->order[i - 1]].name);
+        else if (t->offset > pos)
+            rc = cis2_fail(err, CIS2_E_FORMAT, "%s: hole in the data area at bytes [%llu, %llu) before '%s'", path,
+                           (unsigned long long)pos, (unsigned long long)t->offset, t->name);
+        pos = t->offset + t->nbytes;
+    }
+    if (!rc && pos != data_len)
+        rc = cis2_fail(err, CIS2_E_FORMAT, "%s: %llu bytes after the last tensor (hole at the end of the data area)",
+                       path, (unsigned long long)(data_len - pos));
 out:
     json_decref(root);
     return rc;
 }
 
-int cis2_st_open(cis2_st_file *f, const char *path, cis2_error *err)
+int cis2_st_open_stream(cis2_st_file *f, const char *path, cis2_error *err)
 {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return cis2_fail(err, CIS2_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return cis2_fail(err, CIS2_E_IO, "%s: cannot stat: %s", path, strerror(e));
+    f->in.fd = -1;
+    int rc = cis2_in_open(&f->in, path, 0, NULL, err);
+    if (rc) return rc;
+    if (cis2_sha_init(&f->sha)) {
+        cis2_in_close(&f->in);
+        return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
     }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return cis2_fail(err, CIS2_E_IO, "%s: not a regular file", path);
-    }
-    uint64_t size = (uint64_t)st.st_size;
-    if (size < 8) {
-        close(fd);
-        return cis2_fail(err, CIS2_E_FORMAT, "%s: file is %llu bytes, shorter than the 8-byte header length", path,
-                         (unsigned long long)size);
-    }
-    if (size > SIZE_MAX) {
-        close(fd);
-        return cis2_fail(err, CIS2_E_NOMEM, "%s: file too large to map", path);
-    }
-    void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd);
-    if (map == MAP_FAILED) return cis2_fail(err, CIS2_E_IO, "%s: cannot mmap: %s", path, strerror(e));
-    f->map = map;
-    f->map_len = (size_t)size;
+    f->streaming = 1;
     if (!(f->path = strdup(path))) {
         cis2_st_close(f);
         return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
     }
-
-    const uint8_t *p = map;
+    uint64_t size = f->in.size;
+    if (size < 8) {
+        cis2_st_close(f);
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: file is %llu bytes, shorter than the 8-byte header length", path,
+                         (unsigned long long)size);
+    }
+    uint8_t p[8];
+    if ((rc = cis2_in_read(&f->in, p, 8, err))) { cis2_st_close(f); return rc; }
+    cis2_sha_update(&f->sha, p, 8);
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | p[i]; /* little-endian u64 */
-    int rc;
     if (hlen > CIS2_ST_MAX_HEADER)
         rc = cis2_fail(err, CIS2_E_FORMAT, "%s: header length %llu exceeds the %u-byte limit", path,
                        (unsigned long long)hlen, CIS2_ST_MAX_HEADER);
     else if (hlen > size - 8)
         rc = cis2_fail(err, CIS2_E_FORMAT, "%s: header length %llu runs past the end of the %llu-byte file", path,
                        (unsigned long long)hlen, (unsigned long long)size);
-    else
-        rc = parse_header(f, path, p + 8, (size_t)hlen, p + 8 + hlen, size - 8 - hlen, err);
+    if (rc) { cis2_st_close(f); return rc; }
+    uint8_t *hdr = malloc(hlen ? (size_t)hlen : 1);
+    if (!hdr) { cis2_st_close(f); return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory for the header", path); }
+    if (!(rc = cis2_in_read(&f->in, hdr, (size_t)hlen, err))) {
+        cis2_sha_update(&f->sha, hdr, (size_t)hlen);
+        f->header_len = hlen;
+        f->data_len = size - 8 - hlen;
+        f->file_size = size;
+        rc = parse_header(f, path, hdr, (size_t)hlen, f->data_len, err);
+    }
+    free(hdr);
     if (rc) cis2_st_close(f);
     return rc;
+}
+
+int cis2_st_read(cis2_st_file *f, void *buf, size_t n, cis2_error *err)
+{
+    int rc = cis2_in_read(&f->in, buf, n, err);
+    if (!rc) cis2_sha_update(&f->sha, buf, n);
+    return rc;
+}
+
+int cis2_st_finish(cis2_st_file *f, uint8_t sha[32], cis2_error *err)
+{
+    int rc = cis2_in_finish(&f->in, err);
+    uint8_t d[32];
+    cis2_sha_final(&f->sha, d);
+    f->streaming = 0;
+    if (!rc && sha) memcpy(sha, d, 32);
+    return rc;
+}
+
+int cis2_st_open(cis2_st_file *f, const char *path, uint8_t sha[32], cis2_error *err)
+{
+    int rc = cis2_st_open_stream(f, path, err);
+    if (rc) return rc;
+    /* placed at the file's offset mod 8, so a misaligned tensor stays misaligned in memory */
+    if (f->data_len >= SIZE_MAX - 16 || !(f->data_alloc = malloc((size_t)f->data_len + 8))) {
+        cis2_st_close(f);
+        return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory for %llu bytes of tensors", path,
+                         (unsigned long long)f->data_len);
+    }
+    f->data = f->data_alloc + (8 + f->header_len) % 8;
+    if ((rc = cis2_st_read(f, f->data, (size_t)f->data_len, err)) || (rc = cis2_st_finish(f, sha, err))) {
+        cis2_st_close(f);
+        return rc;
+    }
+    for (size_t i = 0; i < f->n; i++) f->t[i].data = f->data + f->t[i].offset;
+    return CIS2_OK;
 }
 
 const cis2_st_tensor *cis2_st_find(const cis2_st_file *f, const char *name)
@@ -284,23 +324,26 @@ const cis2_st_tensor *cis2_st_expect(const cis2_st_file *f, const char *name, in
     return t;
 }
 
-void cis2_st_read_f32(const cis2_st_tensor *t, uint64_t first, uint64_t count, float *out)
+void cis2_st_widen_f32(cis2_st_dtype dtype, const uint8_t *p, uint64_t n, float *out)
 {
-    uint64_t numel = cis2_st_numel(t), avail = first < numel ? numel - first : 0;
-    uint64_t n = count < avail ? count : avail;
-    if (t->dtype == CIS2_ST_BF16) {
-        const uint8_t *p = t->data + first * 2;
+    if (dtype == CIS2_ST_BF16) {
         for (uint64_t i = 0; i < n; i++, p += 2) {
             uint32_t bits = ((uint32_t)p[0] | (uint32_t)p[1] << 8) << 16; /* §4.1: (b as u32) << 16 */
             memcpy(&out[i], &bits, 4);
         }
     } else {
-        const uint8_t *p = t->data + first * 4;
         for (uint64_t i = 0; i < n; i++, p += 4) {
             uint32_t bits = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
             memcpy(&out[i], &bits, 4);
         }
     }
+}
+
+void cis2_st_read_f32(const cis2_st_tensor *t, uint64_t first, uint64_t count, float *out)
+{
+    uint64_t numel = cis2_st_numel(t), avail = first < numel ? numel - first : 0;
+    uint64_t n = count < avail ? count : avail;
+    if (n) cis2_st_widen_f32(t->dtype, t->data + first * cis2_st_dtype_size(t->dtype), n, out);
     for (uint64_t i = n; i < count; i++) out[i] = 0.0f;
 }
 
@@ -309,7 +352,14 @@ void cis2_st_close(cis2_st_file *f)
     if (!f) return;
     for (size_t i = 0; i < f->n; i++) free(f->t[i].name);
     free(f->t);
+    free(f->order);
     free(f->path);
-    if (f->map) munmap(f->map, f->map_len);
+    free(f->data_alloc);
+    if (f->streaming) {
+        uint8_t d[32];
+        cis2_sha_final(&f->sha, d);
+    }
+    cis2_in_close(&f->in);
     memset(f, 0, sizeof *f);
+    f->in.fd = -1;
 }

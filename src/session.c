@@ -338,7 +338,19 @@ int cis2_session_add_internal(cis2_session *s, const cis2_request *req, uint64_t
     if ((rc = rule_from_request(e, req, &q->rule, err))) goto fail;
     if (req->text) {
         if (req->text_len == 0) { rc = cis2_fail(err, CIS2_E_USAGE, "empty prompt"); goto fail; }
-        if ((rc = cis2_engine_encode(e, req->text, req->text_len, &q->prompt, &q->n_prompt, err))) goto fail;
+        /* a prompt too long for the context is refused once its ids pass the room left, before the
+         * rest of it is tokenized (a 100 MB line: at once, not after minutes and gigabytes) */
+        size_t room = maxpos > req->max_tokens ? maxpos - req->max_tokens : 0;
+        cis2_error te = {0};
+        if ((rc = cis2_engine_encode_max(e, req->text, req->text_len, room, &q->prompt, &q->n_prompt, &te))) {
+            if (rc == CIS2_E_USAGE && e->tok)
+                rc = cis2_fail(err, CIS2_E_UNSUPPORTED,
+                               "prompt (more than %zu tokens) + max tokens (%zu) exceeds max_position_embeddings (%zu)",
+                               room, req->max_tokens, maxpos);
+            else
+                rc = cis2_fail(err, te.code, "%s", te.msg);
+            goto fail;
+        }
         if (q->n_prompt == 0) { rc = cis2_fail(err, CIS2_E_USAGE, "the prompt encodes to no tokens"); goto fail; }
         if (!(q->prompt_bytes = malloc(req->text_len + 1))) goto oom;
         memcpy(q->prompt_bytes, req->text, req->text_len);

@@ -16,9 +16,16 @@
  *   linear weights:       std 1/sqrt(in_features)
  *   q/k/v biases:         std 0.05
  *   norm weights:         uniform 1 +- 0.1
+ *
+ * Output (issue 16, fileio.h): the three files are written to unique
+ * temporary files beside their targets and committed as one set (renamed
+ * under a lock on the directory), never through a fixed temporary name.
+ * Callers: cis2 synth, cis2 bench, tests.
  */
 #include "synth.h"
 #include "config.h"
+#include "fileio.h"
+#include "tokenizer.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -194,34 +201,13 @@ static int mkdir_p(const char *dir, cis2_error *err)
     return CIS2_OK;
 }
 
-/* Opens dir/name.tmp for writing; *final gets dir/name. */
-static FILE *open_tmp(const char *dir, const char *name, char *tmp, char *final, size_t cap, cis2_error *err)
-{
-    snprintf(final, cap, "%s/%s", dir, name);
-    snprintf(tmp, cap, "%s/%s.tmp", dir, name);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) cis2_fail(err, CIS2_E_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    return f;
-}
-
-static int finish(FILE *f, const char *tmp, const char *final, int rc, cis2_error *err)
-{
-    if (fflush(f) != 0 || ferror(f)) rc = rc ? rc : cis2_fail(err, CIS2_E_IO, "%s: write error: %s", tmp, strerror(errno));
-    if (fclose(f) != 0) rc = rc ? rc : cis2_fail(err, CIS2_E_IO, "%s: close error: %s", tmp, strerror(errno));
-    if (!rc && rename(tmp, final) != 0) rc = cis2_fail(err, CIS2_E_IO, "%s: cannot rename: %s", final, strerror(errno));
-    if (rc) remove(tmp);
-    return rc;
-}
-
-static int write_safetensors(const cis2_synth_shape *s, uint64_t seed, const char *dir, cis2_error *err)
+static int write_safetensors(const cis2_synth_shape *s, uint64_t seed, FILE *f, cis2_error *err)
 {
     size_t nt = tensor_list(s, NULL, 0);
     tdesc *t = calloc(nt, sizeof *t);
     uint16_t *buf = malloc((size_t)1 << 17);
     sbuf h = {0};
     int rc = CIS2_OK;
-    FILE *f = NULL;
-    char tmp[4200], final[4200];
     if (!t || !buf) { rc = cis2_fail(err, CIS2_E_NOMEM, "synth: out of memory"); goto out; }
     tensor_list(s, t, nt);
 
@@ -246,7 +232,6 @@ static int write_safetensors(const cis2_synth_shape *s, uint64_t seed, const cha
     while (!h.oom && (s->odd_data_offset ? (8 + h.len) % 2 != 1 : (8 + h.len) % 8 != 0)) sb_printf(&h, " ");
     if (h.oom) { rc = cis2_fail(err, CIS2_E_NOMEM, "synth: out of memory"); goto out; }
 
-    if (!(f = open_tmp(dir, "model.safetensors", tmp, final, sizeof tmp, err))) { rc = CIS2_E_IO; goto out; }
     setvbuf(f, NULL, _IOFBF, (size_t)1 << 20);
     uint8_t len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
@@ -265,19 +250,15 @@ static int write_safetensors(const cis2_synth_shape *s, uint64_t seed, const cha
             done += k;
         }
     }
-    rc = finish(f, tmp, final, rc, err);
 out:
     free(h.p);
     free(buf);
     free(t);
-    return rc;
+    return rc; /* a failed fwrite leaves ferror set: the commit reports it */
 }
 
-static int write_config(const cis2_synth_shape *s, const char *dir, cis2_error *err)
+static void write_config(const cis2_synth_shape *s, FILE *f)
 {
-    char tmp[4200], final[4200];
-    FILE *f = open_tmp(dir, "config.json", tmp, final, sizeof tmp, err);
-    if (!f) return CIS2_E_IO;
     int qwen = !strcmp(s->model_type, "qwen2");
     fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n  \"hidden_act\": \"silu\",\n",
             qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM", s->model_type);
@@ -292,7 +273,6 @@ static int write_config(const cis2_synth_shape *s, const char *dir, cis2_error *
     if (qwen) fprintf(f, "  \"use_sliding_window\": false,\n");
     else fprintf(f, "  \"attention_bias\": false,\n  \"rope_scaling\": null,\n");
     fprintf(f, "  \"torch_dtype\": \"bfloat16\"\n}\n");
-    return finish(f, tmp, final, CIS2_OK, err);
 }
 
 /* Spec §3.1.5.a: byte -> codepoint (188 printable bytes map to themselves,
@@ -331,34 +311,51 @@ char *cis2_synth_min_tokenizer_json(void)
     return out;
 }
 
-/* dir/name = a byte-for-byte copy of src, or (src NULL) the minimal tokenizer. */
-static int write_copy(const char *src, const char *dir, const char *name, cis2_error *err)
+/* The three files of out_dir as one set (fileio.h): each written to a
+ * unique temporary file beside its target, then committed together, so a
+ * failed or interrupted synth leaves the directory as it was, and two
+ * synths into one directory each rename a complete set (never one file of
+ * each).  tok / cfg: bytes to copy verbatim (NULL: the minimal tokenizer;
+ * the shape's config). */
+static int write_set(const cis2_synth_shape *s, uint64_t seed, const char *out_dir, const char *tok, size_t tok_len,
+                     const char *cfg, size_t cfg_len, cis2_error *err)
 {
-    char tmp[4200], final[4200];
-    FILE *in = NULL;
-    if (src) {
-        struct stat st;
-        if (!(in = fopen(src, "rb"))) return cis2_fail(err, CIS2_E_IO, "%s: cannot open: %s", src, strerror(errno));
-        if (fstat(fileno(in), &st) != 0 || !S_ISREG(st.st_mode)) {
-            fclose(in);
-            return cis2_fail(err, CIS2_E_IO, "%s: not a regular file", src);
+    static const char *const names[3] = {"tokenizer.json", "config.json", "model.safetensors"};
+    cis2_out *o[3] = {NULL, NULL, NULL};
+    int rc = mkdir_p(out_dir, err);
+    for (int i = 0; i < 3 && !rc; i++) {
+        char path[4200];
+        int n = snprintf(path, sizeof path, "%s/%s", out_dir, names[i]);
+        if (n < 0 || (size_t)n >= sizeof path) rc = cis2_fail(err, CIS2_E_USAGE, "%s: path too long", out_dir);
+        else rc = cis2_out_open(&o[i], path, err);
+    }
+    if (!rc) {
+        FILE *f = cis2_out_stream(o[0]);
+        if (tok) fwrite(tok, 1, tok_len, f);
+        else {
+            char *js = cis2_synth_min_tokenizer_json();
+            if (!js) rc = cis2_fail(err, CIS2_E_NOMEM, "synth: out of memory building tokenizer.json");
+            else { fputs(js, f); fputc('\n', f); free(js); }
         }
     }
-    FILE *f = open_tmp(dir, name, tmp, final, sizeof tmp, err);
-    if (!f) { if (in) fclose(in); return CIS2_E_IO; }
-    int rc = CIS2_OK;
-    if (in) {
-        char buf[65536];
-        size_t n;
-        while ((n = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, n, f);
-        if (ferror(in)) rc = cis2_fail(err, CIS2_E_IO, "%s: read error", src);
-        fclose(in);
-    } else {
-        char *js = cis2_synth_min_tokenizer_json();
-        if (!js) rc = cis2_fail(err, CIS2_E_NOMEM, "synth: out of memory building tokenizer.json");
-        else { fputs(js, f); fputc('\n', f); free(js); }
+    if (!rc) {
+        if (cfg) fwrite(cfg, 1, cfg_len, cis2_out_stream(o[1]));
+        else write_config(s, cis2_out_stream(o[1]));
     }
-    return finish(f, tmp, final, rc, err);
+    if (!rc) rc = write_safetensors(s, seed, cis2_out_stream(o[2]), err);
+    if (rc) {
+        for (int i = 0; i < 3; i++) cis2_out_abort(o[i]);
+        return rc;
+    }
+    return cis2_out_commit_set(o, 3, err);
+}
+
+static int read_tokenizer_src(const char *src, char **buf, size_t *len, cis2_error *err)
+{
+    *buf = NULL;
+    *len = 0;
+    if (!src) return CIS2_OK;
+    return cis2_read_file(src, CIS2_TOK_MAX_FILE, "a tokenizer.json", buf, len, err);
 }
 
 int cis2_synth_write(const char *shape, uint64_t seed, const char *out_dir, const char *tokenizer_src,
@@ -366,26 +363,32 @@ int cis2_synth_write(const char *shape, uint64_t seed, const char *out_dir, cons
 {
     const cis2_synth_shape *s = cis2_synth_find_shape(shape);
     if (!s) return cis2_fail(err, CIS2_E_USAGE, "synth: unknown shape '%s'", shape);
-    int rc;
-    if ((rc = mkdir_p(out_dir, err)) || (rc = write_copy(tokenizer_src, out_dir, "tokenizer.json", err)) ||
-        (rc = write_config(s, out_dir, err)) || (rc = write_safetensors(s, seed, out_dir, err)))
-        return rc;
-    return CIS2_OK;
+    char *tok;
+    size_t tl;
+    int rc = read_tokenizer_src(tokenizer_src, &tok, &tl, err);
+    if (!rc) rc = write_set(s, seed, out_dir, tok, tl, NULL, 0, err);
+    free(tok);
+    return rc;
 }
 
 int cis2_synth_write_config(const char *config_path, uint64_t seed, const char *out_dir, const char *tokenizer_src,
                             cis2_error *err)
 {
-    cis2_config c;
-    int rc = cis2_config_load(&c, config_path, err);
+    char *cfg, *tok = NULL;
+    size_t cl, tl = 0;
+    int rc = cis2_read_file(config_path, CIS2_CFG_MAX_FILE, "a config.json", &cfg, &cl, err);
     if (rc) return rc;
-    int qwen = !strcmp(c.model_type, "qwen2");
-    cis2_synth_shape s = {"config", qwen ? "qwen2" : "llama", c.hidden_size, c.intermediate_size,
-                          c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, c.vocab_size,
-                          c.max_position_embeddings, c.head_dim, "", "", c.tie_word_embeddings, qwen, 1};
-    if ((rc = mkdir_p(out_dir, err)) || (rc = write_copy(tokenizer_src, out_dir, "tokenizer.json", err)) ||
-        (rc = write_copy(config_path, out_dir, "config.json", err)) ||
-        (rc = write_safetensors(&s, seed, out_dir, err)))
+    cis2_config c;
+    if ((rc = cis2_config_parse(&c, cfg, cl, config_path, err)) || (rc = read_tokenizer_src(tokenizer_src, &tok, &tl, err))) {
+        free(cfg);
         return rc;
-    return CIS2_OK;
+    }
+    cis2_synth_shape s = {"config", c.model_type[0] ? c.model_type : "llama", c.hidden_size, c.intermediate_size,
+                          c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, c.vocab_size,
+                          c.max_position_embeddings, c.head_dim, "", "", c.tie_word_embeddings,
+                          cis2_config_qkv_bias(&c), 1};
+    rc = write_set(&s, seed, out_dir, tok, tl, cfg, cl, err); /* the config byte for byte: the bytes parsed */
+    free(cfg);
+    free(tok);
+    return rc;
 }

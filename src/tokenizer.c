@@ -22,8 +22,24 @@
  * Sequence [Split(Qwen regex, Isolated), ByteLevel(use_regex=false)]
  * (pretok.c).  The strict loader refuses both, pointing to the flag and
  * to --prompt-ids.
+ *
+ * Bounds (issue 16, docs/inputs.md): the file is read once (fileio.h) and
+ * parsed from that buffer, which is also what cis2_tokenizer_load_file
+ * hashes; its JSON's heap cost is bounded before jansson runs (jsonlim.h).
+ * Loading is linear: vocab, merges and added tokens go through hash
+ * tables.  Added tokens are matched with an Aho-Corasick automaton over the
+ * reversed contents (one per normalized group): scanning the text
+ * backwards gives, for every position, the longest added token starting
+ * there in O(1) amortized, so leftmost-longest matching is linear in the
+ * text whatever the tokens (no rescans, unlike a forward leftmost search).
+ * cis2_tokenizer_encode_max stops once the ids exceed its limit.
+ *
+ * Callers: the library API (cis2.h), model.c's caller through
+ * cis2_tokenizer_load_mem, the CLI.
  */
 #include "tokenizer.h"
+#include "fileio.h"
+#include "jsonlim.h"
 #include "nfc.h"
 #include "pretok.h"
 
@@ -34,7 +50,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define MAX_FILE_BYTES (256u << 20) /* a tokenizer.json larger than this is refused */
 #define MAX_ID (1u << 24)           /* ids beyond this are refused (memory bound) */
 #define CACHE_MAX_WORD 128          /* pre-tokens up to this many bytes are cached */
 
@@ -68,6 +83,21 @@ typedef struct {
     int normalized;
 } added_tok;
 
+/* Aho-Corasick automaton over the REVERSED contents of one group of added
+ * tokens, in breadth-first order: node 0 is the root, the children of node
+ * v are [first[v], first[v+1]), sorted by label (the byte on the edge into
+ * them).  out[v]: the added token (index) that is the longest pattern
+ * among v's suffixes in the automaton (v itself, then its failure chain),
+ * or AC_NONE. */
+#define AC_NONE UINT32_MAX
+typedef struct {
+    uint32_t n;               /* nodes; 0: no tokens in the group */
+    uint32_t *first, *fail, *out;
+    uint8_t *label;
+    uint32_t root_next[256];  /* goto from the root; 0 = stay */
+    size_t maxlen;            /* longest content in the group */
+} ac_trie;
+
 struct cis2_tokenizer {
     char *arena;              /* vocab strings, then decode bytes */
     size_t arena_len, arena_cap;
@@ -75,10 +105,11 @@ struct cis2_tokenizer {
     mslot *merges; size_t mcap; size_t nmerges;
     uint32_t b2u[256];        /* §3.1.5.a byte -> code point */
     int32_t byte_id[256];     /* §3.1.5.b: id of each byte's one-char token, -1 none */
-    uint8_t added_first[256]; /* 1 if some added token starts with this byte */
     uint32_t *dec_off, *dec_len; /* per id; dec_len UINT32_MAX = unknown id */
     size_t nids;              /* max id + 1 */
     added_tok *added; size_t nadded;
+    ac_trie trie[2];          /* added tokens with normalized = 0, 1 */
+    size_t max_tok_bytes;     /* most bytes one vocab token covers (encode_max's bound) */
     int digits_mode, use_regex, ignore_merges;
     int nfc, split_qwen;      /* non-normative extension (see the top) */
 };
@@ -142,9 +173,16 @@ static const mslot *merge_find(const cis2_tokenizer *t, uint32_t a, uint32_t b)
     }
 }
 
+static void ac_free(ac_trie *T)
+{
+    free(T->first); free(T->fail); free(T->out); free(T->label);
+    memset(T, 0, sizeof *T);
+}
+
 void cis2_tokenizer_free(cis2_tokenizer *t)
 {
     if (!t) return;
+    ac_free(&t->trie[0]); ac_free(&t->trie[1]);
     for (size_t i = 0; i < t->nadded; i++) free(t->added[i].s);
     free(t->added); free(t->arena); free(t->vocab); free(t->merges);
     free(t->dec_off); free(t->dec_len); free(t);
@@ -287,33 +325,6 @@ static int load_passive(json_t *root, const char *key, const char *path, cis2_er
     return CIS2_OK;
 }
 
-static int read_file(const char *path, char **buf, size_t *len, cis2_error *err)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return cis2_fail(err, CIS2_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return cis2_fail(err, CIS2_E_IO, "%s: not a regular file", path);
-    }
-    if ((uint64_t)st.st_size > MAX_FILE_BYTES) {
-        fclose(f);
-        return cis2_fail(err, CIS2_E_FORMAT, "%s: %lld bytes is too large for a tokenizer.json",
-                         path, (long long)st.st_size);
-    }
-    char *b = malloc((size_t)st.st_size + 1);
-    if (!b) { fclose(f); return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path); }
-    size_t got = fread(b, 1, (size_t)st.st_size, f);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad || got != (size_t)st.st_size) {
-        free(b);
-        return cis2_fail(err, CIS2_E_IO, "%s: read error", path);
-    }
-    *buf = b; *len = got;
-    return CIS2_OK;
-}
-
 static int load_vocab(cis2_tokenizer *t, json_t *vocab, const char *path, cis2_error *err)
 {
     size_t n = json_object_size(vocab);
@@ -401,126 +412,252 @@ static int load_added(cis2_tokenizer *t, json_t *arr, const char *path, cis2_err
     if (!arr || json_is_null(arr)) return CIS2_OK;
     if (!json_is_array(arr)) return cis2_fail(err, CIS2_E_FORMAT, "%s: added_tokens is not an array", path);
     size_t n = json_array_size(arr);
+    if (n > CIS2_TOK_MAX_ADDED)
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: %zu added_tokens, more than the limit of %u", path, n,
+                         CIS2_TOK_MAX_ADDED);
     t->added = calloc(n ? n : 1, sizeof *t->added);
-    if (!t->added) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
+    /* contents seen so far: open addressing on hash_bytes, slots hold index + 1 */
+    size_t scap = pow2_at_least(2 * n + 2), total = 0;
+    uint32_t *seen = calloc(scap, sizeof *seen);
+    if (!t->added || !seen) { free(seen); return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path); }
+    uint32_t mx = 0; /* the largest id added so far */
+    int rc = CIS2_OK;
+#define AFAIL(code, ...) do { rc = cis2_fail(err, code, __VA_ARGS__); goto done; } while (0)
     for (size_t i = 0; i < n; i++) {
         json_t *o = json_array_get(arr, i);
         json_t *id = json_object_get(o, "id"), *c = json_object_get(o, "content");
         if (!json_is_object(o) || !json_is_integer(id) || json_integer_value(id) < 0 ||
             json_integer_value(id) >= MAX_ID || !json_is_string(c) || json_string_length(c) == 0)
-            return cis2_fail(err, CIS2_E_FORMAT, "%s: added_tokens[%zu] needs an id (0..%u) and a non-empty content",
-                             path, i, MAX_ID - 1);
+            AFAIL(CIS2_E_FORMAT, "%s: added_tokens[%zu] needs an id (0..%u) and a non-empty content", path, i,
+                  MAX_ID - 1);
         static const char *const refused[] = {"single_word", "lstrip", "rstrip"};
         for (int k = 0; k < 3; k++) {
             int v;
             if (get_bool(o, refused[k], 0, &v))
-                return cis2_fail(err, CIS2_E_FORMAT, "%s: added_tokens[%zu].%s is not a boolean", path, i, refused[k]);
-            if (v)
-                return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: added_tokens[%zu].%s=true is not supported",
-                                 path, i, refused[k]);
+                AFAIL(CIS2_E_FORMAT, "%s: added_tokens[%zu].%s is not a boolean", path, i, refused[k]);
+            if (v) AFAIL(CIS2_E_UNSUPPORTED, "%s: added_tokens[%zu].%s=true is not supported", path, i, refused[k]);
         }
         int special, normalized;
         if (get_bool(o, "special", 0, &special) || get_bool(o, "normalized", !special, &normalized))
-            return cis2_fail(err, CIS2_E_FORMAT, "%s: added_tokens[%zu] has a non-boolean flag", path, i);
+            AFAIL(CIS2_E_FORMAT, "%s: added_tokens[%zu] has a non-boolean flag", path, i);
+        const char *cs = json_string_value(c);
         size_t len = json_string_length(c);
+        total += len;
+        if (total > CIS2_TOK_MAX_ADDED_BYTES)
+            AFAIL(CIS2_E_FORMAT, "%s: added_tokens hold more than %u bytes of content (the limit)", path,
+                  CIS2_TOK_MAX_ADDED_BYTES);
         size_t bad;
-        if (cis2_utf8_validate((const unsigned char *)json_string_value(c), len, &bad))
-            return cis2_fail(err, CIS2_E_FORMAT, "%s: added_tokens[%zu].content is not valid UTF-8", path, i);
+        if (cis2_utf8_validate((const unsigned char *)cs, len, &bad))
+            AFAIL(CIS2_E_FORMAT, "%s: added_tokens[%zu].content is not valid UTF-8", path, i);
         if (t->nfc && normalized) {    /* non-normative: the reference would match its NFC */
             char *nc = NULL; size_t nl;
-            if (cis2_nfc(json_string_value(c), len, &nc, &nl))
-                return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
-            int same = !nc || (nl == len && !memcmp(nc, json_string_value(c), len));
+            if (cis2_nfc(cs, len, &nc, &nl)) AFAIL(CIS2_E_NOMEM, "%s: out of memory", path);
+            int same = !nc || (nl == len && !memcmp(nc, cs, len));
             free(nc);
             if (!same)
-                return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: added_tokens[%zu] is normalized but its content "
-                                 "is not NFC (not supported)", path, i);
+                AFAIL(CIS2_E_UNSUPPORTED, "%s: added_tokens[%zu] is normalized but its content is not NFC "
+                      "(not supported)", path, i);
         }
-        for (size_t j = 0; j < t->nadded; j++)
-            if (t->added[j].len == len && !memcmp(t->added[j].s, json_string_value(c), len))
-                return cis2_fail(err, CIS2_E_FORMAT, "%s: added_tokens[%zu].content \"%.40s\" appears twice",
-                                 path, i, json_string_value(c));
+        size_t h = hash_bytes(cs, len) & (scap - 1);
+        for (; seen[h]; h = (h + 1) & (scap - 1)) {
+            const added_tok *a = &t->added[seen[h] - 1];
+            if (a->len == len && !memcmp(a->s, cs, len))
+                AFAIL(CIS2_E_FORMAT, "%s: added_tokens[%zu].content \"%.40s\" appears twice", path, i, cs);
+        }
         /* The reference ignores the declared id: a content in the vocab
          * (or already added) keeps that id, a new one gets the next id past
          * max(len(vocab), added ids) (AddedVocabulary::add_tokens).  A file
          * whose ids disagree with that is refused rather than renumbered. */
         uint32_t want, decl = (uint32_t)json_integer_value(id);
-        vslot *vs = vocab_find(t, json_string_value(c), len);
+        vslot *vs = vocab_find(t, cs, len);
         if (vs->id != UINT32_MAX) want = vs->id;
         else {
-            uint32_t mx = 0;
-            for (size_t j = 0; j < t->nadded; j++) if (t->added[j].id > mx) mx = t->added[j].id;
             want = (uint32_t)t->nvocab;
             if (t->nadded && mx >= t->nvocab) want = mx + 1;
         }
         if (decl != want)
-            return cis2_fail(err, CIS2_E_FORMAT, "%s: added_tokens[%zu] \"%.40s\" declares id %u but the "
-                             "reference library assigns it %u", path, i, json_string_value(c), decl, want);
+            AFAIL(CIS2_E_FORMAT, "%s: added_tokens[%zu] \"%.40s\" declares id %u but the reference library "
+                  "assigns it %u", path, i, cs, decl, want);
         added_tok *a = &t->added[t->nadded];
-        a->s = malloc(len);
-        if (!a->s) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
-        memcpy(a->s, json_string_value(c), len);
-        a->len = len; a->id = (uint32_t)json_integer_value(id); a->normalized = normalized;
+        if (!(a->s = malloc(len))) AFAIL(CIS2_E_NOMEM, "%s: out of memory", path);
+        memcpy(a->s, cs, len);
+        a->len = len; a->id = decl; a->normalized = normalized;
         t->nadded++;
+        seen[h] = (uint32_t)t->nadded;
+        if (a->id > mx) mx = a->id;
         if (a->id + 1 > t->nids) t->nids = a->id + 1;
     }
-    return CIS2_OK;
+#undef AFAIL
+done:
+    free(seen);
+    return rc;
 }
 
-/* Per-id decode bytes: added token content, else the vocab string mapped
- * back through §3.1.5.a (or its raw UTF-8 if a char is outside the map, as
- * the reference's ByteLevel decoder does). */
+/* ---- added-token automaton (see ac_trie) ---- */
+typedef struct { const uint8_t *s; uint32_t len, tok; } rpat;
+
+static int rpat_cmp(const void *a, const void *b)
+{
+    const rpat *x = a, *y = b;
+    size_t m = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->s, y->s, m);
+    if (c) return c;
+    return x->len < y->len ? -1 : x->len > y->len;
+}
+
+static inline uint32_t ac_child(const ac_trie *T, uint32_t v, uint8_t c)
+{
+    if (v == 0) return T->root_next[c];
+    uint32_t lo = T->first[v], hi = T->first[v + 1];
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (T->label[mid] < c) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < T->first[v + 1] && T->label[lo] == c ? lo : 0;
+}
+
+static inline uint32_t ac_step(const ac_trie *T, uint32_t v, uint8_t c)
+{
+    for (;;) {
+        uint32_t x = ac_child(T, v, c);
+        if (x || v == 0) return x;
+        v = T->fail[v];
+    }
+}
+
+/* Builds t->trie[group] from the added tokens of that group: a trie of the
+ * reversed contents in breadth-first order (from the sorted patterns: each
+ * node is a run of patterns sharing its prefix), then failure links and
+ * outputs.  Linear in the total content, plus the sort. */
+static int ac_build(cis2_tokenizer *t, int group)
+{
+    ac_trie *T = &t->trie[group];
+    size_t m = 0, total = 0;
+    for (size_t i = 0; i < t->nadded; i++)
+        if (t->added[i].normalized == group) { m++; total += t->added[i].len; }
+    if (!m) return 0;
+    rpat *P = malloc(m * sizeof *P);
+    uint8_t *rev = malloc(total);
+    size_t cap = total + 2; /* nodes <= 1 + total content */
+    uint32_t *lo = malloc(cap * sizeof *lo), *hi = malloc(cap * sizeof *hi), *dep = malloc(cap * sizeof *dep);
+    uint32_t *term = malloc(cap * sizeof *term);
+    T->first = malloc((cap + 1) * sizeof *T->first);
+    T->fail = malloc(cap * sizeof *T->fail);
+    T->out = malloc(cap * sizeof *T->out);
+    T->label = malloc(cap);
+    int rc = -1;
+    if (!P || !rev || !lo || !hi || !dep || !term || !T->first || !T->fail || !T->out || !T->label) goto out;
+    size_t k = 0, off = 0;
+    for (size_t i = 0; i < t->nadded; i++) {
+        const added_tok *a = &t->added[i];
+        if (a->normalized != group) continue;
+        for (size_t j = 0; j < a->len; j++) rev[off + j] = (uint8_t)a->s[a->len - 1 - j];
+        P[k++] = (rpat){rev + off, (uint32_t)a->len, (uint32_t)i};
+        off += a->len;
+        if (a->len > T->maxlen) T->maxlen = a->len;
+    }
+    qsort(P, m, sizeof *P, rpat_cmp);
+    uint32_t n = 1;
+    lo[0] = 0; hi[0] = (uint32_t)m; dep[0] = 0; T->label[0] = 0;
+    for (uint32_t v = 0; v < n; v++) {
+        T->first[v] = n;
+        uint32_t i = lo[v], d = dep[v];
+        term[v] = AC_NONE;
+        if (i < hi[v] && P[i].len == d) term[v] = P[i++].tok; /* unique contents: at most one ends here */
+        while (i < hi[v]) {
+            uint8_t c = P[i].s[d];
+            uint32_t j = i + 1;
+            while (j < hi[v] && P[j].s[d] == c) j++;
+            T->label[n] = c; lo[n] = i; hi[n] = j; dep[n] = d + 1;
+            n++;
+            i = j;
+        }
+    }
+    T->first[n] = n;
+    T->n = n;
+    memset(T->root_next, 0, sizeof T->root_next);
+    for (uint32_t u = T->first[0]; u < T->first[1]; u++) T->root_next[T->label[u]] = u;
+    T->fail[0] = 0;
+    T->out[0] = AC_NONE;
+    for (uint32_t v = 0; v < n; v++) { /* parents before children: fail[v] is known here */
+        if (v) T->out[v] = term[v] != AC_NONE ? term[v] : T->out[T->fail[v]];
+        for (uint32_t u = T->first[v]; u < T->first[v + 1]; u++) {
+            if (v == 0) { T->fail[u] = 0; continue; }
+            uint32_t f = T->fail[v], x;
+            for (;;) {
+                x = ac_child(T, f, T->label[u]);
+                if (x || f == 0) break;
+                f = T->fail[f];
+            }
+            T->fail[u] = x;
+        }
+    }
+    rc = 0;
+out:
+    free(P); free(rev); free(lo); free(hi); free(dep); free(term);
+    if (rc) ac_free(T);
+    return rc;
+}
+
+/* Per-id decode bytes, as the reference's ByteLevel decoder makes them for
+ * every token, added tokens included: the token's string mapped back
+ * through §3.1.5.a when every character is in the map, else its raw UTF-8
+ * (so an added token "é" decodes to the byte 0xE9, as the reference does,
+ * and "<|im_start|>" to itself). */
+static int decode_one(cis2_tokenizer *t, const int16_t *inv, const char *str, size_t len, uint32_t fallback_off,
+                      int have_off, uint32_t id, char **tmp, size_t *tmpcap)
+{
+    if (len > *tmpcap) {
+        size_t nc = 2 * len;
+        char *n = realloc(*tmp, nc);
+        if (!n) return -1;
+        *tmp = n; *tmpcap = nc;
+    }
+    const unsigned char *s = (const unsigned char *)str;
+    size_t k = 0, j = 0, l;
+    int mapped = !cis2_utf8_validate(s, len, NULL);
+    while (mapped && j < len) {
+        uint32_t cp = cis2_utf8_next(s + j, &l);
+        int b = cp < 324 ? inv[cp] : -1;
+        if (b < 0) mapped = 0;
+        else (*tmp)[k++] = (char)b;
+        j += l;
+    }
+    uint32_t off;
+    if (mapped) {
+        if (arena_add(t, *tmp, k, &off)) return -1;
+        t->dec_off[id] = off; t->dec_len[id] = (uint32_t)k;
+    } else {
+        if (!have_off && arena_add(t, str, len, &fallback_off)) return -1;
+        t->dec_off[id] = fallback_off; t->dec_len[id] = (uint32_t)len;
+    }
+    return 0;
+}
+
 static int build_decode(cis2_tokenizer *t, const char *path, cis2_error *err)
 {
     t->dec_off = malloc((t->nids ? t->nids : 1) * sizeof *t->dec_off);
     t->dec_len = malloc((t->nids ? t->nids : 1) * sizeof *t->dec_len);
     if (!t->dec_off || !t->dec_len) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
     for (size_t i = 0; i < t->nids; i++) t->dec_len[i] = UINT32_MAX;
-    size_t vocab_end = t->arena_len;
     char *tmp = NULL; size_t tmpcap = 0;
     int16_t inv[324];                                   /* §3.1.5.a inverse */
     for (int i = 0; i < 324; i++) inv[i] = -1;
     for (int b = 0; b < 256; b++) inv[t->b2u[b]] = (int16_t)b;
-    for (size_t i = 0; i < t->vcap; i++) {
+    int bad = 0;
+    for (size_t i = 0; i < t->vcap && !bad; i++) {
         vslot v = t->vocab[i];
         if (v.id == UINT32_MAX) continue;
-        if (v.len > tmpcap) {
-            tmpcap = 2 * v.len;
-            char *n = realloc(tmp, tmpcap);
-            if (!n) { free(tmp); return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path); }
-            tmp = n;
-        }
-        const unsigned char *s = (const unsigned char *)t->arena + v.off;
-        size_t k = 0, j = 0, l;
-        int mapped = !cis2_utf8_validate(s, v.len, NULL);
-        while (mapped && j < v.len) {
-            uint32_t cp = cis2_utf8_next(s + j, &l);
-            int b = cp < 324 ? inv[cp] : -1;
-            if (b < 0) mapped = 0;
-            else tmp[k++] = (char)b;
-            j += l;
-        }
-        if (mapped) {
-            uint32_t off;
-            if (arena_add(t, tmp, k, &off)) { free(tmp); return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path); }
-            t->dec_off[v.id] = off; t->dec_len[v.id] = (uint32_t)k;
-        } else {
-            t->dec_off[v.id] = v.off; t->dec_len[v.id] = v.len;
-        }
-        if (v.off + v.len > vocab_end) { free(tmp); return cis2_fail(err, CIS2_E_INTERNAL, "arena"); }
+        /* str points into the arena: decode_one reads it whole before it adds to (and may move) the arena */
+        bad = decode_one(t, inv, t->arena + v.off, v.len, v.off, 1, v.id, &tmp, &tmpcap);
+        if (!bad && t->dec_len[v.id] > t->max_tok_bytes) t->max_tok_bytes = t->dec_len[v.id];
     }
+    for (size_t i = 0; i < t->nadded && !bad; i++)
+        bad = decode_one(t, inv, t->added[i].s, t->added[i].len, 0, 0, t->added[i].id, &tmp, &tmpcap);
     free(tmp);
-    for (size_t i = 0; i < t->nadded; i++) {
-        uint32_t off;
-        if (arena_add(t, t->added[i].s, t->added[i].len, &off)) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
-        t->dec_off[t->added[i].id] = off; t->dec_len[t->added[i].id] = (uint32_t)t->added[i].len;
-    }
+    if (bad) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
     return CIS2_OK;
-}
-
-int cis2_tokenizer_load(cis2_tokenizer **out, const char *path, cis2_error *err)
-{
-    return cis2_tokenizer_load_ext(out, path, 0, err);
 }
 
 /* normalizer: null, or (non-normative, with the flag) {"type": "NFC"}. */
@@ -537,14 +674,18 @@ static int load_normalizer(cis2_tokenizer *t, json_t *v, unsigned flags, const c
                      path, ty ? ty : "(no type)");
 }
 
-int cis2_tokenizer_load_ext(cis2_tokenizer **out, const char *path, unsigned flags, cis2_error *err)
+int cis2_tokenizer_load_mem(cis2_tokenizer **out, const char *buf, size_t len, const char *path, unsigned flags,
+                            cis2_error *err)
 {
     int rc = CIS2_OK;
-    char *buf = NULL; size_t len = 0;
     json_t *root = NULL;
     cis2_tokenizer *t = NULL;
     *out = NULL;
-    if ((rc = read_file(path, &buf, &len, err))) goto out;
+    if (!path) path = "tokenizer.json";
+    if (len > CIS2_TOK_MAX_FILE)
+        FAIL(CIS2_E_FORMAT, "%s: larger than %u bytes, the limit for a tokenizer.json (%zu bytes)", path,
+             CIS2_TOK_MAX_FILE, len);
+    if ((rc = cis2_json_cost_check(buf, len, CIS2_TOK_MAX_JSON_COST, path, "a tokenizer.json", err))) goto out;
     json_error_t je;
     root = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!root) FAIL(CIS2_E_FORMAT, "%s: malformed JSON at line %d column %d: %s", path, je.line, je.column, je.text);
@@ -584,6 +725,8 @@ int cis2_tokenizer_load_ext(cis2_tokenizer **out, const char *path, unsigned fla
     if ((rc = load_vocab(t, vocab, path, err))) goto out;
     if ((rc = load_merges(t, merges, path, err))) goto out;
     if ((rc = load_added(t, json_object_get(root, "added_tokens"), path, err))) goto out;
+    json_decref(root); /* everything needed is copied out: free the tree before building tables */
+    root = NULL;
 
     /* Duplicate ids in the vocab (the reference would silently keep one). */
     {
@@ -599,7 +742,7 @@ int cis2_tokenizer_load_ext(cis2_tokenizer **out, const char *path, unsigned fla
     }
     /* §3.1.5.b: each byte's one-character token (FACTS §2: some have none). */
     for (int b = 0; b < 256; b++) t->b2u[b] = cis2_byte_to_unicode((uint8_t)b);
-    for (size_t i = 0; i < t->nadded; i++) t->added_first[(unsigned char)t->added[i].s[0]] = 1;
+    if (ac_build(t, 0) || ac_build(t, 1)) FAIL(CIS2_E_NOMEM, "%s: out of memory for the added tokens", path);
     for (int b = 0; b < 256; b++) {
         char u[4];
         size_t ul = utf8_put(t->b2u[b], u);
@@ -609,10 +752,33 @@ int cis2_tokenizer_load_ext(cis2_tokenizer **out, const char *path, unsigned fla
     if ((rc = build_decode(t, path, err))) goto out;
 out:
     json_decref(root);
-    free(buf);
     if (rc) cis2_tokenizer_free(t);
     else *out = t;
     return rc;
+}
+
+int cis2_tokenizer_load_file(cis2_tokenizer **out, const char *path, unsigned flags, uint8_t sha[32],
+                             cis2_error *err)
+{
+    *out = NULL;
+    char *buf;
+    size_t len;
+    int rc = cis2_read_file(path, CIS2_TOK_MAX_FILE, "a tokenizer.json", &buf, &len, err);
+    if (rc) return rc;
+    if (sha) cis2_sha256(buf, len, sha); /* §2.1: the bytes parsed below */
+    rc = cis2_tokenizer_load_mem(out, buf, len, path, flags, err);
+    free(buf);
+    return rc;
+}
+
+int cis2_tokenizer_load_ext(cis2_tokenizer **out, const char *path, unsigned flags, cis2_error *err)
+{
+    return cis2_tokenizer_load_file(out, path, flags, NULL, err);
+}
+
+int cis2_tokenizer_load(cis2_tokenizer **out, const char *path, cis2_error *err)
+{
+    return cis2_tokenizer_load_file(out, path, 0, NULL, err);
 }
 
 /* ---- encoding ---- */
@@ -628,7 +794,9 @@ typedef struct {
     centry *cache; size_t ccap, cused;
     uint32_t *cids; size_t cn, ccidcap; /* ids of cached words */
     char **bufs; size_t nbufs;          /* NFC'd pieces (the cache points into them) */
-    int oom;
+    uint32_t *best[2]; size_t bestcap;  /* split_added's window (2 x bestcap), per group */
+    size_t max_ids;                     /* encode_max's limit (SIZE_MAX: none) */
+    int oom, over;                      /* either stops the encode */
 } enc_ctx;
 
 static int push_ids(uint32_t **v, size_t *n, size_t *cap, const uint32_t *src, size_t k)
@@ -746,36 +914,56 @@ static int bpe_word(enc_ctx *c, const unsigned char *w, size_t len, uint32_t **o
     return 0;
 }
 
+/* encode_max: would this pre-token take the ids past the limit?  Every
+ * byte that has a token ends up in exactly one id, and one id covers at
+ * most max_tok_bytes of them, so the word gives at least
+ * ceil(kept / max_tok_bytes) ids: checked before any merging (a 100 MB
+ * word is refused without allocating for it). */
+static int word_too_long(enc_ctx *c, const char *w, size_t len)
+{
+    if (c->max_ids == SIZE_MAX) return 0;
+    size_t kept = 0;
+    for (size_t i = 0; i < len; i++) kept += c->t->byte_id[(unsigned char)w[i]] >= 0;
+    size_t mt = c->t->max_tok_bytes ? c->t->max_tok_bytes : 1;
+    size_t lb = kept / mt + (kept % mt != 0);
+    return lb > c->max_ids || c->n > c->max_ids - lb;
+}
+
 /* Per-call word cache: pre-token bytes -> ids (the reference caches too;
- * it never changes results). */
-static void on_word(void *ctx, const char *w, size_t len)
+ * it never changes results).  Returns nonzero to stop the scan. */
+static int on_word(void *ctx, const char *w, size_t len)
 {
     enc_ctx *c = ctx;
-    if (c->oom) return;
+    if (c->oom || c->over) return 1;
     if (len > CACHE_MAX_WORD) {
+        if (word_too_long(c, w, len)) { c->over = 1; return 1; }
         if (bpe_word(c, (const unsigned char *)w, len, &c->ids, &c->n, &c->cap)) c->oom = 1;
-        return;
+        if (c->n > c->max_ids) c->over = 1;
+        return c->oom || c->over;
     }
     uint64_t h = hash_bytes(w, len);
     size_t mask = c->ccap - 1, i = h & mask;
     for (; c->cache[i].s; i = (i + 1) & mask) {
         centry *e = &c->cache[i];
         if (e->h == h && e->len == len && !memcmp(e->s, w, len)) {
+            if (e->n > c->max_ids || c->n > c->max_ids - e->n) { c->over = 1; return 1; }
             if (push_ids(&c->ids, &c->n, &c->cap, e->n ? c->cids + e->off : NULL, e->n)) c->oom = 1;
-            return;
+            return c->oom;
         }
     }
+    if (word_too_long(c, w, len)) { c->over = 1; return 1; }
     size_t before = c->cn;
     if (bpe_word(c, (const unsigned char *)w, len, &c->cids, &c->cn, &c->ccidcap) ||
         push_ids(&c->ids, &c->n, &c->cap, c->cn > before ? c->cids + before : NULL, c->cn - before)) {
         c->oom = 1;
-        return;
+        return 1;
     }
+    if (c->n > c->max_ids) { c->over = 1; return 1; }
     c->cache[i] = (centry){w, (uint32_t)len, (uint32_t)before, (uint32_t)(c->cn - before), h};
     if (++c->cused * 2 > c->ccap) {                    /* grow */
         size_t ncap = c->ccap * 2;
         centry *nc = calloc(ncap, sizeof *nc);
-        if (!nc) { c->oom = 1; return; }
+        if (!nc) { c->oom = 1; return 1; }
         for (size_t j = 0; j < c->ccap; j++) {
             if (!c->cache[j].s) continue;
             size_t k = c->cache[j].h & (ncap - 1);
@@ -785,10 +973,12 @@ static void on_word(void *ctx, const char *w, size_t len)
         free(c->cache);
         c->cache = nc; c->ccap = ncap;
     }
+    return 0;
 }
 
 static void encode_piece(enc_ctx *c, const char *s, size_t n)
 {
+    if (c->oom || c->over) return;
     if (c->t->split_qwen) cis2_pretok_split_qwen(s, n, on_word, c);   /* non-normative */
     else cis2_pretok_split(s, n, c->t->digits_mode, c->t->use_regex, on_word, c);
 }
@@ -799,6 +989,7 @@ static void split_added(enc_ctx *c, const char *s, size_t n, int group);
  * NFC, if the file has it), then split it at the normalized=true ones. */
 static void normalize_piece(enc_ctx *c, const char *s, size_t n)
 {
+    if (c->oom || c->over) return;
     char *norm = NULL;
     size_t nn = n;
     if (c->t->nfc && n) {
@@ -810,54 +1001,94 @@ static void normalize_piece(enc_ctx *c, const char *s, size_t n)
     split_added(c, norm ? norm : s, nn, 1);
 }
 
-/* Added tokens of one group (normalized = 0 or 1), leftmost-longest;
- * pieces between them go to the next group, then to the pre-tokenizer. */
+/* Added tokens of one group (normalized = 0 or 1), leftmost-longest, as
+ * the reference's Aho-Corasick (MatchKind::LeftmostLongest, non-overlapping)
+ * finds them; pieces between them go to the next group, then to the
+ * pre-tokenizer.  The text is taken in windows of W >= the longest token:
+ * scanning a window (plus maxlen - 1 bytes after it) backwards through the
+ * reversed-content automaton gives the longest token starting at each
+ * position where one does; the forward pass then takes the leftmost match,
+ * skips past it and goes on.  Linear: each window costs W + maxlen and
+ * advances by >= W. */
 static void split_added(enc_ctx *c, const char *s, size_t n, int group)
 {
-    const cis2_tokenizer *t = c->t;
-    size_t seg = 0, i = 0;
-    while (i < n && !c->oom) {
-        const added_tok *best = NULL;
-        if (!t->added_first[(unsigned char)s[i]]) { i++; continue; }
-        for (size_t k = 0; k < t->nadded; k++) {
-            const added_tok *a = &t->added[k];
-            if (a->normalized != group || a->len > n - i || a->s[0] != s[i]) continue;
-            if ((!best || a->len > best->len) && !memcmp(a->s, s + i, a->len)) best = a;
+    const ac_trie *T = &c->t->trie[group];
+    if (!T->n || n == 0) {
+        if (group == 0) normalize_piece(c, s, n);
+        else encode_piece(c, s, n);
+        return;
+    }
+    size_t W = c->bestcap;
+    uint32_t *best = c->best[group];
+    size_t pos = 0, seg = 0;
+    while (pos < n && !c->oom && !c->over) {
+        size_t a = pos, b = n - a < W ? n : a + W;
+        size_t e = n - b < T->maxlen - 1 ? n : b + T->maxlen - 1;
+        /* best[] holds (position, token) pairs, positions descending: only
+         * where some token starts (most text has none) */
+        uint32_t st = 0;
+        size_t nh = 0;
+        for (size_t k = e; k-- > a;) {
+            uint8_t ch = (uint8_t)s[k];
+            if (st == 0 && !T->root_next[ch]) continue; /* stays at the root, no output */
+            st = ac_step(T, st, ch);
+            if (k < b && T->out[st] != AC_NONE) { best[2 * nh] = (uint32_t)(k - a); best[2 * nh + 1] = T->out[st]; nh++; }
         }
-        if (!best) { i++; continue; }
-        if (group == 0) normalize_piece(c, s + seg, i - seg);
-        else encode_piece(c, s + seg, i - seg);
-        if (push_ids(&c->ids, &c->n, &c->cap, &best->id, 1)) c->oom = 1;
-        i += best->len;
-        seg = i;
+        size_t j = a;
+        while (nh && !c->oom && !c->over) {
+            size_t at = a + best[2 * (nh - 1)];
+            uint32_t tk = best[2 * (nh - 1) + 1];
+            nh--;
+            if (at < j) continue; /* inside the previous match */
+            j = at;
+            const added_tok *tok = &c->t->added[tk];
+            if (group == 0) normalize_piece(c, s + seg, j - seg);
+            else encode_piece(c, s + seg, j - seg);
+            if (c->n >= c->max_ids) { c->over = 1; break; }
+            if (push_ids(&c->ids, &c->n, &c->cap, &tok->id, 1)) c->oom = 1;
+            j += tok->len;
+            seg = j;
+        }
+        pos = j > b ? j : b;
     }
     if (group == 0) normalize_piece(c, s + seg, n - seg);
     else encode_piece(c, s + seg, n - seg);
 }
 
-int cis2_tokenizer_encode(const cis2_tokenizer *t, const char *text, size_t len,
-                          uint32_t **ids, size_t *n, cis2_error *err)
+int cis2_tokenizer_encode_max(const cis2_tokenizer *t, const char *text, size_t len, size_t max_ids,
+                              uint32_t **ids, size_t *n, cis2_error *err)
 {
     *ids = NULL; *n = 0;
     size_t bad;
     if (cis2_utf8_validate((const unsigned char *)text, len, &bad))
         return cis2_fail(err, CIS2_E_FORMAT, "tokenize: input is not valid UTF-8 (byte offset %zu)", bad);
-    enc_ctx c = {.t = t};
+    enc_ctx c = {.t = t, .max_ids = max_ids};
     c.ccap = 1024;
     c.cache = calloc(c.ccap, sizeof *c.cache);
     c.ids = malloc(256 * sizeof *c.ids);
     c.cap = 256;
+    size_t maxlen = t->trie[0].maxlen > t->trie[1].maxlen ? t->trie[0].maxlen : t->trie[1].maxlen;
+    c.bestcap = maxlen > 4096 ? maxlen : 4096;
+    for (int g = 0; g < 2; g++)
+        if (t->trie[g].n && !(c.best[g] = malloc(2 * c.bestcap * sizeof *c.best[g]))) c.oom = 1;
     if (!c.cache || !c.ids) c.oom = 1;
-    else split_added(&c, text, len, 0);
-    free(c.cache); free(c.cids); free(c.syms); free(c.heap);
+    if (!c.oom) split_added(&c, text, len, 0);
+    free(c.cache); free(c.cids); free(c.syms); free(c.heap); free(c.best[0]); free(c.best[1]);
     for (size_t i = 0; i < c.nbufs; i++) free(c.bufs[i]);
     free(c.bufs);
-    if (c.oom) {
+    if (c.oom || c.over) {
         free(c.ids);
-        return cis2_fail(err, CIS2_E_NOMEM, "tokenize: out of memory");
+        if (c.oom) return cis2_fail(err, CIS2_E_NOMEM, "tokenize: out of memory");
+        return cis2_fail(err, CIS2_E_USAGE, "prompt is longer than %zu tokens", max_ids);
     }
     *ids = c.ids; *n = c.n;
     return CIS2_OK;
+}
+
+int cis2_tokenizer_encode(const cis2_tokenizer *t, const char *text, size_t len,
+                          uint32_t **ids, size_t *n, cis2_error *err)
+{
+    return cis2_tokenizer_encode_max(t, text, len, SIZE_MAX, ids, n, err);
 }
 
 /* ---- decoding ---- */

@@ -5,7 +5,39 @@
 #ifndef CIS2_TOKENIZER_H
 #define CIS2_TOKENIZER_H
 
+#include <stdint.h>
+
 #include "cis2.h"
+
+/* Limits (docs/inputs.md): a tokenizer.json larger than CIS2_TOK_MAX_FILE
+ * or whose JSON would cost more than CIS2_TOK_MAX_JSON_COST of jansson
+ * heap (jsonlim.h) is refused before it is parsed (CIS2_E_FORMAT); so are
+ * more than CIS2_TOK_MAX_ADDED added tokens or more than
+ * CIS2_TOK_MAX_ADDED_BYTES of added-token content.  Real files are far
+ * below: SmolLM2's is 2.1 MB, Qwen2.5's 7 MB, Llama-3's 9 MB, with at most
+ * a few hundred added tokens of a few dozen bytes. */
+#define CIS2_TOK_MAX_FILE (64u << 20)
+#define CIS2_TOK_MAX_JSON_COST (384ull << 20)
+#define CIS2_TOK_MAX_ADDED (1u << 20)
+#define CIS2_TOK_MAX_ADDED_BYTES (8u << 20)
+
+/* Loads a tokenizer.json already in memory (e.g. cis2_model's
+ * tokenizer_json, the bytes that were hashed): name prefixes messages. */
+int cis2_tokenizer_load_mem(cis2_tokenizer **out, const char *json, size_t len, const char *name, unsigned flags,
+                            cis2_error *err);
+/* cis2_tokenizer_load_ext that also gives the sha256 of exactly the bytes
+ * parsed (§2.1), from the one read; sha may be NULL. */
+int cis2_tokenizer_load_file(cis2_tokenizer **out, const char *path, unsigned flags, uint8_t sha[32],
+                             cis2_error *err);
+
+/* cis2_tokenizer_encode that stops as soon as the ids would exceed
+ * max_ids: CIS2_E_USAGE "prompt is longer than MAX tokens", after work and
+ * memory bounded by max_ids, not by len (a 100 MB prompt is refused at
+ * once: each pre-token of k bytes with a token gives at least
+ * k / (longest token in bytes) ids, checked before it is merged).
+ * max_ids SIZE_MAX: no limit (= cis2_tokenizer_encode). */
+int cis2_tokenizer_encode_max(const cis2_tokenizer *t, const char *text, size_t len, size_t max_ids,
+                              uint32_t **ids, size_t *n, cis2_error *err);
 
 /* The 256-entry byte -> code point map of §3.1.5.a. */
 uint32_t cis2_byte_to_unicode(uint8_t b);

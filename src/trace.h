@@ -28,15 +28,26 @@
 
 #define CIS2_TRACE_MAGIC "CIS-2-TRACE v1"
 #define CIS2_TRACE_MAX_LINES (64u << 20) /* larger traces are refused */
+/* A trace file larger than this is refused before it is read (a run of
+ * the 135M shape writes about 40 KB per decoded token); one record's
+ * values larger than this many floats are refused before allocating
+ * (the largest real tensor, the logits, is vocab <= 2^22 floats). */
+#define CIS2_TRACE_MAX_FILE (256ull << 20)
+#define CIS2_TRACE_MAX_VALUES (1u << 26)
 
 /* ---- writer ---- */
 typedef struct cis2_trace_writer cis2_trace_writer;
-/* Creates path (and path.f32 when dump).  CIS2_E_IO / _NOMEM. */
+/* Starts path (and path.f32 when dump) as temporary files beside them
+ * (fileio.h cis2_out): nothing replaces an existing file until close
+ * commits both.  CIS2_E_IO / _NOMEM. */
 int cis2_trace_open(cis2_trace_writer **w, const char *path, int dump, cis2_error *err);
 /* The decode observer (cis2_decode_opts.trace, ctx = the writer). */
 void cis2_trace_record(void *ctx, size_t step, size_t pos, int layer, const char *tensor, const float *v, size_t n);
-/* Flushes, closes and frees (also when w recorded an error); CIS2_E_IO if
- * any write failed.  NULL is fine. */
+/* Commits both files (flushed, fsync'ed, renamed into place, the dump
+ * first) and frees w; CIS2_E_IO if any write failed, and then neither file
+ * is replaced.  When err already holds an error (the run failed), the
+ * trace is discarded instead: nothing is replaced, and CIS2_OK is
+ * returned.  NULL is fine. */
 int cis2_trace_close(cis2_trace_writer *w, cis2_error *err);
 
 /* ---- reader ---- */
@@ -57,10 +68,13 @@ typedef struct cis2_trace {
     char *path, *dump_path;
 } cis2_trace;
 
-/* Strict parse of a trace file (CIS2_E_FORMAT with "PATH: line N: why"). */
+/* Strict parse of a trace file (CIS2_E_FORMAT with "PATH: line N: why"),
+ * read once as a regular file of at most CIS2_TRACE_MAX_FILE bytes. */
 int cis2_trace_load(cis2_trace *t, const char *path, cis2_error *err);
 /* Reads record i's values from the dump (malloc'ed into *v) and checks
- * they hash to the record's sha; CIS2_E_FORMAT if not, CIS2_E_IO if short. */
+ * they hash to the record's sha; CIS2_E_FORMAT if not.  Before allocating:
+ * more than CIS2_TRACE_MAX_VALUES values is CIS2_E_NOMEM, a dump file
+ * shorter than the record's end is CIS2_E_IO. */
 int cis2_trace_values(const cis2_trace *t, size_t i, float **v, cis2_error *err);
 void cis2_trace_free(cis2_trace *t);
 

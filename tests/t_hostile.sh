@@ -94,6 +94,39 @@ cfg_edit huge 'c.update(hidden_size=65536, intermediate_size=65536, num_hidden_l
 expect 4 "model.embed_tokens.weight has shape \[512,64\], config expects \[4096,65536\]" \
   $CIS2 $RUN --model-dir "$T/huge" --prompt-ids 1
 
+# ---- each family's tensors (issue 16 item 6; Hugging Face's modeling code) ----
+$CIS2 synth --shape tiny-qwen --seed 1 --out "$T/tq" > /dev/null
+qmodel() { rm -rf "$T/$1"; cp -r "$T/tq" "$T/$1"; }
+# llama without attention_bias has no q/k/v biases: present, they are unexpected
+qmodel lnb; cfg_edit lnb 'c["model_type"] = "llama"; c["attention_bias"] = False'
+expect 4 "unexpected tensor model.layers.0.self_attn.[qkv]_proj.bias" $CIS2 $RUN --model-dir "$T/lnb" --prompt-ids 1
+qmodel lna; cfg_edit lna 'c["model_type"] = "llama"; c.pop("attention_bias", None)'
+expect 4 "unexpected tensor model.layers.0.self_attn.[qkv]_proj.bias" $CIS2 $RUN --model-dir "$T/lna" --prompt-ids 1
+# llama with attention_bias: q/k/v biases required, and its o_proj.bias is refused (§9.5 has none)
+model lab; cfg_edit lab 'c["attention_bias"] = True'
+expect 4 "missing tensor model.layers.0.self_attn.q_proj.bias" $CIS2 $RUN --model-dir "$T/lab" --prompt-ids 1
+qmodel lob; cfg_edit lob 'c["model_type"] = "llama"; c["attention_bias"] = True'
+st_edit "$T/tq/model.safetensors" "$T/lob/model.safetensors" \
+  'h["model.layers.0.self_attn.o_proj.bias"] = {"dtype": "BF16", "shape": [96], "data_offsets": [len(data), len(data) + 192]}; data += bytes(192)'
+expect 5 "o_proj.bias (llama attention_bias is true) is not supported" $CIS2 $RUN --model-dir "$T/lob" --prompt-ids 1
+# qwen2: q/k/v biases always (missing: exit 4), never an o_proj bias
+model qnb; cfg_edit qnb 'c["model_type"] = "qwen2"'
+expect 4 "missing tensor model.layers.0.self_attn.q_proj.bias" $CIS2 $RUN --model-dir "$T/qnb" --prompt-ids 1
+qmodel qob
+st_edit "$T/tq/model.safetensors" "$T/qob/model.safetensors" \
+  'h["model.layers.0.self_attn.o_proj.bias"] = {"dtype": "BF16", "shape": [96], "data_offsets": [len(data), len(data) + 192]}; data += bytes(192)'
+expect 4 "unexpected tensor model.layers.0.self_attn.o_proj.bias" $CIS2 $RUN --model-dir "$T/qob" --prompt-ids 1
+model mlpb; cfg_edit mlpb 'c["mlp_bias"] = True'
+expect 5 "mlp_bias is true" $CIS2 $RUN --model-dir "$T/mlpb" --prompt-ids 1
+# llama with attention_bias and q/k/v biases but no o_proj bias runs as §9.1
+# describes: the same tokens and logits as the qwen2 spelling of that model
+qmodel lqkv; cfg_edit lqkv 'c["model_type"] = "llama"; c["attention_bias"] = True; c.pop("use_sliding_window", None)'
+$CIS2 run --model-dir "$T/tq" --prompt-ids 1,2,3 --gen-toks 4 --dump-logits "$T/lq.qwen" > "$T/o.qwen"
+$CIS2 run --model-dir "$T/lqkv" --prompt-ids 1,2,3 --gen-toks 4 --dump-logits "$T/lq.llama" > "$T/o.llama"
+cmp -s "$T/lq.qwen" "$T/lq.llama" || fail "llama+attention_bias and qwen2 logits differ"
+[ "$(grep generated_token_ids "$T/o.qwen")" = "$(grep generated_token_ids "$T/o.llama")" ] || fail "tokens differ"
+n=$((n + 1)); echo "ok $n: llama attention_bias + q/k/v biases runs as qwen2 does (same logits)"
+
 # ---- config.json ----
 model nocfg; rm "$T/nocfg/config.json"
 expect 3 "config.json: cannot open" $CIS2 $RUN --model-dir "$T/nocfg" --prompt-ids 1
@@ -113,7 +146,8 @@ expect 3 "tokenizer.json" $CIS2 $RUN --model-dir "$T/notok" --prompt-ids 1   # h
 model badtok; printf '{"model": ' > "$T/badtok/tokenizer.json"
 expect 4 "tokenizer.json: malformed JSON" $CIS2 $RUN --model-dir "$T/badtok" --prompt "hi"
 model bigtok; truncate -s 300M "$T/bigtok/tokenizer.json"
-expect 4 "tokenizer.json: 314572800 bytes is too large" $CIS2 $RUN --model-dir "$T/bigtok" --prompt "hi"
+expect 4 "tokenizer.json: larger than 67108864 bytes, the limit for a tokenizer.json (314572800 bytes)" \
+  $CIS2 $RUN --model-dir "$T/bigtok" --prompt "hi"
 mkdir "$T/dirtok"
 expect 3 "dirtok: not a regular file" $CIS2 tokenize --tokenizer "$T/dirtok" --text x
 python3 -c "print('{\"model\": ' + '[' * 100000 + ']' * 100000 + '}')" > "$T/deeptok.json"
@@ -159,9 +193,9 @@ expect 4 "badutf8.json: line 1: unable to decode byte 0xff" $CIS2 $RUN --model-d
 python3 -c "print('[' * 100000 + ']' * 100000)" > "$T/deep.json"
 expect 4 "deep.json: line 1: maximum parsing depth" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file "$T/deep.json"
 expect 3 "nope.txt" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file "$T/nope.txt"
-expect 3 "read error" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file "$T"
+expect 3 "not a regular file (a directory)" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file "$T"
 truncate -s 300M "$T/huge.txt"
-expect 4 "huge.txt: larger than 256 MiB" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file "$T/huge.txt"
+expect 4 "huge.txt: larger than 268435456 bytes, the limit for a prompt file" $CIS2 $RUN --model-dir "$T/tiny" --prompt-file "$T/huge.txt"
 rm -f "$T/huge.txt"
 # a 400-token text prompt on a 256-position model
 expect 5 "exceeds max_position_embeddings (256)" \

@@ -244,7 +244,6 @@ REJ(unsup_sliding, "use_sliding_window", "true", CIS2_E_UNSUPPORTED, "use_slidin
 REJ(unsup_model_type, "model_type", "\"mistral\"", CIS2_E_UNSUPPORTED, "model_type 'mistral'")
 REJ(unsup_mlp_bias, "mlp_bias", "true", CIS2_E_UNSUPPORTED, "mlp_bias is true")
 REJ(unsup_tp, "pretraining_tp", "2", CIS2_E_UNSUPPORTED, "pretraining_tp = 2")
-REJ(unsup_llama_attn_bias, "attention_bias", "true", CIS2_E_UNSUPPORTED, "attention_bias is true")
 REJ(unsup_mrope, "use_mrope", "true", CIS2_E_UNSUPPORTED, "use_mrope is true")
 REJ(unsup_head_dim_mismatch, "head_dim", "128", CIS2_E_UNSUPPORTED, "head_dim 128")
 REJ(size_float, "hidden_size", "576.0", CIS2_E_FORMAT, "hidden_size must be a positive integer")
@@ -274,6 +273,52 @@ REJ(theta_string, "rope_theta", "\"10000\"", CIS2_E_FORMAT, "rope_theta must be 
 REJ(tie_not_bool, "tie_word_embeddings", "1", CIS2_E_FORMAT, "tie_word_embeddings must be true or false")
 REJ(tp_zero, "pretraining_tp", "0", CIS2_E_FORMAT, "pretraining_tp must be a positive integer")
 REJ(model_type_not_string, "model_type", "3", CIS2_E_FORMAT, "model_type must be a string")
+
+/* Family semantics (issue 16 item 6): which bias tensors the config calls for. */
+static void family_biases(void **s)
+{
+    (void)s;
+    cis2_config c;
+    cis2_error e = {0};
+    assert_int_equal(parse_mod(&c, &e, NULL, NULL), CIS2_OK); /* llama, attention_bias absent */
+    assert_false(c.attention_bias);
+    assert_false(cis2_config_qkv_bias(&c));
+    assert_false(cis2_config_o_bias(&c));
+    assert_int_equal(parse_mod(&c, &e, "attention_bias", "true"), CIS2_OK); /* llama: q/k/v and o_proj biases */
+    assert_true(c.attention_bias);
+    assert_true(cis2_config_qkv_bias(&c));
+    assert_true(cis2_config_o_bias(&c));
+    assert_int_equal(parse_mod(&c, &e, "attention_bias", "false"), CIS2_OK);
+    assert_false(cis2_config_qkv_bias(&c));
+    expect_mod_fails("attention_bias", "1", CIS2_E_FORMAT, "attention_bias must be true or false");
+    expect_mod_fails("mlp_bias", "true", CIS2_E_UNSUPPORTED, "mlp_bias is true");
+    expect_mod_fails("mlp_bias", "\"no\"", CIS2_E_FORMAT, "mlp_bias must be true or false");
+    /* qwen2: q/k/v biases always, whatever attention_bias says; mlp_bias is not read by its model */
+    const char *q = "{\"model_type\":\"qwen2\",\"hidden_size\":64,\"intermediate_size\":160,"
+                    "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":512,\"rms_norm_eps\":1e-06,"
+                    "\"attention_bias\":false,\"mlp_bias\":true}";
+    assert_int_equal(cis2_config_parse(&c, q, strlen(q), "qwen", &e), CIS2_OK);
+    assert_true(cis2_config_qkv_bias(&c));
+    assert_false(cis2_config_o_bias(&c));
+}
+
+/* Memory bound (issue 16 item 3): 1M empty objects in 3 MB would cost
+ * jansson ~250 MB; refused by the pre-scan before parsing. */
+static void json_cost_bound(void **s)
+{
+    (void)s;
+    size_t n = 1000000;
+    char *b = malloc(3 * n + 2);
+    size_t k = 0;
+    b[k++] = '[';
+    for (size_t i = 0; i < n; i++) { if (i) b[k++] = ','; b[k++] = '{'; b[k++] = '}'; }
+    b[k++] = ']';
+    cis2_config c;
+    cis2_error e = {0};
+    assert_int_equal(cis2_config_parse(&c, b, k, "cost", &e), CIS2_E_FORMAT);
+    if (!strstr(e.msg, "would take about") || !strstr(e.msg, "1000000 objects")) fail_msg("msg: %s", e.msg);
+    free(b);
+}
 
 static void too_many_params(void **s)
 {
@@ -371,7 +416,7 @@ int main(void)
         cmocka_unit_test(unsup_rope_scaling), cmocka_unit_test(unsup_act),
         cmocka_unit_test(unsup_interleaved), cmocka_unit_test(unsup_sliding),
         cmocka_unit_test(unsup_model_type), cmocka_unit_test(unsup_mlp_bias),
-        cmocka_unit_test(unsup_tp), cmocka_unit_test(unsup_llama_attn_bias),
+        cmocka_unit_test(unsup_tp), cmocka_unit_test(family_biases), cmocka_unit_test(json_cost_bound),
         cmocka_unit_test(unsup_mrope), cmocka_unit_test(unsup_head_dim_mismatch),
         cmocka_unit_test(size_float), cmocka_unit_test(size_string),
         cmocka_unit_test(size_negative), cmocka_unit_test(size_zero),

@@ -1,8 +1,10 @@
 /*
  * test_safetensors.c - the safetensors loader (src/safetensors.c): valid
  * files (odd data offsets, zero-size and scalar tensors, §4.1 widening bits),
- * one test per rejected input, and a cis2 synth checkpoint read back with the
- * §2.5 names and shapes listed here independently.
+ * one test per rejected input, the read-once stream (issue 16: a file that
+ * shrinks, grows or is a FIFO is a clean error; the sha256 covers exactly
+ * the bytes read), and a cis2 synth checkpoint read back with the §2.5 names
+ * and shapes listed here independently.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "safetensors.h"
@@ -72,10 +75,10 @@ static void expect_reject(const char *p, int code, const char *substr)
 {
     cis2_st_file f;
     cis2_error e = {0};
-    int rc = cis2_st_open(&f, p, &e);
+    int rc = cis2_st_open(&f, p, NULL, &e);
     if (rc != code || !strstr(e.msg, substr) || !strstr(e.msg, p))
         fail_msg("rc=%d (want %d) msg='%s' (want '%s' and the path)", rc, code, e.msg, substr);
-    assert_null(f.map);
+    assert_null(f.data);
     assert_int_equal(f.n, 0);
     cis2_st_close(&f);
 }
@@ -99,7 +102,7 @@ static void valid_basic(void **s)
                              data, sizeof data);
     cis2_st_file f;
     cis2_error e = {0};
-    assert_int_equal(cis2_st_open(&f, p, &e), CIS2_OK);
+    assert_int_equal(cis2_st_open(&f, p, NULL, &e), CIS2_OK);
     assert_int_equal(f.n, 2);
     assert_string_equal(f.t[0].name, "a"); /* sorted by name */
     const cis2_st_tensor *b = cis2_st_find(&f, "b"), *a = cis2_st_find(&f, "a");
@@ -140,7 +143,7 @@ static void valid_basic(void **s)
     assert_null(cis2_st_expect(&f, "zz", 1, 2, 0, &e2));
     assert_non_null(strstr(e2.msg, "missing tensor 'zz'"));
     cis2_st_close(&f);
-    assert_null(f.map);
+    assert_null(f.data);
     cis2_st_close(&f); /* idempotent */
 }
 
@@ -161,10 +164,11 @@ static void valid_odd_offset(void **s)
     const char *p = write_st("odd.st", hdr, data, sizeof data);
     cis2_st_file f;
     cis2_error e = {0};
-    assert_int_equal(cis2_st_open(&f, p, &e), CIS2_OK);
+    assert_int_equal(cis2_st_open(&f, p, NULL, &e), CIS2_OK);
     const cis2_st_tensor *w = cis2_st_find(&f, "w"), *x = cis2_st_find(&f, "x");
     assert_int_equal((uintptr_t)w->data % 2, 1);
-    assert_int_equal((uintptr_t)(w->data - (const uint8_t *)f.map), 8 + strlen(hdr));
+    assert_int_equal(w->offset, 0);
+    assert_int_equal(f.header_len, strlen(hdr));
     float out[6];
     cis2_st_read_f32(w, 0, 6, out);
     assert_int_equal(bits(out[0]), 0x3F800000);
@@ -188,7 +192,7 @@ static void valid_scalar_empty_padding(void **s)
                              d, 2);
     cis2_st_file f;
     cis2_error e = {0};
-    assert_int_equal(cis2_st_open(&f, p, &e), CIS2_OK);
+    assert_int_equal(cis2_st_open(&f, p, NULL, &e), CIS2_OK);
     const cis2_st_tensor *t = cis2_st_find(&f, "s");
     assert_int_equal(t->ndim, 0);
     assert_int_equal(cis2_st_numel(t), 1);
@@ -199,7 +203,7 @@ static void valid_scalar_empty_padding(void **s)
     cis2_st_close(&f);
     /* an empty header object with no data is a valid (empty) file */
     p = write_st("empty.st", "{}", NULL, 0);
-    assert_int_equal(cis2_st_open(&f, p, &e), CIS2_OK);
+    assert_int_equal(cis2_st_open(&f, p, NULL, &e), CIS2_OK);
     assert_int_equal(f.n, 0);
     cis2_st_close(&f);
 }
@@ -362,7 +366,7 @@ static void check_synth(const char *shape, uint64_t H, uint64_t I, int L, uint64
     assert_int_equal(cis2_synth_write(shape, 42, out, NULL, &e), CIS2_OK);
     snprintf(path, sizeof path, "%s/model.safetensors", out);
     cis2_st_file f;
-    assert_int_equal(cis2_st_open(&f, path, &e), CIS2_OK);
+    assert_int_equal(cis2_st_open(&f, path, NULL, &e), CIS2_OK);
     size_t want = 1 + (size_t)L * (9 + (bias ? 3 : 0)) + 1 + (untied ? 1 : 0);
     assert_int_equal(f.n, want);
     char nm[128];
@@ -398,8 +402,7 @@ static void check_synth(const char *shape, uint64_t H, uint64_t I, int L, uint64
     }
 #undef EXP
     /* data area alignment as designed */
-    uint64_t hl = 0;
-    for (int i = 7; i >= 0; i--) hl = hl << 8 | ((const uint8_t *)f.map)[i];
+    uint64_t hl = f.header_len;
     assert_int_equal((8 + hl) % 2, odd ? 1 : 0);
     if (!odd) assert_int_equal((8 + hl) % 8, 0);
     /* plausible values: norm weights within 1 +- 0.1, embeddings varied and small */
@@ -419,6 +422,87 @@ static void check_synth(const char *shape, uint64_t H, uint64_t I, int L, uint64
     assert_true(neg > (int)H / 5 && neg < (int)(4 * H) / 5);
     free(buf);
     cis2_st_close(&f);
+}
+
+/* ---- read once (issue 16): the stream API, a file changing while read,
+ * the header's memory bound, the sha256 of the bytes read ---- */
+
+static void stream_read_once(void **s)
+{
+    (void)s;
+    uint8_t data[16] = {0};
+    memcpy(data, data6, 12);
+    const char *p = write_st("stream.st",
+                             "{" BF("b", "[2,3]", 0, 12) "," BF("a", "[2]", 12, 16) "}", data, 16);
+    cis2_st_file f;
+    cis2_error e = {0};
+    assert_int_equal(cis2_st_open_stream(&f, p, &e), CIS2_OK);
+    assert_int_equal(f.n, 2);
+    assert_null(f.t[0].data); /* nothing of the data area read yet */
+    assert_string_equal(f.t[f.order[0]].name, "b"); /* file order */
+    assert_string_equal(f.t[f.order[1]].name, "a");
+    uint8_t got[16], sha[32], want[32];
+    assert_int_equal(cis2_st_read(&f, got, 12, &e), CIS2_OK);
+    assert_int_equal(cis2_st_read(&f, got + 12, 4, &e), CIS2_OK);
+    assert_memory_equal(got, data, 16);
+    assert_int_equal(cis2_st_finish(&f, sha, &e), CIS2_OK);
+    cis2_st_close(&f);
+    assert_int_equal(cis2_sha256_file(p, want, &e), CIS2_OK); /* every byte, header included */
+    assert_memory_equal(sha, want, 32);
+    uint8_t sha2[32];
+    assert_int_equal(cis2_st_open(&f, p, sha2, &e), CIS2_OK);
+    assert_memory_equal(sha2, want, 32);
+    cis2_st_close(&f);
+}
+
+static void stream_file_changes(void **s)
+{
+    (void)s;
+    char hdr[128];
+    snprintf(hdr, sizeof hdr, "{" BF("w", "[32]", 0, 64) "}");
+    const char *p = write_st("trunc.st", hdr, zeros, 64);
+    cis2_st_file f;
+    cis2_error e = {0};
+    uint8_t buf[64];
+    /* truncated after the header was read: a clean CIS2_E_IO (no SIGBUS: nothing is mapped) */
+    assert_int_equal(cis2_st_open_stream(&f, p, &e), CIS2_OK);
+    assert_int_equal(truncate(p, (off_t)(8 + strlen(hdr) + 10)), 0);
+    int rc = cis2_st_read(&f, buf, 64, &e);
+    if (rc != CIS2_E_IO || !strstr(e.msg, "changed while being read")) fail_msg("rc %d: %s", rc, e.msg);
+    cis2_st_close(&f);
+    /* grown after the header: the end of the data area is not the end of the file */
+    p = write_st("grow.st", hdr, zeros, 64);
+    e = (cis2_error){0};
+    assert_int_equal(cis2_st_open_stream(&f, p, &e), CIS2_OK);
+    FILE *a = fopen(p, "ab");
+    fputs("extra", a);
+    fclose(a);
+    assert_int_equal(cis2_st_read(&f, buf, 64, &e), CIS2_OK);
+    rc = cis2_st_finish(&f, NULL, &e);
+    if (rc != CIS2_E_IO || !strstr(e.msg, "changed while being read")) fail_msg("rc %d: %s", rc, e.msg);
+    cis2_st_close(&f);
+    /* a FIFO is refused without blocking */
+    snprintf(path, sizeof path, "%s/fifo.st", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    alarm(10);
+    e = (cis2_error){0};
+    rc = cis2_st_open_stream(&f, path, &e);
+    alarm(0);
+    if (rc != CIS2_E_IO || !strstr(e.msg, "not a regular file (a FIFO)")) fail_msg("rc %d: %s", rc, e.msg);
+}
+
+static void rej_header_json_cost(void **s)
+{
+    (void)s;
+    /* 12 MB of [{},{},...]: about 3.5 GB of jansson heap, refused before parsing */
+    size_t n = 4000000, k = 0;
+    char *h = malloc(3 * n + 2);
+    h[k++] = '[';
+    for (size_t i = 0; i < n; i++) { if (i) h[k++] = ','; h[k++] = '{'; h[k++] = '}'; }
+    h[k++] = ']';
+    h[k] = 0;
+    expect_reject(write_st("cost.st", h, NULL, 0), CIS2_E_FORMAT, "its JSON would take about");
+    free(h);
 }
 
 static void synth_tiny(void **s) { (void)s; check_synth("tiny", 64, 160, 2, 2 * 16, 512, 0, 0, 1); }
@@ -476,6 +560,9 @@ int main(void)
         cmocka_unit_test(rej_duplicate_name),
         cmocka_unit_test(rej_metadata),
         cmocka_unit_test(rej_entry_shape),
+        cmocka_unit_test(stream_read_once),
+        cmocka_unit_test(stream_file_changes),
+        cmocka_unit_test(rej_header_json_cost),
         cmocka_unit_test(synth_tiny),
         cmocka_unit_test(synth_tiny_qwen),
         cmocka_unit_test(synth_odd),

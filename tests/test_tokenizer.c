@@ -391,12 +391,13 @@ static void nfc_cases(void **state)
 }
 
 typedef struct { char buf[512]; size_t n; } pieces;
-static void collect(void *ctx, const char *s, size_t len)
+static int collect(void *ctx, const char *s, size_t len)
 {
     pieces *p = ctx;
     memcpy(p->buf + p->n, s, len); p->n += len;
     p->buf[p->n++] = '|';
     p->buf[p->n] = 0;
+    return 0;
 }
 static void expect_split(const char *in, const char *want)
 {

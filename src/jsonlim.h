@@ -1,0 +1,39 @@
+/*
+ * jsonlim.h - a memory bound for JSON inputs, checked before jansson
+ * allocates anything (issue 16 item 3; docs/inputs.md "Memory").
+ *
+ * jansson turns 3 bytes of `{},` into about 250 bytes of heap, so a size
+ * limit alone does not bound memory: 40 MB of `[{},{},...]` would need
+ * 3 GB.  cis2_json_cost_check scans the text once (linear, no allocation),
+ * counts the values jansson would build and refuses the input when their
+ * estimated heap cost exceeds the caller's budget.  The cost model is an
+ * upper bound of jansson 2.14's allocations with glibc malloc overheads
+ * (measured on x86-64 and aarch64, tests/test_fileio.c checks it against
+ * the real heap):
+ *   object 256 + per value 32, array 160 + per value 32,
+ *   string 96 + its raw length (keys too, held in the hash table),
+ *   number 48, true/false/null 0 (shared singletons).
+ * The scan does not validate: malformed JSON is jansson's to reject.
+ * Callers: config.c, tokenizer.c, safetensors.c; the CLI's prompt files.
+ */
+#ifndef CIS2_JSONLIM_H
+#define CIS2_JSONLIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cis2.h"
+
+typedef struct cis2_json_cost {
+    uint64_t objects, arrays, strings, string_bytes, numbers, literals;
+    uint64_t bytes;  /* the estimate */
+} cis2_json_cost;
+
+/* Fills *c (may be NULL) for buf[0..len). */
+void cis2_json_cost_of(const char *buf, size_t len, cis2_json_cost *c);
+/* CIS2_OK, or CIS2_E_FORMAT "NAME: its JSON would take about N MiB of
+ * memory, over the limit of M MiB for WHAT (counts)". */
+int cis2_json_cost_check(const char *buf, size_t len, uint64_t max_bytes, const char *name, const char *what,
+                         cis2_error *err);
+
+#endif
