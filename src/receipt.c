@@ -603,7 +603,7 @@ int cis2_receipt_make(const cis2_engine *e, const cis2_result *res, cis2_receipt
         r->n_stop_eos = ru->eos ? ru->n_eos : 0;
         memcpy(r->stop_eos, ru->eos_ids, r->n_stop_eos * sizeof(uint32_t));
         r->n_stop_ids = ru->n_stop_ids;
-        memcpy(r->stop_ids, ru->stop_ids, ru->n_stop_ids * sizeof(uint32_t));
+        if (ru->n_stop_ids) memcpy(r->stop_ids, ru->stop_ids, ru->n_stop_ids * sizeof(uint32_t));
         for (size_t i = 0; i < ru->n_stop_str; i++) {
             if (!(r->stop_str[i] = malloc(ru->stop_len[i] + 1))) { cis2_receipt_free(r); return cis2_fail(err, CIS2_E_NOMEM, "out of memory"); }
             memcpy(r->stop_str[i], ru->stop_str[i], ru->stop_len[i] + 1);
