@@ -522,6 +522,20 @@ CIS2_API int cis2_write_file(const char *path, const void *data, size_t len, cis
  * directory, not one of `inputs` (same file) and not one of `outputs`. */
 CIS2_API int cis2_check_output_path(const char *path, const char *const *inputs, size_t n_inputs,
                                     const char *const *outputs, size_t n_outputs, cis2_error *err);
+/* A prompt file (`cis2 run --prompt-file`): a JSON array of strings, or
+ * one prompt per line (LF or CR LF).  Read once, at most 256 MiB, a JSON
+ * array's memory bounded before it is parsed; an empty prompt, a NUL or
+ * more than max prompts are CIS2_E_FORMAT naming the line or element.
+ * text[i] (len[i] bytes, not NUL-terminated) stay valid until
+ * cis2_prompts_free. */
+typedef struct cis2_prompts {
+    size_t n;
+    const char **text;
+    size_t *len;
+    void *priv;
+} cis2_prompts;
+CIS2_API int cis2_prompts_load(const char *path, size_t max, cis2_prompts **out, cis2_error *err);
+CIS2_API void cis2_prompts_free(cis2_prompts *p);
 /* For programs: SIGINT/SIGTERM remove every temporary file and directory
  * the library has open, then the signal takes its default action. */
 CIS2_API void cis2_cleanup_install(void);

@@ -23,74 +23,15 @@
 #include <unistd.h>
 
 #define DEFAULT_PROMPT "Once upon a time"
-#define PROMPT_FILE_MAX ((size_t)256 << 20)   /* bytes of a --prompt-file */
-#define PROMPTS_MAX ((size_t)1 << 20)         /* prompts in a --prompt-file */
+#define PROMPTS_MAX ((size_t)1 << 18)         /* prompts in a --prompt-file: about 1 KB of results each */
 #define DUMP_PROMPTS_MAX 64                    /* --dump-logits files open at once */
 
 typedef struct prompt {
-    const char *text;  /* points into the prompt file's buffer or argv */
+    const char *text;  /* points into the prompt file (cis2_prompts) or argv */
     size_t len;
     uint32_t *ids;     /* --prompt-ids */
     size_t n;
 } prompt;
-
-/* A prompt file: a JSON array of strings, or one prompt per line (CR LF
- * ends are fine); an empty prompt is a format error.  Text is validated
- * as UTF-8 when it is tokenized. */
-static int load_prompt_file(const char *path, char **buf, prompt **ps, size_t *np, json_t **js, cis2_error *err)
-{
-    size_t len = 0;
-    int rc = cis2_read_file(path, PROMPT_FILE_MAX, "a prompt file", buf, &len, err);
-    if (rc) return rc;
-    *ps = NULL;
-    *np = 0;
-    size_t k = 0;
-    while (k < len && (*buf)[k] && strchr(" \t\r\n", (*buf)[k])) k++;
-    if (k < len && (*buf)[k] == '[') {
-        json_error_t je;
-        json_t *arr = json_loadb(*buf, len, JSON_ALLOW_NUL, &je);
-        if (!arr || !json_is_array(arr)) {
-            json_decref(arr);
-            return cis2_fail(err, CIS2_E_FORMAT, "%s: line %d: %s", path, je.line, arr ? "not a JSON array" : je.text);
-        }
-        *js = arr;
-        size_t n = json_array_size(arr);
-        if (n > PROMPTS_MAX) return cis2_fail(err, CIS2_E_FORMAT, "%s: more than %zu prompts", path, PROMPTS_MAX);
-        if (!(*ps = calloc(n ? n : 1, sizeof **ps))) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
-        for (size_t i = 0; i < n; i++) {
-            json_t *s = json_array_get(arr, i);
-            if (!json_is_string(s)) return cis2_fail(err, CIS2_E_FORMAT, "%s: element %zu is not a string", path, i);
-            if (json_string_length(s) == 0)
-                return cis2_fail(err, CIS2_E_FORMAT, "%s: element %zu is an empty prompt", path, i);
-            if (memchr(json_string_value(s), 0, json_string_length(s)))
-                return cis2_fail(err, CIS2_E_FORMAT, "%s: element %zu holds a NUL character (\\u0000)", path, i);
-            (*ps)[i].text = json_string_value(s);
-            (*ps)[i].len = json_string_length(s);
-            *np = i + 1;
-        }
-    } else {
-        size_t lines = 1;
-        for (size_t i = 0; i < len; i++) lines += (*buf)[i] == '\n';
-        if (lines > PROMPTS_MAX + 1) return cis2_fail(err, CIS2_E_FORMAT, "%s: more than %zu prompts", path, PROMPTS_MAX);
-        if (!(*ps = calloc(lines, sizeof **ps))) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
-        size_t start = 0, lineno = 0;
-        while (start < len) {
-            size_t e = start;
-            while (e < len && (*buf)[e] != '\n') e++;
-            size_t l = e - start;
-            if (l && (*buf)[start + l - 1] == '\r') l--;
-            lineno++;
-            if (l == 0) return cis2_fail(err, CIS2_E_FORMAT, "%s: line %zu: empty prompt", path, lineno);
-            if (memchr(*buf + start, 0, l)) return cis2_fail(err, CIS2_E_FORMAT, "%s: line %zu: NUL byte", path, lineno);
-            (*ps)[*np].text = *buf + start;
-            (*ps)[*np].len = l;
-            (*np)++;
-            start = e + 1;
-        }
-    }
-    if (*np == 0) return cis2_fail(err, CIS2_E_FORMAT, "%s: no prompts", path);
-    return CIS2_OK;
-}
 
 /* --------------------------------------------------------------- output */
 
@@ -434,37 +375,95 @@ static int write_receipts(const cis2_engine *e, const char *path, const cis2_res
     return CIS2_OK;
 }
 
+/* The prompts: a --prompt-file's, or the one of --prompt / --prompt-ids. */
+static int get_prompts(const run_opts *o, cis2_prompts **pf, prompt **ps, size_t *np, cis2_error *err)
+{
+    int rc;
+    if (o->prompt_file) {
+        if ((rc = cis2_prompts_load(o->prompt_file, PROMPTS_MAX, pf, err))) return rc;
+        *np = (*pf)->n;
+        if (!(*ps = calloc(*np, sizeof **ps))) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+        for (size_t i = 0; i < *np; i++) { (*ps)[i].text = (*pf)->text[i]; (*ps)[i].len = (*pf)->len[i]; }
+        return CIS2_OK;
+    }
+    *np = 1;
+    if (!(*ps = calloc(1, sizeof **ps))) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    if (!o->prompt_ids) {
+        (*ps)[0].text = o->prompt_text ? o->prompt_text : DEFAULT_PROMPT;
+        (*ps)[0].len = strlen((*ps)[0].text);
+        return CIS2_OK;
+    }
+    if ((rc = cli_parse_ids("--prompt-ids", o->prompt_ids, &(*ps)[0].ids, &(*ps)[0].n, err))) return rc;
+    if ((*ps)[0].n == 0)
+        return cis2_fail(err, CIS2_E_USAGE, "--prompt-ids: '' is not a comma-separated list of u32 ids (like 1,2,3)");
+    return CIS2_OK;
+}
+
+static cis2_request *make_requests(const run_opts *o, const prompt *ps, size_t np)
+{
+    cis2_request *reqs = calloc(np, sizeof *reqs);
+    for (size_t i = 0; reqs && i < np; i++)
+        reqs[i] = (cis2_request){.text = ps[i].text, .text_len = ps[i].len, .ids = ps[i].text ? NULL : ps[i].ids,
+                                 .n_ids = ps[i].n, .max_tokens = o->gen, .sampling = &o->samp, .stop = &o->stop,
+                                 .top_logprobs = o->logprobs ? (unsigned)o->logprobs - 1 : 0,
+                                 .logprobs = o->logprobs > 0};
+    return reqs;
+}
+
+/* --dump-logits and --trace, opened before the decode (written whole at the end). */
+typedef struct side_outs { cis2_out **dump; size_t n; cis2_trace_writer *tw; } side_outs;
+
+static int side_open(const run_opts *o, size_t np, side_outs *so, cis2_error *err)
+{
+    int rc;
+    if (o->dump) {
+        if (!(so->dump = calloc(np, sizeof *so->dump))) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+        so->n = np;
+        for (size_t i = 0; i < np; i++) {
+            char name[4300];
+            side_name(name, sizeof name, o->dump, i, np);
+            if ((rc = cis2_out_open(&so->dump[i], name, err))) return rc;
+        }
+    }
+    if (o->trace && (rc = cis2_trace_open(&so->tw, o->trace, o->trace_dump, err))) return rc;
+    return CIS2_OK;
+}
+
+static int side_commit(const run_opts *o, side_outs *so, int dump_failed, cis2_error *err)
+{
+    int rc;
+    if (dump_failed) return cis2_fail(err, CIS2_E_IO, "%s: writing the logits failed", o->dump);
+    for (size_t i = 0; i < so->n; i++) {
+        cis2_out *d = so->dump[i];
+        so->dump[i] = NULL;
+        if ((rc = cis2_out_commit(d, err))) return rc;
+    }
+    cis2_trace_writer *tw = so->tw;
+    so->tw = NULL;
+    return tw ? cis2_trace_close(tw, err) : CIS2_OK;
+}
+
+static void side_abort(side_outs *so) /* a failed run leaves none of them */
+{
+    for (size_t i = 0; i < so->n; i++) cis2_out_abort(so->dump[i]);
+    free(so->dump);
+    cis2_trace_abort(so->tw);
+}
+
 int cmd_run(int argc, char **argv)
 {
     run_opts o;
     int rc = parse_run(argc, argv, &o);
     if (rc) return rc < 0 ? 0 : rc;
     cis2_error err = {0};
-    char *buf = NULL;
-    json_t *pjs = NULL;
+    cis2_prompts *pf = NULL;
     prompt *ps = NULL;
     size_t np = 0;
     cis2_engine *e = NULL;
     cis2_request *reqs = NULL;
     cis2_result *res = NULL;
-    cis2_out **dump = NULL;
-    cis2_trace_writer *tw = NULL;
-    if (o.prompt_file) {
-        if ((rc = load_prompt_file(o.prompt_file, &buf, &ps, &np, &pjs, &err))) goto out;
-    } else {
-        np = 1;
-        if (!(ps = calloc(1, sizeof *ps))) { rc = cis2_fail(&err, CIS2_E_NOMEM, "out of memory"); goto out; }
-        if (o.prompt_ids) {
-            if ((rc = cli_parse_ids("--prompt-ids", o.prompt_ids, &ps[0].ids, &ps[0].n, &err))) goto out;
-            if (ps[0].n == 0) {
-                rc = cis2_fail(&err, CIS2_E_USAGE, "--prompt-ids: '' is not a comma-separated list of u32 ids (like 1,2,3)");
-                goto out;
-            }
-        } else {
-            ps[0].text = o.prompt_text ? o.prompt_text : DEFAULT_PROMPT;
-            ps[0].len = strlen(ps[0].text);
-        }
-    }
+    side_outs so = {0};
+    if ((rc = get_prompts(&o, &pf, &ps, &np, &err))) goto out;
     if (o.trace && np != 1) { rc = cis2_fail(&err, CIS2_E_USAGE, "--trace needs a single prompt"); goto out; }
     if (o.dump && np > DUMP_PROMPTS_MAX) {
         rc = cis2_fail(&err, CIS2_E_USAGE, "--dump-logits: at most %d prompts (one file each)", DUMP_PROMPTS_MAX);
@@ -477,58 +476,26 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "cis2: note: %s/tokenizer.json uses the non-normative tokenizer extension (outside CIS-2 v0.3b §3)\n",
                 o.eng.model_dir);
     if (o.receipt && o.prompt_ids && (rc = check_round_trip(e, &ps[0], &err))) goto out;
-    if (!(reqs = calloc(np, sizeof *reqs))) { rc = cis2_fail(&err, CIS2_E_NOMEM, "out of memory"); goto out; }
-    for (size_t i = 0; i < np; i++) {
-        reqs[i].text = ps[i].text;
-        reqs[i].text_len = ps[i].len;
-        reqs[i].ids = ps[i].text ? NULL : ps[i].ids;
-        reqs[i].n_ids = ps[i].n;
-        reqs[i].max_tokens = o.gen;
-        reqs[i].sampling = &o.samp;
-        reqs[i].stop = &o.stop;
-        reqs[i].top_logprobs = o.logprobs ? (unsigned)o.logprobs - 1 : 0;
-        reqs[i].logprobs = o.logprobs > 0;
-    }
-    run_cb cb = {.progress = o.progress ? (isatty(2) ? 1 : 2) : (isatty(2) ? 1 : 0), .steps = o.gen, .nprompts = np};
+    if (!(reqs = make_requests(&o, ps, np))) { rc = cis2_fail(&err, CIS2_E_NOMEM, "out of memory"); goto out; }
+    if ((rc = side_open(&o, np, &so, &err))) goto out;
+    run_cb cb = {.progress = o.progress ? (isatty(2) ? 1 : 2) : (isatty(2) ? 1 : 0), .steps = o.gen, .nprompts = np,
+                 .dump = so.dump};
     clock_gettime(CLOCK_MONOTONIC, &cb.t0);
     cb.last = cb.t0;
-    if (o.dump) {
-        if (!(dump = calloc(np, sizeof *dump))) { rc = cis2_fail(&err, CIS2_E_NOMEM, "out of memory"); goto out; }
-        for (size_t i = 0; i < np; i++) {
-            char name[4300];
-            side_name(name, sizeof name, o.dump, i, np);
-            if ((rc = cis2_out_open(&dump[i], name, &err))) goto out;
-        }
-        cb.dump = dump;
-    }
-    if (o.trace && (rc = cis2_trace_open(&tw, o.trace, o.trace_dump, &err))) goto out;
-    cis2_gen_opts go = {.twice = 1, .on_token = on_token, .on_token_ctx = &cb, .recompute = o.recompute};
-    if (tw) { go.on_trace = cis2_trace_record; go.on_trace_ctx = tw; }
+    cis2_gen_opts go = {.twice = 1, .on_token = on_token, .on_token_ctx = &cb, .recompute = o.recompute,
+                        .on_trace = so.tw ? cis2_trace_record : NULL, .on_trace_ctx = so.tw};
     if ((rc = cis2_generate(e, reqs, np, &go, &res, &err))) goto out;
-    if (cb.dump_failed) { rc = cis2_fail(&err, CIS2_E_IO, "%s: writing the logits failed", o.dump); goto out; }
-    for (size_t i = 0; dump && i < np; i++) {
-        cis2_out *d = dump[i];
-        dump[i] = NULL;
-        if ((rc = cis2_out_commit(d, &err))) goto out;
-    }
-    if (tw) {
-        rc = cis2_trace_close(tw, &err);
-        tw = NULL;
-        if (rc) goto out;
-    }
+    if ((rc = side_commit(&o, &so, cb.dump_failed, &err))) goto out;
     if (o.receipt && (rc = write_receipts(e, o.receipt, res, np, &err))) goto out;
     if ((rc = print_results(e, &o, res, np))) rc = cis2_fail(&err, rc, "out of memory");
 out:
-    for (size_t i = 0; dump && i < np; i++) cis2_out_abort(dump[i]);
-    free(dump);
-    cis2_trace_abort(tw); /* a failed run leaves no trace file */
+    side_abort(&so);
     cis2_results_free(res, np);
     free(reqs);
     cis2_engine_close(e);
-    for (size_t i = 0; ps && i < np; i++) cis2_free(ps[i].ids);
+    for (size_t i = 0; ps && !pf && i < np; i++) cis2_free(ps[i].ids);
     free(ps);
+    cis2_prompts_free(pf);
     cis2_free(o.stop_id_list);
-    json_decref(pjs);
-    free(buf);
     return rc ? cli_report(&err) : cli_finish_stdout(CIS2_OK);
 }

@@ -352,6 +352,8 @@ int cis2_session_add_internal(cis2_session *s, const cis2_request *req, uint64_t
             goto fail;
         }
         if (q->n_prompt == 0) { rc = cis2_fail(err, CIS2_E_USAGE, "the prompt encodes to no tokens"); goto fail; }
+        uint32_t *fit = realloc(q->prompt, q->n_prompt * sizeof *q->prompt); /* results keep it: no slack */
+        if (fit) q->prompt = fit;
         if (!(q->prompt_bytes = malloc(req->text_len + 1))) goto oom;
         memcpy(q->prompt_bytes, req->text, req->text_len);
         q->prompt_bytes[req->text_len] = 0;
@@ -705,6 +707,38 @@ static int same_run(const cis2_result *a, const cis2_result *b)
            a->n_tokens == b->n_tokens && !memcmp(a->tokens, b->tokens, a->n_tokens * sizeof(uint32_t));
 }
 
+/* The first finished sequence of the session, or NULL. */
+static sseq *first_done(const cis2_session *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (s->seqs[i]->state == S_DONE) return s->seqs[i];
+    return NULL;
+}
+
+/* Every request validated (and its prompt tokenized) before any decoding,
+ * so a bad one fails the call before work is spent on the others. */
+static int validate_all(cis2_session *s, const cis2_request *reqs, size_t n, cis2_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t id;
+        int rc = cis2_session_add_internal(s, &reqs[i], i, 1, 0, &id, err);
+        if (rc) {
+            if (n > 1) {
+                char msg[sizeof err->msg];
+                memcpy(msg, err->msg, sizeof msg);
+                err->code = 0;
+                rc = cis2_fail(err, rc, "prompt %zu: %s", i, msg);
+            }
+            return rc;
+        }
+        cis2_session_cancel(s, id);
+        cis2_result *r;
+        if ((rc = cis2_session_take(s, id, &r, err))) return rc;
+        cis2_results_free(r, 1);
+    }
+    return CIS2_OK;
+}
+
 int cis2_generate(cis2_engine *e, const cis2_request *reqs, size_t n, const cis2_gen_opts *opts, cis2_result **results,
                   cis2_error *err)
 {
@@ -714,54 +748,54 @@ int cis2_generate(cis2_engine *e, const cis2_request *reqs, size_t n, const cis2
     if (n == 0) return cis2_fail(err, CIS2_E_USAGE, "no requests");
     if (o->on_trace && n != 1) return cis2_fail(err, CIS2_E_USAGE, "tracing needs a single request");
     int copies = o->twice ? 2 : 1;
+    size_t batch = (o->max_batch ? o->max_batch : 32) * (size_t)copies;
     gen_cb cb = {o, 0};
-    cis2_session_opts so = {.max_batch = (o->max_batch ? o->max_batch : 32) * (size_t)copies,
-                            .on_token = o->on_token ? gen_on_token : NULL, .on_token_ctx = &cb};
+    cis2_session_opts so = {.max_batch = batch, .on_token = o->on_token ? gen_on_token : NULL, .on_token_ctx = &cb};
     cis2_session_internal in = {.recompute = o->recompute, .trace = o->on_trace, .trace_ctx = o->on_trace_ctx};
     cis2_session *s = NULL;
-    cis2_result *res = calloc(n, sizeof *res), *twin = NULL;
-    uint64_t *ids = calloc(n * (size_t)copies, sizeof *ids);
+    cis2_result *res = calloc(n, sizeof *res), **twin = calloc(n, sizeof *twin);
+    unsigned char *have = calloc(n, 1);
     cis2_frame f;
     int rc = CIS2_OK;
     ENGINE_ENTER(e, f, err, rc, out);
-    if (!res || !ids) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); goto out; }
+    if (!res || !twin || !have) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); goto out; }
     if ((rc = cis2_session_open_internal(&s, e, &so, &in, err))) goto out;
-    for (size_t i = 0; i < n; i++)
-        for (int c = 0; c < copies; c++) /* §12.4: the second copy decodes in the same batches, silently */
-            if ((rc = cis2_session_add_internal(s, &reqs[i], i, c == 1, c == 0 && o->on_trace, &ids[i * copies + c],
-                                                err))) {
-                if (n > 1) {
-                    char msg[sizeof err->msg];
-                    memcpy(msg, err->msg, sizeof msg);
-                    err->code = 0;
-                    rc = cis2_fail(err, rc, "request %zu: %s", i, msg);
-                }
-                goto out;
+    if (n > 1 && (rc = validate_all(s, reqs, n, err))) goto out;
+    /* Requests join as places free up (at most two batches queued), so
+     * memory stays bounded however many there are; each finished
+     * sequence's result is taken at once. */
+    size_t next = 0, done = 0;
+    while (done < n * (size_t)copies && !rc) {
+        while (next < n && cis2_session_pending(s) + (size_t)copies <= 2 * batch) {
+            for (int c = 0; c < copies && !rc; c++) /* §12.4: the second copy decodes in the same batches, silently */
+                rc = cis2_session_add_internal(s, &reqs[next], next, c == 1, c == 0 && o->on_trace, NULL, err);
+            if (rc) goto out;
+            next++;
+        }
+        if ((rc = cis2_session_step_framed(s, NULL, err))) break;
+        if (cb.cancelled) { rc = cis2_fail(err, CIS2_E_CANCELLED, "cancelled by the token callback"); break; }
+        for (sseq *q; !rc && (q = first_done(s)); done++) {
+            size_t i = q->index;
+            int second = q->quiet && copies == 2;
+            cis2_result *r;
+            if ((rc = cis2_session_take(s, q->id, &r, err))) break;
+            if (!second) { res[i] = *r; free(r); have[i] = 1; }
+            else twin[i] = r;
+            if (copies == 2 && have[i] && twin[i]) { /* §12.4: both copies are in */
+                if (!same_run(&res[i], twin[i]))
+                    rc = cis2_fail(err, CIS2_E_NONDET,
+                                   "§12.4 determinism check failed: the two in-process runs of request %zu differ", i);
+                cis2_results_free(twin[i], 1);
+                twin[i] = NULL;
             }
-    size_t pending = 1;
-    while (pending && !rc) {
-        rc = cis2_session_step_framed(s, &pending, err);
-        if (!rc && cb.cancelled) rc = cis2_fail(err, CIS2_E_CANCELLED, "cancelled by the token callback");
-    }
-    if (rc) goto out;
-    for (size_t i = 0; i < n && !rc; i++) {
-        cis2_result *r;
-        if ((rc = cis2_session_take(s, ids[i * copies], &r, err))) break;
-        res[i] = *r;
-        free(r);
-        if (copies == 2) {
-            if ((rc = cis2_session_take(s, ids[i * copies + 1], &twin, err))) break;
-            if (!same_run(&res[i], twin))
-                rc = cis2_fail(err, CIS2_E_NONDET,
-                               "§12.4 determinism check failed: the two in-process runs of request %zu differ", i);
-            cis2_results_free(twin, 1);
-            twin = NULL;
         }
     }
 out:
     ENGINE_LEAVE(f);
     cis2_session_close(s);
-    free(ids);
+    for (size_t i = 0; twin && i < n; i++) cis2_results_free(twin[i], 1);
+    free(twin);
+    free(have);
     if (rc) {
         cis2_results_free(res, n);
         return rc;
