@@ -508,9 +508,25 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     pthread_mutex_unlock(&h->mu);
 }
 
+/* libmicrohttpd's messages, at most 10 a second (a flood of bad clients
+ * must not become a flood of log lines). */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static double window;
+    static unsigned in_window, dropped;
     (void)cls;
+    double now = serve_now();
+    pthread_mutex_lock(&mu);
+    if (now - window >= 1.0) {
+        if (dropped) fprintf(stderr, "cis2 serve: http: %u more messages suppressed\n", dropped);
+        window = now;
+        in_window = dropped = 0;
+    }
+    int drop = ++in_window > 10;
+    dropped += (unsigned)drop;
+    pthread_mutex_unlock(&mu);
+    if (drop) return;
     char line[512];
     vsnprintf(line, sizeof line, fmt, ap);
     size_t n = strlen(line);
