@@ -132,13 +132,18 @@ $(BUILD)/libcis2.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,-z,defs $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
 # `cis2 serve` (src/serve_*.c) links GNU libmicrohttpd into the binary only,
-# never the libraries; a target without it (the aarch64 cross build) gets a
-# serve that says so.
-HAVE_MHD := $(shell printf '\043include <microhttpd.h>\n' | $(CC) -E -x c - > /dev/null 2>&1 && echo 1)
+# never the libraries; a target that cannot link it (the aarch64 cross
+# build) gets a serve that says so.
+HAVE_MHD := $(shell printf '\043include <microhttpd.h>\nint main(void) { return MHD_get_version() == 0; }\n' | \
+              $(CC) -x c - -o /dev/null -lmicrohttpd > /dev/null 2>&1 && echo 1)
 ifeq ($(HAVE_MHD),1)
   $(BUILD)/obj/serve_http.o: XFLAGS := -DCIS2_HAVE_MHD
   CLI_LDLIBS := -lmicrohttpd
 endif
+$(BUILD)/.mhd: FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(HAVE_MHD)' | cmp -s - $@ || echo '$(HAVE_MHD)' > $@
+$(BUILD)/obj/serve_http.o: $(BUILD)/.mhd
 
 # the CLI sees the public archive only: nothing but the API links
 $(BUILD)/cis2: $(CLI_OBJ) $(BUILD)/libcis2.a
