@@ -10,6 +10,7 @@
 //   node client.js auth BASE MODEL KEY           401 without/with a wrong key, 200 with KEY
 //   node client.js load BASE MODEL C R OUT       C clients x R requests each; OUT/c-r.receipt
 //   node client.js bench BASE MODEL C TOKENS S   C clients looping for S seconds: tokens/s, TTFT
+//   node client.js join BASE MODEL C L           a prompt of ~L tokens joins C decoding streams
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -189,6 +190,43 @@ async function bench() {
     ttft_median_ms: med, ttft_p90_ms: ttft.length ? ttft[Math.floor(ttft.length * 0.9)] : NaN }));
 }
 
-const cmds = { concurrent, chat, errors, auth, load, bench };
+// C streaming clients decode; after a second one request with a prompt of
+// about L tokens joins: the decoders' longest gap between two tokens, and
+// the joining request's time to its (one) token.
+async function join() {
+  const [nc, L] = [parseInt(args[0], 10), parseInt(args[1], 10)];
+  const c = client();
+  let joinAt = 0, joined = false;
+  const gaps = [];
+  const decoder = async (ci) => {
+    const s = await c.completions.create({ model, prompt: prompt(ci).slice(0, 20), max_tokens: 400, stream: true });
+    let last = 0, maxGap = 0, before = [];
+    for await (const ch of s) {
+      const t = Date.now();
+      if (last) {
+        if (joinAt && t > joinAt) maxGap = Math.max(maxGap, t - last);
+        else before.push(t - last);
+      }
+      last = t;
+      if (joined) { s.controller.abort(); break; }
+    }
+    before.sort((a, b) => a - b);
+    gaps.push({ maxGap, median: before[Math.floor(before.length / 2)] });
+  };
+  const ds = [...Array(nc).keys()].map(decoder);
+  await new Promise((r) => setTimeout(r, 1500));
+  joinAt = Date.now();
+  const r = await c.completions.create({ model, prompt: ' a'.repeat(L), max_tokens: 1 });
+  const ttft = Date.now() - joinAt;
+  await new Promise((r2) => setTimeout(r2, 300));
+  joined = true;
+  await Promise.allSettled(ds);
+  const med = gaps.map((g) => g.median).sort((a, b) => a - b)[0];
+  const mx = Math.max(...gaps.map((g) => g.maxGap));
+  console.log(JSON.stringify({ decoders: nc, prompt_tokens: r.usage.prompt_tokens, join_ms: ttft,
+    decoder_gap_median_ms: med, decoder_gap_max_ms: mx }));
+}
+
+const cmds = { concurrent, chat, errors, auth, load, bench, join };
 if (!cmds[cmd]) die('unknown command ' + cmd);
 cmds[cmd]().catch((e) => die(`${cmd}: ${e.status || ''} ${e.message}`));
