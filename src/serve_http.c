@@ -339,7 +339,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         serve_engine_unlock(sc->eng);
         if (changed && serve_sse_format(st->sse, &st->buf, &st->len, &st->cap, &st->done))
             return MHD_CONTENT_READER_END_WITH_ERROR;
-        if (st->len == 0 && !st->done) { /* quiet for a while: an SSE comment keeps the connection alive */
+        if (st->len == 0 && !st->done && !changed) { /* quiet for a while: an SSE comment keeps it alive */
             static const char ka[] = ": keep-alive\n\n";
             char *nb = st->cap >= sizeof ka ? st->buf : realloc(st->buf, 1024);
             if (!nb) return MHD_CONTENT_READER_END_WITH_ERROR;

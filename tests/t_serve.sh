@@ -216,10 +216,13 @@ echo "== a full queue: 429; clients that leave free their slots"
 curl -s -N -o /dev/null "http://127.0.0.1:$P/v1/completions" $C -d '{"model":"mid","prompt":"a","max_tokens":1800,"stream":true}' &
 c1=$!
 wait_inflight $P 1
-curl -s -o /dev/null "http://127.0.0.1:$P/v1/completions" $C -d '{"model":"mid","prompt":"b","max_tokens":1800}' &
+curl -s -N -o "$d/queued.sse" "http://127.0.0.1:$P/v1/completions" $C -d '{"model":"mid","prompt":"b","max_tokens":1800,"stream":true}' &
 c2=$!
 wait_inflight $P 2
 expect 429 queue_full $P /v1/completions $C -d '{"model":"mid","prompt":"c","max_tokens":1}'
+# the queued stream waits without a token for longer than a third of --timeout: kept alive, not timed out
+i=0; until grep -q '^: keep-alive' "$d/queued.sse" 2> /dev/null; do i=$((i + 1)); [ $i -lt 100 ] || fail "no keep-alive on a queued stream"; sleep 0.1; done
+kill -0 $c2 2> /dev/null || fail "the queued stream ended"
 kill $c1 $c2
 wait_inflight $P 0
 expect 200 - $P /v1/completions $C -d '{"model":"mid","prompt":"c","max_tokens":1}'
