@@ -64,6 +64,8 @@ void serve_metrics_token_gap(serve_metrics *m, double seconds);
 void serve_metrics_step(serve_metrics *m, size_t tokens, size_t running, size_t queued);
 void serve_metrics_prompt_tokens(serve_metrics *m, size_t n);
 void serve_metrics_request_done(serve_metrics *m, double seconds);
+/* The in-flight gauge, set from the engine's count when /metrics is read. */
+void serve_metrics_inflight(serve_metrics *m, size_t n);
 /* Prometheus text format 0.0.4 (malloc'ed). */
 char *serve_metrics_render(serve_metrics *m, size_t *len);
 

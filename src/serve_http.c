@@ -221,6 +221,9 @@ static enum MHD_Result do_health(struct MHD_Connection *c, req_ctx *r)
 static enum MHD_Result do_metrics(struct MHD_Connection *c, req_ctx *r)
 {
     size_t n = 0;
+    serve_engine_load(r->h->sc->eng, &n, NULL);
+    serve_metrics_inflight(r->h->sc->met, n);
+    n = 0;
     char *s = serve_metrics_render(r->h->sc->met, &n);
     if (!s) FAIL(c, r, 500, NULL, NULL, "out of memory");
     return send_bytes(c, r, 200, "text/plain; version=0.0.4; charset=utf-8", s, n);

@@ -86,15 +86,16 @@ void serve_metrics_first_token(serve_metrics *m, double s) { LOCKED(m, observe(&
 void serve_metrics_token_gap(serve_metrics *m, double s) { LOCKED(m, observe(&m->gap, s)); }
 void serve_metrics_prompt_tokens(serve_metrics *m, size_t n) { LOCKED(m, m->prompt_tokens += n); }
 void serve_metrics_request_done(serve_metrics *m, double s) { LOCKED(m, observe(&m->duration, s)); }
+void serve_metrics_inflight(serve_metrics *m, size_t n) { LOCKED(m, m->inflight = n); }
 
 void serve_metrics_step(serve_metrics *m, size_t tokens, size_t running, size_t inflight)
 {
     (void)running;
+    (void)inflight;
     pthread_mutex_lock(&m->mu);
     m->steps++;
     m->tokens += tokens;
     m->last_batch = tokens;
-    m->inflight = inflight;
     if (tokens) observe(&m->occupancy, (double)tokens);
     pthread_mutex_unlock(&m->mu);
 }
