@@ -83,7 +83,7 @@ RUNNER ?=
 ALL_SRC := $(wildcard src/*.c)
 X86_SRC := $(wildcard src/kern_x86_*.c)
 ARM_SRC := $(wildcard src/kern_neon*.c)
-CLI_SRC := src/main.c $(wildcard src/cli_*.c)
+CLI_SRC := src/main.c $(wildcard src/cli_*.c) $(wildcard src/serve_*.c)
 # src/fileio_stub.c is replaced by src/fileio.c when that lands
 ifneq ($(wildcard src/fileio.c),)
   ALL_SRC := $(filter-out src/fileio_stub.c,$(ALL_SRC))
@@ -131,9 +131,23 @@ $(BUILD)/libcis2.a: $(BUILD)/obj/libcis2-public.o
 $(BUILD)/libcis2.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,-z,defs $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
+# `cis2 serve` (src/serve_*.c) links GNU libmicrohttpd into the binary only,
+# never the libraries; a target that cannot link it (the aarch64 cross
+# build) gets a serve that says so.
+HAVE_MHD := $(shell printf '\043include <microhttpd.h>\nint main(void) { return MHD_get_version() == 0; }\n' | \
+              $(CC) -x c - -o /dev/null -lmicrohttpd > /dev/null 2>&1 && echo 1)
+ifeq ($(HAVE_MHD),1)
+  $(BUILD)/obj/serve_http.o: XFLAGS := -DCIS2_HAVE_MHD
+  CLI_LDLIBS := -lmicrohttpd
+endif
+$(BUILD)/.mhd: FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(HAVE_MHD)' | cmp -s - $@ || echo '$(HAVE_MHD)' > $@
+$(BUILD)/obj/serve_http.o: $(BUILD)/.mhd
+
 # the CLI sees the public archive only: nothing but the API links
 $(BUILD)/cis2: $(CLI_OBJ) $(BUILD)/libcis2.a
-	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(CLI_LDLIBS) $(LDLIBS_ALL)
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libcis2-internal.a $(wildcard tests/*.h)
 	$(CC) $(CFLAGS_ALL) -Itests -o $@ $< $(BUILD)/libcis2-internal.a $(LDFLAGS_ALL) -lcmocka $(LDLIBS_ALL)

@@ -95,6 +95,26 @@ const cli_command cli_commands[] = {
      "usage: cis2 compare RECEIPT_A RECEIPT_B\n"},
     {"diff", cmd_diff, "first differing tensor of two `run --trace` files",
      "usage: cis2 diff TRACE_A TRACE_B\n"},
+    {"serve", cmd_serve, "an OpenAI-compatible HTTP server with continuous batching and receipts",
+     "usage: cis2 serve [--model-dir DIR] [--host 127.0.0.1] [--port 8080] [--max-batch 16] [options]\n"
+     "  POST /v1/completions, /v1/chat/completions, /v1/verify; GET /v1/models, /health, /metrics\n"
+     "  (README \"Serving\"); SIGTERM/SIGINT: drain, then exit 0\n"
+     "  --host H            address to bind (default 127.0.0.1: loopback only)\n"
+     "  --port N            TCP port (default 8080; 0: any free port, printed at start)\n"
+     "  --max-batch N       sequences decoded together (default 16)\n"
+     "  --max-queue N       sequences waiting beyond the batch before 429 (default 64)\n"
+     "  --prefill-chunk N   prompt rows a step adds for joining requests, in all (default 256)\n"
+     "  --max-tokens N      the largest max_tokens a request may ask (default 4096)\n"
+     "  --max-body BYTES    request body limit, 413 beyond (default 1048576)\n"
+     "  --max-connections N open connections at most (default 256)\n"
+     "  --timeout S         idle connection timeout in seconds (default 60)\n"
+     "  --drain-timeout S   on SIGTERM, in-flight requests may finish this long (default 10)\n"
+     "  --api-key-file F    require `Authorization: Bearer KEY` on /v1 (KEY: F's first line)\n"
+     "  --chat-template F   a Jinja chat template (default: DIR/chat_template.jinja, else\n"
+     "                      DIR/tokenizer_config.json's chat_template)\n"
+     "  --model-name NAME   the model clients name (default: DIR's last component)\n"
+     "  --render-chat       print what chat requests on stdin (JSON lines) render to, and exit\n"
+     ENGINE_USAGE},
 };
 const size_t cli_ncommands = sizeof cli_commands / sizeof cli_commands[0];
 

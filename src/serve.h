@@ -1,0 +1,255 @@
+/*
+ * serve.h - `cis2 serve`, the OpenAI-compatible HTTP server (issue 19): a
+ * client of the library like the rest of the `cis2` program (it includes
+ * no cis2 header but cis2.h and this one, and links only the public
+ * libcis2.a), declared here for its modules:
+ *
+ *   serve_main.c     cmd_serve: options, start-up, signals, shutdown
+ *   serve_engine.c   the one engine thread that owns the cis2_session
+ *                    (continuous batching) and the bounded job queue the
+ *                    HTTP threads submit to
+ *   serve_http.c     GNU libmicrohttpd: routing, bodies, auth, errors,
+ *                    JSON and server-sent-event responses
+ *   serve_api.c      the OpenAI schema: requests -> jobs, results -> JSON
+ *   serve_chat.c     chat templates: recognizing the ChatML family and
+ *                    rendering it exactly as the model's Jinja template does
+ *   serve_metrics.c  Prometheus counters and histograms
+ *
+ * Threads: HTTP connection threads parse, validate and tokenize (the
+ * engine is read-only after open, so they may), then hand a serve_job to
+ * the engine thread through serve_engine_submit and wait on the job's
+ * condition variable; only the engine thread calls cis2_session_*.  Every
+ * field of a job that both sides touch is guarded by the engine's mutex.
+ */
+#ifndef CIS2_SERVE_H
+#define CIS2_SERVE_H
+
+#include "cis2.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---------------------------------------------------------------- errors */
+
+/* An OpenAI-style error: {"error": {"message", "type", "param", "code"}}
+ * sent with HTTP `status`. */
+typedef struct serve_err {
+    int status;
+    const char *type;          /* "invalid_request_error", "server_error", ... */
+    const char *code;          /* NULL: JSON null */
+    char param[64];            /* "" : JSON null */
+    char msg[600];
+} serve_err;
+
+/* Fills e (first error wins) and returns status. */
+int serve_fail(serve_err *e, int status, const char *code, const char *param, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+/* The HTTP status and OpenAI error type for a library status code. */
+int serve_status_for(int cis2_code);
+json_t *serve_err_json(const serve_err *e);
+
+/* -------------------------------------------------------------- metrics */
+
+typedef struct serve_metrics serve_metrics;
+serve_metrics *serve_metrics_new(void);
+void serve_metrics_free(serve_metrics *m);
+void serve_metrics_request(serve_metrics *m, const char *endpoint, int status);
+void serve_metrics_first_token(serve_metrics *m, double seconds);
+void serve_metrics_token_gap(serve_metrics *m, double seconds);
+void serve_metrics_step(serve_metrics *m, size_t tokens, size_t running, size_t queued);
+void serve_metrics_prompt_tokens(serve_metrics *m, size_t n);
+void serve_metrics_request_done(serve_metrics *m, double seconds);
+/* The in-flight gauge, set from the engine's count when /metrics is read. */
+void serve_metrics_inflight(serve_metrics *m, size_t n);
+/* Prometheus text format 0.0.4 (malloc'ed). */
+char *serve_metrics_render(serve_metrics *m, size_t *len);
+
+/* ---------------------------------------------------------------- jobs */
+
+enum { JOB_NEW = 0, JOB_ADMITTED, JOB_FAILED, JOB_DONE };
+
+/* One choice of a request: one sequence of the session. */
+typedef struct serve_seq {
+    cis2_request req;          /* prompt, max_tokens, rules; user = this seq */
+    cis2_sampling samp;
+    cis2_stop stop;
+    size_t prompt_idx;         /* which prompt of the request */
+    size_t choice;             /* OpenAI choices[].index */
+    /* engine thread, under the engine mutex: */
+    uint64_t id;               /* session id once admitted */
+    uint32_t *toks;            /* generated ids so far (capacity max_tokens) */
+    size_t n_toks;
+    int finish;                /* enum cis2_finish once ended */
+    cis2_result *res;          /* taken from the session when it ended */
+    int taken;                 /* res taken (or its take failed) */
+    double t_last;             /* monotonic time of the last token */
+    struct serve_job *job;
+} serve_seq;
+
+typedef struct serve_job {
+    serve_seq *seqs;
+    size_t n;
+    /* under the engine mutex: */
+    int state;                 /* JOB_* */
+    int admit_rc;              /* JOB_FAILED: a cis2 status */
+    cis2_error admit_err;
+    size_t n_done;             /* sequences whose result is taken */
+    int cancel;                /* the HTTP side asks to end it */
+    int shutdown_cancel;       /* cancelled because the server stops */
+    int refs;                  /* HTTP side + engine side */
+    int in_engine;             /* the engine thread lists it */
+    pthread_cond_t cv;         /* signalled on every change */
+    double t_submit;
+    int first_token_seen;
+    struct serve_job *next;    /* engine lists */
+    void *owner;               /* what the API layer allocated for it */
+    void (*owner_free)(void *owner);
+} serve_job;
+
+/* A job of n sequences, each seq's toks sized by its req.max_tokens (set
+ * them with serve_job_seqs_ready after filling the requests). */
+serve_job *serve_job_new(size_t n);
+int serve_job_seqs_ready(serve_job *j);
+
+/* --------------------------------------------------------------- engine */
+
+typedef struct serve_engine serve_engine;
+
+typedef struct serve_engine_opts {
+    size_t max_batch;          /* cis2_session_opts.max_batch */
+    size_t prefill_chunk;      /* cis2_session_opts.prefill_chunk */
+    size_t max_queue;          /* sequences waiting beyond max_batch */
+} serve_engine_opts;
+
+int serve_engine_start(serve_engine **out, cis2_engine *e, const serve_engine_opts *o, serve_metrics *m,
+                       cis2_error *err);
+/* Hands a job to the engine thread (429 when the queue is full, 503 when
+ * stopping).  On success the job holds two references. */
+int serve_engine_submit(serve_engine *se, serve_job *j, serve_err *e);
+/* HTTP side: waits until the job leaves JOB_NEW or until `ms` elapse;
+ * returns its state.  The caller holds the lock (serve_engine_lock). */
+void serve_engine_lock(serve_engine *se);
+void serve_engine_unlock(serve_engine *se);
+int serve_engine_wait(serve_engine *se, serve_job *j, int ms);
+/* Asks the engine to end every sequence of the job (a client went away). */
+void serve_engine_cancel(serve_engine *se, serve_job *j);
+/* Drops the HTTP side's reference (the job is freed with the last one). */
+void serve_engine_release(serve_engine *se, serve_job *j);
+/* Ends every sequence now (shutdown past its drain bound). */
+void serve_engine_cancel_all(serve_engine *se);
+/* Sequences running or queued, and jobs not yet released. */
+void serve_engine_load(serve_engine *se, size_t *seqs, size_t *jobs);
+/* Refuses new jobs from now on (503). */
+void serve_engine_refuse(serve_engine *se);
+/* Stops the thread (cancelling what is left) and frees everything. */
+void serve_engine_stop(serve_engine *se);
+/* 1 if the library accepts stop rules (probed at start). */
+int serve_engine_has_stop_rules(const serve_engine *se);
+
+/* ---------------------------------------------------------- chat templates */
+
+typedef struct serve_chat serve_chat;
+/* Recognizes a chat template (Jinja source).  CIS2_OK with *out, or
+ * CIS2_E_UNSUPPORTED with `why` naming what is not implemented. */
+int serve_chat_load(const char *src, size_t len, serve_chat **out, char *why, size_t why_cap);
+void serve_chat_free(serve_chat *c);
+/* "chatml", "chatml-default-system", "qwen2.5" */
+const char *serve_chat_family(const serve_chat *c);
+/* The default system prompt the template inserts (NULL: none). */
+const char *serve_chat_default_system(const serve_chat *c);
+/* Renders messages (a JSON array of {role, content}) as the template
+ * would; *out malloc'ed.  400/501 in e for what cannot be rendered. */
+int serve_chat_render(const serve_chat *c, const json_t *messages, int add_generation_prompt, const json_t *tools,
+                      char **out, size_t *len, serve_err *e);
+/* Finds the template of a checkpoint: FILE if given, else
+ * DIR/chat_template.jinja, else DIR/tokenizer_config.json's chat_template.
+ * *src NULL (CIS2_OK) when there is none; *origin says where it was. */
+int serve_chat_find(const char *model_dir, const char *file, char **src, size_t *len, char *origin,
+                    size_t origin_cap, cis2_error *err);
+
+/* ---------------------------------------------------------------- server */
+
+typedef struct serve_config {
+    const char *host;
+    unsigned port;
+    size_t max_batch, max_queue, prefill_chunk;
+    size_t max_tokens;         /* the largest max_tokens a request may ask */
+    size_t max_body;           /* request body bytes (413 beyond) */
+    size_t max_connections;
+    unsigned timeout_s;        /* connection idle timeout */
+    unsigned drain_s;          /* SIGTERM: in-flight requests may finish this long */
+    const char *model_name;    /* the `model` clients name */
+    int have_key;
+    uint8_t key_sha256[32];    /* --api-key-file, hashed */
+} serve_config;
+
+/* What the request handlers share (read-only while serving). */
+typedef struct serve_ctx {
+    serve_config cfg;
+    cis2_engine *e;
+    const cis2_model_info *mi;
+    serve_engine *eng;
+    serve_metrics *met;
+    serve_chat *chat;          /* NULL: chat_error says why */
+    char chat_error[600];
+    int chat_status;           /* HTTP status for chat requests without a template */
+    int has_im_end;
+    uint32_t im_end;           /* <|im_end|>'s id: the chat stop id */
+    long long created;         /* start time, for /v1/models */
+    pthread_mutex_t vmu;       /* verify slots */
+    size_t verifying, verify_max;
+} serve_ctx;
+
+/* ------------------------------------------------------------------- api */
+
+/* A parsed request: the job and what the response needs. */
+typedef struct serve_call serve_call;
+enum { CALL_COMPLETION = 0, CALL_CHAT };
+/* Parses and validates a body (json) for CALL_COMPLETION / CALL_CHAT;
+ * raw is the body text (for exact decimal floats). */
+int serve_call_parse(const serve_ctx *sc, int kind, const char *raw, size_t raw_len, serve_call **out,
+                     serve_err *e);
+void serve_call_free(serve_call *c);
+/* The job, before it is submitted. */
+serve_job *serve_call_peek_job(serve_call *c);
+/* After a successful submit: marks the job the call's owner, returns it. */
+serve_job *serve_call_job(serve_call *c);
+int serve_call_stream(const serve_call *c);
+/* The whole response of a finished job (status 200), or an error. */
+json_t *serve_call_response(const serve_ctx *sc, serve_call *c, serve_err *e);
+
+/* Streaming: the text not yet sent of every choice, as SSE bytes. */
+typedef struct serve_sse serve_sse;
+serve_sse *serve_sse_new(const serve_ctx *sc, serve_call *c);
+void serve_sse_free(serve_sse *s);
+/* Under the engine lock: copies the tokens that arrived; returns 1 if
+ * anything changed (new tokens or a sequence ended). */
+int serve_sse_collect(serve_sse *s);
+/* Outside the lock: appends the events for what was collected to *buf
+ * (malloc'ed, *len bytes); *done once `data: [DONE]` is written. */
+int serve_sse_format(serve_sse *s, char **buf, size_t *len, size_t *cap, int *done);
+
+/* Exact binary32 from a JSON number's text (docs/sampling.md §S2.3):
+ * finds top-level key `key` in the raw object text.  1 found, 0 absent,
+ * -1 not a number. */
+int serve_raw_float(const char *raw, size_t len, const char *key, float *out);
+
+/* ------------------------------------------------------------------ http */
+
+typedef struct serve_http serve_http;
+int serve_http_start(serve_http **out, serve_ctx *sc, unsigned *port, cis2_error *err);
+/* Stops accepting connections; requests on open ones get 503. */
+void serve_http_quiesce(serve_http *h);
+/* Requests (HTTP side) still in progress. */
+size_t serve_http_active(serve_http *h);
+void serve_http_stop(serve_http *h);
+
+/* monotonic seconds */
+double serve_now(void);
+
+#endif

@@ -1,0 +1,620 @@
+/*
+ * serve_http.c - the HTTP side of `cis2 serve` (issue 19 items 1, 4, 5),
+ * on GNU libmicrohttpd (Debian's libmicrohttpd-dev) in thread-per-
+ * connection mode: each connection's thread parses, validates and
+ * tokenizes its request (serve_api.c), submits the job to the engine
+ * thread (serve_engine.c) and blocks on the job until there is something
+ * to send, so no HTTP thread ever runs the model and the engine thread
+ * never waits for a client.
+ *
+ * Endpoints: POST /v1/completions, POST /v1/chat/completions, GET
+ * /v1/models, GET /health, GET /metrics, POST /v1/verify.
+ *
+ * Hygiene: bodies over --max-body get 413 (from Content-Length before the
+ * upload, else once it ends; a client that keeps sending far beyond is
+ * disconnected); JSON nested deeper than 64 levels is refused before it is
+ * parsed; with --api-key-file the /v1 endpoints need `Authorization:
+ * Bearer KEY` (compared as sha256 digests, in constant time) else 401;
+ * idle connections close after --timeout seconds; a stream writes an SSE
+ * comment when it has been quiet for a third of that, so a slow prefill
+ * never looks idle, while a client that stops reading still times out; a
+ * client that disconnects (seen by poll() on its socket every 100 ms, or a
+ * failed write) has its sequences cancelled, which frees their batch
+ * slots.  Every error is an OpenAI-style JSON error (serve_api.c).
+ */
+#define _GNU_SOURCE
+#include "serve.h"
+
+#ifdef CIS2_HAVE_MHD
+#include <microhttpd.h>
+
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define MAX_JSON_DEPTH 64
+
+enum { EP_COMPLETIONS, EP_CHAT, EP_MODELS, EP_HEALTH, EP_METRICS, EP_VERIFY, EP_OTHER };
+static const char *ep_label[] = {"completions", "chat_completions", "models", "health", "metrics", "verify", "other"};
+
+struct serve_http {
+    serve_ctx *sc;
+    struct MHD_Daemon *d;
+    pthread_mutex_t mu;
+    size_t active;             /* requests in progress */
+    int quiesced;
+};
+
+typedef struct req_ctx {
+    serve_http *h;
+    int ep;
+    char *body;
+    size_t len, cap;
+    int too_big;
+    size_t discarded;
+    double t0;
+} req_ctx;
+
+/* ------------------------------------------------------------- responses */
+
+static enum MHD_Result send_bytes(struct MHD_Connection *c, req_ctx *r, int status, const char *type, char *data,
+                                  size_t len)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+    if (!resp) { free(data); return MHD_NO; }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (status == 405) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->ep == EP_COMPLETIONS || r->ep == EP_CHAT || r->ep == EP_VERIFY ? "POST" : "GET");
+    if (status == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (status == 429 || status == 503) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    enum MHD_Result q = MHD_queue_response(c, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    serve_metrics_request(r->h->sc->met, ep_label[r->ep], status);
+    return q;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *c, req_ctx *r, int status, json_t *o)
+{
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (!s) return MHD_NO;
+    size_t n = strlen(s);
+    char *t = realloc(s, n + 2); /* a final newline, for curl users */
+    if (t) { s = t; s[n++] = '\n'; s[n] = 0; }
+    return send_bytes(c, r, status, "application/json", s, n);
+}
+
+static enum MHD_Result send_err(struct MHD_Connection *c, req_ctx *r, const serve_err *e)
+{
+    return send_json(c, r, e->status ? e->status : 500, serve_err_json(e));
+}
+
+#define FAIL(c, r, status, code, param, ...)                                                                        \
+    do {                                                                                                            \
+        serve_err e_ = {0};                                                                                         \
+        serve_fail(&e_, status, code, param, __VA_ARGS__);                                                          \
+        return send_err(c, r, &e_);                                                                                 \
+    } while (0)
+
+/* ---------------------------------------------------------------- helpers */
+
+static int conn_fd(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+/* The peer closed its end (or the socket failed)? */
+static int client_gone(int fd)
+{
+    if (fd < 0) return 0;
+    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return 0;
+    if (p.revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)) return 1;
+    if (p.revents & POLLIN) {
+        char b;
+        ssize_t k = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        return k == 0;
+    }
+    return 0;
+}
+
+static int json_too_deep(const char *s, size_t n)
+{
+    int depth = 0, in_str = 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (in_str) {
+            if (ch == '\\') i++;
+            else if (ch == '"') in_str = 0;
+        } else if (ch == '"') in_str = 1;
+        else if (ch == '{' || ch == '[') { if (++depth > MAX_JSON_DEPTH) return 1; }
+        else if (ch == '}' || ch == ']') depth--;
+    }
+    return 0;
+}
+
+static int authorized(const serve_ctx *sc, struct MHD_Connection *c)
+{
+    if (!sc->cfg.have_key) return 1;
+    const char *a = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!a || strncasecmp(a, "Bearer ", 7)) return 0;
+    const char *k = a + 7;
+    while (*k == ' ') k++;
+    size_t n = strlen(k);
+    while (n && (k[n - 1] == ' ' || k[n - 1] == '\t')) n--;
+    uint8_t d[32];
+    cis2_sha256(k, n, d);
+    unsigned diff = 0;
+    for (int i = 0; i < 32; i++) diff |= (unsigned)(d[i] ^ sc->cfg.key_sha256[i]); /* constant time */
+    return diff == 0;
+}
+
+static int route(const char *url, const char *method, int *ep)
+{
+    static const struct { const char *url; int ep; int post; } t[] = {
+        {"/v1/completions", EP_COMPLETIONS, 1}, {"/v1/chat/completions", EP_CHAT, 1}, {"/v1/models", EP_MODELS, 0},
+        {"/health", EP_HEALTH, 0}, {"/metrics", EP_METRICS, 0}, {"/v1/verify", EP_VERIFY, 1}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (!strcmp(url, t[i].url)) {
+            *ep = t[i].ep;
+            if (t[i].post) return !strcmp(method, "POST") ? 200 : 405;
+            return !strcmp(method, "GET") || !strcmp(method, "HEAD") ? 200 : 405;
+        }
+    *ep = EP_OTHER;
+    return 404;
+}
+
+/* --------------------------------------------------------- GET endpoints */
+
+static enum MHD_Result do_models(struct MHD_Connection *c, req_ctx *r)
+{
+    const serve_ctx *sc = r->h->sc;
+    const cis2_model_info *mi = sc->mi;
+    char h[65];
+    json_t *m = json_object();
+    json_object_set_new(m, "id", json_string(sc->cfg.model_name));
+    json_object_set_new(m, "object", json_string("model"));
+    json_object_set_new(m, "created", json_integer(sc->created));
+    json_object_set_new(m, "owned_by", json_string("cis2"));
+    json_t *x = json_object();
+    cis2_hex(mi->weights_sha256, 32, h);
+    json_object_set_new(x, "weights_sha256", json_string(h));
+    cis2_hex(mi->config_sha256, 32, h);
+    json_object_set_new(x, "config_sha256", json_string(h));
+    cis2_hex(mi->tokenizer_sha256, 32, h);
+    json_object_set_new(x, "tokenizer_sha256", json_string(h));
+    json_object_set_new(x, "model_type", json_string(mi->model_type));
+    json_object_set_new(x, "max_context", json_integer((json_int_t)mi->max_position_embeddings));
+    json_object_set_new(x, "vocab_size", json_integer((json_int_t)mi->vocab_size));
+    json_object_set_new(x, "spec_version", json_string(CIS2_SPEC_VERSION));
+    json_object_set_new(x, "chat_template", sc->chat ? json_string(serve_chat_family(sc->chat)) : json_null());
+    json_object_set_new(x, "stop_rules", json_boolean(serve_engine_has_stop_rules(sc->eng)));
+    json_object_set_new(m, "cis2", x);
+    json_t *a = json_array();
+    json_array_append_new(a, m);
+    json_t *o = json_object();
+    json_object_set_new(o, "object", json_string("list"));
+    json_object_set_new(o, "data", a);
+    return send_json(c, r, 200, o);
+}
+
+static enum MHD_Result do_health(struct MHD_Connection *c, req_ctx *r)
+{
+    serve_http *h = r->h;
+    size_t seqs = 0;
+    serve_engine_load(h->sc->eng, &seqs, NULL);
+    pthread_mutex_lock(&h->mu);
+    int q = h->quiesced;
+    pthread_mutex_unlock(&h->mu);
+    json_t *o = json_object();
+    json_object_set_new(o, "status", json_string(q ? "shutting_down" : "ok"));
+    json_object_set_new(o, "model", json_string(h->sc->cfg.model_name));
+    json_object_set_new(o, "sequences_inflight", json_integer((json_int_t)seqs));
+    return send_json(c, r, q ? 503 : 200, o);
+}
+
+static enum MHD_Result do_metrics(struct MHD_Connection *c, req_ctx *r)
+{
+    size_t n = 0;
+    serve_engine_load(r->h->sc->eng, &n, NULL);
+    serve_metrics_inflight(r->h->sc->met, n);
+    n = 0;
+    char *s = serve_metrics_render(r->h->sc->met, &n);
+    if (!s) FAIL(c, r, 500, NULL, NULL, "out of memory");
+    return send_bytes(c, r, 200, "text/plain; version=0.0.4; charset=utf-8", s, n);
+}
+
+/* --------------------------------------------------------------- verify */
+
+static const char *field_status(int s)
+{
+    static const char *n[] = {"ok", "mismatch", "input", "unverified", "same", "differs", "note"};
+    return s >= 0 && s <= 6 ? n[s] : "unknown";
+}
+
+static enum MHD_Result do_verify(struct MHD_Connection *c, req_ctx *r)
+{
+    serve_ctx *sc = r->h->sc;
+    const char *text = r->body ? r->body : "";
+    size_t len = r->len;
+    json_t *body = NULL;
+    size_t k = 0;
+    while (k < len && (text[k] == ' ' || text[k] == '\n' || text[k] == '\r' || text[k] == '\t')) k++;
+    if (k < len && text[k] == '{') { /* {"receipt": "CIS-2-RECEIPT v1\n..."} */
+        json_error_t je;
+        body = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+        json_t *rc = json_object_get(body, "receipt");
+        if (!json_is_string(rc)) {
+            json_decref(body);
+            FAIL(c, r, 400, "invalid_value", "receipt", "the body must be a receipt, or {\"receipt\": \"...\"}");
+        }
+        text = json_string_value(rc);
+        len = json_string_length(rc);
+    }
+    cis2_receipt *rcpt = NULL;
+    cis2_error err = {0};
+    if (cis2_receipt_parse(text, len, "receipt", &rcpt, &err)) {
+        json_decref(body);
+        FAIL(c, r, 400, "invalid_receipt", "receipt", "%s", err.msg);
+    }
+    json_decref(body);
+    pthread_mutex_lock(&sc->vmu);
+    int busy = sc->verifying >= sc->verify_max;
+    if (!busy) sc->verifying++;
+    pthread_mutex_unlock(&sc->vmu);
+    if (busy) {
+        cis2_receipt_free(rcpt);
+        FAIL(c, r, 429, "verify_busy", NULL, "%zu verifications are already running: retry later", sc->verify_max);
+    }
+    cis2_verdict *v = NULL;
+    int rc = cis2_verify(sc->e, &rcpt, 1, NULL, &v, &err); /* the prefill replay; concurrent with the engine thread */
+    pthread_mutex_lock(&sc->vmu);
+    sc->verifying--;
+    pthread_mutex_unlock(&sc->vmu);
+    cis2_receipt_free(rcpt);
+    if (rc) FAIL(c, r, serve_status_for(rc), NULL, NULL, "verify failed: %s", err.msg);
+    json_t *o = json_object();
+    json_object_set_new(o, "verdict", json_string(v->name));
+    json_object_set_new(o, "summary", json_string(v->summary));
+    json_object_set_new(o, "ok", json_boolean(v->kind == CIS2_VERDICT_OK));
+    json_object_set_new(o, "exit_code", json_integer(v->code));
+    json_t *f = json_array();
+    for (size_t i = 0; i < v->n_fields; i++) {
+        json_t *x = json_object();
+        json_object_set_new(x, "key", json_string(v->fields[i].key));
+        json_object_set_new(x, "status", json_string(field_status(v->fields[i].status)));
+        json_object_set_new(x, "detail", json_string(v->fields[i].detail));
+        json_array_append_new(f, x);
+    }
+    json_object_set_new(o, "fields", f);
+    json_object_set_new(o, "first_bad_step", v->first_bad_step < 0 ? json_null() : json_integer(v->first_bad_step));
+    cis2_verdicts_free(v, 1);
+    return send_json(c, r, 200, o);
+}
+
+/* ------------------------------------------------------------ generation */
+
+typedef struct stream {
+    serve_http *h;
+    serve_call *call;
+    serve_job *job;
+    serve_sse *sse;
+    char *buf;
+    size_t len, cap, off;
+    int done, fd;
+    double t_write, t0;
+} stream;
+
+static void stream_free(void *cls)
+{
+    stream *st = cls;
+    serve_engine_release(st->h->sc->eng, st->job); /* cancels it if it has not ended */
+    serve_metrics_request_done(st->h->sc->met, serve_now() - st->t0);
+    serve_sse_free(st->sse);
+    free(st->buf);
+    free(st);
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    stream *st = cls;
+    serve_ctx *sc = st->h->sc;
+    double keepalive = sc->cfg.timeout_s ? sc->cfg.timeout_s / 3.0 : 10.0;
+    (void)pos;
+    while (st->off == st->len) {
+        if (st->done) return MHD_CONTENT_READER_END_OF_STREAM;
+        st->off = st->len = 0;
+        serve_engine_lock(sc->eng);
+        int changed = serve_sse_collect(st->sse);
+        while (!changed && serve_now() - st->t_write < keepalive) {
+            if (client_gone(st->fd)) {
+                serve_engine_unlock(sc->eng);
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
+            serve_engine_wait(sc->eng, st->job, 100);
+            changed = serve_sse_collect(st->sse);
+        }
+        serve_engine_unlock(sc->eng);
+        if (changed && serve_sse_format(st->sse, &st->buf, &st->len, &st->cap, &st->done))
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (st->len == 0 && !st->done && !changed) { /* quiet for a while: an SSE comment keeps it alive */
+            static const char ka[] = ": keep-alive\n\n";
+            char *nb = st->cap >= sizeof ka ? st->buf : realloc(st->buf, 1024);
+            if (!nb) return MHD_CONTENT_READER_END_WITH_ERROR;
+            if (nb != st->buf) { st->buf = nb; st->cap = 1024; }
+            memcpy(st->buf, ka, sizeof ka - 1);
+            st->len = sizeof ka - 1;
+        }
+    }
+    size_t n = st->len - st->off;
+    if (n > max) n = max;
+    memcpy(buf, st->buf + st->off, n);
+    st->off += n;
+    st->t_write = serve_now();
+    return (ssize_t)n;
+}
+
+/* Waits (the engine lock held) until the job is admitted (stream) or out
+ * of the engine (whole response); 0, or -1 if the client went away. */
+static int wait_job(serve_engine *eng, serve_job *j, int fd, int whole)
+{
+    while (whole ? j->in_engine || j->state == JOB_NEW : j->state == JOB_NEW) {
+        serve_engine_wait(eng, j, 100);
+        if ((whole ? j->in_engine || j->state == JOB_NEW : j->state == JOB_NEW) && client_gone(fd)) return -1;
+    }
+    return 0;
+}
+
+static enum MHD_Result do_generate(struct MHD_Connection *c, req_ctx *r, int kind)
+{
+    serve_ctx *sc = r->h->sc;
+    serve_err e = {0};
+    serve_call *call = NULL;
+    if (json_too_deep(r->body, r->len))
+        FAIL(c, r, 400, "invalid_json", NULL, "the JSON body is nested deeper than %d levels", MAX_JSON_DEPTH);
+    if (serve_call_parse(sc, kind, r->body ? r->body : "", r->len, &call, &e)) return send_err(c, r, &e);
+    serve_job *j = serve_call_peek_job(call);
+    if (serve_engine_submit(sc->eng, j, &e)) {
+        serve_call_free(call);
+        return send_err(c, r, &e);
+    }
+    j = serve_call_job(call); /* the job owns the call now */
+    int fd = conn_fd(c), stream_it = serve_call_stream(call);
+    serve_engine_lock(sc->eng);
+    int gone = wait_job(sc->eng, j, fd, !stream_it);
+    int state = j->state;
+    serve_engine_unlock(sc->eng);
+    if (gone) {
+        serve_engine_release(sc->eng, j);
+        serve_metrics_request(sc->met, ep_label[r->ep], 499); /* nginx's "client closed request" */
+        return MHD_NO;
+    }
+    if (!stream_it || state == JOB_FAILED) {
+        json_t *o = serve_call_response(sc, call, &e); /* or the job's error */
+        serve_engine_release(sc->eng, j);
+        serve_metrics_request_done(sc->met, serve_now() - r->t0);
+        return o ? send_json(c, r, 200, o) : send_err(c, r, &e);
+    }
+    stream *st = calloc(1, sizeof *st);
+    if (st) st->sse = serve_sse_new(sc, call);
+    if (!st || !st->sse) {
+        if (st) free(st);
+        serve_engine_release(sc->eng, j);
+        FAIL(c, r, 503, NULL, NULL, "out of memory");
+    }
+    st->h = r->h;
+    st->call = call;
+    st->job = j;
+    st->fd = fd;
+    st->t0 = r->t0;
+    st->t_write = serve_now();
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, st, stream_free);
+    if (!resp) { stream_free(st); return MHD_NO; }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    enum MHD_Result q = MHD_queue_response(c, 200, resp);
+    MHD_destroy_response(resp);
+    serve_metrics_request(sc->met, ep_label[r->ep], 200);
+    return q;
+}
+
+/* ---------------------------------------------------------------- handler */
+
+static enum MHD_Result first_call(serve_http *h, struct MHD_Connection *c, req_ctx *r, const char *url,
+                                  const char *method)
+{
+    serve_ctx *sc = h->sc;
+    int st = route(url, method, &r->ep);
+    if (st == 404) FAIL(c, r, 404, "not_found", NULL, "no such endpoint: %s %.200s", method, url);
+    if (st == 405) FAIL(c, r, 405, "method_not_allowed", NULL, "%s is not allowed on %.200s", method, url);
+    if (r->ep == EP_HEALTH) return do_health(c, r);
+    if (r->ep == EP_METRICS) return do_metrics(c, r);
+    if (!authorized(sc, c)) FAIL(c, r, 401, "invalid_api_key", NULL, "Incorrect API key provided");
+    pthread_mutex_lock(&h->mu);
+    int q = h->quiesced;
+    pthread_mutex_unlock(&h->mu);
+    if (q) FAIL(c, r, 503, "shutting_down", NULL, "the server is shutting down");
+    if (r->ep == EP_MODELS) return do_models(c, r);
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl) {
+        char *end;
+        unsigned long long n = strtoull(cl, &end, 10);
+        if (*end || n > sc->cfg.max_body)
+            FAIL(c, r, 413, "request_too_large", NULL, "the request body is larger than %zu bytes", sc->cfg.max_body);
+        if (n && !(r->body = malloc((size_t)n + 1)))
+            FAIL(c, r, 503, NULL, NULL, "out of memory");
+        r->cap = n ? (size_t)n + 1 : 0;
+    }
+    return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls)
+{
+    serve_http *h = cls;
+    req_ctx *r = *con_cls;
+    (void)version;
+    if (!r) {
+        if (!(r = calloc(1, sizeof *r))) return MHD_NO;
+        r->h = h;
+        r->t0 = serve_now();
+        *con_cls = r;
+        pthread_mutex_lock(&h->mu);
+        h->active++;
+        pthread_mutex_unlock(&h->mu);
+        return first_call(h, c, r, url, method);
+    }
+    if (*upload_size) {
+        size_t n = *upload_size;
+        *upload_size = 0;
+        if (r->too_big || r->len + n > h->sc->cfg.max_body) {
+            r->too_big = 1;
+            r->discarded += n;
+            return r->discarded > 8 * h->sc->cfg.max_body + (1u << 20) ? MHD_NO : MHD_YES;
+        }
+        if (r->len + n + 1 > r->cap) {
+            size_t cap = r->cap ? r->cap : 4096;
+            while (cap < r->len + n + 1) cap *= 2;
+            char *nb = realloc(r->body, cap);
+            if (!nb) return MHD_NO;
+            r->body = nb;
+            r->cap = cap;
+        }
+        memcpy(r->body + r->len, upload, n);
+        r->len += n;
+        r->body[r->len] = 0;
+        return MHD_YES;
+    }
+    if (r->too_big)
+        FAIL(c, r, 413, "request_too_large", NULL, "the request body is larger than %zu bytes", h->sc->cfg.max_body);
+    if (r->ep == EP_VERIFY) return do_verify(c, r);
+    return do_generate(c, r, r->ep == EP_CHAT ? CALL_CHAT : CALL_COMPLETION);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+    serve_http *h = cls;
+    req_ctx *r = *con_cls;
+    (void)c;
+    (void)toe;
+    if (!r) return;
+    free(r->body);
+    free(r);
+    *con_cls = NULL;
+    pthread_mutex_lock(&h->mu);
+    h->active--;
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* libmicrohttpd's messages, at most 10 a second (a flood of bad clients
+ * must not become a flood of log lines). */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static double window;
+    static unsigned in_window, dropped;
+    (void)cls;
+    double now = serve_now();
+    pthread_mutex_lock(&mu);
+    if (now - window >= 1.0) {
+        if (dropped) fprintf(stderr, "cis2 serve: http: %u more messages suppressed\n", dropped);
+        window = now;
+        in_window = dropped = 0;
+    }
+    int drop = ++in_window > 10;
+    dropped += (unsigned)drop;
+    pthread_mutex_unlock(&mu);
+    if (drop) return;
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    size_t n = strlen(line);
+    while (n && line[n - 1] == '\n') line[--n] = 0;
+    fprintf(stderr, "cis2 serve: http: %s\n", line);
+}
+
+/* ------------------------------------------------------------- lifecycle */
+
+int serve_http_start(serve_http **out, serve_ctx *sc, unsigned *port, cis2_error *err)
+{
+    *out = NULL;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%u", sc->cfg.port);
+    int g = getaddrinfo(sc->cfg.host, ps, &hints, &ai);
+    if (g || !ai) return cis2_fail(err, CIS2_E_USAGE, "--host %s: %s", sc->cfg.host, gai_strerror(g));
+    serve_http *h = calloc(1, sizeof *h);
+    if (!h) { freeaddrinfo(ai); return cis2_fail(err, CIS2_E_NOMEM, "out of memory"); }
+    h->sc = sc;
+    pthread_mutex_init(&h->mu, NULL);
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    h->d = MHD_start_daemon(flags, (uint16_t)sc->cfg.port, NULL, NULL, on_request, h,
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                            MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)sc->cfg.timeout_s,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)sc->cfg.max_connections,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536,
+                            MHD_OPTION_THREAD_STACK_SIZE, (size_t)1 << 20,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                            MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!h->d) {
+        pthread_mutex_destroy(&h->mu);
+        free(h);
+        return cis2_fail(err, CIS2_E_IO, "cannot listen on %s port %u (in use, or not an address of this machine)",
+                         sc->cfg.host, sc->cfg.port);
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    *port = di ? di->port : sc->cfg.port;
+    *out = h;
+    return CIS2_OK;
+}
+
+void serve_http_quiesce(serve_http *h)
+{
+    pthread_mutex_lock(&h->mu);
+    int was = h->quiesced;
+    h->quiesced = 1;
+    pthread_mutex_unlock(&h->mu);
+    if (!was) {
+        MHD_socket s = MHD_quiesce_daemon(h->d);
+        if (s != MHD_INVALID_SOCKET) close(s);
+    }
+}
+
+size_t serve_http_active(serve_http *h)
+{
+    pthread_mutex_lock(&h->mu);
+    size_t n = h->active;
+    pthread_mutex_unlock(&h->mu);
+    return n;
+}
+
+void serve_http_stop(serve_http *h)
+{
+    if (!h) return;
+    MHD_stop_daemon(h->d);
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+}
+
+#else /* built without libmicrohttpd (e.g. a cross build): serve refuses to start */
+
+struct serve_http { int unused; };
+int serve_http_start(serve_http **out, serve_ctx *sc, unsigned *port, cis2_error *err)
+{
+    (void)sc;
+    (void)port;
+    *out = NULL;
+    return cis2_fail(err, CIS2_E_UNSUPPORTED, "this cis2 was built without libmicrohttpd: `serve` is not available");
+}
+void serve_http_quiesce(serve_http *h) { (void)h; }
+size_t serve_http_active(serve_http *h) { (void)h; return 0; }
+void serve_http_stop(serve_http *h) { (void)h; }
+#endif

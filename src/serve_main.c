@@ -1,0 +1,300 @@
+/*
+ * serve_main.c - `cis2 serve` (issue 19): options, start-up, signals and
+ * shutdown of the OpenAI-compatible server (serve.h lists its modules).
+ *
+ * Start-up: opens the engine (once: the server keeps no other state
+ * across requests, so replicas behind any load balancer serve one model),
+ * finds and recognizes the chat template, starts the engine thread, then
+ * listens and prints `cis2 serve: listening on http://HOST:PORT ...` (with
+ * --port 0 the kernel's choice).  SIGTERM or SIGINT (taken with sigwait by
+ * this thread; every other thread blocks them): stop accepting, let
+ * in-flight requests finish for up to --drain-timeout seconds, cancel what
+ * is left (their clients get 503 or a final error event), stop, exit 0.
+ *
+ * `--render-chat` renders chat requests read from stdin (one JSON object
+ * per line: {"messages": [...], "add_generation_prompt": true}) and prints
+ * one JSON line each, {"text": "..."} or {"error": {...}}: what the server
+ * would feed the model (tests/t_serve_chat.sh compares it with Jinja).
+ */
+#include "cli.h"
+#include "serve.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct serve_opts {
+    cli_engine eng;
+    const char *host, *api_key_file, *chat_template, *model_name;
+    size_t port, max_batch, max_queue, prefill_chunk, max_tokens, max_body, max_connections, timeout, drain;
+    int render_chat;
+} serve_opts;
+
+static int parse_serve(int argc, char **argv, serve_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->host = "127.0.0.1";
+    o->port = 8080;
+    o->max_batch = 16;
+    o->max_queue = 64;
+    o->prefill_chunk = 256;
+    o->max_tokens = 4096;
+    o->max_body = (size_t)1 << 20;
+    o->max_connections = 256;
+    o->timeout = 60;
+    o->drain = 10;
+    cli_opt opts[] = {
+        CLI_ENGINE_OPTS(o->eng),
+        {"--host", OPT_STR, &o->host, 0, 0},
+        {"--port", OPT_SIZE, &o->port, 65535, 0},
+        {"--max-batch", OPT_SIZE, &o->max_batch, 1024, 0},
+        {"--max-queue", OPT_SIZE, &o->max_queue, 65536, 0},
+        {"--prefill-chunk", OPT_SIZE, &o->prefill_chunk, 1u << 20, 0},
+        {"--max-tokens", OPT_SIZE, &o->max_tokens, 1u << 24, 0},
+        {"--max-body", OPT_SIZE, &o->max_body, (size_t)1 << 30, 0},
+        {"--max-connections", OPT_SIZE, &o->max_connections, 65536, 0},
+        {"--timeout", OPT_SIZE, &o->timeout, 86400, 0},
+        {"--drain-timeout", OPT_SIZE, &o->drain, 86400, 0},
+        {"--api-key-file", OPT_STR, &o->api_key_file, 0, 0},
+        {"--chat-template", OPT_STR, &o->chat_template, 0, 0},
+        {"--model-name", OPT_STR, &o->model_name, 0, 0},
+        {"--render-chat", OPT_FLAG, &o->render_chat, 0, 0},
+        {0}};
+    int rc = cli_parse("serve", argc, argv, opts, NULL, 0, NULL);
+    if (rc) return rc;
+    if (o->max_batch == 0) return cli_usage_error("serve", "--max-batch must be at least 1");
+    if (o->max_tokens == 0) return cli_usage_error("serve", "--max-tokens must be at least 1");
+    if (o->max_connections < 2) return cli_usage_error("serve", "--max-connections must be at least 2");
+    if (o->prefill_chunk == 0) return cli_usage_error("serve", "--prefill-chunk must be at least 1");
+    if (!*o->host) return cli_usage_error("serve", "--host is empty");
+    if (o->model_name && !*o->model_name) return cli_usage_error("serve", "--model-name is empty");
+    return CIS2_OK;
+}
+
+/* ------------------------------------------------------------ templates */
+
+/* Loads the template into sc (chat NULL with chat_error when none or not
+ * recognized).  Fails only for unreadable or malformed files. */
+static int load_chat(serve_ctx *sc, const char *dir, const char *file, cis2_error *err)
+{
+    char *src = NULL, origin[4400];
+    size_t len = 0;
+    int rc = serve_chat_find(dir, file, &src, &len, origin, sizeof origin, err);
+    if (rc) return rc;
+    sc->chat_status = 501;
+    if (!src) {
+        snprintf(sc->chat_error, sizeof sc->chat_error,
+                 "this model has no chat template (%.200s has no chat_template.jinja nor a chat_template in "
+                 "tokenizer_config.json; start the server with --chat-template FILE)", dir);
+        return CIS2_OK;
+    }
+    char why[300];
+    uint8_t d[32];
+    char h[65];
+    cis2_sha256(src, len, d);
+    cis2_hex(d, 32, h);
+    if (serve_chat_load(src, len, &sc->chat, why, sizeof why))
+        snprintf(sc->chat_error, sizeof sc->chat_error, "the chat template of %.200s (sha256 %.16s...) is not supported: %s",
+                 origin, h, why);
+    free(src);
+    return CIS2_OK;
+}
+
+static int render_chat_lines(const serve_opts *o)
+{
+    serve_ctx sc;
+    memset(&sc, 0, sizeof sc);
+    cis2_error err = {0};
+    const char *dir = o->eng.model_dir ? o->eng.model_dir : "models/SmolLM2-135M";
+    if (load_chat(&sc, dir, o->chat_template, &err)) return cli_report(&err);
+    if (!sc.chat) {
+        fprintf(stderr, "cis2 serve: %s\n", sc.chat_error);
+        return CIS2_E_UNSUPPORTED;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, stdin)) > 0) {
+        json_error_t je;
+        json_t *req = json_loadb(line, (size_t)n, 0, &je), *out = NULL;
+        serve_err e = {0};
+        char *text = NULL;
+        size_t len = 0;
+        if (!json_is_object(req)) {
+            serve_fail(&e, 400, "invalid_json", NULL, "line is not a JSON object");
+        } else {
+            json_t *agp = json_object_get(req, "add_generation_prompt");
+            serve_chat_render(sc.chat, json_object_get(req, "messages"), agp ? json_is_true(agp) : 1,
+                              json_object_get(req, "tools"), &text, &len, &e);
+        }
+        if (e.status) {
+            out = serve_err_json(&e);
+            json_object_set_new(json_object_get(out, "error"), "status", json_integer(e.status));
+        } else {
+            out = json_object();
+            json_object_set_new(out, "text", json_stringn(text, len));
+        }
+        char *s = json_dumps(out, JSON_COMPACT | JSON_ENSURE_ASCII);
+        printf("%s\n", s ? s : "null");
+        free(s);
+        free(text);
+        json_decref(out);
+        json_decref(req);
+    }
+    free(line);
+    serve_chat_free(sc.chat);
+    return cli_finish_stdout(CIS2_OK);
+}
+
+/* ------------------------------------------------------------- start-up */
+
+static int read_api_key(const char *path, serve_config *cfg, cis2_error *err)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = cis2_read_file(path, 4096, "--api-key-file", &buf, &len, err);
+    if (rc) return rc;
+    while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' ' || buf[len - 1] == '\t')) len--;
+    size_t start = 0;
+    while (start < len && (buf[start] == ' ' || buf[start] == '\t')) start++;
+    if (start == len) { cis2_free(buf); return cis2_fail(err, CIS2_E_USAGE, "--api-key-file %s: the key is empty", path); }
+    cis2_sha256(buf + start, len - start, cfg->key_sha256);
+    cfg->have_key = 1;
+    memset(buf, 0, len);
+    cis2_free(buf);
+    return CIS2_OK;
+}
+
+static void default_name(const char *dir, char *out, size_t cap)
+{
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    size_t s = n;
+    while (s > 0 && dir[s - 1] != '/') s--;
+    snprintf(out, cap, "%.*s", (int)(n - s), dir + s);
+    if (!out[0]) snprintf(out, cap, "cis2");
+}
+
+static int setup_chat_stop(serve_ctx *sc)
+{
+    if (!sc->chat) return 0;
+    uint32_t *ids = NULL;
+    size_t n = 0;
+    if (cis2_engine_tokenize(sc->e, "<|im_end|>", 10, &ids, &n, NULL) == CIS2_OK && n == 1) {
+        sc->has_im_end = 1;
+        sc->im_end = ids[0];
+    }
+    cis2_free(ids);
+    if (!sc->has_im_end) {
+        snprintf(sc->chat_error, sizeof sc->chat_error,
+                 "the chat template is ChatML but the tokenizer has no single <|im_end|> token to stop at");
+        serve_chat_free(sc->chat);
+        sc->chat = NULL;
+    }
+    return 0;
+}
+
+/* Waits for SIGTERM/SIGINT (blocked in every thread). */
+static int wait_signal(const sigset_t *set, double seconds)
+{
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    int s = seconds < 0 ? sigwaitinfo(set, NULL) : sigtimedwait(set, NULL, &ts);
+    return s > 0 ? s : 0;
+}
+
+static void drain(serve_ctx *sc, serve_http *http, const sigset_t *set, unsigned drain_s)
+{
+    serve_http_quiesce(http);
+    serve_engine_refuse(sc->eng);
+    double end = serve_now() + drain_s;
+    size_t jobs = 0;
+    for (;;) {
+        serve_engine_load(sc->eng, NULL, &jobs);
+        if (jobs == 0 || serve_now() >= end) break;
+        if (wait_signal(set, 0.05)) {
+            fprintf(stderr, "cis2 serve: second signal: cancelling in-flight requests now\n");
+            break;
+        }
+    }
+    if (jobs) {
+        fprintf(stderr, "cis2 serve: cancelling %zu in-flight request(s)\n", jobs);
+        serve_engine_cancel_all(sc->eng);
+        end = serve_now() + 5;
+        while (serve_now() < end) {
+            serve_engine_load(sc->eng, NULL, &jobs);
+            if (jobs == 0) break;
+            wait_signal(set, 0.02);
+        }
+    }
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    serve_opts o;
+    int rc = parse_serve(argc, argv, &o);
+    if (rc) return rc < 0 ? 0 : rc;
+    if (o.render_chat) return render_chat_lines(&o);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL); /* before any thread starts: they all inherit it */
+    signal(SIGPIPE, SIG_IGN);
+
+    cis2_error err = {0};
+    serve_ctx sc;
+    memset(&sc, 0, sizeof sc);
+    serve_http *http = NULL;
+    char name[256];
+    sc.cfg = (serve_config){.host = o.host, .port = (unsigned)o.port, .max_batch = o.max_batch,
+                            .max_queue = o.max_queue, .prefill_chunk = o.prefill_chunk, .max_tokens = o.max_tokens,
+                            .max_body = o.max_body, .max_connections = o.max_connections,
+                            .timeout_s = (unsigned)o.timeout, .drain_s = (unsigned)o.drain};
+    sc.created = (long long)time(NULL);
+    sc.verify_max = 2;
+    pthread_mutex_init(&sc.vmu, NULL);
+    if (o.api_key_file && (rc = read_api_key(o.api_key_file, &sc.cfg, &err))) goto out;
+    if ((rc = cli_engine_open(&o.eng, &sc.e, &err))) goto out;
+    sc.mi = cis2_engine_info(sc.e);
+    if (!sc.mi->has_tokenizer) {
+        uint32_t *ids = NULL;
+        size_t n = 0;
+        cis2_engine_tokenize(sc.e, "a", 1, &ids, &n, &err); /* the loader's reason */
+        cis2_free(ids);
+        rc = err.code ? err.code : CIS2_E_UNSUPPORTED;
+        goto out;
+    }
+    default_name(o.eng.model_dir, name, sizeof name);
+    sc.cfg.model_name = o.model_name ? o.model_name : name;
+    if ((rc = load_chat(&sc, o.eng.model_dir, o.chat_template, &err))) goto out;
+    setup_chat_stop(&sc);
+    if (!(sc.met = serve_metrics_new())) { rc = cis2_fail(&err, CIS2_E_NOMEM, "out of memory"); goto out; }
+    serve_engine_opts eo = {.max_batch = o.max_batch, .prefill_chunk = o.prefill_chunk, .max_queue = o.max_queue};
+    if ((rc = serve_engine_start(&sc.eng, sc.e, &eo, sc.met, &err))) goto out;
+    unsigned port = 0;
+    if ((rc = serve_http_start(&http, &sc, &port, &err))) goto out;
+    int v6 = strchr(o.host, ':') != NULL;
+    printf("cis2 serve: listening on http://%s%s%s:%u (model %s, chat template %s, max batch %zu)\n", v6 ? "[" : "",
+           o.host, v6 ? "]" : "", port, sc.cfg.model_name, sc.chat ? serve_chat_family(sc.chat) : "none",
+           o.max_batch);
+    fflush(stdout);
+    if (!sc.chat) fprintf(stderr, "cis2 serve: note: chat completions are off: %s\n", sc.chat_error);
+    else if (!serve_engine_has_stop_rules(sc.eng))
+        fprintf(stderr, "cis2 serve: note: this build of the library has no stop rules: chat completions run to "
+                        "max_tokens instead of stopping at <|im_end|>\n");
+    int s = wait_signal(&set, -1);
+    fprintf(stderr, "cis2 serve: %s: draining (up to %zu s)\n", s == SIGINT ? "SIGINT" : "SIGTERM", o.drain);
+    drain(&sc, http, &set, (unsigned)o.drain);
+    rc = CIS2_OK;
+out:
+    serve_http_stop(http);
+    serve_engine_stop(sc.eng);
+    serve_chat_free(sc.chat);
+    serve_metrics_free(sc.met);
+    cis2_engine_close(sc.e);
+    pthread_mutex_destroy(&sc.vmu);
+    if (rc) return cli_report(&err);
+    fprintf(stderr, "cis2 serve: stopped\n");
+    return CIS2_OK;
+}
