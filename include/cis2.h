@@ -70,13 +70,18 @@ extern "C" {
 /* Bumped whenever a public struct's layout or a function's meaning
  * changes, so that bindings and dynamically linked programs can refuse a
  * library they were not built for. */
-#define CIS2_ABI_VERSION 1u
+#define CIS2_ABI_VERSION 2u
 
 /* "0.2.0": the library's CIS2_VERSION (compare with the header's). */
 CIS2_API const char *cis2_version(void);
 /* The library's CIS2_ABI_VERSION: a program or binding built against
  * another value must not use the library. */
 CIS2_API unsigned cis2_abi_version(void);
+/* What this build runs beyond CIS-2 v0.3b (a bit set). */
+#define CIS2_FEATURE_SAMPLING 1u    /* cis2_sampling (docs/sampling.md) */
+#define CIS2_FEATURE_STOP_RULES 2u  /* cis2_stop */
+#define CIS2_FEATURE_LOGPROBS 4u    /* cis2_request.logprobs / top_logprobs */
+CIS2_API unsigned cis2_features(void);
 
 enum cis2_status {
     CIS2_OK = 0,
@@ -349,7 +354,18 @@ typedef struct cis2_session_opts {
     size_t prefill_chunk;      /* prompt rows per step in all; 0: 256 */
     cis2_token_fn on_token;    /* every chosen token; may be NULL */
     void *on_token_ctx;
+    size_t kv_budget;          /* KV-cache bytes of the running sequences; a queued one
+                                  waits until it fits (one always runs); 0: 1 GiB */
 } cis2_session_opts;
+
+typedef struct cis2_session_stats {
+    size_t running;            /* admitted, decoding or prefilling */
+    size_t queued;             /* added, waiting for a place */
+    size_t finished;           /* done, not yet taken */
+    size_t prefill_rows;       /* prompt rows the running sequences still have to prefill */
+    size_t kv_bytes;           /* their KV caches */
+    uint64_t steps;            /* cis2_session_step calls that ran the model */
+} cis2_session_stats;
 
 CIS2_API int cis2_session_open(cis2_session **out, cis2_engine *e, const cis2_session_opts *opts,
                                cis2_error *err);
@@ -371,6 +387,7 @@ CIS2_API int cis2_session_done(const cis2_session *s, uint64_t id);
 CIS2_API int cis2_session_take(cis2_session *s, uint64_t id, cis2_result **result, cis2_error *err);
 /* Sequences running or queued. */
 CIS2_API size_t cis2_session_pending(const cis2_session *s);
+CIS2_API void cis2_session_stats_get(const cis2_session *s, cis2_session_stats *out);
 
 /* ======================================================================
  * 7. Receipts and verdicts

@@ -22,6 +22,8 @@ const char *cis2_version(void) { return CIS2_VERSION; }
 
 unsigned cis2_abi_version(void) { return CIS2_ABI_VERSION; }
 
+unsigned cis2_features(void) { return CIS2_FEATURE_SAMPLING | CIS2_FEATURE_STOP_RULES | CIS2_FEATURE_LOGPROBS; }
+
 void cis2_free(void *p) { free(p); }
 
 static int check_hash(const char *file, const uint8_t *want, const uint8_t got[32], cis2_error *err)

@@ -77,6 +77,7 @@ struct cis2_session {
     size_t logits_cap;         /* rows */
     sseq **picks;              /* sequences with a logits row this step */
     size_t picks_cap;
+    uint64_t steps;            /* forward passes run */
 };
 
 /* ------------------------------------------------------------- rules */
@@ -258,6 +259,7 @@ int cis2_session_open_internal(cis2_session **out, cis2_engine *e, const cis2_se
     if (!s->o.max_batch) s->o.max_batch = 16;
     if (!s->o.prefill_chunk) s->o.prefill_chunk = 256;
     if (in) s->in = *in;
+    if (!s->in.kv_budget) s->in.kv_budget = s->o.kv_budget;
     if (!s->in.kv_budget) s->in.kv_budget = (size_t)1 << 30;
     s->next_id = 1;
     *out = s;
@@ -286,6 +288,22 @@ static sseq *find(const cis2_session *s, uint64_t id)
     for (size_t i = 0; i < s->n; i++)
         if (s->seqs[i]->id == id) return s->seqs[i];
     return NULL;
+}
+
+void cis2_session_stats_get(const cis2_session *s, cis2_session_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < s->n; i++) {
+        const sseq *q = s->seqs[i];
+        if (q->state == S_QUEUED) out->queued++;
+        else if (q->state == S_DONE) out->finished++;
+        else {
+            out->running++;
+            out->prefill_rows += q->n_prompt - q->prefilled;
+        }
+    }
+    out->kv_bytes = s->kv_used;
+    out->steps = s->steps;
 }
 
 size_t cis2_session_pending(const cis2_session *s)
@@ -560,6 +578,7 @@ int cis2_session_step_framed(cis2_session *s, size_t *running, cis2_error *err)
         }
     size_t j = nlog;
     if ((rc = cis2_forward(m, &s->ws, s->rows, nrows, s->in.trace, s->in.trace_ctx, err))) return rc;
+    s->steps++;
     pick_ctx pc = {s, V};
     cis2_parallel_for(j, pick_task, &pc); /* each sequence its own stream */
     for (size_t i = 0; i < j; i++)

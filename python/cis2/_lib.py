@@ -38,7 +38,7 @@ from .errors import LibraryNotFound, make_error
 
 ENV_VAR = "CIS2_LIBRARY"
 ABI_VERSION = "0.2"   # major.minor of CIS2_VERSION these structs mirror
-STRUCT_ABI = 1        # CIS2_ABI_VERSION (include/cis2.h) of the structs mirrored below
+STRUCT_ABI = 2        # CIS2_ABI_VERSION (include/cis2.h) of the structs mirrored below
 SONAME = "libcis2.so.0"
 
 # enum cis2_status (include/cis2.h section 1)
@@ -122,7 +122,7 @@ class Result(Structure):  # cis2_result
 
 class SessionOpts(Structure):  # cis2_session_opts
     _fields_ = [("max_batch", c_size_t), ("prefill_chunk", c_size_t), ("on_token", TOKEN_FN),
-                ("on_token_ctx", c_void_p)]
+                ("on_token_ctx", c_void_p), ("kv_budget", c_size_t)]
 
 
 class Field(Structure):  # cis2_field
