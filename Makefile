@@ -155,7 +155,7 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libcis2-internal.a $(wildcard tests/*.h)
 tests: all $(TEST_BIN)
 
 check: tests
-	BUILD=$(BUILD) CC="$(CC)" OPT="$(OPT)" ARCH=$(ARCH) RUNNER="$(RUNNER)" sh tests/run.sh
+	BUILD=$(BUILD) SAN="$(SAN)" CC="$(CC)" OPT="$(OPT)" ARCH=$(ARCH) RUNNER="$(RUNNER)" sh tests/run.sh
 
 run: all
 	sh tools/run-main

@@ -72,8 +72,12 @@ mkdir -p "$d/small" && cp "$m/model.safetensors" "$m/tokenizer.json" "$d/small/"
 [ $rc -eq 4 ] || fail "a checkpoint whose tokenizer gives ids beyond the vocabulary exited $rc, want 4"
 # out of memory is exit 9, not 2: the 135M shape under a 200 MB address-space cap
 "$CIS2" synth --shape smollm2-360m --seed 1 --out "$d/big" > /dev/null || fail "synth 360m"
-(ulimit -v 400000; "$CIS2" run --model-dir "$d/big" --prompt-ids 1 --gen-toks 1) > "$d/out" 2> "$d/err"; rc=$?
-[ $rc -eq 9 ] || fail "out of memory exited $rc, want 9: $(cat "$d/err")"
+if [ "${SAN:-}" = 1 ]; then
+    echo "note: the address-space cap is not checked under ASan (its shadow memory needs terabytes of it)"
+else
+    (ulimit -v 400000; "$CIS2" run --model-dir "$d/big" --prompt-ids 1 --gen-toks 1) > "$d/out" 2> "$d/err"; rc=$?
+    [ $rc -eq 9 ] || fail "out of memory exited $rc, want 9: $(cat "$d/err")"
+fi
 echo "ok: exit classes (5 context, 4 tokenizer/model mismatch, 9 memory)"
 
 if [ -w /dev/full ]; then

@@ -13,7 +13,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 [ -z "${RUNNER:-}" ] || { echo "SKIP: cross build (the example is checked on the host build)"; exit 77; }
 d=$(mktemp -d) || exit 1
 trap 'rm -rf "$d"' EXIT
-make -s install PREFIX="$d/prefix" BUILD="$BUILD" CC="${CC:-cc}" OPT="${OPT:--O2}" > "$d/install.log" 2>&1 ||
+make -s install PREFIX="$d/prefix" BUILD="$BUILD" SAN="${SAN:-}" CC="${CC:-cc}" OPT="${OPT:--O2}" > "$d/install.log" 2>&1 ||
     { cat "$d/install.log"; fail "make install"; }
 for f in lib/libcis2.so lib/libcis2.so.0 lib/libcis2.a include/cis2.h lib/pkgconfig/cis2.pc bin/cis2; do
     [ -e "$d/prefix/$f" ] || fail "make install did not install $f"
@@ -22,7 +22,9 @@ awk '/<!-- example: embed.c -->/ { on = 1; next } on && /^```c/ { code = 1; next
     README.md > "$d/embed.c"
 [ -s "$d/embed.c" ] || fail "no example in the README"
 PKG_CONFIG_PATH="$d/prefix/lib/pkgconfig" pkg-config --cflags --libs cis2 > "$d/flags" || fail "pkg-config cis2"
-${CC:-cc} -std=c11 -Wall -Wextra -Werror "$d/embed.c" $(cat "$d/flags") -o "$d/embed" || fail "the example does not compile"
+# under `make check SAN=1` the example carries the sanitizer runtime the library needs
+san=; [ "${SAN:-}" = 1 ] && san="-fsanitize=address,undefined"
+${CC:-cc} -std=c11 -Wall -Wextra -Werror $san "$d/embed.c" $(cat "$d/flags") -o "$d/embed" || fail "the example does not compile"
 LD_LIBRARY_PATH="$d/prefix/lib" ldd "$d/embed" | grep -q "libcis2.so.0 => $d/prefix/lib/libcis2.so.0" ||
     fail "the example is not linked against the installed libcis2.so"
 "$CIS2" synth --shape tiny --seed 7 --out "$d/m" > /dev/null || fail "synth"
