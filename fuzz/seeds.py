@@ -145,3 +145,21 @@ put("receipt", "one_token", receipt(prompt=b"x", ids="0", gen="1", generated="42
 put("receipt", "crlf", receipt().replace("\n", "\r\n"))
 put("receipt", "gen_mismatch", receipt(gen="4"))
 put("receipt", "leading_zero", receipt(ids="06403,1980"))
+
+# ---- CIS-2-RECEIPT ext-sampling-1 (docs/sampling.md), from the vectors ----
+VEC = os.path.join(os.path.dirname(OUT), "..", "tests", "vectors", "sampling", "receipts.json")
+for v in json.load(open(VEC))["receipts"]:
+    put("receipt", "ext_" + v["name"], v["expect"]["receipt"])
+ext = json.load(open(VEC))["receipts"][0]["expect"]["receipt"]
+put("receipt", "ext_no_stop", "\n".join(l for l in ext.split("\n") if not l.startswith("stop-")))
+
+# ---- prompt files (cis2_prompts_load: JSON array or one per line) ----
+put("prompts", "lines", "Once upon a time\nThe capital of France is\r\nx\n")
+put("prompts", "no_final_lf", "one\ntwo")
+put("prompts", "blank_line", "one\n\ntwo\n")
+put("prompts", "json", json.dumps(["a", "Caf\u00e9 \u65e5\u672c", "tab\tand\nnewline"]))
+put("prompts", "json_ws", "  \n[ \"x\" ,\n \"y\\u0041\" ]\n")
+put("prompts", "json_nul", "[\"a\\u0000b\"]")
+put("prompts", "json_empty", "[]")
+put("prompts", "json_nested", "[[\"a\"], {\"b\": 1}, 2]")
+put("prompts", "nul_line", b"a\x00b\n")
