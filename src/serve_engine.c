@@ -79,18 +79,32 @@ int serve_job_seqs_ready(serve_job *j)
 {
     for (size_t i = 0; i < j->n; i++) {
         serve_seq *q = &j->seqs[i];
+        size_t cap = q->req.max_tokens ? q->req.max_tokens : 1;
         q->req.user = q;
-        q->toks = malloc((q->req.max_tokens ? q->req.max_tokens : 1) * sizeof *q->toks);
+        q->toks = malloc(cap * sizeof *q->toks);
         if (!q->toks) return -1;
+        if (q->req.logprobs || q->req.top_logprobs) {
+            q->top_n = q->req.top_logprobs;
+            q->lp = malloc(cap * sizeof *q->lp);
+            q->top_ids = malloc((q->top_n ? q->top_n * cap : 1) * sizeof *q->top_ids);
+            q->top_lp = malloc((q->top_n ? q->top_n * cap : 1) * sizeof *q->top_lp);
+            if (!q->lp || !q->top_ids || !q->top_lp) return -1;
+        }
     }
     return 0;
 }
+
+static void job_free(serve_job *j);
+void serve_job_free(serve_job *j) { job_free(j); }
 
 static void job_free(serve_job *j)
 {
     if (!j) return;
     for (size_t i = 0; i < j->n; i++) {
         free(j->seqs[i].toks);
+        free(j->seqs[i].lp);
+        free(j->seqs[i].top_ids);
+        free(j->seqs[i].top_lp);
         cis2_results_free(j->seqs[i].res, 1);
     }
     free(j->seqs);
@@ -119,7 +133,18 @@ static int on_token(void *ctx, const cis2_token_event *ev)
     serve_job *j = q->job;
     double t = serve_now(), first = -1, gap = -1;
     pthread_mutex_lock(&se->mu);
-    if (q->n_toks < q->req.max_tokens) q->toks[q->n_toks++] = ev->token;
+    if (q->n_toks < q->req.max_tokens) {
+        size_t k = q->n_toks;
+        if (q->lp) { /* the logprobs a stream sends with the token (docs/sampling.md §S4) */
+            q->lp[k] = ev->logprob;
+            for (size_t t = 0; t < q->top_n; t++) {
+                int have = t < ev->n_top && ev->top_ids;
+                q->top_ids[k * q->top_n + t] = have ? ev->top_ids[t] : UINT32_MAX;
+                q->top_lp[k * q->top_n + t] = have ? ev->top_logprobs[t] : 0.0f;
+            }
+        }
+        q->toks[q->n_toks++] = ev->token;
+    }
     if (ev->finish) q->finish = ev->finish;
     if (!j->first_token_seen) {
         j->first_token_seen = 1;
@@ -321,26 +346,6 @@ static void *engine_main(void *arg)
 
 /* ------------------------------------------------------------ start/stop */
 
-/* Does this build of the library run stop rules?  (docs/sampling.md; the
- * library refuses them with CIS2_E_UNSUPPORTED until they land.) */
-static int probe_stop_rules(cis2_engine *e)
-{
-    cis2_session *s = NULL;
-    if (cis2_session_open(&s, e, NULL, NULL)) return 0;
-    uint32_t id0 = 0;
-    cis2_stop st = {.ids = &id0, .n_ids = 1};
-    cis2_request rq = {.ids = &id0, .n_ids = 1, .max_tokens = 1, .stop = &st};
-    uint64_t id = 0;
-    int ok = cis2_session_add(s, &rq, &id, NULL) == CIS2_OK;
-    if (ok) {
-        cis2_result *r = NULL;
-        cis2_session_cancel(s, id);
-        if (cis2_session_take(s, id, &r, NULL) == CIS2_OK) cis2_results_free(r, 1);
-    }
-    cis2_session_close(s);
-    return ok;
-}
-
 int serve_engine_start(serve_engine **out, cis2_engine *e, const serve_engine_opts *o, serve_metrics *m,
                        cis2_error *err)
 {
@@ -351,7 +356,6 @@ int serve_engine_start(serve_engine **out, cis2_engine *e, const serve_engine_op
     se->met = m;
     se->max_batch = o->max_batch;
     se->max_inflight = o->max_batch + o->max_queue;
-    se->has_stop = probe_stop_rules(e);
     pthread_mutex_init(&se->mu, NULL);
     pthread_cond_init(&se->cv, NULL);
     cis2_session_opts so = {.max_batch = o->max_batch, .prefill_chunk = o->prefill_chunk, .on_token = on_token,
@@ -370,8 +374,6 @@ int serve_engine_start(serve_engine **out, cis2_engine *e, const serve_engine_op
     *out = se;
     return CIS2_OK;
 }
-
-int serve_engine_has_stop_rules(const serve_engine *se) { return se->has_stop; }
 
 int serve_engine_submit(serve_engine *se, serve_job *j, serve_err *e)
 {

@@ -2,7 +2,8 @@
  * serve_main.c - `cis2 serve` (issue 19): options, start-up, signals and
  * shutdown of the OpenAI-compatible server (serve.h lists its modules).
  *
- * Start-up: opens the engine (once: the server keeps no other state
+ * Start-up: checks that the library runs sampling, stop rules and
+ * logprobs (cis2_features()), opens the engine (once: the server keeps no other state
  * across requests, so replicas behind any load balancer serve one model),
  * finds and recognizes the chat template, starts the engine thread, then
  * listens and prints `cis2 serve: listening on http://HOST:PORT ...` (with
@@ -255,6 +256,14 @@ int cmd_serve(int argc, char **argv)
     sc.verify_max = 2;
     pthread_mutex_init(&sc.vmu, NULL);
     if (o.api_key_file && (rc = read_api_key(o.api_key_file, &sc.cfg, &err))) goto out;
+    /* the library this binary links runs sampling, stop rules and logprobs
+     * (docs/sampling.md); the request paths rely on it */
+    unsigned need = CIS2_FEATURE_SAMPLING | CIS2_FEATURE_STOP_RULES | CIS2_FEATURE_LOGPROBS;
+    if ((cis2_features() & need) != need) {
+        rc = cis2_fail(&err, CIS2_E_UNSUPPORTED, "serve: the library lacks sampling, stop rules or logprobs "
+                                                 "(cis2_features() = 0x%x, needs 0x%x)", cis2_features(), need);
+        goto out;
+    }
     if ((rc = cli_engine_open(&o.eng, &sc.e, &err))) goto out;
     sc.mi = cis2_engine_info(sc.e);
     if (!sc.mi->has_tokenizer) {
@@ -280,9 +289,6 @@ int cmd_serve(int argc, char **argv)
            o.max_batch);
     fflush(stdout);
     if (!sc.chat) fprintf(stderr, "cis2 serve: note: chat completions are off: %s\n", sc.chat_error);
-    else if (!serve_engine_has_stop_rules(sc.eng))
-        fprintf(stderr, "cis2 serve: note: this build of the library has no stop rules: chat completions run to "
-                        "max_tokens instead of stopping at <|im_end|>\n");
     int s = wait_signal(&set, -1);
     fprintf(stderr, "cis2 serve: %s: draining (up to %zu s)\n", s == SIGINT ? "SIGINT" : "SIGTERM", o.drain);
     drain(&sc, http, &set, (unsigned)o.drain);
