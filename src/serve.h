@@ -68,6 +68,9 @@ void serve_metrics_prompt_tokens(serve_metrics *m, size_t n);
 void serve_metrics_request_done(serve_metrics *m, double seconds);
 /* The in-flight gauge, set from the engine's count when /metrics is read. */
 void serve_metrics_inflight(serve_metrics *m, size_t n);
+/* The session's own counts (cis2_session_stats_get, on the engine thread
+ * after every step) and its KV budget in bytes. */
+void serve_metrics_session(serve_metrics *m, const cis2_session_stats *st, size_t kv_budget);
 /* Prometheus text format 0.0.4 (malloc'ed). */
 char *serve_metrics_render(serve_metrics *m, size_t *len);
 
@@ -133,6 +136,7 @@ typedef struct serve_engine_opts {
     size_t max_batch;          /* cis2_session_opts.max_batch */
     size_t prefill_chunk;      /* cis2_session_opts.prefill_chunk */
     size_t max_queue;          /* sequences waiting beyond max_batch */
+    size_t kv_budget;          /* cis2_session_opts.kv_budget (bytes; 0: the library's 1 GiB) */
 } serve_engine_opts;
 
 int serve_engine_start(serve_engine **out, cis2_engine *e, const serve_engine_opts *o, serve_metrics *m,
@@ -185,6 +189,7 @@ typedef struct serve_config {
     const char *host;
     unsigned port;
     size_t max_batch, max_queue, prefill_chunk;
+    size_t kv_budget;          /* --kv-budget, bytes (0: the library's default) */
     size_t max_tokens;         /* the largest max_tokens a request may ask */
     size_t max_body;           /* request body bytes (413 beyond) */
     size_t max_connections;

@@ -12,13 +12,17 @@
  *   2. cancel what was asked (a client went away, or shutdown):
  *      cis2_session_cancel;
  *   3. one cis2_session_step while anything is pending: every running
- *      sequence advances one token and queued ones join, their prompts
+ *      sequence advances one token and queued ones join (while their KV
+ *      caches fit kv_budget: the library's admission), their prompts
  *      prefilled at most prefill_chunk rows per step in all (so a long
  *      prompt never stalls the decoding ones for more than one chunk);
- *      each chosen token reaches on_token (below), which appends it to its
- *      sequence and wakes the request's HTTP thread;
+ *      each chosen token reaches on_token (below), which appends it (and
+ *      its logprobs, when asked) to its sequence and wakes the request's
+ *      HTTP thread;
  *   4. take every finished sequence (cis2_session_take) and hand the
  *      result to its job;
+ *   5. copy the session's counts (cis2_session_stats_get: running, queued,
+ *      prefill rows, KV bytes) to the metrics, which /metrics reads;
  *
  * and sleeps on its condition variable when nothing is pending.  Every
  * sequence's bits are those of the same request run alone (the library
@@ -50,7 +54,7 @@ struct serve_engine {
     size_t seqs_inflight;       /* submitted and not yet taken */
     size_t jobs_live;           /* submitted and not yet freed */
     int refuse, quit, cancel_all, cancel_dirty;
-    int has_stop;
+    size_t kv_budget;           /* bytes, for /metrics */
     size_t step_tokens;         /* events of the current step */
 };
 
@@ -337,6 +341,9 @@ static void *engine_main(void *arg)
             collect(se);
         }
         pending = cis2_session_pending(se->s);
+        cis2_session_stats st;
+        cis2_session_stats_get(se->s, &st); /* this thread owns the session: /metrics reads the copy */
+        serve_metrics_session(se->met, &st, se->kv_budget);
         pthread_mutex_lock(&se->mu);
         if (pending == 0 && se->active) se->cancel_dirty = 1; /* collect what is left next round */
     }
@@ -359,7 +366,8 @@ int serve_engine_start(serve_engine **out, cis2_engine *e, const serve_engine_op
     pthread_mutex_init(&se->mu, NULL);
     pthread_cond_init(&se->cv, NULL);
     cis2_session_opts so = {.max_batch = o->max_batch, .prefill_chunk = o->prefill_chunk, .on_token = on_token,
-                            .on_token_ctx = se};
+                            .on_token_ctx = se, .kv_budget = o->kv_budget};
+    se->kv_budget = o->kv_budget ? o->kv_budget : (size_t)1 << 30; /* the library's default */
     int rc = cis2_session_open(&se->s, e, &so, err);
     if (!rc && pthread_create(&se->th, NULL, engine_main, se) != 0)
         rc = cis2_fail(err, CIS2_E_NOMEM, "cannot start the engine thread");

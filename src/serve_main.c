@@ -29,6 +29,7 @@ typedef struct serve_opts {
     cli_engine eng;
     const char *host, *api_key_file, *chat_template, *model_name;
     size_t port, max_batch, max_queue, prefill_chunk, max_tokens, max_body, max_connections, timeout, drain;
+    size_t kv_budget_mib;
     int render_chat;
 } serve_opts;
 
@@ -52,6 +53,7 @@ static int parse_serve(int argc, char **argv, serve_opts *o)
         {"--max-batch", OPT_SIZE, &o->max_batch, 1024, 0},
         {"--max-queue", OPT_SIZE, &o->max_queue, 65536, 0},
         {"--prefill-chunk", OPT_SIZE, &o->prefill_chunk, 1u << 20, 0},
+        {"--kv-budget", OPT_SIZE, &o->kv_budget_mib, (size_t)1 << 24, 0},
         {"--max-tokens", OPT_SIZE, &o->max_tokens, 1u << 24, 0},
         {"--max-body", OPT_SIZE, &o->max_body, (size_t)1 << 30, 0},
         {"--max-connections", OPT_SIZE, &o->max_connections, 65536, 0},
@@ -249,7 +251,8 @@ int cmd_serve(int argc, char **argv)
     serve_http *http = NULL;
     char name[256];
     sc.cfg = (serve_config){.host = o.host, .port = (unsigned)o.port, .max_batch = o.max_batch,
-                            .max_queue = o.max_queue, .prefill_chunk = o.prefill_chunk, .max_tokens = o.max_tokens,
+                            .max_queue = o.max_queue, .prefill_chunk = o.prefill_chunk,
+                            .kv_budget = o.kv_budget_mib << 20, .max_tokens = o.max_tokens,
                             .max_body = o.max_body, .max_connections = o.max_connections,
                             .timeout_s = (unsigned)o.timeout, .drain_s = (unsigned)o.drain};
     sc.created = (long long)time(NULL);
@@ -279,7 +282,8 @@ int cmd_serve(int argc, char **argv)
     if ((rc = load_chat(&sc, o.eng.model_dir, o.chat_template, &err))) goto out;
     setup_chat_stop(&sc);
     if (!(sc.met = serve_metrics_new())) { rc = cis2_fail(&err, CIS2_E_NOMEM, "out of memory"); goto out; }
-    serve_engine_opts eo = {.max_batch = o.max_batch, .prefill_chunk = o.prefill_chunk, .max_queue = o.max_queue};
+    serve_engine_opts eo = {.max_batch = o.max_batch, .prefill_chunk = o.prefill_chunk, .max_queue = o.max_queue,
+                            .kv_budget = sc.cfg.kv_budget};
     if ((rc = serve_engine_start(&sc.eng, sc.e, &eo, sc.met, &err))) goto out;
     unsigned port = 0;
     if ((rc = serve_http_start(&http, &sc, &port, &err))) goto out;
