@@ -14,8 +14,15 @@
 //   node client.js errors BASE MODEL             the client's error classes for 400/404/501
 //   node client.js auth BASE MODEL KEY           401 without/with a wrong key, 200 with KEY
 //   node client.js load BASE MODEL C R OUT       C clients x R requests each; OUT/c-r.receipt
-//   node client.js bench BASE MODEL C TOKENS S   C clients looping for S seconds: tokens/s, TTFT
+//   node client.js bench BASE MODEL C TOKENS S [PARAMS]  C clients looping for S seconds: tokens/s,
+//                                                TTFT (PARAMS: JSON added to every request)
 //   node client.js join BASE MODEL C L           a prompt of ~L tokens joins C decoding streams
+//
+// A case file is one choice: {kind, params (the request body as sent, JSON
+// text), index (its choice index), text, finish, cis2, logprobs (the OpenAI
+// object, a stream's chunks joined)}; tests/server/ref.py compares each with
+// `cis2 run` of the same parameters.  Every logprob the client parsed must
+// be, as binary32, the bits of cis2.logprob_bits / top_logprob_bits.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -190,10 +197,60 @@ async function chatBoth(c, params, name, out) {
   check(role === 'assistant' && finish && cis2, 'chat stream: role, finish_reason and cis2');
   check(text === r.choices[0].message.content, `chat stream text ${JSON.stringify(text)} != ${JSON.stringify(r.choices[0].message.content)}`);
   check(cis2.receipt === x.receipt, 'the streamed chat receipt differs from the whole one');
+  check(JSON.stringify(lp) === JSON.stringify(r.choices[0].logprobs), 'the streamed chat logprobs differ from the whole ones');
+  check(finish === r.choices[0].finish_reason, 'the streamed finish_reason differs');
+  writeCases(out, name, 'chat', params, [{ index: 0, text, finish, cis2, logprobs: lp }]);
+  return r;
+}
+
+async function chat() {
+  const out = args[0];
+  const c = client();
+  const messages = [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'Say hi in two words.' }];
+  const r = await chatBoth(c, { model, messages, max_tokens: 12 }, 'chat', out);
+  check(r.choices[0].logprobs === null, 'chat logprobs without logprobs: true');
+  await chatBoth(c, { model, messages, max_tokens: 12, logprobs: true, top_logprobs: 3 }, 'chat-lp', out);
+  await chatBoth(c, { model, messages, max_tokens: 12, logprobs: true, temperature: 0.9, top_p: 0.95, seed: 5 }, 'chat-sampled', out);
   // the default system prompt (no system message)
   const d = await c.chat.completions.create({ model, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 2 });
-  fs.writeFileSync(path.join(out, 'chat-default.json'), JSON.stringify({ prompt: d.choices[0].cis2.prompt }));
-  console.log('chat: whole and streamed agree');
+  fs.writeFileSync(path.join(out, 'default-system.prompt'), JSON.stringify({ prompt: d.choices[0].cis2.prompt }));
+  console.log('chat: whole and streamed agree (text, receipt, logprobs)');
+}
+
+// On the stopper checkpoint (tests/server/stopper.py): every step is "A" or
+// <|im_end|> (also its eos).
+async function stops() {
+  const out = args[0];
+  const c = client();
+  const messages = [{ role: 'user', content: 'Hello' }];
+  const r = await chatBoth(c, { model, messages, max_tokens: 30, logprobs: true, top_logprobs: 2 }, 'chat-stop', out);
+  const x = r.choices[0].cis2;
+  check(r.choices[0].finish_reason === 'stop' && x.finish === 'stop-id', `chat did not stop at <|im_end|>: ${x.finish}`);
+  check(x.generated_token_ids.length < 30 && !r.choices[0].message.content.includes('<|im_end|>'), 'chat: <|im_end|> in the content');
+  check(r.choices[0].logprobs.content.length === x.generated_token_ids.length, 'chat: the stopping token has no logprobs entry');
+  await chatBoth(c, { model, messages, max_tokens: 30, temperature: 0.8, seed: 9 }, 'chat-stop-sampled', out);
+  const cases = [
+    ['eos', { prompt: 'Once upon a time', stop_at_eos: true }, 'eos'],
+    ['stop-id', { prompt: 'Once upon a time', stop_token_ids: [65] }, 'stop-id'],
+    // "AAAAA" then <|im_end|>: the occurrence spans two tokens, the text before it stays
+    ['stop-string', { prompt: 'Once upon a time', stop: ['zz', 'A<|im_end|>'], logprobs: 1 }, 'stop-string'],
+    ['no-stop', { prompt: 'Once upon a time', stop: ['AAB'], stop_token_ids: [66] }, 'length'],
+  ];
+  for (const [name, extra, want] of cases) {
+    for (const stream of [false, true]) {
+      const p = { model, max_tokens: want === 'length' ? 4 : 30, ...extra, stream };
+      // a stream sends each token as it comes unless it may begin a stop
+      // string: how the tokens meet the HTTP thread varies, so try a few times
+      for (let k = 0; k < (stream ? 6 : 1); k++) {
+        const o = await complete(c, p);
+        check(o.cis2.finish === want && o.finish === (want === 'length' ? 'length' : 'stop'),
+          `${name}: finish ${o.finish} / ${o.cis2.finish}, expected ${want}`);
+        if (want !== 'stop-id') check(o.text === 'AAAA' || want === 'eos', `${name}: text ${JSON.stringify(o.text)}, expected "AAAA"`);
+        if (k === 0) writeCases(out, name + (stream ? '-s' : ''), 'completion', p, [o]);
+      }
+    }
+  }
+  console.log('stops: chat ends at <|im_end|>; eos, stop ids, stop strings end completions, whole and streamed');
 }
 
 async function expectError(p, status, cls, what) {
@@ -266,6 +323,7 @@ async function load() {
 
 async function bench() {
   const [nc, tokens, secs] = [parseInt(args[0], 10), parseInt(args[1], 10), parseFloat(args[2])];
+  const extra = args[3] ? JSON.parse(args[3]) : {};
   const c = client();
   const end = Date.now() + secs * 1000;
   let total = 0, reqs = 0;
@@ -276,7 +334,7 @@ async function bench() {
     while (Date.now() < end) {
       const start = Date.now();
       const s = await c.completions.create({ model, prompt: prompt(ci * 1000 + k++).slice(0, 24), max_tokens: tokens,
-        stream: true });
+        stream: true, ...extra });
       let first = true;
       for await (const ch of s) {
         if (first && ch.choices.length && ch.choices[0].text) { ttft.push(Date.now() - start); first = false; }
