@@ -144,7 +144,8 @@ def check_rendering(name, case, ids, tops):
             fail("%s: token %d: alternatives %s, expected %s" % (name, k, list(d), want))
 
 
-tmp = tempfile.mkdtemp()
+tmpdir = tempfile.TemporaryDirectory()
+tmp = tmpdir.name
 n = 0
 for path in sys.argv[3:]:
     name = os.path.basename(path)
