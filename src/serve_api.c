@@ -49,7 +49,7 @@
 #define CHAT_DEFAULT_MAX_TOKENS 256
 #define MAX_STOP_STRINGS 16
 #define MAX_STOP_STRING_LEN 256
-#define MAX_STOP_IDS 64
+#define MAX_STOP_IDS 64        /* the library's limits (docs/sampling.md §S5.1) */
 #define MAX_CHOICES 16
 
 /* ---------------------------------------------------------------- errors */
@@ -496,10 +496,13 @@ static int parse_stop(const serve_ctx *sc, json_t *body, serve_call *c, serve_er
         }
     }
     json_t *ids = opt(body, "stop_token_ids");
+    size_t max_ids = c->kind == CALL_CHAT ? MAX_STOP_IDS - 1 : MAX_STOP_IDS; /* chat adds <|im_end|>'s */
     if (ids) {
-        if (!json_is_array(ids) || json_array_size(ids) > MAX_STOP_IDS)
-            return serve_fail(e, 400, "invalid_type", "stop_token_ids", "stop_token_ids must be an array of at most %d ids",
-                              MAX_STOP_IDS);
+        if (!json_is_array(ids))
+            return serve_fail(e, 400, "invalid_type", "stop_token_ids", "stop_token_ids must be an array of ids");
+        if (json_array_size(ids) > max_ids)
+            return serve_fail(e, 400, "invalid_value", "stop_token_ids", "at most %zu stop_token_ids%s", max_ids,
+                              c->kind == CALL_CHAT ? " in chat (<|im_end|> is the 64th)" : "");
         for (size_t i = 0; i < json_array_size(ids); i++) {
             json_t *x = json_array_get(ids, i);
             if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > UINT32_MAX)

@@ -139,7 +139,7 @@ for bad in '"temperature":-1' '"temperature":-0.0' '"temperature":1e-50' '"tempe
            '"top_k":513' '"top_k":-2' '"seed":-1' '"n":0' '"logprobs":6' '"logprobs":-1' '"stop_at_eos":true' \
            '"stop":[""]' "\"stop\":[\"$($PY -c 'print("x" * 257)')\"]" \
            '"stop":["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]' '"stop_token_ids":[-1]' \
-           '"stop_token_ids":[4294967296]'; do
+           '"stop_token_ids":[4294967296]' "\"stop_token_ids\":$($PY -c 'print(list(range(65)))' | tr -d ' ')"; do
     expect 400 invalid_value $P /v1/completions $C -d "{\"model\":\"tiny\",\"prompt\":\"a\",\"max_tokens\":2,$bad}"
     want=$(echo "$bad" | sed 's/^"\([a-z_]*\)".*/\1/')
     [ "$(jget "$d/body" error param)" = "$want" ] || fail "$bad: the error names $(jget "$d/body" error param), not $want"
@@ -249,6 +249,10 @@ $PY -c 'import json,sys; p=json.load(open(sys.argv[1]))["prompt"]; sys.exit(p !=
 expect 400 invalid_value $P /v1/chat/completions $C -d '{"model":"mid","messages":[{"role":"user","content":"a"}],"logprobs":true,"top_logprobs":21}'
 expect 400 invalid_value $P /v1/chat/completions $C -d '{"model":"mid","messages":[{"role":"user","content":"a"}],"top_logprobs":2}'
 expect 400 invalid_type $P /v1/chat/completions $C -d '{"model":"mid","messages":[{"role":"user","content":"a"}],"logprobs":2}'
+# chat adds <|im_end|> to the stop ids: 63 of the library's 64 are left
+expect 400 invalid_value $P /v1/chat/completions $C -d "{\"model\":\"mid\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"stop_token_ids\":$($PY -c 'print(list(range(64)))' | tr -d ' ')}"
+[ "$(jget "$d/body" error param)" = stop_token_ids ] || fail "64 chat stop ids: $(cat "$d/body")"
+expect 200 - $P /v1/chat/completions $C -d "{\"model\":\"mid\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"max_tokens\":1,\"stop_token_ids\":$($PY -c 'print(list(range(3, 66)))' | tr -d ' ')}"
 expect 400 unsupported_parameter $P /v1/chat/completions $C -d '{"model":"mid","messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"f"}}]}'
 expect 501 unsupported_parameter $P /v1/chat/completions $C -d '{"model":"mid","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"1","type":"function","function":{"name":"f","arguments":"{}"}}]}]}'
 expect 400 invalid_type $P /v1/chat/completions $C -d '{"model":"mid","messages":[{"role":"user","content":[{"type":"text","text":"a"}]}]}'
