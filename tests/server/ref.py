@@ -16,8 +16,8 @@ not):
 
 The flags are the request's, spelled for the CLI: temperature, top_p and
 min_p as the very decimal text the client sent (the body's text, kept as
-strings here), top_k (0 and -1: off, so omitted), seed, the choice index
-as --sequence, max_tokens as --gen-toks, stop strings as --stop,
+strings here), top_k (0 and -1: off, so omitted), seed, the choice's
+index among its prompt's n as --sequence, max_tokens as --gen-toks, stop strings as --stop,
 stop_token_ids (and, for chat, the id of <|im_end|> after them) as
 --stop-id, stop_at_eos, and logprobs N (completions) or top_logprobs N
 (chat) as --logprobs N+1.  A chat case's prompt is the rendered prompt
@@ -69,7 +69,7 @@ def cli_args(case, p, receipt):
         a += ["--top-k", str(p["top_k"])]
     if p.get("seed") is not None:
         a += ["--seed", str(p["seed"])]
-    a += ["--sequence", str(case["index"])]
+    a += ["--sequence", str(case["index"] % int(p.get("n", 1)))]  # choices p*n+k of prompt p are its samples k
     stop = p.get("stop")
     for s in [stop] if isinstance(stop, str) else stop or []:
         a += ["--stop", s]
