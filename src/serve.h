@@ -11,6 +11,8 @@
  *   serve_http.c     GNU libmicrohttpd: routing, bodies, auth, errors,
  *                    JSON and server-sent-event responses
  *   serve_api.c      the OpenAI schema: requests -> jobs, results -> JSON
+ *   serve_logprobs.c logprobs in OpenAI's completions and chat schemas, with
+ *                    their exact binary32 bits
  *   serve_chat.c     chat templates: recognizing the ChatML family and
  *                    rendering it exactly as the model's Jinja template does
  *   serve_metrics.c  Prometheus counters and histograms
@@ -66,6 +68,9 @@ void serve_metrics_prompt_tokens(serve_metrics *m, size_t n);
 void serve_metrics_request_done(serve_metrics *m, double seconds);
 /* The in-flight gauge, set from the engine's count when /metrics is read. */
 void serve_metrics_inflight(serve_metrics *m, size_t n);
+/* The session's own counts (cis2_session_stats_get, on the engine thread
+ * after every step) and its KV budget in bytes. */
+void serve_metrics_session(serve_metrics *m, const cis2_session_stats *st, size_t kv_budget);
 /* Prometheus text format 0.0.4 (malloc'ed). */
 char *serve_metrics_render(serve_metrics *m, size_t *len);
 
@@ -84,6 +89,10 @@ typedef struct serve_seq {
     uint64_t id;               /* session id once admitted */
     uint32_t *toks;            /* generated ids so far (capacity max_tokens) */
     size_t n_toks;
+    float *lp;                 /* with logprobs: each token's (capacity max_tokens) */
+    uint32_t *top_ids;         /* and its top_n alternatives (UINT32_MAX: none) */
+    float *top_lp;
+    size_t top_n;              /* = req.top_logprobs */
     int finish;                /* enum cis2_finish once ended */
     cis2_result *res;          /* taken from the session when it ended */
     int taken;                 /* res taken (or its take failed) */
@@ -111,10 +120,13 @@ typedef struct serve_job {
     void (*owner_free)(void *owner);
 } serve_job;
 
-/* A job of n sequences, each seq's toks sized by its req.max_tokens (set
- * them with serve_job_seqs_ready after filling the requests). */
+/* A job of n sequences, each seq's toks (and logprobs when asked) sized by
+ * its req.max_tokens (set them with serve_job_seqs_ready after filling the
+ * requests). */
 serve_job *serve_job_new(size_t n);
 int serve_job_seqs_ready(serve_job *j);
+/* Frees a job that never reached the engine (then its owner_free). */
+void serve_job_free(serve_job *j);
 
 /* --------------------------------------------------------------- engine */
 
@@ -124,6 +136,7 @@ typedef struct serve_engine_opts {
     size_t max_batch;          /* cis2_session_opts.max_batch */
     size_t prefill_chunk;      /* cis2_session_opts.prefill_chunk */
     size_t max_queue;          /* sequences waiting beyond max_batch */
+    size_t kv_budget;          /* cis2_session_opts.kv_budget (bytes; 0: the library's 1 GiB) */
 } serve_engine_opts;
 
 int serve_engine_start(serve_engine **out, cis2_engine *e, const serve_engine_opts *o, serve_metrics *m,
@@ -148,8 +161,6 @@ void serve_engine_load(serve_engine *se, size_t *seqs, size_t *jobs);
 void serve_engine_refuse(serve_engine *se);
 /* Stops the thread (cancelling what is left) and frees everything. */
 void serve_engine_stop(serve_engine *se);
-/* 1 if the library accepts stop rules (probed at start). */
-int serve_engine_has_stop_rules(const serve_engine *se);
 
 /* ---------------------------------------------------------- chat templates */
 
@@ -178,6 +189,7 @@ typedef struct serve_config {
     const char *host;
     unsigned port;
     size_t max_batch, max_queue, prefill_chunk;
+    size_t kv_budget;          /* --kv-budget, bytes (0: the library's default) */
     size_t max_tokens;         /* the largest max_tokens a request may ask */
     size_t max_body;           /* request body bytes (413 beyond) */
     size_t max_connections;
@@ -236,8 +248,31 @@ int serve_sse_format(serve_sse *s, char **buf, size_t *len, size_t *cap, int *do
 
 /* Exact binary32 from a JSON number's text (docs/sampling.md §S2.3):
  * finds top-level key `key` in the raw object text.  1 found, 0 absent,
- * -1 not a number. */
+ * -1 not a number, -2 a nonzero number that underflows to 0 or a
+ * subnormal. */
 int serve_raw_float(const char *raw, size_t len, const char *key, float *out);
+
+/* -------------------------------------------------------------- logprobs */
+
+/* The logprobs of n consecutive tokens of one choice (ids[i], lp[i], and
+ * n_top alternatives each, UINT32_MAX marking none). */
+typedef struct serve_lp_span {
+    const uint32_t *ids;
+    const float *lp;
+    const uint32_t *top_ids;
+    const float *top_lp;
+    size_t n_top;
+    size_t n;
+    size_t base;               /* code points of the choice's text before the span */
+    size_t clip;               /* text_offset is at most this (SIZE_MAX: no clip) */
+} serve_lp_span;
+/* The OpenAI `logprobs` object of a span: chat's {content, refusal} or
+ * completions' {tokens, token_logprobs, top_logprobs, text_offset}. */
+json_t *serve_lp_json(const cis2_engine *e, int chat, const serve_lp_span *sp);
+/* Adds `logprob_bits` (and `top_logprob_bits`) of a result to a cis2 object. */
+void serve_lp_bits(json_t *cis2_obj, const cis2_result *r);
+/* Code points of valid UTF-8 text. */
+size_t serve_utf8_chars(const char *s, size_t n);
 
 /* ------------------------------------------------------------------ http */
 

@@ -13,17 +13,23 @@
  *   - temperature absent or 0 is greedy (§11.2), so a default request is
  *     bit for bit `cis2 run`; temperature/top_p/min_p are read from the
  *     body's own decimal text, one correctly rounded conversion to binary32
- *     (docs/sampling.md §S2.3), and with top_k, seed and n (sequence i of a
- *     request is choice i) go to cis2_sampling; a greedy request without
- *     stop rules passes no sampling at all (its receipt is the v1 receipt
- *     whatever they are, §S7.1);
+ *     (docs/sampling.md §S2.3), checked against §S2.2 here (400 naming the
+ *     parameter, never clamped), and with top_k, seed (default 0) and n
+ *     (sequence k of a prompt is its choice k) go to cis2_sampling; a
+ *     greedy request without stop rules passes no sampling at all (its
+ *     receipt is the v1 receipt whatever they are, §S7.1);
  *   - stop (strings), stop_token_ids and stop_at_eos (cis2 extensions) go
  *     to cis2_stop; EOS is not special unless asked (§3.4, as `cis2 run`);
- *     chat adds the stop id of <|im_end|> when the library runs stop rules
- *     (probed at start), else runs to max_tokens and says so in `cis2`;
- *   - whatever the library refuses (sampling and stop rules until they
- *     land) comes back as its error: 501 "not supported by this build";
- *   - logprobs: 501 until the library computes them (SERVE_LOGPROBS).
+ *     chat adds <|im_end|>'s id to the stop ids (after the request's own),
+ *     so a chat receipt is `cis2 run --stop-id ...` of the rendered prompt;
+ *     finish_reason is "stop" for any stop rule, "length" otherwise, and
+ *     cis2.finish says which rule;
+ *   - logprobs (completions: 0..5 alternatives; chat: logprobs true and
+ *     top_logprobs 0..20) go to cis2_request and are rendered by
+ *     serve_logprobs.c, whole or per streamed chunk;
+ *   - a stream sends a token's text once no stop string can still cut it:
+ *     the bytes that are a proper prefix of some stop string wait, like an
+ *     incomplete UTF-8 sequence; the finishing token waits for the result.
  *
  * Every choice carries a `cis2` object: the receipt text, its sha256, the
  * witness (CIS2_REF) and argmax digests, the prompt and generated ids, the
@@ -40,15 +46,10 @@
 #include <string.h>
 #include <sys/random.h>
 
-/* The library reports logprobs in events and results (include/cis2.h
- * section 5) but does not compute them yet (docs/sampling.md §S4): set to
- * 1 when it does, and `logprobs` / `top_logprobs` requests are served. */
-#define SERVE_LOGPROBS 0
-
 #define CHAT_DEFAULT_MAX_TOKENS 256
 #define MAX_STOP_STRINGS 16
 #define MAX_STOP_STRING_LEN 256
-#define MAX_STOP_IDS 64
+#define MAX_STOP_IDS 64        /* the library's limits (docs/sampling.md §S5.1) */
 #define MAX_CHOICES 16
 
 /* ---------------------------------------------------------------- errors */
@@ -212,13 +213,7 @@ void serve_call_free(serve_call *c)
         c->job = NULL;
         j->owner = NULL;
         j->owner_free = NULL;
-        for (size_t i = 0; i < j->n; i++) {
-            free(j->seqs[i].toks);
-            cis2_results_free(j->seqs[i].res, 1);
-        }
-        free(j->seqs);
-        pthread_cond_destroy(&j->cv);
-        free(j);
+        serve_job_free(j);
     }
     call_free_owner(c);
 }
@@ -492,17 +487,22 @@ static int parse_stop(const serve_ctx *sc, json_t *body, serve_call *c, serve_er
             if (!json_is_string(x) || json_string_length(x) == 0 || json_string_length(x) > MAX_STOP_STRING_LEN)
                 return serve_fail(e, 400, "invalid_value", "stop", "each stop string must be 1..%d bytes",
                                   MAX_STOP_STRING_LEN);
-            if (!(c->stop_str[i] = strdup(json_string_value(x)))) return serve_fail(e, 500, NULL, NULL, "out of memory");
-            c->stop_len[i] = json_string_length(x);
+            size_t len = json_string_length(x); /* raw bytes: a \u0000 is one of them */
+            if (!(c->stop_str[i] = malloc(len + 1))) return serve_fail(e, 500, NULL, NULL, "out of memory");
+            memcpy(c->stop_str[i], json_string_value(x), len + 1);
+            c->stop_len[i] = len;
             c->n_stop_str = i + 1;
             if (c->stop_len[i] > c->max_stop_len) c->max_stop_len = c->stop_len[i];
         }
     }
     json_t *ids = opt(body, "stop_token_ids");
+    size_t max_ids = c->kind == CALL_CHAT ? MAX_STOP_IDS - 1 : MAX_STOP_IDS; /* chat adds <|im_end|>'s */
     if (ids) {
-        if (!json_is_array(ids) || json_array_size(ids) > MAX_STOP_IDS)
-            return serve_fail(e, 400, "invalid_type", "stop_token_ids", "stop_token_ids must be an array of at most %d ids",
-                              MAX_STOP_IDS);
+        if (!json_is_array(ids))
+            return serve_fail(e, 400, "invalid_type", "stop_token_ids", "stop_token_ids must be an array of ids");
+        if (json_array_size(ids) > max_ids)
+            return serve_fail(e, 400, "invalid_value", "stop_token_ids", "at most %zu stop_token_ids%s", max_ids,
+                              c->kind == CALL_CHAT ? " in chat (<|im_end|> is the 64th)" : "");
         for (size_t i = 0; i < json_array_size(ids); i++) {
             json_t *x = json_array_get(ids, i);
             if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > UINT32_MAX)
@@ -511,8 +511,11 @@ static int parse_stop(const serve_ctx *sc, json_t *body, serve_call *c, serve_er
         }
     }
     if (get_bool(body, "stop_at_eos", 0, &c->stop_eos, e)) return e->status;
-    if (c->kind == CALL_CHAT && serve_engine_has_stop_rules(sc->eng) && sc->has_im_end)
-        c->stop_ids[c->n_stop_ids++] = sc->im_end; /* the end of the assistant's turn */
+    if (c->stop_eos && (sc->mi->eos_malformed || sc->mi->n_eos == 0))
+        return serve_fail(e, 400, "invalid_value", "stop_at_eos",
+                          "stop_at_eos: this model's config.json has %s eos_token_id", sc->mi->eos_malformed ? "a malformed" : "no");
+    if (c->kind == CALL_CHAT && sc->has_im_end)
+        c->stop_ids[c->n_stop_ids++] = sc->im_end; /* the end of the assistant's turn (chat needs it, serve_main.c) */
     c->any_stop = c->stop_eos || c->n_stop_ids || c->n_stop_str;
     size_t k = 0;
     c->stop_desc[0] = 0;
@@ -536,7 +539,8 @@ static int parse_sampling(const serve_ctx *sc, json_t *body, const char *raw, si
     if (get_float(body, raw, raw_len, "min_p", &min_p, &has_m, e)) return e->status;
     if (has_p && (top_p == 0.0f || top_p > 1.0f))
         return serve_fail(e, 400, "invalid_value", "top_p", "top_p must be in (0, 1]");
-    if (has_m && min_p > 1.0f) return serve_fail(e, 400, "invalid_value", "min_p", "min_p must be in [0, 1]");
+    if (has_m && (min_p > 1.0f || (min_p != 0.0f && min_p < 0x1p-64f)))
+        return serve_fail(e, 400, "invalid_value", "min_p", "min_p must be 0 or in [2^-64, 1] (docs/sampling.md S2.2)");
     if (get_int(body, "top_k", -1, (long long)sc->mi->vocab_size, 0, &top_k, e)) return e->status;
     if (get_int(body, "seed", 0, INT64_MAX, 0, &seed, e)) return e->status;
     c->samp.temperature = t;
@@ -566,9 +570,6 @@ static int parse_logprobs(json_t *body, serve_call *c, serve_err *e)
             return serve_fail(e, 400, "invalid_value", "top_logprobs", "top_logprobs needs logprobs: true");
     }
     c->top_logprobs = (unsigned)top;
-    if (c->logprobs && !SERVE_LOGPROBS)
-        return serve_fail(e, 501, "unsupported_parameter", "logprobs",
-                          "logprobs are not supported by this build (the library does not compute them yet)");
     return 0;
 }
 
@@ -738,12 +739,9 @@ static json_t *cis2_json(const serve_ctx *sc, const serve_call *c, const cis2_re
     json_object_set_new(o, "finish", json_string(cis2_finish_name(r->finish)));
     if (c->stop_desc[0]) json_object_set_new(o, "stop_rule", json_string(c->stop_desc));
     else json_object_set_new(o, "stop_rule", json_null());
-    if (c->kind == CALL_CHAT) {
+    if (c->kind == CALL_CHAT)
         json_object_set_new(o, "prompt", json_stringn(r->prompt ? r->prompt : "", r->prompt ? r->prompt_len : 0));
-        if (!serve_engine_has_stop_rules(sc->eng))
-            json_object_set_new(o, "note", json_string("this build of the library has no stop rules: chat runs to "
-                                                       "max_tokens, not to <|im_end|>"));
-    }
+    serve_lp_bits(o, r);
     cis2_receipt_free(rc);
     cis2_free(text);
     return o;
@@ -779,13 +777,25 @@ static int job_error(const serve_job *j, serve_err *e)
     if (j->state == JOB_FAILED) {
         int st = serve_status_for(j->admit_rc);
         if (j->admit_rc == CIS2_E_UNSUPPORTED)
-            return serve_fail(e, 501, "unsupported_parameter", NULL, "not supported by this build: %s", j->admit_err.msg);
+            return serve_fail(e, 501, "unsupported_parameter", NULL, "%s", j->admit_err.msg);
+        if (st == 400)
+            return serve_fail(e, 400, "invalid_value", NULL, "%s", j->admit_err.msg[0] ? j->admit_err.msg : "invalid request");
         return serve_fail(e, st, NULL, NULL, "%s", j->admit_err.msg[0] ? j->admit_err.msg : cis2_status_name(j->admit_rc));
     }
     for (size_t i = 0; i < j->n; i++)
         if (!j->seqs[i].res || j->seqs[i].res->finish == CIS2_FINISH_CANCELLED)
             return serve_fail(e, 503, "cancelled", NULL, "the request was cancelled");
     return 0;
+}
+
+/* A whole choice's OpenAI logprobs object (null when not asked). */
+static json_t *result_logprobs(const serve_ctx *sc, const serve_call *c, const cis2_result *r)
+{
+    if (!c->logprobs || !r->logprobs) return json_null();
+    serve_lp_span sp = {.ids = r->tokens, .lp = r->logprobs, .top_ids = r->top_ids, .top_lp = r->top_logprobs,
+                        .n_top = r->n_top, .n = r->n_tokens, .base = 0,
+                        .clip = serve_utf8_chars(r->text ? r->text : "", r->text ? r->text_len : 0)};
+    return serve_lp_json(sc->e, c->kind == CALL_CHAT, &sp);
 }
 
 json_t *serve_call_response(const serve_ctx *sc, serve_call *c, serve_err *e)
@@ -809,7 +819,7 @@ json_t *serve_call_response(const serve_ctx *sc, serve_call *c, serve_err *e)
         } else {
             json_object_set_new(ch, "text", text);
         }
-        json_object_set_new(ch, "logprobs", json_null());
+        json_object_set_new(ch, "logprobs", result_logprobs(sc, c, r));
         json_object_set_new(ch, "finish_reason", json_string(finish_reason(r->finish)));
         json_t *x = cis2_json(sc, c, r, e);
         if (!x) { json_decref(ch); json_decref(choices); json_decref(o); return NULL; }
@@ -826,6 +836,9 @@ json_t *serve_call_response(const serve_ctx *sc, serve_call *c, serve_err *e)
 typedef struct sse_seq {
     uint32_t *ids;             /* every token so far (copied under the lock) */
     size_t n_ids;
+    float *lp;                 /* and their logprobs, when asked (copied too) */
+    uint32_t *top_ids;
+    float *top_lp;
     int finishing;             /* the last token ended it (copied under the lock) */
     size_t clean;              /* ids[0..clean) are sent as text */
     char *raw;                 /* the raw bytes of ids[clean..clean+n_known) */
@@ -856,8 +869,17 @@ serve_sse *serve_sse_new(const serve_ctx *sc, serve_call *c)
     s->n = c->job->n;
     s->s = calloc(s->n, sizeof *s->s);
     if (!s->s) { free(s); return NULL; }
-    for (size_t i = 0; i < s->n; i++)
-        if (!(s->s[i].ids = malloc(c->max_tokens * sizeof(uint32_t)))) { serve_sse_free(s); return NULL; }
+    size_t nt = c->top_logprobs;
+    for (size_t i = 0; i < s->n; i++) {
+        sse_seq *t = &s->s[i];
+        if (!(t->ids = malloc(c->max_tokens * sizeof(uint32_t)))) { serve_sse_free(s); return NULL; }
+        if (c->logprobs && (!(t->lp = malloc(c->max_tokens * sizeof(float))) ||
+                            !(t->top_ids = malloc((nt ? nt * c->max_tokens : 1) * sizeof(uint32_t))) ||
+                            !(t->top_lp = malloc((nt ? nt * c->max_tokens : 1) * sizeof(float))))) {
+            serve_sse_free(s);
+            return NULL;
+        }
+    }
     return s;
 }
 
@@ -866,6 +888,9 @@ void serve_sse_free(serve_sse *s)
     if (!s) return;
     for (size_t i = 0; i < s->n; i++) {
         free(s->s[i].ids);
+        free(s->s[i].lp);
+        free(s->s[i].top_ids);
+        free(s->s[i].top_lp);
         free(s->s[i].raw);
         free(s->s[i].ends);
         free(s->s[i].sent);
@@ -891,7 +916,15 @@ int serve_sse_collect(serve_sse *s)
         serve_seq *q = &j->seqs[i];
         sse_seq *t = &s->s[i];
         if (q->n_toks > t->n_ids) {
-            memcpy(t->ids + t->n_ids, q->toks + t->n_ids, (q->n_toks - t->n_ids) * sizeof(uint32_t));
+            size_t a = t->n_ids, k = q->n_toks - a, nt = q->top_n;
+            memcpy(t->ids + a, q->toks + a, k * sizeof(uint32_t));
+            if (t->lp && q->lp) {
+                memcpy(t->lp + a, q->lp + a, k * sizeof(float));
+                if (nt) {
+                    memcpy(t->top_ids + a * nt, q->top_ids + a * nt, k * nt * sizeof(uint32_t));
+                    memcpy(t->top_lp + a * nt, q->top_lp + a * nt, k * nt * sizeof(float));
+                }
+            }
             t->n_ids = q->n_toks;
             changed = 1;
         }
@@ -935,7 +968,7 @@ static int emit(char **buf, size_t *len, size_t *cap, json_t *o)
 
 /* A chunk for one choice: text (may be NULL), finish reason, cis2. */
 static json_t *chunk(const serve_sse *s, size_t i, const char *text, size_t tlen, int role, const char *finish,
-                     json_t *cis2)
+                     json_t *cis2, json_t *lp)
 {
     int chat = s->c->kind == CALL_CHAT;
     json_t *o = envelope(s->sc, s->c, chat ? "chat.completion.chunk" : "text_completion");
@@ -949,7 +982,7 @@ static json_t *chunk(const serve_sse *s, size_t i, const char *text, size_t tlen
     } else {
         json_object_set_new(ch, "text", json_stringn(text ? text : "", text ? tlen : 0));
     }
-    json_object_set_new(ch, "logprobs", json_null());
+    json_object_set_new(ch, "logprobs", lp ? lp : json_null());
     json_object_set_new(ch, "finish_reason", finish ? json_string(finish) : json_null());
     if (cis2) json_object_set_new(ch, "cis2", cis2);
     json_t *a = json_array();
@@ -997,16 +1030,33 @@ static int append_sent(sse_seq *t, const char *p, size_t n)
     return 0;
 }
 
+/* Where bytes that may still begin a stop string start: the earliest j
+ * such that raw[j..n) is a proper prefix of some stop string (n: none).
+ * An occurrence that a later token completes starts there or later, so
+ * raw[0..j) can never be cut (docs/sampling.md §S5.3, §S5.4). */
+static size_t stop_hold(const serve_call *c, const char *raw, size_t n)
+{
+    if (!c->max_stop_len) return n;
+    for (size_t j = n >= c->max_stop_len ? n - c->max_stop_len + 1 : 0; j < n; j++)
+        for (size_t i = 0; i < c->n_stop_str; i++)
+            if (c->stop_len[i] > n - j && !memcmp(raw + j, c->stop_str[i], n - j)) return j;
+    return n;
+}
+
 /* The text of the tokens that can be shown now: every new token's raw
  * bytes are appended; the longest token prefix that ends on a complete
- * UTF-8 sequence (and leaves the last max_stop_len - 1 bytes unshown, so a
- * stop string's cut can never fall in sent text) is rendered by the
- * library (U+FFFD for invalid bytes, which never changes at such a
- * boundary) and sent. */
-static int stream_text(serve_sse *s, sse_seq *t, char **out, size_t *olen)
+ * UTF-8 sequence and before any bytes that may begin a stop string
+ * (stop_hold) is rendered by the library (U+FFFD for invalid bytes, which
+ * never changes at such a boundary) and sent.  *from and *k: the tokens
+ * sent (ids[*from..*from+*k)); *base: the code points sent before them. */
+static int stream_text(serve_sse *s, sse_seq *t, char **out, size_t *olen, size_t *from, size_t *k_out,
+                       size_t *base)
 {
     *out = NULL;
     *olen = 0;
+    *from = t->clean;
+    *k_out = 0;
+    *base = serve_utf8_chars(t->sent ? t->sent : "", t->sent_len);
     const cis2_engine *e = s->sc->e;
     while (t->clean + t->n_known < t->n_ids) {
         char *b = NULL;
@@ -1026,11 +1076,8 @@ static int stream_text(serve_sse *s, sse_seq *t, char **out, size_t *olen)
         cis2_free(b);
     }
     size_t limit = incomplete_tail((const unsigned char *)t->raw, t->raw_len);
-    size_t hold = s->c->max_stop_len ? s->c->max_stop_len - 1 : 0;
-    if (hold) {
-        size_t h = t->raw_len > hold ? t->raw_len - hold : 0;
-        if (h < limit) limit = h;
-    }
+    size_t h = stop_hold(s->c, t->raw, t->raw_len);
+    if (h < limit) limit = h;
     size_t k = 0;
     while (k < t->n_known && t->ends[k] <= limit) k++;
     if (k == 0) return 0;
@@ -1046,7 +1093,33 @@ static int stream_text(serve_sse *s, sse_seq *t, char **out, size_t *olen)
     t->clean += k;
     *out = txt;
     *olen = tl;
+    *k_out = k;
     return 0;
+}
+
+/* The logprobs object of tokens [from, from + k) of a stream (NULL when
+ * not asked): from the copies of the events, or from the result. */
+static json_t *span_logprobs(const serve_sse *s, const sse_seq *t, const cis2_result *r, size_t from, size_t k,
+                             size_t base, size_t clip)
+{
+    const serve_call *c = s->c;
+    if (!c->logprobs || k == 0) return NULL;
+    size_t nt = c->top_logprobs;
+    serve_lp_span sp = {.n_top = nt, .n = k, .base = base, .clip = clip};
+    if (r) {
+        if (!r->logprobs) return NULL;
+        sp.ids = r->tokens + from;
+        sp.lp = r->logprobs + from;
+        sp.top_ids = r->top_ids ? r->top_ids + from * r->n_top : NULL;
+        sp.top_lp = r->top_logprobs ? r->top_logprobs + from * r->n_top : NULL;
+        sp.n_top = r->n_top;
+    } else {
+        sp.ids = t->ids + from;
+        sp.lp = t->lp + from;
+        sp.top_ids = t->top_ids + from * nt;
+        sp.top_lp = t->top_lp + from * nt;
+    }
+    return serve_lp_json(s->sc->e, c->kind == CALL_CHAT, &sp);
 }
 
 int serve_sse_format(serve_sse *s, char **buf, size_t *len, size_t *cap, int *done)
@@ -1065,7 +1138,7 @@ int serve_sse_format(serve_sse *s, char **buf, size_t *len, size_t *cap, int *do
     for (size_t i = 0; i < s->n; i++) {
         sse_seq *t = &s->s[i];
         if (s->c->kind == CALL_CHAT && !t->role_sent && s->admitted) {
-            if (emit(buf, len, cap, chunk(s, i, "", 0, 1, NULL, NULL))) return -1;
+            if (emit(buf, len, cap, chunk(s, i, "", 0, 1, NULL, NULL, NULL))) return -1;
             t->role_sent = 1;
         }
         if (t->final_sent) continue;
@@ -1073,9 +1146,10 @@ int serve_sse_format(serve_sse *s, char **buf, size_t *len, size_t *cap, int *do
             all = 0;
             if (t->finishing) continue; /* its last token may be cut (a stop rule): wait for the result */
             char *txt = NULL;
-            size_t tl = 0;
-            if (stream_text(s, t, &txt, &tl)) return -1;
-            if (tl && emit(buf, len, cap, chunk(s, i, txt, tl, 0, NULL, NULL))) { cis2_free(txt); return -1; }
+            size_t tl = 0, from, k, base;
+            if (stream_text(s, t, &txt, &tl, &from, &k, &base)) return -1;
+            json_t *lp = span_logprobs(s, t, NULL, from, k, base, SIZE_MAX);
+            if ((tl || lp) && emit(buf, len, cap, chunk(s, i, txt, tl, 0, NULL, NULL, lp))) { cis2_free(txt); return -1; }
             cis2_free(txt);
             continue;
         }
@@ -1086,13 +1160,18 @@ int serve_sse_format(serve_sse *s, char **buf, size_t *len, size_t *cap, int *do
             serve_fail(&s->err, 503, "cancelled", NULL, "the request was cancelled");
             return serve_sse_format(s, buf, len, cap, done);
         }
-        size_t rl = r->text ? r->text_len : 0;
+        size_t rl = r->text ? r->text_len : 0, rest = 0;
         if (t->sent_len <= rl && !memcmp(r->text ? r->text : "", t->sent ? t->sent : "", t->sent_len)) {
-            if (rl > t->sent_len && emit(buf, len, cap, chunk(s, i, r->text + t->sent_len, rl - t->sent_len, 0, NULL, NULL)))
-                return -1;
+            rest = rl - t->sent_len;
         } else {
             fprintf(stderr, "cis2 serve: %s: streamed text is not a prefix of the result's text\n", s->c->id);
         }
+        /* the tokens not sent yet (the finishing one among them) with their logprobs */
+        size_t from = t->clean < r->n_tokens ? t->clean : r->n_tokens;
+        json_t *lp = span_logprobs(s, t, r, from, r->n_tokens - from, serve_utf8_chars(t->sent ? t->sent : "", t->sent_len),
+                                   serve_utf8_chars(r->text ? r->text : "", rl));
+        if ((rest || lp) && emit(buf, len, cap, chunk(s, i, rest ? r->text + t->sent_len : "", rest, 0, NULL, NULL, lp)))
+            return -1;
         serve_err e = {0};
         json_t *x = cis2_json(s->sc, s->c, r, &e);
         if (!x) {
@@ -1101,7 +1180,7 @@ int serve_sse_format(serve_sse *s, char **buf, size_t *len, size_t *cap, int *do
             *done = 1;
             return 0;
         }
-        if (emit(buf, len, cap, chunk(s, i, s->c->kind == CALL_CHAT ? NULL : "", 0, 0, finish_reason(r->finish), x)))
+        if (emit(buf, len, cap, chunk(s, i, s->c->kind == CALL_CHAT ? NULL : "", 0, 0, finish_reason(r->finish), x, NULL)))
             return -1;
         t->final_sent = 1;
     }

@@ -12,13 +12,17 @@
  *   2. cancel what was asked (a client went away, or shutdown):
  *      cis2_session_cancel;
  *   3. one cis2_session_step while anything is pending: every running
- *      sequence advances one token and queued ones join, their prompts
+ *      sequence advances one token and queued ones join (while their KV
+ *      caches fit kv_budget: the library's admission), their prompts
  *      prefilled at most prefill_chunk rows per step in all (so a long
  *      prompt never stalls the decoding ones for more than one chunk);
- *      each chosen token reaches on_token (below), which appends it to its
- *      sequence and wakes the request's HTTP thread;
+ *      each chosen token reaches on_token (below), which appends it (and
+ *      its logprobs, when asked) to its sequence and wakes the request's
+ *      HTTP thread;
  *   4. take every finished sequence (cis2_session_take) and hand the
  *      result to its job;
+ *   5. copy the session's counts (cis2_session_stats_get: running, queued,
+ *      prefill rows, KV bytes) to the metrics, which /metrics reads;
  *
  * and sleeps on its condition variable when nothing is pending.  Every
  * sequence's bits are those of the same request run alone (the library
@@ -50,7 +54,7 @@ struct serve_engine {
     size_t seqs_inflight;       /* submitted and not yet taken */
     size_t jobs_live;           /* submitted and not yet freed */
     int refuse, quit, cancel_all, cancel_dirty;
-    int has_stop;
+    size_t kv_budget;           /* bytes, for /metrics */
     size_t step_tokens;         /* events of the current step */
 };
 
@@ -79,18 +83,32 @@ int serve_job_seqs_ready(serve_job *j)
 {
     for (size_t i = 0; i < j->n; i++) {
         serve_seq *q = &j->seqs[i];
+        size_t cap = q->req.max_tokens ? q->req.max_tokens : 1;
         q->req.user = q;
-        q->toks = malloc((q->req.max_tokens ? q->req.max_tokens : 1) * sizeof *q->toks);
+        q->toks = malloc(cap * sizeof *q->toks);
         if (!q->toks) return -1;
+        if (q->req.logprobs || q->req.top_logprobs) {
+            q->top_n = q->req.top_logprobs;
+            q->lp = malloc(cap * sizeof *q->lp);
+            q->top_ids = malloc((q->top_n ? q->top_n * cap : 1) * sizeof *q->top_ids);
+            q->top_lp = malloc((q->top_n ? q->top_n * cap : 1) * sizeof *q->top_lp);
+            if (!q->lp || !q->top_ids || !q->top_lp) return -1;
+        }
     }
     return 0;
 }
+
+static void job_free(serve_job *j);
+void serve_job_free(serve_job *j) { job_free(j); }
 
 static void job_free(serve_job *j)
 {
     if (!j) return;
     for (size_t i = 0; i < j->n; i++) {
         free(j->seqs[i].toks);
+        free(j->seqs[i].lp);
+        free(j->seqs[i].top_ids);
+        free(j->seqs[i].top_lp);
         cis2_results_free(j->seqs[i].res, 1);
     }
     free(j->seqs);
@@ -119,7 +137,18 @@ static int on_token(void *ctx, const cis2_token_event *ev)
     serve_job *j = q->job;
     double t = serve_now(), first = -1, gap = -1;
     pthread_mutex_lock(&se->mu);
-    if (q->n_toks < q->req.max_tokens) q->toks[q->n_toks++] = ev->token;
+    if (q->n_toks < q->req.max_tokens) {
+        size_t k = q->n_toks;
+        if (q->lp) { /* the logprobs a stream sends with the token (docs/sampling.md §S4) */
+            q->lp[k] = ev->logprob;
+            for (size_t t = 0; t < q->top_n; t++) {
+                int have = t < ev->n_top && ev->top_ids;
+                q->top_ids[k * q->top_n + t] = have ? ev->top_ids[t] : UINT32_MAX;
+                q->top_lp[k * q->top_n + t] = have ? ev->top_logprobs[t] : 0.0f;
+            }
+        }
+        q->toks[q->n_toks++] = ev->token;
+    }
     if (ev->finish) q->finish = ev->finish;
     if (!j->first_token_seen) {
         j->first_token_seen = 1;
@@ -312,6 +341,9 @@ static void *engine_main(void *arg)
             collect(se);
         }
         pending = cis2_session_pending(se->s);
+        cis2_session_stats st;
+        cis2_session_stats_get(se->s, &st); /* this thread owns the session: /metrics reads the copy */
+        serve_metrics_session(se->met, &st, se->kv_budget);
         pthread_mutex_lock(&se->mu);
         if (pending == 0 && se->active) se->cancel_dirty = 1; /* collect what is left next round */
     }
@@ -320,26 +352,6 @@ static void *engine_main(void *arg)
 }
 
 /* ------------------------------------------------------------ start/stop */
-
-/* Does this build of the library run stop rules?  (docs/sampling.md; the
- * library refuses them with CIS2_E_UNSUPPORTED until they land.) */
-static int probe_stop_rules(cis2_engine *e)
-{
-    cis2_session *s = NULL;
-    if (cis2_session_open(&s, e, NULL, NULL)) return 0;
-    uint32_t id0 = 0;
-    cis2_stop st = {.ids = &id0, .n_ids = 1};
-    cis2_request rq = {.ids = &id0, .n_ids = 1, .max_tokens = 1, .stop = &st};
-    uint64_t id = 0;
-    int ok = cis2_session_add(s, &rq, &id, NULL) == CIS2_OK;
-    if (ok) {
-        cis2_result *r = NULL;
-        cis2_session_cancel(s, id);
-        if (cis2_session_take(s, id, &r, NULL) == CIS2_OK) cis2_results_free(r, 1);
-    }
-    cis2_session_close(s);
-    return ok;
-}
 
 int serve_engine_start(serve_engine **out, cis2_engine *e, const serve_engine_opts *o, serve_metrics *m,
                        cis2_error *err)
@@ -351,11 +363,11 @@ int serve_engine_start(serve_engine **out, cis2_engine *e, const serve_engine_op
     se->met = m;
     se->max_batch = o->max_batch;
     se->max_inflight = o->max_batch + o->max_queue;
-    se->has_stop = probe_stop_rules(e);
     pthread_mutex_init(&se->mu, NULL);
     pthread_cond_init(&se->cv, NULL);
     cis2_session_opts so = {.max_batch = o->max_batch, .prefill_chunk = o->prefill_chunk, .on_token = on_token,
-                            .on_token_ctx = se};
+                            .on_token_ctx = se, .kv_budget = o->kv_budget};
+    se->kv_budget = o->kv_budget ? o->kv_budget : (size_t)1 << 30; /* the library's default */
     int rc = cis2_session_open(&se->s, e, &so, err);
     if (!rc && pthread_create(&se->th, NULL, engine_main, se) != 0)
         rc = cis2_fail(err, CIS2_E_NOMEM, "cannot start the engine thread");
@@ -370,8 +382,6 @@ int serve_engine_start(serve_engine **out, cis2_engine *e, const serve_engine_op
     *out = se;
     return CIS2_OK;
 }
-
-int serve_engine_has_stop_rules(const serve_engine *se) { return se->has_stop; }
 
 int serve_engine_submit(serve_engine *se, serve_job *j, serve_err *e)
 {

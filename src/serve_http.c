@@ -171,6 +171,13 @@ static int route(const char *url, const char *method, int *ep)
 
 /* --------------------------------------------------------- GET endpoints */
 
+static json_t *eos_json(const cis2_model_info *mi)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < mi->n_eos; i++) json_array_append_new(a, json_integer(mi->eos_ids[i]));
+    return a;
+}
+
 static enum MHD_Result do_models(struct MHD_Connection *c, req_ctx *r)
 {
     const serve_ctx *sc = r->h->sc;
@@ -193,7 +200,12 @@ static enum MHD_Result do_models(struct MHD_Connection *c, req_ctx *r)
     json_object_set_new(x, "vocab_size", json_integer((json_int_t)mi->vocab_size));
     json_object_set_new(x, "spec_version", json_string(CIS2_SPEC_VERSION));
     json_object_set_new(x, "chat_template", sc->chat ? json_string(serve_chat_family(sc->chat)) : json_null());
-    json_object_set_new(x, "stop_rules", json_boolean(serve_engine_has_stop_rules(sc->eng)));
+    unsigned f = cis2_features();
+    json_object_set_new(x, "sampling", json_boolean(f & CIS2_FEATURE_SAMPLING));
+    json_object_set_new(x, "stop_rules", json_boolean(f & CIS2_FEATURE_STOP_RULES));
+    json_object_set_new(x, "logprobs", json_boolean(f & CIS2_FEATURE_LOGPROBS));
+    json_object_set_new(x, "eos_token_ids", eos_json(mi));
+    json_object_set_new(x, "chat_stop_token_id", sc->chat && sc->has_im_end ? json_integer(sc->im_end) : json_null());
     json_object_set_new(m, "cis2", x);
     json_t *a = json_array();
     json_array_append_new(a, m);

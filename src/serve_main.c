@@ -2,7 +2,8 @@
  * serve_main.c - `cis2 serve` (issue 19): options, start-up, signals and
  * shutdown of the OpenAI-compatible server (serve.h lists its modules).
  *
- * Start-up: opens the engine (once: the server keeps no other state
+ * Start-up: checks that the library runs sampling, stop rules and
+ * logprobs (cis2_features()), opens the engine (once: the server keeps no other state
  * across requests, so replicas behind any load balancer serve one model),
  * finds and recognizes the chat template, starts the engine thread, then
  * listens and prints `cis2 serve: listening on http://HOST:PORT ...` (with
@@ -28,6 +29,7 @@ typedef struct serve_opts {
     cli_engine eng;
     const char *host, *api_key_file, *chat_template, *model_name;
     size_t port, max_batch, max_queue, prefill_chunk, max_tokens, max_body, max_connections, timeout, drain;
+    size_t kv_budget_mib;
     int render_chat;
 } serve_opts;
 
@@ -51,6 +53,7 @@ static int parse_serve(int argc, char **argv, serve_opts *o)
         {"--max-batch", OPT_SIZE, &o->max_batch, 1024, 0},
         {"--max-queue", OPT_SIZE, &o->max_queue, 65536, 0},
         {"--prefill-chunk", OPT_SIZE, &o->prefill_chunk, 1u << 20, 0},
+        {"--kv-budget", OPT_SIZE, &o->kv_budget_mib, (size_t)1 << 24, 0},
         {"--max-tokens", OPT_SIZE, &o->max_tokens, 1u << 24, 0},
         {"--max-body", OPT_SIZE, &o->max_body, (size_t)1 << 30, 0},
         {"--max-connections", OPT_SIZE, &o->max_connections, 65536, 0},
@@ -248,13 +251,22 @@ int cmd_serve(int argc, char **argv)
     serve_http *http = NULL;
     char name[256];
     sc.cfg = (serve_config){.host = o.host, .port = (unsigned)o.port, .max_batch = o.max_batch,
-                            .max_queue = o.max_queue, .prefill_chunk = o.prefill_chunk, .max_tokens = o.max_tokens,
+                            .max_queue = o.max_queue, .prefill_chunk = o.prefill_chunk,
+                            .kv_budget = o.kv_budget_mib << 20, .max_tokens = o.max_tokens,
                             .max_body = o.max_body, .max_connections = o.max_connections,
                             .timeout_s = (unsigned)o.timeout, .drain_s = (unsigned)o.drain};
     sc.created = (long long)time(NULL);
     sc.verify_max = 2;
     pthread_mutex_init(&sc.vmu, NULL);
     if (o.api_key_file && (rc = read_api_key(o.api_key_file, &sc.cfg, &err))) goto out;
+    /* the library this binary links runs sampling, stop rules and logprobs
+     * (docs/sampling.md); the request paths rely on it */
+    unsigned need = CIS2_FEATURE_SAMPLING | CIS2_FEATURE_STOP_RULES | CIS2_FEATURE_LOGPROBS;
+    if ((cis2_features() & need) != need) {
+        rc = cis2_fail(&err, CIS2_E_UNSUPPORTED, "serve: the library lacks sampling, stop rules or logprobs "
+                                                 "(cis2_features() = 0x%x, needs 0x%x)", cis2_features(), need);
+        goto out;
+    }
     if ((rc = cli_engine_open(&o.eng, &sc.e, &err))) goto out;
     sc.mi = cis2_engine_info(sc.e);
     if (!sc.mi->has_tokenizer) {
@@ -270,7 +282,8 @@ int cmd_serve(int argc, char **argv)
     if ((rc = load_chat(&sc, o.eng.model_dir, o.chat_template, &err))) goto out;
     setup_chat_stop(&sc);
     if (!(sc.met = serve_metrics_new())) { rc = cis2_fail(&err, CIS2_E_NOMEM, "out of memory"); goto out; }
-    serve_engine_opts eo = {.max_batch = o.max_batch, .prefill_chunk = o.prefill_chunk, .max_queue = o.max_queue};
+    serve_engine_opts eo = {.max_batch = o.max_batch, .prefill_chunk = o.prefill_chunk, .max_queue = o.max_queue,
+                            .kv_budget = sc.cfg.kv_budget};
     if ((rc = serve_engine_start(&sc.eng, sc.e, &eo, sc.met, &err))) goto out;
     unsigned port = 0;
     if ((rc = serve_http_start(&http, &sc, &port, &err))) goto out;
@@ -280,9 +293,6 @@ int cmd_serve(int argc, char **argv)
            o.max_batch);
     fflush(stdout);
     if (!sc.chat) fprintf(stderr, "cis2 serve: note: chat completions are off: %s\n", sc.chat_error);
-    else if (!serve_engine_has_stop_rules(sc.eng))
-        fprintf(stderr, "cis2 serve: note: this build of the library has no stop rules: chat completions run to "
-                        "max_tokens instead of stopping at <|im_end|>\n");
     int s = wait_signal(&set, -1);
     fprintf(stderr, "cis2 serve: %s: draining (up to %zu s)\n", s == SIGINT ? "SIGINT" : "SIGTERM", o.drain);
     drain(&sc, http, &set, (unsigned)o.drain);

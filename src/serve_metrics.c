@@ -2,10 +2,13 @@
  * serve_metrics.c - GET /metrics of `cis2 serve` (issue 19 item 1), in the
  * Prometheus text exposition format 0.0.4: requests by endpoint and
  * status, prompt and generated tokens, decode steps, batch occupancy (the
- * sequences that advance in a step), sequences in flight, and histograms
- * of time to first token, time between tokens and request duration.
- * Updated by the engine thread (tokens, steps) and HTTP threads
- * (requests); one mutex guards it all.
+ * sequences that advance in a step), sequences in flight, the session's
+ * own counts (running, queued, prompt rows left to prefill, KV-cache bytes
+ * against the budget: cis2_session_stats_get, copied by the engine thread
+ * after every step), and histograms of time to first token, time between
+ * tokens and request duration.  Updated by the engine thread (tokens,
+ * steps, session counts) and HTTP threads (requests); one mutex guards it
+ * all.
  */
 #include "serve.h"
 
@@ -30,6 +33,8 @@ struct serve_metrics {
     size_t n_req;
     uint64_t tokens, prompt_tokens, steps;
     size_t last_batch, inflight;
+    cis2_session_stats sess;   /* the engine thread's last copy */
+    size_t kv_budget;
     hist ttft, gap, occupancy, duration;
 };
 
@@ -87,6 +92,11 @@ void serve_metrics_token_gap(serve_metrics *m, double s) { LOCKED(m, observe(&m-
 void serve_metrics_prompt_tokens(serve_metrics *m, size_t n) { LOCKED(m, m->prompt_tokens += n); }
 void serve_metrics_request_done(serve_metrics *m, double s) { LOCKED(m, observe(&m->duration, s)); }
 void serve_metrics_inflight(serve_metrics *m, size_t n) { LOCKED(m, m->inflight = n); }
+
+void serve_metrics_session(serve_metrics *m, const cis2_session_stats *st, size_t kv_budget)
+{
+    LOCKED(m, (m->sess = *st, m->kv_budget = kv_budget));
+}
 
 void serve_metrics_step(serve_metrics *m, size_t tokens, size_t running, size_t inflight)
 {
@@ -158,6 +168,16 @@ char *serve_metrics_render(serve_metrics *m, size_t *len)
             "# TYPE cis2_batch_occupancy_last gauge\ncis2_batch_occupancy_last %zu\n", m->last_batch);
     put(&o, "# HELP cis2_sequences_inflight Sequences accepted and not yet finished (running or queued).\n"
             "# TYPE cis2_sequences_inflight gauge\ncis2_sequences_inflight %zu\n", m->inflight);
+    put(&o, "# HELP cis2_session_running Sequences the session is decoding or prefilling.\n"
+            "# TYPE cis2_session_running gauge\ncis2_session_running %zu\n", m->sess.running);
+    put(&o, "# HELP cis2_session_queued Sequences added to the session and waiting for a place (batch or KV budget).\n"
+            "# TYPE cis2_session_queued gauge\ncis2_session_queued %zu\n", m->sess.queued);
+    put(&o, "# HELP cis2_prefill_rows_pending Prompt rows the running sequences have still to prefill.\n"
+            "# TYPE cis2_prefill_rows_pending gauge\ncis2_prefill_rows_pending %zu\n", m->sess.prefill_rows);
+    put(&o, "# HELP cis2_kv_cache_bytes KV-cache bytes held by the running sequences.\n"
+            "# TYPE cis2_kv_cache_bytes gauge\ncis2_kv_cache_bytes %zu\n", m->sess.kv_bytes);
+    put(&o, "# HELP cis2_kv_budget_bytes The KV-cache budget (--kv-budget).\n"
+            "# TYPE cis2_kv_budget_bytes gauge\ncis2_kv_budget_bytes %zu\n", m->kv_budget);
     put_hist(&o, "cis2_batch_occupancy", "Sequences that advanced by one token in a step.", &m->occupancy);
     put_hist(&o, "cis2_time_to_first_token_seconds", "From a request's admission to the queue to its first token.",
              &m->ttft);

@@ -3,15 +3,26 @@
 # OpenAI Node client (tests/server/client.js, npm `openai`), curl, and raw
 # sockets for bad clients (tests/server/hostile.py).  Servers start on free
 # loopback ports (--port 0, the port read from their first line), every
-# wait is bounded, and the trap kills them all.  On synthetic checkpoints:
+# wait is bounded, and the trap kills them all.  Every choice the clients
+# keep is compared with `cis2 run` of the same parameters by
+# tests/server/ref.py (receipt byte for byte, text, finish, logprob bits),
+# and every receipt verifies with `cis2 verify` (prefill and decode
+# replays) against a copy of the checkpoint.  On synthetic checkpoints:
 #   tiny  the `tiny` shape (byte-level tokenizer): completions, 16 concurrent
-#         clients whose receipts must equal `cis2 run`'s byte for byte, the
-#         32 x 8 load test (0 failures, every receipt verifying, RSS bounded),
-#         every error status, bad clients, /v1/verify, /metrics
+#         clients mixing greedy, seeded sampling (top-k, top-p, min-p),
+#         logprobs and stop ids, n: 3 = sequences 0..2, the same seed twice,
+#         correctly rounded decimals, the 32 x 8 load test (0 failures,
+#         every receipt verifying, RSS bounded), every error status, bad
+#         clients, /v1/verify, /metrics
 #   mid   a 256-wide, 8-layer llama with SmolLM2's tokenizer and chat
-#         template: chat (receipt = `cis2 run` of the rendered prompt), the
-#         default system prompt, 429 with a full queue, disconnected clients
-#         freeing their slots, SIGTERM draining and cancelling
+#         template: chat (receipt = `cis2 run --stop-id <|im_end|>` of the
+#         rendered prompt, logprobs whole and streamed), the default system
+#         prompt, 429 with a full queue, the session's gauges, --kv-budget,
+#         disconnected clients freeing their slots, SIGTERM draining and
+#         cancelling
+#   stop  tests/server/stopper.py's checkpoint, whose steps choose "A" or
+#         <|im_end|>: chat ends at <|im_end|>, eos, stop ids and stop strings
+#         end completions, whole and streamed
 set -u
 BUILD=${BUILD:-build}
 CIS2=${CIS2:-$BUILD/cis2}
@@ -81,6 +92,9 @@ EOF
     > /dev/null || fail "synth mid"
 $PY -c 'import json,sys; json.dump({"chat_template": open(sys.argv[1]).read(), "eos_token": "<|im_end|>"}, open(sys.argv[2], "w"))' \
     "$SHARED/models/smollm2-135m-instruct/chat_template.jinja" "$d/mid/tokenizer_config.json"
+# the stopper: the tiny shape untied, eos <|im_end|> (257; tests/server/stopper.py adds the tokens)
+$PY -c 'import json,sys; c=json.load(open(sys.argv[1])); c.update(tie_word_embeddings=False, eos_token_id=257); json.dump(c, open(sys.argv[2], "w"))' \
+    "$d/tiny/config.json" "$d/stopper.json"
 
 # ===================================================== tiny: completions
 start tiny "$d/tiny" --timeout 2 --max-connections 64 --max-body 65536
@@ -119,13 +133,26 @@ long=$($PY -c 'print("x" * 300)')
 expect 400 context_length_exceeded $P /v1/completions $C -d "{\"model\":\"tiny\",\"prompt\":\"$long\",\"max_tokens\":1}"
 expect 400 unknown_parameter $P /v1/completions $C -d '{"model":"tiny","prompt":"a","frobnicate":1}'
 expect 400 invalid_value $P /v1/completions $C -d '{"model":"tiny","prompt":"a","n":17}'
-expect 400 invalid_value $P /v1/completions $C -d '{"model":"tiny","prompt":"a","temperature":-1}'
-expect 400 invalid_value $P /v1/completions $C -d '{"model":"tiny","prompt":"a","top_p":1.5}'
+# sampling parameters outside docs/sampling.md S2.2 (never clamped), logprobs and stop rules out of range
+for bad in '"temperature":-1' '"temperature":-0.0' '"temperature":1e-50' '"temperature":1e-40' '"temperature":1e39' \
+           '"top_p":0' '"top_p":1.5' '"top_p":-0.5' '"top_p":1e-39' '"min_p":2' '"min_p":1e-30' '"min_p":-0.1' \
+           '"top_k":513' '"top_k":-2' '"seed":-1' '"n":0' '"logprobs":6' '"logprobs":-1' '"stop_at_eos":true' \
+           '"stop":[""]' "\"stop\":[\"$($PY -c 'print("x" * 257)')\"]" \
+           '"stop":["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]' '"stop_token_ids":[-1]' \
+           '"stop_token_ids":[4294967296]' "\"stop_token_ids\":$($PY -c 'print(list(range(65)))' | tr -d ' ')"; do
+    expect 400 invalid_value $P /v1/completions $C -d "{\"model\":\"tiny\",\"prompt\":\"a\",\"max_tokens\":2,$bad}"
+    want=$(echo "$bad" | sed 's/^"\([a-z_]*\)".*/\1/')
+    [ "$(jget "$d/body" error param)" = "$want" ] || fail "$bad: the error names $(jget "$d/body" error param), not $want"
+done
+for bad in '"temperature":"0.7"' '"temperature":"NaN"' '"temperature":"inf"' '"top_k":1.5' '"seed":"7"' \
+           '"logprobs":true' '"stop":5' '"stop":[1]' '"stop_token_ids":"2"' '"stop_at_eos":1'; do
+    got=$(st $P /v1/completions $C -d "{\"model\":\"tiny\",\"prompt\":\"a\",\"max_tokens\":2,$bad}")
+    [ "$got" = 400 ] || fail "$bad: status $got, expected 400: $(head -c 300 "$d/body")"
+    $PY -c 'import json,sys; e=json.load(open(sys.argv[1]))["error"]; assert e["code"] in ("invalid_type","invalid_value") and e["param"], e' \
+        "$d/body" || fail "$bad: $(cat "$d/body")"
+done
 expect 501 unsupported_parameter $P /v1/completions $C -d '{"model":"tiny","prompt":"a","echo":true}'
 expect 501 unsupported_parameter $P /v1/completions $C -d '{"model":"tiny","prompt":"a","presence_penalty":0.5}'
-expect 501 unsupported_parameter $P /v1/completions $C -d '{"model":"tiny","prompt":"a","logprobs":1}'
-expect 501 unsupported_parameter $P /v1/completions $C -d '{"model":"tiny","prompt":"a","temperature":0.7}'
-expect 501 unsupported_parameter $P /v1/completions $C -d '{"model":"tiny","prompt":"a","stop":["\n"]}'
 expect 501 unsupported_chat_template $P /v1/chat/completions $C -d '{"model":"tiny","messages":[{"role":"user","content":"a"}]}'
 expect 200 - $P /v1/completions $C -d '{"model":"tiny","prompt":"a","max_tokens":2,"temperature":0,"top_p":1,"seed":7,"presence_penalty":0,"user":"u"}'
 deep=$($PY -c 'print("[" * 100 + "]" * 100)')
@@ -138,27 +165,42 @@ expect 405 method_not_allowed $P /v1/completions
 expect 405 method_not_allowed $P /v1/models -X POST -d '{}'
 expect 200 - $P /health
 
-echo "== 16 concurrent clients (openai): every receipt equals cis2 run's, streamed text = cis2 run's"
+echo "== decimals: one correctly rounded conversion of the body's text to binary32 (docs/sampling.md S2.3)"
+# 1.0000000596046447762 is 0x3f800001 correctly rounded, 0x3f800000 through a double
+expect 200 - $P /v1/completions $C -d '{"model":"tiny","prompt":"a","max_tokens":3,"temperature":1.0000000596046447762,"top_p":0.99999997,"seed":1}'
+jget "$d/body" choices 0 cis2 receipt > "$d/dec.receipt"
+grep -qx 'temperature 3f800001' "$d/dec.receipt" || fail "temperature 1.0000000596046447762: $(grep temperature "$d/dec.receipt")"
+"$CIS2" run --model-dir "$d/tiny" --prompt a --gen-toks 3 --temperature 1.0000000596046447762 --top-p 0.99999997 --seed 1 \
+    --receipt "$d/dec.ref" > /dev/null || fail "cis2 run of the decimals"
+cmp "$d/dec.receipt" "$d/dec.ref" || fail "the decimals' receipt differs from cis2 run's"
+
+echo "== 16 concurrent clients (openai): greedy, sampled, logprobs, stop ids; every choice is cis2 run's"
 mkdir -p "$d/conc"
 $TMO node tests/server/client.js concurrent "http://127.0.0.1:$P" $M 16 "$d/conc" || fail "concurrent clients"
-for i in $(seq 0 15); do
-    jget "$d/conc/$i.json" prompt > "$d/conc/$i.prompt"
-    n=$(jget "$d/conc/$i.json" max_tokens)
-    "$CIS2" run --model-dir "$d/tiny" --prompt "$(cat "$d/conc/$i.prompt")" --gen-toks "$n" --json \
-        --receipt "$d/conc/$i.ref" > "$d/conc/$i.run" || fail "cis2 run $i"
-    cmp "$d/conc/$i.receipt" "$d/conc/$i.ref" || fail "client $i: the server's receipt differs from cis2 run's"
-    $PY -c 'import json,sys; a=json.load(open(sys.argv[1]))["text"]; b=json.load(open(sys.argv[2]))["completion"]; sys.exit(a != b)' \
-        "$d/conc/$i.json" "$d/conc/$i.run" || fail "client $i: the text differs from cis2 run's completion"
-done
+$TMO $PY tests/server/ref.py "$CIS2" "$d/tiny" "$d"/conc/*.json || fail "a concurrent client's choice is not cis2 run's"
+grep -l '^CIS-2-RECEIPT ext-sampling-1$' "$d"/conc/*.receipt | wc -l | grep -qx 14 || fail "not 14 extension receipts of 16"
+grep -l '^finish-reason stop-' "$d"/conc/*.receipt | wc -l | grep -qx '[1-9][0-9]*' || fail "no concurrent request stopped"
+echo "== n: 3 with a seed: sequences 0..2; the same seed twice, whole or streamed, the same samples"
+mkdir -p "$d/choices"
+$TMO node tests/server/client.js choices "http://127.0.0.1:$P" $M "$d/choices" || fail "choices"
+$TMO $PY tests/server/ref.py "$CIS2" "$d/tiny" "$d"/choices/*.json || fail "a choice of n: 3 is not cis2 run --sequence's"
 st $P /metrics > /dev/null
 multi=$($PY -c 'import re,sys; t=open(sys.argv[1]).read(); one=int(re.search(r"cis2_batch_occupancy_bucket\{le=\"1\"\} (\d+)", t).group(1)); n=int(re.search(r"cis2_batch_occupancy_count (\d+)", t).group(1)); print(n - one)' "$d/body")
 [ "$multi" -gt 0 ] || fail "no step ever decoded two sequences together"
-echo "16 receipts identical to cis2 run's ($multi steps shared by several sequences)"
+echo "16 concurrent clients: $multi steps shared by several sequences"
 
-echo "== receipts verify elsewhere, and through /v1/verify"
+echo "== receipts verify elsewhere (prefill and decode replays), and through /v1/verify"
 cp -r "$d/tiny" "$d/elsewhere"
-"$CIS2" verify "$d"/conc/*.receipt --model-dir "$d/elsewhere" > "$d/verify.out" || fail "cis2 verify: $(grep -v ' ok$' "$d/verify.out" | head)"
-[ "$(grep -c 'verdict: OK' "$d/verify.out")" -eq 16 ] || fail "not 16 OK verdicts"
+# verify_all DIR RECEIPT...: every receipt OK under both replays
+verify_all() {
+    vd=$1; shift
+    for replay in prefill decode; do
+        "$CIS2" verify "$@" --model-dir "$vd" --replay $replay > "$d/verify.out" ||
+            fail "cis2 verify --replay $replay: $(grep -v ' ok$' "$d/verify.out" | head)"
+        [ "$(grep -c 'verdict: OK' "$d/verify.out")" -eq $# ] || fail "--replay $replay: not $# OK verdicts"
+    done
+}
+verify_all "$d/elsewhere" "$d"/conc/*.receipt "$d"/choices/*.receipt "$d/dec.receipt"
 expect 200 - $P /v1/verify --data-binary @"$d/conc/3.receipt"
 [ "$(jget "$d/body" verdict)" = OK ] || fail "/v1/verify: $(cat "$d/body")"
 $PY -c 'import json,sys; print(json.dumps({"receipt": open(sys.argv[1]).read()}))' "$d/conc/3.receipt" > "$d/v.json"
@@ -196,15 +238,21 @@ done
 start mid "$d/mid" --max-batch 1 --max-queue 1 --timeout 5 --drain-timeout 10
 P=$port_mid
 M=mid
-echo "== chat (openai): whole and streamed agree; the receipt equals cis2 run's of the rendered prompt"
+echo "== chat (openai): whole and streamed agree; the receipt is cis2 run --stop-id <|im_end|>'s of the rendered prompt"
 mkdir -p "$d/chat"
 $TMO node tests/server/client.js chat "http://127.0.0.1:$P" $M "$d/chat" || fail "chat"
-$PY -c 'import json,sys; print(json.dumps([json.load(open(sys.argv[1]))["prompt"]]))' "$d/chat/chat.json" > "$d/chat/prompt.json"
-"$CIS2" run --model-dir "$d/mid" --prompt-file "$d/chat/prompt.json" --gen-toks 12 --receipt "$d/chat/ref" > /dev/null ||
-    fail "cis2 run of the chat prompt"
-cmp "$d/chat/chat.receipt" "$d/chat/ref" || fail "the chat receipt differs from cis2 run's"
+$TMO $PY tests/server/ref.py "$CIS2" "$d/mid" "$d"/chat/chat*.json || fail "a chat choice is not cis2 run's"
+grep -qx 'stop-ids 2' "$d/chat/chat.receipt" || fail "the chat receipt does not record <|im_end|> (2) as its stop id"
+verify_all "$d/mid" "$d"/chat/chat*.receipt
 $PY -c 'import json,sys; p=json.load(open(sys.argv[1]))["prompt"]; sys.exit(p != "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")' \
-    "$d/chat/chat-default.json" || fail "the default system prompt: $(cat "$d/chat/chat-default.json")"
+    "$d/chat/default-system.prompt" || fail "the default system prompt: $(cat "$d/chat/default-system.prompt")"
+expect 400 invalid_value $P /v1/chat/completions $C -d '{"model":"mid","messages":[{"role":"user","content":"a"}],"logprobs":true,"top_logprobs":21}'
+expect 400 invalid_value $P /v1/chat/completions $C -d '{"model":"mid","messages":[{"role":"user","content":"a"}],"top_logprobs":2}'
+expect 400 invalid_type $P /v1/chat/completions $C -d '{"model":"mid","messages":[{"role":"user","content":"a"}],"logprobs":2}'
+# chat adds <|im_end|> to the stop ids: 63 of the library's 64 are left
+expect 400 invalid_value $P /v1/chat/completions $C -d "{\"model\":\"mid\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"stop_token_ids\":$($PY -c 'print(list(range(64)))' | tr -d ' ')}"
+[ "$(jget "$d/body" error param)" = stop_token_ids ] || fail "64 chat stop ids: $(cat "$d/body")"
+expect 200 - $P /v1/chat/completions $C -d "{\"model\":\"mid\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"max_tokens\":1,\"stop_token_ids\":$($PY -c 'print(list(range(3, 66)))' | tr -d ' ')}"
 expect 400 unsupported_parameter $P /v1/chat/completions $C -d '{"model":"mid","messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"f"}}]}'
 expect 501 unsupported_parameter $P /v1/chat/completions $C -d '{"model":"mid","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"1","type":"function","function":{"name":"f","arguments":"{}"}}]}]}'
 expect 400 invalid_type $P /v1/chat/completions $C -d '{"model":"mid","messages":[{"role":"user","content":[{"type":"text","text":"a"}]}]}'
@@ -220,6 +268,13 @@ curl -s -N -o "$d/queued.sse" "http://127.0.0.1:$P/v1/completions" $C -d '{"mode
 c2=$!
 wait_inflight $P 2
 expect 429 queue_full $P /v1/completions $C -d '{"model":"mid","prompt":"c","max_tokens":1}'
+# the session's own counts (cis2_session_stats_get): one running, one queued, its KV cache held
+expect 200 - $P /metrics
+metric() { sed -n "s/^$1 \([0-9]*\)\$/\1/p" "$d/body"; }
+[ "$(metric cis2_session_running)" = 1 ] && [ "$(metric cis2_session_queued)" = 1 ] ||
+    fail "/metrics: running $(metric cis2_session_running), queued $(metric cis2_session_queued) (expected 1, 1)"
+[ "$(metric cis2_kv_cache_bytes)" -gt 0 ] && [ "$(metric cis2_kv_budget_bytes)" = 1073741824 ] ||
+    fail "/metrics: kv bytes $(metric cis2_kv_cache_bytes), budget $(metric cis2_kv_budget_bytes)"
 # the queued stream waits without a token for longer than a third of --timeout: kept alive, not timed out
 i=0; until grep -q '^: keep-alive' "$d/queued.sse" 2> /dev/null; do i=$((i + 1)); [ $i -lt 100 ] || fail "no keep-alive on a queued stream"; sleep 0.1; done
 kill -0 $c2 2> /dev/null || fail "the queued stream ended"
@@ -241,8 +296,8 @@ wait $pid_mid; rc=$?
 [ $rc -eq 0 ] || fail "exit $rc after SIGTERM"
 curl -s -m 2 "http://127.0.0.1:$P/health" > /dev/null && fail "still accepting after SIGTERM"
 
-echo "== SIGTERM past --drain-timeout: in-flight requests get 503, exit 0"
-start mid2 "$d/mid" --drain-timeout 1
+echo "== --kv-budget: a sequence whose KV cache does not fit waits; SIGTERM past --drain-timeout: 503, exit 0"
+start mid2 "$d/mid" --drain-timeout 1 --kv-budget 16
 P=$port_mid2
 curl -s -o "$d/cut.json" -w '%{http_code}' "http://127.0.0.1:$P/v1/completions" $C \
     -d '{"model":"mid","prompt":"cut","max_tokens":1800}' > "$d/cut.code" &
@@ -251,6 +306,12 @@ curl -s -N -o "$d/cut.sse" "http://127.0.0.1:$P/v1/completions" $C \
     -d '{"model":"mid","prompt":"cut2","max_tokens":1800,"stream":true}' &
 c2=$!
 wait_inflight $P 2
+# each needs 2 x 8 layers x 1808 positions x 128 x 4 bytes = 14.8 MB: the second waits for the 16 MiB
+i=0; until expect 200 - $P /metrics && [ "$(metric cis2_session_queued)" = 1 ]; do
+    i=$((i + 1)); [ $i -lt 100 ] || fail "--kv-budget 16: queued $(metric cis2_session_queued), expected 1"; sleep 0.05; done
+[ "$(metric cis2_session_running)" = 1 ] && [ "$(metric cis2_kv_cache_bytes)" = 14811136 ] &&
+    [ "$(metric cis2_kv_budget_bytes)" = 16777216 ] ||
+    fail "--kv-budget 16: running $(metric cis2_session_running), kv $(metric cis2_kv_cache_bytes) of $(metric cis2_kv_budget_bytes)"
 t0=$(date +%s)
 kill -TERM $pid_mid2
 wait $c1 $c2
@@ -260,6 +321,18 @@ t1=$(date +%s)
 [ $((t1 - t0)) -le 5 ] || fail "the shutdown took $((t1 - t0)) s (drain 1 s)"
 [ "$(cat "$d/cut.code")" = 503 ] || fail "a request cut by the shutdown got $(cat "$d/cut.code")"
 grep -q '"shutting_down"' "$d/cut.sse" || fail "a stream cut by the shutdown has no error event: $(tail -c 300 "$d/cut.sse")"
+
+echo "== stop rules (the stopper checkpoint): chat ends at <|im_end|>; eos, stop ids, stop strings"
+"$CIS2" synth --config "$d/stopper.json" --seed 7 --out "$d/stopper" > /dev/null || fail "synth stopper"
+$PY tests/server/stopper.py "$d/stopper" tests/server/templates/chatml.jinja || fail "stopper.py"
+start stop "$d/stopper"
+mkdir -p "$d/stops"
+$TMO node tests/server/client.js stops "http://127.0.0.1:$port_stop" stopper "$d/stops" || fail "stops"
+$TMO $PY tests/server/ref.py "$CIS2" "$d/stopper" "$d"/stops/*.json || fail "a stopped choice is not cis2 run's"
+grep -qx 'finish-reason stop-id' "$d/stops/chat-stop.receipt" && grep -qx 'stop-ids 257' "$d/stops/chat-stop.receipt" ||
+    fail "the chat receipt does not record its stop at <|im_end|>: $(cat "$d/stops/chat-stop.receipt")"
+cp -r "$d/stopper" "$d/stopper2"
+verify_all "$d/stopper2" "$d"/stops/*.receipt
 
 echo "== an unrecognized template: chat 501 naming it"
 start mid3 "$d/mid" --chat-template tests/server/templates/refuse-zephyr.jinja
@@ -277,7 +350,7 @@ expect 200 - $P /v1/models -H 'Authorization: Bearer sk-test-123'
 expect 200 - $P /health
 $TMO node tests/server/client.js auth "http://127.0.0.1:$P" tiny sk-test-123 || fail "auth with the openai client"
 
-kill -TERM $pid_tiny $pid_mid3 $pid_auth
-for p in $pid_tiny $pid_mid3 $pid_auth; do wait $p || fail "a server exited $? after SIGTERM"; done
+kill -TERM $pid_tiny $pid_mid3 $pid_auth $pid_stop
+for p in $pid_tiny $pid_mid3 $pid_auth $pid_stop; do wait $p || fail "a server exited $? after SIGTERM"; done
 PIDS=""
 echo "serve: all checks passed"

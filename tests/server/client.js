@@ -2,15 +2,27 @@
 // tests/server/package-lock.json) driving `cis2 serve`, for tests/t_serve.sh
 // and tools/bench-serve.  Unmodified: only baseURL, apiKey and maxRetries 0.
 //
-//   node client.js concurrent BASE MODEL N OUT   N clients at once, different prompts and
-//                                                lengths, every other one streamed; OUT/i.receipt,
-//                                                OUT/i.json {prompt, max_tokens, text, stream}
-//   node client.js chat BASE MODEL OUT           chat.completions, whole and streamed
+//   node client.js concurrent BASE MODEL N OUT   N clients at once, different prompts, lengths and
+//                                                parameters (greedy, seeded sampling with top-k/top-p/
+//                                                min-p, logprobs, stop ids), every other one streamed:
+//                                                a case file OUT/i.json each (below)
+//   node client.js choices BASE MODEL OUT        n: 3 seeded, whole and streamed (equal), the same
+//                                                seed twice (equal), another seed (different): cases
+//   node client.js chat BASE MODEL OUT           chat.completions with logprobs, whole and streamed
+//   node client.js stops BASE MODEL OUT          stop rules on tests/server/stopper.py's checkpoint:
+//                                                chat ends at <|im_end|>, eos, stop ids, stop strings
 //   node client.js errors BASE MODEL             the client's error classes for 400/404/501
 //   node client.js auth BASE MODEL KEY           401 without/with a wrong key, 200 with KEY
 //   node client.js load BASE MODEL C R OUT       C clients x R requests each; OUT/c-r.receipt
-//   node client.js bench BASE MODEL C TOKENS S   C clients looping for S seconds: tokens/s, TTFT
+//   node client.js bench BASE MODEL C TOKENS S [PARAMS]  C clients looping for S seconds: tokens/s,
+//                                                TTFT (PARAMS: JSON added to every request)
 //   node client.js join BASE MODEL C L           a prompt of ~L tokens joins C decoding streams
+//
+// A case file is one choice: {kind, params (the request body as sent, JSON
+// text), index (its choice index), text, finish, cis2, logprobs (the OpenAI
+// object, a stream's chunks joined)}; tests/server/ref.py compares each with
+// `cis2 run` of the same parameters.  Every logprob the client parsed must
+// be, as binary32, the bits of cis2.logprob_bits / top_logprob_bits.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -23,27 +35,94 @@ const client = (key) => new OpenAI({ baseURL: base + '/v1', apiKey: key || 'unus
 function die(msg) { console.error('FAIL: ' + msg); process.exit(1); }
 function check(cond, msg) { if (!cond) die(msg); }
 
-// A completion's parts, streamed or not: text, finish_reason, cis2 object.
-async function complete(c, params) {
+// The hex bits of a number as binary32 (what a logprob decimal stands for).
+function f32hex(x) {
+  const v = new DataView(new ArrayBuffer(4));
+  v.setFloat32(0, x);
+  return v.getUint32(0).toString(16).padStart(8, '0');
+}
+
+// Joins the logprobs of a stream's chunks (one choice).
+function joinLogprobs(acc, lp) {
+  if (!lp) return acc;
+  if (!acc) return JSON.parse(JSON.stringify(lp));
+  for (const k of ['tokens', 'token_logprobs', 'top_logprobs', 'text_offset', 'content'])
+    if (lp[k]) acc[k] = (acc[k] || []).concat(lp[k]);
+  return acc;
+}
+
+// The OpenAI logprobs object of a choice against its cis2 bits: every value
+// the client parsed is, as binary32, the bits the cis2 object gives.
+function checkLogprobs(kind, lp, text, x, what) {
+  if (!x.logprob_bits) { check(lp === null || lp === undefined, `${what}: logprobs without cis2.logprob_bits`); return; }
+  const bits = x.logprob_bits, n = x.generated_token_ids.length, tops = x.top_logprob_bits;
+  check(lp && bits.length === n, `${what}: ${bits.length} logprob_bits for ${n} tokens`);
+  const nonFinite = (b) => (parseInt(b, 16) & 0x7f800000) === 0x7f800000; // null stands for inf or NaN
+  const same = (v, b) => (v === null ? nonFinite(b) : f32hex(v) === b);
+  if (kind === 'chat') {
+    check(lp.content.length === n, `${what}: ${lp.content.length} logprobs entries for ${n} tokens`);
+    lp.content.forEach((e, i) => {
+      check(typeof e.token === 'string' && (e.bytes === null || Array.isArray(e.bytes)), `${what}: entry ${i} shape`);
+      check(same(e.logprob, bits[i]), `${what}: token ${i}: ${e.logprob} is not ${bits[i]}`);
+      const want = tops ? tops[i].map((t) => t.bits) : [];
+      check(JSON.stringify(e.top_logprobs.map((t) => f32hex(t.logprob))) === JSON.stringify(want),
+        `${what}: token ${i}'s top_logprobs are not ${want}`);
+    });
+  } else {
+    check(lp.tokens.length === n && lp.token_logprobs.length === n && lp.top_logprobs.length === n &&
+          lp.text_offset.length === n, `${what}: logprobs arrays are not ${n} long`);
+    const cps = [...text].length;
+    lp.token_logprobs.forEach((v, i) => check(same(v, bits[i]), `${what}: token ${i}: ${v} is not ${bits[i]}`));
+    lp.top_logprobs.forEach((d, i) => {
+      const want = new Set(tops ? tops[i].map((t) => t.bits) : []);
+      for (const v of Object.values(d)) check(want.has(f32hex(v)), `${what}: token ${i}: alternative ${v} not in ${[...want]}`);
+    });
+    lp.text_offset.forEach((o, i) => check(o <= cps && (i === 0 || o >= lp.text_offset[i - 1]),
+      `${what}: text_offset ${lp.text_offset} (text of ${cps} code points)`));
+  }
+}
+
+// A completion's choices, streamed or not: [{index, text, finish, cis2, logprobs}].
+async function completeAll(c, params) {
+  const n = params.n || 1;
   if (!params.stream) {
     const r = await c.completions.create(params);
-    check(r.object === 'text_completion' && r.choices.length === 1, 'completion shape: ' + JSON.stringify(r).slice(0, 200));
-    check(r.usage && r.usage.completion_tokens === r.choices[0].cis2.generated_token_ids.length, 'usage');
-    return { text: r.choices[0].text, finish: r.choices[0].finish_reason, cis2: r.choices[0].cis2 };
+    check(r.object === 'text_completion' && r.choices.length === n, 'completion shape: ' + JSON.stringify(r).slice(0, 200));
+    check(r.usage && r.usage.completion_tokens === r.choices.reduce((a, x) => a + x.cis2.generated_token_ids.length, 0), 'usage');
+    return r.choices.map((x) => ({ index: x.index, text: x.text, finish: x.finish_reason, cis2: x.cis2, logprobs: x.logprobs }));
   }
   const s = await c.completions.create({ ...params, stream_options: { include_usage: true } });
-  let text = '', finish = null, cis2 = null, usage = null, chunks = 0;
+  const out = [...Array(n).keys()].map((i) => ({ index: i, text: '', finish: null, cis2: null, logprobs: null }));
+  let usage = null, chunks = 0;
   for await (const ch of s) {
     chunks++;
     if (ch.usage) usage = ch.usage;
     for (const x of ch.choices) {
-      text += x.text;
-      if (x.finish_reason) finish = x.finish_reason;
-      if (x.cis2) cis2 = x.cis2;
+      const o = out[x.index];
+      check(o && !o.finish, `a chunk for choice ${x.index} after its end`);
+      o.text += x.text;
+      o.logprobs = joinLogprobs(o.logprobs, x.logprobs);
+      if (x.finish_reason) o.finish = x.finish_reason;
+      if (x.cis2) o.cis2 = x.cis2;
     }
   }
-  check(cis2 && finish && usage, 'stream ended without finish_reason, cis2 or usage');
-  return { text, finish, cis2, chunks };
+  check(usage && out.every((o) => o.cis2 && o.finish), 'stream ended without finish_reason, cis2 or usage');
+  out.forEach((o) => { o.chunks = chunks; });
+  return out;
+}
+
+async function complete(c, params) { return (await completeAll(c, params))[0]; }
+
+// One case file per choice (and the receipt beside it), logprobs checked.
+function writeCases(out, name, kind, params, choices) {
+  for (const o of choices) {
+    const f = choices.length > 1 ? `${name}.${o.index}` : name;
+    checkLogprobs(kind, o.logprobs, o.text, o.cis2, f);
+    check((o.cis2.finish === 'length') === (o.finish === 'length'), `${f}: finish_reason ${o.finish} for ${o.cis2.finish}`);
+    fs.writeFileSync(path.join(out, f + '.receipt'), o.cis2.receipt);
+    fs.writeFileSync(path.join(out, f + '.json'), JSON.stringify({ kind, params: JSON.stringify(params), index: o.index,
+      text: o.text, finish: o.finish, cis2: o.cis2, logprobs: o.logprobs }));
+  }
 }
 
 function prompt(i) {
@@ -52,51 +131,126 @@ function prompt(i) {
   return words[i % words.length] + ' #' + i + ' ' + 'x'.repeat(i * 2);
 }
 
+// The parameters of client i: greedy, greedy with stop strings, seeded
+// sampling (top-k; top-p and min-p with logprobs), sampling with stop ids
+// and logprobs 0; max_tokens and streaming vary too.
+function sampled(i, p) {
+  switch (i % 4) {
+    case 1: return { ...p, temperature: 0.7, seed: 100 + i, top_k: 40 };
+    case 2: return { ...p, temperature: 1.3, top_p: 0.9, min_p: 0.05, seed: 7 * i, logprobs: 3 };
+    case 3: return { ...p, temperature: 0.5, seed: i, logprobs: 0, stop_token_ids: [10, 41, 55, 100] };
+    default: return i % 8 === 4 ? { ...p, stop: ['))', '\n\n', 'ee', '\x0e\x0e\x0e'], logprobs: 1, stream: i > 8 } : p;
+  }
+}
+
 async function concurrent() {
   const [n, out] = [parseInt(args[0], 10), args[1]];
   const c = client();
   const jobs = [];
   for (let i = 0; i < n; i++) {
-    const p = { model, prompt: prompt(i), max_tokens: 8 + 7 * i, stream: i % 2 === 1 };
-    jobs.push(complete(c, p).then((r) => {
-      fs.writeFileSync(path.join(out, i + '.receipt'), r.cis2.receipt);
-      fs.writeFileSync(path.join(out, i + '.json'), JSON.stringify({ prompt: p.prompt, max_tokens: p.max_tokens,
-        text: r.text, stream: p.stream, finish: r.finish }));
-    }));
+    const p = sampled(i, { model, prompt: prompt(i), max_tokens: 8 + 7 * i, stream: i % 2 === 1 });
+    jobs.push(completeAll(c, p).then((r) => writeCases(out, String(i), 'completion', p, r)));
   }
   await Promise.all(jobs);
   console.log(`concurrent: ${n} completions`);
 }
 
-async function chat() {
+// n: 3 seeded: three different samples (sequences 0..2), the same whether
+// streamed or not; the same seed again gives the same; another seed differs.
+async function choices() {
   const out = args[0];
   const c = client();
-  const messages = [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'Say hi in two words.' }];
-  const r = await c.chat.completions.create({ model, messages, max_tokens: 12 });
+  const p = { model, prompt: 'Once upon a time', max_tokens: 24, n: 3, temperature: 1, seed: 42, logprobs: 2 };
+  const a = await completeAll(c, p);
+  const b = await completeAll(c, { ...p, stream: true });
+  const again = await completeAll(c, p);
+  const other = await completeAll(c, { ...p, seed: 43 });
+  const ids = (r) => JSON.stringify(r.map((o) => o.cis2.generated_token_ids));
+  check(ids(a) === ids(b) && ids(a) === ids(again), 'n: 3 with one seed: the runs differ (whole, streamed, again)');
+  check(a.map((o) => o.text).join('\0') === b.map((o) => o.text).join('\0'), 'n: 3: the streamed texts differ');
+  check(new Set(a.map((o) => JSON.stringify(o.cis2.generated_token_ids))).size === 3, 'n: 3: the three samples are not distinct');
+  check(ids(a) !== ids(other), 'seed 42 and 43 give the same samples');
+  check(a.every((o, i) => o.index === i && o.cis2.receipt.includes(`\nsequence ${i}\n`)), 'choice i is not sequence i');
+  writeCases(out, 'n3', 'completion', p, a);
+  writeCases(out, 'n3s', 'completion', { ...p, stream: true }, b);
+  console.log('choices: n: 3 = sequences 0..2, whole = streamed = again, another seed differs');
+}
+
+// Chat, whole and streamed: the same text, receipt and logprobs.
+async function chatBoth(c, params, name, out) {
+  const r = await c.chat.completions.create(params);
   check(r.object === 'chat.completion' && r.choices[0].message.role === 'assistant', 'chat shape');
   check(typeof r.choices[0].message.content === 'string', 'chat content');
   const x = r.choices[0].cis2;
   check(x && x.receipt && x.prompt, 'chat cis2 object');
-  fs.writeFileSync(path.join(out, 'chat.receipt'), x.receipt);
-  fs.writeFileSync(path.join(out, 'chat.json'), JSON.stringify({ prompt: x.prompt, text: r.choices[0].message.content,
-    max_tokens: 12 }));
-  const s = await c.chat.completions.create({ model, messages, max_tokens: 12, stream: true });
-  let text = '', role = null, cis2 = null, finish = null;
+  const s = await c.chat.completions.create({ ...params, stream: true });
+  let text = '', role = null, cis2 = null, finish = null, lp = null;
   for await (const ch of s) {
     for (const d of ch.choices) {
       if (d.delta.role) role = d.delta.role;
       if (d.delta.content) text += d.delta.content;
       if (d.finish_reason) finish = d.finish_reason;
       if (d.cis2) cis2 = d.cis2;
+      lp = joinLogprobs(lp, d.logprobs);
     }
   }
   check(role === 'assistant' && finish && cis2, 'chat stream: role, finish_reason and cis2');
   check(text === r.choices[0].message.content, `chat stream text ${JSON.stringify(text)} != ${JSON.stringify(r.choices[0].message.content)}`);
   check(cis2.receipt === x.receipt, 'the streamed chat receipt differs from the whole one');
+  check(JSON.stringify(lp) === JSON.stringify(r.choices[0].logprobs), 'the streamed chat logprobs differ from the whole ones');
+  check(finish === r.choices[0].finish_reason, 'the streamed finish_reason differs');
+  writeCases(out, name, 'chat', params, [{ index: 0, text, finish, cis2, logprobs: lp }]);
+  return r;
+}
+
+async function chat() {
+  const out = args[0];
+  const c = client();
+  const messages = [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'Say hi in two words.' }];
+  const r = await chatBoth(c, { model, messages, max_tokens: 12 }, 'chat', out);
+  check(r.choices[0].logprobs === null, 'chat logprobs without logprobs: true');
+  await chatBoth(c, { model, messages, max_tokens: 12, logprobs: true, top_logprobs: 3 }, 'chat-lp', out);
+  await chatBoth(c, { model, messages, max_tokens: 12, logprobs: true, temperature: 0.9, top_p: 0.95, seed: 5 }, 'chat-sampled', out);
   // the default system prompt (no system message)
   const d = await c.chat.completions.create({ model, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 2 });
-  fs.writeFileSync(path.join(out, 'chat-default.json'), JSON.stringify({ prompt: d.choices[0].cis2.prompt }));
-  console.log('chat: whole and streamed agree');
+  fs.writeFileSync(path.join(out, 'default-system.prompt'), JSON.stringify({ prompt: d.choices[0].cis2.prompt }));
+  console.log('chat: whole and streamed agree (text, receipt, logprobs)');
+}
+
+// On the stopper checkpoint (tests/server/stopper.py): every step is "A" or
+// <|im_end|> (also its eos).
+async function stops() {
+  const out = args[0];
+  const c = client();
+  const messages = [{ role: 'user', content: 'Hello' }];
+  const r = await chatBoth(c, { model, messages, max_tokens: 30, logprobs: true, top_logprobs: 2 }, 'chat-stop', out);
+  const x = r.choices[0].cis2;
+  check(r.choices[0].finish_reason === 'stop' && x.finish === 'stop-id', `chat did not stop at <|im_end|>: ${x.finish}`);
+  check(x.generated_token_ids.length < 30 && !r.choices[0].message.content.includes('<|im_end|>'), 'chat: <|im_end|> in the content');
+  check(r.choices[0].logprobs.content.length === x.generated_token_ids.length, 'chat: the stopping token has no logprobs entry');
+  await chatBoth(c, { model, messages, max_tokens: 30, temperature: 0.8, seed: 9 }, 'chat-stop-sampled', out);
+  const cases = [
+    ['eos', { prompt: 'Once upon a time', stop_at_eos: true }, 'eos'],
+    ['stop-id', { prompt: 'Once upon a time', stop_token_ids: [65] }, 'stop-id'],
+    // "AAAAA" then <|im_end|>: the occurrence spans two tokens, the text before it stays
+    ['stop-string', { prompt: 'Once upon a time', stop: ['zz', 'A<|im_end|>'], logprobs: 1 }, 'stop-string'],
+    ['no-stop', { prompt: 'Once upon a time', stop: ['AAB'], stop_token_ids: [66] }, 'length'],
+  ];
+  for (const [name, extra, want] of cases) {
+    for (const stream of [false, true]) {
+      const p = { model, max_tokens: want === 'length' ? 4 : 30, ...extra, stream };
+      // a stream sends each token as it comes unless it may begin a stop
+      // string: how the tokens meet the HTTP thread varies, so try a few times
+      for (let k = 0; k < (stream ? 6 : 1); k++) {
+        const o = await complete(c, p);
+        check(o.cis2.finish === want && o.finish === (want === 'length' ? 'length' : 'stop'),
+          `${name}: finish ${o.finish} / ${o.cis2.finish}, expected ${want}`);
+        if (want !== 'stop-id') check(o.text === 'AAAA' || want === 'eos', `${name}: text ${JSON.stringify(o.text)}, expected "AAAA"`);
+        if (k === 0) writeCases(out, name + (stream ? '-s' : ''), 'completion', p, [o]);
+      }
+    }
+  }
+  console.log('stops: chat ends at <|im_end|>; eos, stop ids, stop strings end completions, whole and streamed');
 }
 
 async function expectError(p, status, cls, what) {
@@ -120,11 +274,17 @@ async function errors() {
     'max_tokens beyond the limit');
   await expectError(c.completions.create({ model, prompt: ' a'.repeat(2100), max_tokens: 1 }), 400,
     OpenAI.BadRequestError, 'prompt longer than the context');
-  await expectError(c.completions.create({ model, prompt: 'a', max_tokens: 1, temperature: 0.8 }), 501,
-    OpenAI.APIError, 'sampling (not in this build)');
-  // temperature 0 is greedy: served
+  await expectError(c.completions.create({ model, prompt: 'a', max_tokens: 1, temperature: 0.8, top_p: 0 }), 400,
+    OpenAI.BadRequestError, 'top_p 0');
+  await expectError(c.chat.completions.create({ model, messages: [{ role: 'user', content: 'a' }], logprobs: true,
+    top_logprobs: 21 }), 400, OpenAI.BadRequestError, 'top_logprobs 21');
+  await expectError(c.completions.create({ model, prompt: 'a', max_tokens: 1, echo: true }), 501,
+    OpenAI.APIError, 'echo (not implemented)');
+  // temperature 0 is greedy, 0.8 samples: both served
   const r = await c.completions.create({ model, prompt: 'a', max_tokens: 2, temperature: 0 });
   check(r.choices[0].finish_reason === 'length', 'temperature 0');
+  const t = await c.completions.create({ model, prompt: 'a', max_tokens: 2, temperature: 0.8 });
+  check(t.choices[0].cis2.receipt.startsWith('CIS-2-RECEIPT ext-sampling-1\n'), 'temperature 0.8: not a sampled receipt');
   const m = await c.models.list();
   check(m.data.length === 1 && m.data[0].id === model, 'models.list');
   console.log('errors: the client raises its own error classes');
@@ -163,6 +323,7 @@ async function load() {
 
 async function bench() {
   const [nc, tokens, secs] = [parseInt(args[0], 10), parseInt(args[1], 10), parseFloat(args[2])];
+  const extra = args[3] ? JSON.parse(args[3]) : {};
   const c = client();
   const end = Date.now() + secs * 1000;
   let total = 0, reqs = 0;
@@ -173,7 +334,7 @@ async function bench() {
     while (Date.now() < end) {
       const start = Date.now();
       const s = await c.completions.create({ model, prompt: prompt(ci * 1000 + k++).slice(0, 24), max_tokens: tokens,
-        stream: true });
+        stream: true, ...extra });
       let first = true;
       for await (const ch of s) {
         if (first && ch.choices.length && ch.choices[0].text) { ttft.push(Date.now() - start); first = false; }
@@ -227,6 +388,6 @@ async function join() {
     decoder_gap_median_ms: med, decoder_gap_max_ms: mx }));
 }
 
-const cmds = { concurrent, chat, errors, auth, load, bench, join };
+const cmds = { concurrent, choices, chat, stops, errors, auth, load, bench, join };
 if (!cmds[cmd]) die('unknown command ' + cmd);
 cmds[cmd]().catch((e) => die(`${cmd}: ${e.status || ''} ${e.message}`));

@@ -1,0 +1,234 @@
+/*
+ * serve_logprobs.c - logprobs in the OpenAI schemas (issue 19; README
+ * "Serving"), for whole responses and for streamed chunks.
+ *
+ * The library computes them (docs/sampling.md §S4: from the raw logits,
+ * never used to choose, never in the witness); this module only renders
+ * what a cis2_result or the token events carry:
+ *
+ *   completions  "logprobs": {"tokens": [...], "token_logprobs": [...],
+ *                "top_logprobs": [{TOKEN: LOGPROB, ...}, ...],
+ *                "text_offset": [...]}
+ *   chat         "logprobs": {"content": [{"token", "logprob", "bytes",
+ *                "top_logprobs": [{"token", "logprob", "bytes"}, ...]}, ...],
+ *                "refusal": null}
+ *
+ * One entry per generated token, the token that triggered a stop rule
+ * included (the receipt and generated_token_ids include it too; its text
+ * is not in the completion).  A token's string is its raw bytes when they
+ * are valid UTF-8, else OpenAI's `bytes:\xNN...` spelling; chat entries
+ * also give the raw bytes.  text_offset counts Unicode code points from
+ * the start of the choice's text (Python's str indexing), the position of
+ * the first byte of the token, clipped to the text's length (a stop cuts
+ * the text).  A completions top_logprobs object keeps the first of two
+ * alternatives whose strings coincide.
+ *
+ * Decimals are not normative (§S4): a value is written as the double
+ * equal to the binary32 (jansson's %.17g, so Math.fround / numpy.float32
+ * of it gives the bits back), or null when it is not finite, and the
+ * `cis2` object carries the bits themselves: `logprob_bits` (8 hex digits
+ * per generated token) and, when alternatives were asked for,
+ * `top_logprob_bits` ([{"id", "bits"}, ...] per token, candidate order).
+ */
+#include "serve.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint32_t f32_bits(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return b;
+}
+
+static json_t *bits_json(float f)
+{
+    char h[9];
+    snprintf(h, sizeof h, "%08x", (unsigned)f32_bits(f));
+    return json_string(h);
+}
+
+static json_t *value_json(float f) { return isfinite(f) ? json_real((double)f) : json_null(); }
+
+/* Length of the UTF-8 unit at s[0..n): a valid sequence, else the maximal
+ * subpart of one (at least 1 byte), as the library's lossy decoder
+ * replaces each with one U+FFFD; *valid says which. */
+static size_t utf8_unit(const unsigned char *s, size_t n, int *valid)
+{
+    unsigned char c = s[0];
+    *valid = 1;
+    if (c < 0x80) return 1;
+    size_t need;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) need = 1;
+    else if (c == 0xE0) { need = 2; lo = 0xA0; }
+    else if (c == 0xED) { need = 2; hi = 0x9F; }
+    else if (c >= 0xE1 && c <= 0xEF) need = 2;
+    else if (c == 0xF0) { need = 3; lo = 0x90; }
+    else if (c == 0xF4) { need = 3; hi = 0x8F; }
+    else if (c >= 0xF1 && c <= 0xF3) need = 3;
+    else { *valid = 0; return 1; }
+    size_t j = 1;
+    for (; j <= need && j < n; j++) {
+        unsigned char d = s[j];
+        if (d < (j == 1 ? lo : 0x80) || d > (j == 1 ? hi : 0xBF)) break;
+    }
+    if (j <= need) *valid = 0;
+    return j;
+}
+
+size_t serve_utf8_chars(const char *s, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) k += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return k;
+}
+
+/* A token's raw bytes (cis2_free'd by the caller; NULL, 0 for none). */
+static char *token_bytes(const cis2_engine *e, uint32_t id, size_t *len)
+{
+    char *b = NULL;
+    *len = 0;
+    if (cis2_engine_detokenize(e, &id, 1, 0, &b, len, NULL)) return NULL;
+    return b;
+}
+
+/* The token's string: its bytes if they are valid UTF-8, else
+ * "bytes:\xNN..." (OpenAI's spelling). */
+static json_t *token_string(const char *b, size_t len)
+{
+    int ok = 1;
+    for (size_t i = 0; i < len && ok;) {
+        int v;
+        i += utf8_unit((const unsigned char *)b + i, len - i, &v);
+        ok = v;
+    }
+    if (ok) return json_stringn(b ? b : "", len);
+    char *s = malloc(6 + 4 * len + 1);
+    if (!s) return json_string("");
+    memcpy(s, "bytes:", 6);
+    for (size_t i = 0; i < len; i++) snprintf(s + 6 + 4 * i, 5, "\\x%02x", (unsigned char)b[i]);
+    json_t *j = json_stringn(s, 6 + 4 * len);
+    free(s);
+    return j;
+}
+
+static json_t *bytes_array(const char *b, size_t len)
+{
+    if (!len) return json_null();
+    json_t *a = json_array();
+    for (size_t i = 0; i < len; i++) json_array_append_new(a, json_integer((unsigned char)b[i]));
+    return a;
+}
+
+/* One chat entry {token, logprob, bytes} (top_logprobs added by the caller). */
+static json_t *chat_entry(const cis2_engine *e, uint32_t id, float lp)
+{
+    size_t len;
+    char *b = token_bytes(e, id, &len);
+    json_t *o = json_object();
+    json_object_set_new(o, "token", token_string(b, len));
+    json_object_set_new(o, "logprob", value_json(lp));
+    json_object_set_new(o, "bytes", bytes_array(b, len));
+    cis2_free(b);
+    return o;
+}
+
+json_t *serve_lp_json(const cis2_engine *e, int chat, const serve_lp_span *sp)
+{
+    json_t *o = json_object();
+    if (chat) {
+        json_t *content = json_array();
+        for (size_t i = 0; i < sp->n; i++) {
+            json_t *x = chat_entry(e, sp->ids[i], sp->lp[i]);
+            json_t *top = json_array();
+            for (size_t k = 0; k < sp->n_top; k++) {
+                uint32_t id = sp->top_ids[i * sp->n_top + k];
+                if (id != UINT32_MAX) json_array_append_new(top, chat_entry(e, id, sp->top_lp[i * sp->n_top + k]));
+            }
+            json_object_set_new(x, "top_logprobs", top);
+            json_array_append_new(content, x);
+        }
+        json_object_set_new(o, "content", content);
+        json_object_set_new(o, "refusal", json_null());
+        return o;
+    }
+    json_t *tokens = json_array(), *vals = json_array(), *tops = json_array(), *offs = json_array();
+    /* the span's raw bytes first, then one walk over their UTF-8 units: a
+     * token's offset is the number of units (code points) that start
+     * before its first byte */
+    char *raw = NULL;
+    size_t raw_len = 0, *starts = calloc(sp->n + 1, sizeof *starts);
+    for (size_t i = 0; i < sp->n && starts; i++) {
+        size_t len;
+        char *b = token_bytes(e, sp->ids[i], &len);
+        char *np = len ? realloc(raw, raw_len + len) : raw;
+        if (np) {
+            raw = np;
+            if (len) memcpy(raw + raw_len, b, len);
+            raw_len += len;
+        }
+        starts[i + 1] = raw_len;
+        cis2_free(b);
+    }
+    size_t unit_pos = 0, units = 0;
+    for (size_t i = 0; i < sp->n; i++) {
+        size_t start = starts ? starts[i] : 0, len = starts ? starts[i + 1] - start : 0;
+        while (unit_pos < start) {
+            int v;
+            unit_pos += utf8_unit((const unsigned char *)raw + unit_pos, raw_len - unit_pos, &v);
+            units++;
+        }
+        size_t off = sp->base + units;
+        if (off > sp->clip) off = sp->clip;
+        json_array_append_new(offs, json_integer((json_int_t)off));
+        json_array_append_new(tokens, token_string(raw ? raw + start : NULL, len));
+        json_array_append_new(vals, value_json(sp->lp[i]));
+        json_t *d = json_object();
+        for (size_t t = 0; t < sp->n_top; t++) {
+            uint32_t id = sp->top_ids[i * sp->n_top + t];
+            if (id == UINT32_MAX) continue;
+            size_t tl;
+            char *tb = token_bytes(e, id, &tl);
+            json_t *ks = token_string(tb, tl);
+            cis2_free(tb);
+            const char *key = json_string_value(ks);
+            if (key && !json_object_get(d, key)) json_object_set_new(d, key, value_json(sp->top_lp[i * sp->n_top + t]));
+            json_decref(ks);
+        }
+        json_array_append_new(tops, d);
+    }
+    free(raw);
+    free(starts);
+    json_object_set_new(o, "tokens", tokens);
+    json_object_set_new(o, "token_logprobs", vals);
+    json_object_set_new(o, "top_logprobs", tops);
+    json_object_set_new(o, "text_offset", offs);
+    return o;
+}
+
+void serve_lp_bits(json_t *o, const cis2_result *r)
+{
+    if (!r->logprobs) return;
+    json_t *a = json_array();
+    for (size_t i = 0; i < r->n_tokens; i++) json_array_append_new(a, bits_json(r->logprobs[i]));
+    json_object_set_new(o, "logprob_bits", a);
+    if (!r->n_top) return;
+    json_t *t = json_array();
+    for (size_t i = 0; i < r->n_tokens; i++) {
+        json_t *s = json_array();
+        for (size_t k = 0; k < r->n_top; k++) {
+            uint32_t id = r->top_ids[i * r->n_top + k];
+            if (id == UINT32_MAX) continue;
+            json_t *x = json_object();
+            json_object_set_new(x, "id", json_integer(id));
+            json_object_set_new(x, "bits", bits_json(r->top_logprobs[i * r->n_top + k]));
+            json_array_append_new(s, x);
+        }
+        json_array_append_new(t, s);
+    }
+    json_object_set_new(o, "top_logprob_bits", t);
+}
