@@ -306,7 +306,7 @@ int cis2_stop_after(const cis2_stop_rule *r, cis2_stop_state *st, size_t step, u
             st->tail = nt;
             st->cap = cap;
         }
-        memcpy(st->tail + st->tail_len, bytes, len);
+        if (len) memcpy(st->tail + st->tail_len, bytes, len); /* a token may have no bytes */
         size_t prev = st->tail_len; /* b, relative to the tail */
         st->tail_len += len;
         uint64_t base = st->total - prev; /* offset of tail[0] in B */

@@ -285,6 +285,9 @@ def stop_file():
              [(30, b' there'), (31, b' Hi')], 2, stop_strings=[b'Hi there'])
     run_case('empty_token', 'a token with no bytes creates no occurrence',
              [(40, b'ab'), (41, b''), (42, b'c')], 3, stop_strings=[b'abc'])
+    run_case('empty_first_token', 'the first token has no bytes: nothing is held yet, and a '
+             'later occurrence still stops', [(41, b''), (40, b'ab'), (42, b'c')], 3,
+             stop_strings=[b'abc'])
     step_case('old_occurrence', 'an occurrence inside earlier bytes does not need the new '
               'token: no stop', [(0, b'xxab')], (1, b'c'), [b'ab'])
     step_case('ends_in_new', 'occurrence ending in the new token', [(0, b'xxab')], (1, b'c'),
