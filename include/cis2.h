@@ -284,8 +284,9 @@ typedef struct cis2_token_event {
     size_t vocab;
     int finish;               /* enum cis2_finish: nonzero if this token ends it */
     float logprob;            /* when requested, else 0 */
-    size_t n_top;             /* top alternatives (<= top_logprobs) */
-    const uint32_t *top_ids;
+    size_t n_top;             /* top alternatives (= top_logprobs) */
+    const uint32_t *top_ids;  /* candidate order (docs/sampling.md); fewer candidates
+                                 than asked: the rest are id UINT32_MAX, logprob 0 */
     const float *top_logprobs;
 } cis2_token_event;
 /* Return 0 to go on, nonzero to cancel (generate fails with CIS2_E_CANCELLED;
@@ -323,7 +324,7 @@ typedef struct cis2_result {
     size_t text_len;
     float *logprobs;          /* n_tokens, when requested, else NULL */
     size_t n_top;             /* alternatives per step */
-    uint32_t *top_ids;        /* n_tokens * n_top */
+    uint32_t *top_ids;        /* n_tokens * n_top, padded as in cis2_token_event */
     float *top_logprobs;
     struct cis2_result_priv *priv; /* what a receipt needs besides (internal) */
 } cis2_result;

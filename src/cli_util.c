@@ -104,6 +104,7 @@ const cli_command cli_commands[] = {
      "  --max-batch N       sequences decoded together (default 16)\n"
      "  --max-queue N       sequences waiting beyond the batch before 429 (default 64)\n"
      "  --prefill-chunk N   prompt rows a step adds for joining requests, in all (default 256)\n"
+     "  --kv-budget MIB     KV caches of running sequences in all; more wait (default 1024)\n"
      "  --max-tokens N      the largest max_tokens a request may ask (default 4096)\n"
      "  --max-body BYTES    request body limit, 413 beyond (default 1048576)\n"
      "  --max-connections N open connections at most (default 256)\n"
