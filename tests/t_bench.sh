@@ -7,6 +7,17 @@ for k in read_bandwidth_gb_s weight_bytes_per_token decode_ms_per_token bound_ms
          prefill_tokens_per_s batched_tokens_per_s full_run_s speedup_vs_scalar peak_rss_mb; do
     echo "$out" | grep -q "\"$k\"" || { echo "FAIL: bench --json lacks $k"; exit 1; }
 done
+for k in generate_256_s verify_256_s verify_speedup_256 verify_16x64_together_s_per_receipt \
+         verify_16x64_one_at_a_time_s_per_receipt batch_verify_gain batch_verify_gain_shortest; do
+    echo "$out" | grep -q "\"$k\"" || { echo "FAIL: bench --json lacks verify.$k"; exit 1; }
+done
+echo "$out" | grep -q '"all_ok": true' || { echo "FAIL: a receipt bench made did not verify"; exit 1; }
+# the kernel benchmark calls internals: it must keep building against them
+if [ -z "${RUNNER:-}" ]; then
+    ${CC:-cc} -std=c11 -ffp-contract=off -fno-fast-math -O2 -D_DEFAULT_SOURCE -Iinclude -Isrc -pthread \
+        -o "$BUILD/bench-kernels" tools/bench-kernels.c "$BUILD/libcis2-internal.a" $( [ "${SAN:-}" = 1 ] && echo -fsanitize=address,undefined ) \
+        -lcrypto -ljansson -lpthread || { echo "FAIL: tools/bench-kernels.c does not build"; exit 1; }
+fi
 set +e
 $CIS2 bench --shape no-such-shape 2>/dev/null; [ $? -eq 2 ] || { echo "FAIL: unknown shape not a usage error"; exit 1; }
 echo ok
