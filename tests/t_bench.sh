@@ -8,7 +8,8 @@ for k in read_bandwidth_gb_s weight_bytes_per_token decode_ms_per_token bound_ms
     echo "$out" | grep -q "\"$k\"" || { echo "FAIL: bench --json lacks $k"; exit 1; }
 done
 for k in generate_256_s verify_256_s verify_speedup_256 verify_16x64_together_s_per_receipt \
-         verify_16x64_one_at_a_time_s_per_receipt batch_verify_gain batch_verify_gain_shortest; do
+         verify_16x64_one_at_a_time_s_per_receipt batch_verify_gain batch_verify_gain_shortest \
+         open_s verify_16x64_open_each_s_per_receipt batch_verify_gain_with_open; do
     echo "$out" | grep -q "\"$k\"" || { echo "FAIL: bench --json lacks verify.$k"; exit 1; }
 done
 echo "$out" | grep -q '"all_ok": true' || { echo "FAIL: a receipt bench made did not verify"; exit 1; }
