@@ -195,7 +195,7 @@ static int avail_avx512(void)
 static const struct cis2_variant variants[] = {
 #if defined(__x86_64__)
     {"avx512", cis2_kern_avx512, avail_avx512, cis2_prep_avx512, cis2_attn_scores_avx512, cis2_attn_vmix_avx512},
-    {"avx2", cis2_kern_avx2, avail_avx2, NULL, NULL, NULL},
+    {"avx2", cis2_kern_avx2, avail_avx2, NULL, cis2_attn_scores_avx2, cis2_attn_vmix_avx2},
 #endif
 #if defined(__aarch64__)
     {"neon", cis2_kern_neon, avail_yes, NULL, NULL, NULL}, /* Advanced SIMD is mandatory on aarch64 */

@@ -103,6 +103,9 @@ typedef void (*cis2_vmix_fn)(const float *s, size_t G, const float *v, size_t v_
 void cis2_kern_scalar(KERN_ARGS);
 #if defined(__x86_64__)
 void cis2_kern_avx2(KERN_ARGS);
+void cis2_attn_scores_avx2(const float *q, size_t G, const float *kt, size_t len, size_t hd, float scale, float *s);
+void cis2_attn_vmix_avx2(const float *s, size_t G, const float *v, size_t v_stride, size_t len, size_t hd,
+                         float *out);
 void cis2_kern_avx512(KERN_ARGS);
 void cis2_prep_avx512(const float *x, size_t npos, size_t cols, float *xt);
 void cis2_attn_scores_avx512(const float *q, size_t G, const float *kt, size_t len, size_t hd, float scale,
