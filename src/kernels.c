@@ -65,22 +65,10 @@ static void pack_group(void *vctx, size_t g)
 int cis2_pmat_pack(cis2_pmat *m, cis2_wtype type, const uint8_t *src, size_t rows, size_t cols,
                    cis2_error *err)
 {
-    memset(m, 0, sizeof *m);
-    if (type != CIS2_W_BF16 && type != CIS2_W_F32)
-        return cis2_fail(err, CIS2_E_INTERNAL, "kernels: unknown weight type %d", (int)type);
-    size_t es = type == CIS2_W_BF16 ? 2 : 4;
-    size_t groups = (rows + CIS2_KG - 1) / CIS2_KG;
-    if (cols && (cols > SIZE_MAX / 64 || groups > SIZE_MAX / 2 / (cols * CIS2_KG * es)))
-        return cis2_fail(err, CIS2_E_NOMEM, "kernels: %zux%zu matrix is too large to pack", rows, cols);
-    size_t bytes = groups * cols * CIS2_KG * es;
-    size_t alloc = bytes ? (bytes + 63) / 64 * 64 : 64;
-    void *data = aligned_alloc(64, alloc);
-    if (!data)
-        return cis2_fail(err, CIS2_E_NOMEM, "kernels: out of memory packing a %zux%zu matrix", rows, cols);
-    memset((uint8_t *)data + bytes, 0, alloc - bytes);
-    m->type = type; m->rows = rows; m->cols = cols; m->groups = groups; m->data = data;
+    int rc = cis2_pmat_alloc(m, type, rows, cols, err);
+    if (rc) return rc;
     struct pack_job j = {m, src};
-    if (cols) cis2_parallel_for(groups, pack_group, &j); /* the pool also spreads the page faults */
+    if (cols) cis2_parallel_for(m->groups, pack_group, &j); /* the pool also spreads the page faults */
     return CIS2_OK;
 }
 
