@@ -27,6 +27,7 @@
 #include "fileio.h"
 #include "sample.h"
 #include "session.h"
+#include "strbuf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,45 +124,6 @@ char *cis2_receipt_params_block(const cis2_receipt *r)
 
 /* ------------------------------------------------------------- render */
 
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n)
-{
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *np = realloc(b->p, cap);
-        if (!np) { b->oom = 1; return; }
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-
-static void sb_hex(sbuf *b, const uint8_t *d, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        char h[3];
-        cis2_hex(&d[i], 1, h);
-        sb_put(b, h, 2);
-    }
-}
-
-static void sb_csv(sbuf *b, const uint32_t *ids, size_t n)
-{
-    char t[16];
-    for (size_t i = 0; i < n; i++) sb_put(b, t, (size_t)snprintf(t, sizeof t, i ? ",%u" : "%u", ids[i]));
-}
-
 static int token_ok(const char *s, size_t cap)
 {
     size_t n = strnlen(s, cap);
@@ -171,33 +133,33 @@ static int token_ok(const char *s, size_t cap)
     return 1;
 }
 
-static void render_value(sbuf *b, const cis2_receipt *r, int k, const char *params)
+static void render_value(cis2_sb *b, const cis2_receipt *r, int k, const char *params)
 {
     char t[32];
     switch (k) {
-    case K_SPEC: sb_str(b, r->spec_version); break;
-    case K_EXTENSION: sb_str(b, "sampling-1"); break;
-    case K_WEIGHTS: sb_hex(b, r->weights_sha, 32); break;
-    case K_CONFIG: sb_hex(b, r->config_sha, 32); break;
-    case K_TOKENIZER: sb_hex(b, r->tokenizer_sha, 32); break;
-    case K_PROMPT_HEX: sb_hex(b, r->prompt, r->prompt_len); break;
-    case K_PROMPT_IDS: sb_csv(b, r->prompt_ids, r->n_prompt); break;
-    case K_GEN_TOKS: snprintf(t, sizeof t, "%u", r->gen_toks); sb_str(b, t); break;
-    case K_DTYPE: sb_str(b, r->dtype); break;
-    case K_TABLE: sb_hex(b, r->table_digest, 32); break;
-    case K_INV_FREQ: sb_hex(b, r->inv_freq_digest, 32); break;
-    case K_GENERATED: sb_csv(b, r->generated, r->gen_toks); break;
-    case K_ARGMAX: case K_TOKEN_DIGEST: sb_hex(b, r->argmax, 32); break;
-    case K_WITNESS: sb_hex(b, r->witness, 32); break;
-    case K_PARAMS: sb_hex(b, r->params_digest, 32); break;
-    case K_FINISH: sb_str(b, finish_word(r->finish) ? finish_word(r->finish) : "?"); break;
+    case K_SPEC: cis2_sb_str(b, r->spec_version); break;
+    case K_EXTENSION: cis2_sb_str(b, "sampling-1"); break;
+    case K_WEIGHTS: cis2_sb_hex(b, r->weights_sha, 32); break;
+    case K_CONFIG: cis2_sb_hex(b, r->config_sha, 32); break;
+    case K_TOKENIZER: cis2_sb_hex(b, r->tokenizer_sha, 32); break;
+    case K_PROMPT_HEX: cis2_sb_hex(b, r->prompt, r->prompt_len); break;
+    case K_PROMPT_IDS: cis2_sb_csv(b, r->prompt_ids, r->n_prompt); break;
+    case K_GEN_TOKS: snprintf(t, sizeof t, "%u", r->gen_toks); cis2_sb_str(b, t); break;
+    case K_DTYPE: cis2_sb_str(b, r->dtype); break;
+    case K_TABLE: cis2_sb_hex(b, r->table_digest, 32); break;
+    case K_INV_FREQ: cis2_sb_hex(b, r->inv_freq_digest, 32); break;
+    case K_GENERATED: cis2_sb_csv(b, r->generated, r->gen_toks); break;
+    case K_ARGMAX: case K_TOKEN_DIGEST: cis2_sb_hex(b, r->argmax, 32); break;
+    case K_WITNESS: cis2_sb_hex(b, r->witness, 32); break;
+    case K_PARAMS: cis2_sb_hex(b, r->params_digest, 32); break;
+    case K_FINISH: cis2_sb_str(b, finish_word(r->finish) ? finish_word(r->finish) : "?"); break;
     default: { /* max-toks .. stop-strings: exactly the §S7.5 block's line */
         const char *key = names[k], *p = params;
         size_t kl = strlen(key);
         while (p && *p && !(strncmp(p, key, kl) == 0 && p[kl] == ' ')) p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL;
         if (!p || !*p) { b->oom = 1; break; }
         const char *v = p + kl + 1, *e = strchr(v, '\n');
-        sb_put(b, v, (size_t)(e - v));
+        cis2_sb_put(b, v, (size_t)(e - v));
     }
     }
 }
@@ -215,13 +177,13 @@ int cis2_receipt_render(const cis2_receipt *r, char **out, size_t *len, cis2_err
     if (r->ext && !params) return cis2_fail(err, CIS2_E_NOMEM, "receipt: out of memory");
     size_t nk;
     const int *order = order_of(r->ext, &nk);
-    sbuf b = {0};
-    sb_str(&b, r->ext ? CIS2_RECEIPT_EXT_MAGIC "\n" : CIS2_RECEIPT_MAGIC "\n");
+    cis2_sb b = {0};
+    cis2_sb_str(&b, r->ext ? CIS2_RECEIPT_EXT_MAGIC "\n" : CIS2_RECEIPT_MAGIC "\n");
     for (size_t i = 0; i < nk; i++) {
-        sb_str(&b, names[order[i]]);
-        sb_put(&b, " ", 1);
+        cis2_sb_str(&b, names[order[i]]);
+        cis2_sb_put(&b, " ", 1);
         render_value(&b, r, order[i], params);
-        sb_put(&b, "\n", 1);
+        cis2_sb_put(&b, "\n", 1);
     }
     free(params);
     if (b.oom) { free(b.p); return cis2_fail(err, CIS2_E_NOMEM, "receipt: out of memory"); }

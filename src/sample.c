@@ -17,6 +17,7 @@
  */
 #include "sample.h"
 #include "pmath.h"
+#include "strbuf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -332,52 +333,30 @@ int cis2_stop_after(const cis2_stop_rule *r, cis2_stop_state *st, size_t step, u
 
 /* ------------------------------------------------------ params block */
 
-typedef struct sbuf { char *p; size_t n, cap; int oom; } sbuf;
-
-static void put(sbuf *b, const char *s, size_t n)
-{
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *np = realloc(b->p, cap);
-        if (!np) { b->oom = 1; return; }
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-static void putf(sbuf *b, const char *key, const char *fmt, unsigned long long v)
+static void putf(cis2_sb *b, const char *key, const char *fmt, unsigned long long v)
 {
     char t[64];
     int n = snprintf(t, sizeof t, "%s ", key);
-    put(b, t, (size_t)n);
+    cis2_sb_put(b, t, (size_t)n);
     n = snprintf(t, sizeof t, fmt, v);
-    put(b, t, (size_t)n);
-    put(b, "\n", 1);
+    cis2_sb_put(b, t, (size_t)n);
+    cis2_sb_put(b, "\n", 1);
 }
 
-static void put_csv(sbuf *b, const char *key, const uint32_t *v, size_t n)
+static void put_csv(cis2_sb *b, const char *key, const uint32_t *v, size_t n)
 {
-    put(b, key, strlen(key));
-    put(b, " ", 1);
-    if (!n) put(b, "none", 4);
-    for (size_t i = 0; i < n; i++) {
-        char t[16];
-        int k = snprintf(t, sizeof t, i ? ",%u" : "%u", v[i]);
-        put(b, t, (size_t)k);
-    }
-    put(b, "\n", 1);
+    cis2_sb_str(b, key);
+    cis2_sb_put(b, " ", 1);
+    if (!n) cis2_sb_put(b, "none", 4);
+    cis2_sb_csv(b, v, n);
+    cis2_sb_put(b, "\n", 1);
 }
 
 char *cis2_params_block(const cis2_sampling *p, const cis2_stop_rule *r) /* §S7.5 */
 {
-    sbuf b = {0};
+    cis2_sb b = {0};
     putf(&b, "max-toks", "%llu", (unsigned long long)r->max_tokens);
-    put(&b, cis2_sampling_greedy(p) ? "sampler greedy\n" : "sampler philox4x32-10\n",
+    cis2_sb_put(&b, cis2_sampling_greedy(p) ? "sampler greedy\n" : "sampler philox4x32-10\n",
         cis2_sampling_greedy(p) ? 15 : 22);
     putf(&b, "temperature", "%08llx", bits(p->temperature));
     putf(&b, "top-k", "%llu", p->top_k);
@@ -387,17 +366,13 @@ char *cis2_params_block(const cis2_sampling *p, const cis2_stop_rule *r) /* §S7
     putf(&b, "sequence", "%llu", p->sequence);
     put_csv(&b, "stop-eos", r->eos, r->eos ? r->n_eos : 0);
     put_csv(&b, "stop-ids", r->ids, r->n_ids);
-    put(&b, "stop-strings ", 13);
-    if (!r->n_strings) put(&b, "none", 4);
+    cis2_sb_put(&b, "stop-strings ", 13);
+    if (!r->n_strings) cis2_sb_put(&b, "none", 4);
     for (size_t i = 0; i < r->n_strings; i++) {
-        if (i) put(&b, ",", 1);
-        for (size_t k = 0; k < r->lens[i]; k++) {
-            char h[3];
-            snprintf(h, sizeof h, "%02x", (unsigned char)r->strings[i][k]);
-            put(&b, h, 2);
-        }
+        if (i) cis2_sb_put(&b, ",", 1);
+        cis2_sb_hex(&b, (const uint8_t *)r->strings[i], r->lens[i]);
     }
-    put(&b, "\n", 1);
+    cis2_sb_put(&b, "\n", 1);
     if (b.oom) { free(b.p); return NULL; }
     return b.p;
 }
