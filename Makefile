@@ -84,10 +84,6 @@ ALL_SRC := $(wildcard src/*.c)
 X86_SRC := $(wildcard src/kern_x86_*.c)
 ARM_SRC := $(wildcard src/kern_neon*.c)
 CLI_SRC := src/main.c $(wildcard src/cli_*.c) $(wildcard src/serve_*.c)
-# src/fileio_stub.c is replaced by src/fileio.c when that lands
-ifneq ($(wildcard src/fileio.c),)
-  ALL_SRC := $(filter-out src/fileio_stub.c,$(ALL_SRC))
-endif
 ifeq ($(ARCH),x86_64)
   LIB_SRC := $(filter-out $(CLI_SRC) $(ARM_SRC),$(ALL_SRC))
 else
