@@ -273,6 +273,11 @@ json_t *serve_lp_json(const cis2_engine *e, int chat, const serve_lp_span *sp);
 void serve_lp_bits(json_t *cis2_obj, const cis2_result *r);
 /* Code points of valid UTF-8 text. */
 size_t serve_utf8_chars(const char *s, size_t n);
+/* Length of the UTF-8 unit at s[0..n) (n >= 1): a valid sequence, else the
+ * maximal subpart of one (at least 1 byte), as the library's lossy decoder
+ * replaces each with one U+FFFD.  *valid: 1 a valid sequence, 0 invalid,
+ * -1 a valid start that the end of the input cut short. */
+size_t serve_utf8_unit(const unsigned char *s, size_t n, int *valid);
 
 /* ------------------------------------------------------------------ http */
 

@@ -992,32 +992,15 @@ static json_t *chunk(const serve_sse *s, size_t i, const char *text, size_t tlen
     return o;
 }
 
-/* Bytes [i, n) start an incomplete UTF-8 sequence that more bytes could
- * complete?  Returns where it starts (n when the tail is complete or
- * definitely invalid), scanning as the library's lossy decoder does. */
+/* Where the bytes' last UTF-8 unit starts if it is a valid sequence cut
+ * short by the end (more bytes could complete it), else n. */
 static size_t incomplete_tail(const unsigned char *s, size_t n)
 {
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = s[i];
-        if (c < 0x80) { i++; continue; }
-        size_t need;
-        unsigned char lo = 0x80, hi = 0xBF;
-        if (c >= 0xC2 && c <= 0xDF) need = 1;
-        else if (c == 0xE0) { need = 2; lo = 0xA0; }
-        else if (c == 0xED) { need = 2; hi = 0x9F; }
-        else if (c >= 0xE1 && c <= 0xEF) need = 2;
-        else if (c == 0xF0) { need = 3; lo = 0x90; }
-        else if (c == 0xF4) { need = 3; hi = 0x8F; }
-        else if (c >= 0xF1 && c <= 0xF3) need = 3;
-        else { i++; continue; }
-        size_t j = 1;
-        for (; j <= need && i + j < n; j++) {
-            unsigned char d = s[i + j];
-            if (d < (j == 1 ? lo : 0x80) || d > (j == 1 ? hi : 0xBF)) break;
-        }
-        if (j <= need && i + j == n) return i; /* ran out while valid so far */
-        i += j;
+    for (size_t i = 0; i < n;) {
+        int v;
+        size_t u = serve_utf8_unit(s + i, n - i, &v);
+        if (v < 0) return i;
+        i += u;
     }
     return n;
 }

@@ -53,10 +53,7 @@ static json_t *bits_json(float f)
 
 static json_t *value_json(float f) { return isfinite(f) ? json_real((double)f) : json_null(); }
 
-/* Length of the UTF-8 unit at s[0..n): a valid sequence, else the maximal
- * subpart of one (at least 1 byte), as the library's lossy decoder
- * replaces each with one U+FFFD; *valid says which. */
-static size_t utf8_unit(const unsigned char *s, size_t n, int *valid)
+size_t serve_utf8_unit(const unsigned char *s, size_t n, int *valid)
 {
     unsigned char c = s[0];
     *valid = 1;
@@ -76,7 +73,7 @@ static size_t utf8_unit(const unsigned char *s, size_t n, int *valid)
         unsigned char d = s[j];
         if (d < (j == 1 ? lo : 0x80) || d > (j == 1 ? hi : 0xBF)) break;
     }
-    if (j <= need) *valid = 0;
+    if (j <= need) *valid = j == n ? -1 : 0; /* -1: every byte so far fits, the input ended */
     return j;
 }
 
@@ -103,8 +100,8 @@ static json_t *token_string(const char *b, size_t len)
     int ok = 1;
     for (size_t i = 0; i < len && ok;) {
         int v;
-        i += utf8_unit((const unsigned char *)b + i, len - i, &v);
-        ok = v;
+        i += serve_utf8_unit((const unsigned char *)b + i, len - i, &v);
+        ok = v == 1;
     }
     if (ok) return json_stringn(b ? b : "", len);
     char *s = malloc(6 + 4 * len + 1);
@@ -179,7 +176,7 @@ json_t *serve_lp_json(const cis2_engine *e, int chat, const serve_lp_span *sp)
         size_t start = starts ? starts[i] : 0, len = starts ? starts[i + 1] - start : 0;
         while (unit_pos < start) {
             int v;
-            unit_pos += utf8_unit((const unsigned char *)raw + unit_pos, raw_len - unit_pos, &v);
+            unit_pos += serve_utf8_unit((const unsigned char *)raw + unit_pos, raw_len - unit_pos, &v);
             units++;
         }
         size_t off = sp->base + units;
