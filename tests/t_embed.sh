@@ -24,7 +24,7 @@ awk '/<!-- example: embed.c -->/ { on = 1; next } on && /^```c/ { code = 1; next
 PKG_CONFIG_PATH="$d/prefix/lib/pkgconfig" pkg-config --cflags --libs cis2 > "$d/flags" || fail "pkg-config cis2"
 # under `make check SAN=1` the example carries the sanitizer runtime the library needs
 san=; [ "${SAN:-}" = 1 ] && san="-fsanitize=address,undefined"
-${CC:-cc} -std=c11 -Wall -Wextra -Werror $san "$d/embed.c" $(cat "$d/flags") -o "$d/embed" || fail "the example does not compile"
+${CC:-cc} -std=c11 -ffp-contract=off -Wall -Wextra -Werror $san "$d/embed.c" $(cat "$d/flags") -o "$d/embed" || fail "the example does not compile"
 LD_LIBRARY_PATH="$d/prefix/lib" ldd "$d/embed" | grep -q "libcis2.so.0 => $d/prefix/lib/libcis2.so.0" ||
     fail "the example is not linked against the installed libcis2.so"
 "$CIS2" synth --shape tiny --seed 7 --out "$d/m" > /dev/null || fail "synth"
