@@ -1,6 +1,7 @@
 /*
  * strbuf.h - a growing NUL-terminated byte buffer for the library's text
- * renderers (receipt.c's receipt lines, sample.c's §S7.5 parameter block).
+ * renderers (receipt.c's receipt lines, sample.c's §S7.5 parameter block,
+ * synth.c's safetensors header).
  * Library-internal; the CLI and the server have their own buffers, since
  * they see only include/cis2.h.
  *
@@ -26,5 +27,10 @@ void cis2_sb_str(cis2_sb *b, const char *s);
 void cis2_sb_hex(cis2_sb *b, const uint8_t *d, size_t n);
 /* "1,2,3" (nothing for n == 0) */
 void cis2_sb_csv(cis2_sb *b, const uint32_t *v, size_t n);
+void cis2_sb_printf(cis2_sb *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 #endif

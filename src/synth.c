@@ -25,11 +25,11 @@
 #include "synth.h"
 #include "config.h"
 #include "fileio.h"
+#include "strbuf.h"
 #include "tokenizer.h"
 
 #include <errno.h>
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,33 +151,6 @@ static size_t tensor_list(const cis2_synth_shape *s, tdesc *out, size_t cap)
     return n;
 }
 
-/* ---- small string builder ---- */
-
-typedef struct sbuf { char *p; size_t len, cap; int oom; } sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    if (b->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) { b->oom = 1; return; }
-        if (b->p && b->len + (size_t)k < b->cap) { b->len += (size_t)k; return; }
-        size_t nc = (b->cap ? b->cap * 2 : 4096) + (size_t)k;
-        char *np = realloc(b->p, nc);
-        if (!np) { b->oom = 1; return; }
-        b->p = np;
-        b->cap = nc;
-    }
-}
-
 /* ---- files ---- */
 
 static int mkdir_p(const char *dir, cis2_error *err)
@@ -206,37 +179,37 @@ static int write_safetensors(const cis2_synth_shape *s, uint64_t seed, FILE *f, 
     size_t nt = tensor_list(s, NULL, 0);
     tdesc *t = calloc(nt, sizeof *t);
     uint16_t *buf = malloc((size_t)1 << 17);
-    sbuf h = {0};
+    cis2_sb h = {0};
     int rc = CIS2_OK;
     if (!t || !buf) { rc = cis2_fail(err, CIS2_E_NOMEM, "synth: out of memory"); goto out; }
     tensor_list(s, t, nt);
 
     /* Header: metadata, then the tensors in file order with contiguous offsets. */
-    sb_printf(&h, "{\"__metadata__\":{\"format\":\"pt\",\"cis2_synth_shape\":\"%s\",\"cis2_synth_seed\":\"%llu\"}",
+    cis2_sb_printf(&h, "{\"__metadata__\":{\"format\":\"pt\",\"cis2_synth_shape\":\"%s\",\"cis2_synth_seed\":\"%llu\"}",
               s->name, (unsigned long long)seed);
     uint64_t off = 0;
     for (size_t i = 0; i < nt; i++) {
         uint64_t bytes = numel(&t[i]) * 2;
         if (t[i].ndim == 1)
-            sb_printf(&h, ",\"%s\":{\"dtype\":\"BF16\",\"shape\":[%llu],\"data_offsets\":[%llu,%llu]}", t[i].name,
+            cis2_sb_printf(&h, ",\"%s\":{\"dtype\":\"BF16\",\"shape\":[%llu],\"data_offsets\":[%llu,%llu]}", t[i].name,
                       (unsigned long long)t[i].d0, (unsigned long long)off, (unsigned long long)(off + bytes));
         else
-            sb_printf(&h, ",\"%s\":{\"dtype\":\"BF16\",\"shape\":[%llu,%llu],\"data_offsets\":[%llu,%llu]}",
+            cis2_sb_printf(&h, ",\"%s\":{\"dtype\":\"BF16\",\"shape\":[%llu,%llu],\"data_offsets\":[%llu,%llu]}",
                       t[i].name, (unsigned long long)t[i].d0, (unsigned long long)t[i].d1, (unsigned long long)off,
                       (unsigned long long)(off + bytes));
         off += bytes;
     }
-    sb_printf(&h, "}");
+    cis2_sb_printf(&h, "}");
     /* Pad with spaces: data area at an odd byte (exercises unaligned reads)
      * or at a multiple of 8 (what the safetensors library writes). */
-    while (!h.oom && (s->odd_data_offset ? (8 + h.len) % 2 != 1 : (8 + h.len) % 8 != 0)) sb_printf(&h, " ");
+    while (!h.oom && (s->odd_data_offset ? (8 + h.n) % 2 != 1 : (8 + h.n) % 8 != 0)) cis2_sb_printf(&h, " ");
     if (h.oom) { rc = cis2_fail(err, CIS2_E_NOMEM, "synth: out of memory"); goto out; }
 
     setvbuf(f, NULL, _IOFBF, (size_t)1 << 20);
     uint8_t len8[8];
-    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
+    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)h.n >> (8 * i));
     fwrite(len8, 1, 8, f);
-    fwrite(h.p, 1, h.len, f);
+    fwrite(h.p, 1, h.n, f);
     uint64_t base = 0x5EED0000C152ull ^ seed;
     base = splitmix64(&base);
     const size_t chunk = ((size_t)1 << 17) / 2;
