@@ -7,16 +7,29 @@
  * its own row with one separate multiply (vmulps) and one separate add
  * (vaddps) per element in index order, exactly §5.1.  Independent
  * accumulators hide the add latency: 4 groups at npos == 1, or one group
- * times up to 6 positions sharing each widened weight vector (12
- * accumulators, 2 weight halves and a broadcast: 15 of the 16 ymm; a
- * multiply-add costs 2 + 2/P instructions with P positions).  Each weight
- * stream is prefetched PF_COLS columns ahead.  bf16 is widened exactly
- * in-register: zero-extend u16 -> u32, shift left 16 (§4.1).  Also the
- * AVX2 attention halves (§9.2 scores, §9.4 V-mix; bottom of the file).
+ * times up to 6 positions sharing each weight vector (12 accumulators, 2
+ * weight halves and a broadcast: 15 of the 16 ymm).  bf16 is widened
+ * exactly: zero-extend u16 -> u32, shift left 16 (§4.1).
+ *
+ * Two loops around that one register block:
+ * - up to 6 positions (decode; memory-bound): straight from the packed
+ *   matrix, widening in-register, each weight stream prefetched PF_COLS
+ *   columns ahead;
+ * - more positions (prefill, verification, batches; compute-bound, where
+ *   the widening would cost a fifth of the vector instructions): each
+ *   group's columns go through in ranges of at most TILE_COLS, widened once
+ *   into an f32 tile that every position block then reads from L1/L2,
+ *   while the next range is prefetched into L2.  A row's sum crosses a
+ *   range edge through y: the block stores its partial sums there and the
+ *   next range's block starts from them; a float stored and reloaded is
+ *   the same float, so each row is still one §5.1 sum in index order.
+ * Also the AVX2 attention halves (§9.2 scores, §9.4 V-mix; bottom of the
+ * file).
  */
 #include "kernels.h"
 
 #include <immintrin.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define AI static inline __attribute__((always_inline))
@@ -46,29 +59,60 @@ AI void store_rows(float *dst, size_t nv, __m256 lo, __m256 hi)
     }
 }
 
-/* Groups g..g+G-1 (all exist), positions p..p+P-1; G*P <= 6. */
-AI void block(const cis2_pmat *w, const float *x, float *y, size_t g, size_t p, int G, int P, int bf)
+AI void load_rows(const float *src, size_t nv, __m256 *lo, __m256 *hi)
 {
-    size_t cols = w->cols, rows = w->rows, gs = cols * CIS2_KG;
-    const void *base = w->data;
-    const float *xp = x + p * cols;
+    if (nv == CIS2_KG) {
+        *lo = _mm256_loadu_ps(src);
+        *hi = _mm256_loadu_ps(src + 8);
+    } else {
+        float t[CIS2_KG] = {0};
+        memcpy(t, src, nv * sizeof(float));
+        *lo = _mm256_loadu_ps(t);
+        *hi = _mm256_loadu_ps(t + 8);
+    }
+}
+
+/* One register block's operands, for G groups x P positions over n columns. */
+struct blk {
+    const void *w;      /* the first group's data at the range's first column */
+    size_t gs;          /* elements from one group's data to the next's */
+    const float *x;     /* position b's x at x + b*cols, the range's first column */
+    size_t cols, n;
+    float *y;           /* position b's outputs at y + b*rows, row o0 first */
+    size_t rows, o0;
+    const char *pf;     /* the stream to prefetch, pfs bytes per column */
+    size_t pfs;
+};
+
+/* The register block (G*P <= 6; all constants once inlined).  more: the
+ * accumulators start from the partial sums in y rather than from zero.
+ * l2: prefetch into L2 (the next tile's source) rather than into L1. */
+AI void block(const struct blk *k, int bf, int G, int P, int more, int l2)
+{
+    size_t es = bf ? 2 : 4;
     __m256 acc[4][6][2];
 #pragma GCC unroll 6
-    for (int a = 0; a < G; a++)
+    for (int a = 0; a < G; a++) {
+        size_t o = k->o0 + a * CIS2_KG, nv = k->rows - o < CIS2_KG ? k->rows - o : CIS2_KG;
 #pragma GCC unroll 6
-        for (int b = 0; b < P; b++) acc[a][b][0] = acc[a][b][1] = _mm256_setzero_ps();
-    size_t k0 = g * gs;
-    for (size_t i = 0; i < cols; i++) {
+        for (int b = 0; b < P; b++) {
+            if (more) load_rows(k->y + b * k->rows + o, nv, &acc[a][b][0], &acc[a][b][1]);
+            else acc[a][b][0] = acc[a][b][1] = _mm256_setzero_ps();
+        }
+    }
+    for (size_t i = 0; i < k->n; i++) {
         __m256 wv[4][2];
 #pragma GCC unroll 6
         for (int a = 0; a < G; a++) {
-            _mm_prefetch((const char *)base + (k0 + a * gs + (i + PF_COLS) * CIS2_KG) * (bf ? 2 : 4), _MM_HINT_T0);
-            wv[a][0] = load_w(base, k0 + a * gs + i * CIS2_KG, bf);
-            wv[a][1] = load_w(base, k0 + a * gs + i * CIS2_KG + 8, bf);
+            const char *pf = k->pf + a * k->gs * es + i * k->pfs;
+            if (l2) _mm_prefetch(pf, _MM_HINT_T1);
+            else _mm_prefetch(pf, _MM_HINT_T0);
+            wv[a][0] = load_w(k->w, a * k->gs + i * CIS2_KG, bf);
+            wv[a][1] = load_w(k->w, a * k->gs + i * CIS2_KG + 8, bf);
         }
 #pragma GCC unroll 6
         for (int b = 0; b < P; b++) {
-            __m256 xb = _mm256_broadcast_ss(xp + b * cols + i);
+            __m256 xb = _mm256_broadcast_ss(k->x + b * k->cols + i);
 #pragma GCC unroll 6
             for (int a = 0; a < G; a++) {
                 __m256 p0 = _mm256_mul_ps(wv[a][0], xb); /* §5.1 separate multiply */
@@ -80,46 +124,106 @@ AI void block(const cis2_pmat *w, const float *x, float *y, size_t g, size_t p, 
     }
 #pragma GCC unroll 6
     for (int a = 0; a < G; a++) {
-        size_t o = (g + a) * CIS2_KG;
-        size_t nv = rows - o < CIS2_KG ? rows - o : CIS2_KG;
+        size_t o = k->o0 + a * CIS2_KG, nv = k->rows - o < CIS2_KG ? k->rows - o : CIS2_KG;
 #pragma GCC unroll 6
-        for (int b = 0; b < P; b++) store_rows(y + (p + b) * rows + o, nv, acc[a][b][0], acc[a][b][1]);
+        for (int b = 0; b < P; b++) store_rows(k->y + b * k->rows + o, nv, acc[a][b][0], acc[a][b][1]);
     }
 }
 
-#define BLOCKS(bf)                                                                       \
-    static void blk4_##bf(const cis2_pmat *w, const float *x, float *y, size_t g, size_t p) \
-    {                                                                                    \
-        block(w, x, y, g, p, 4, 1, bf);                                                  \
-    }                                                                                    \
-    static void blk1_##bf(const cis2_pmat *w, const float *x, float *y, size_t g, size_t p, int P) \
-    {                                                                                    \
-        switch (P) {                                                                     \
-        case 1: block(w, x, y, g, p, 1, 1, bf); break;                                   \
-        case 2: block(w, x, y, g, p, 1, 2, bf); break;                                   \
-        case 3: block(w, x, y, g, p, 1, 3, bf); break;                                   \
-        case 4: block(w, x, y, g, p, 1, 4, bf); break;                                   \
-        case 5: block(w, x, y, g, p, 1, 5, bf); break;                                   \
-        default: block(w, x, y, g, p, 1, 6, bf); break;                                  \
-        }                                                                                \
+/* CALL(P) with P = n (1..6) as a compile-time constant. */
+#define WITH_P(n, CALL)                                                                  \
+    switch (n) {                                                                         \
+    case 1: CALL(1); break;                                                              \
+    case 2: CALL(2); break;                                                              \
+    case 3: CALL(3); break;                                                              \
+    case 4: CALL(4); break;                                                              \
+    case 5: CALL(5); break;                                                              \
+    default: CALL(6); break;                                                             \
     }
-BLOCKS(0)
-BLOCKS(1)
+
+/* One group x P positions (1..6); bf: straight from packed bf16 (widening
+ * in-register), else from f32 (packed f32, or a tile).  The operands come
+ * by value: a local copy that no store can alias (a vector store may alias
+ * anything), so the loop keeps them in registers (through a pointer it
+ * reloaded them and ran ~6% slower). */
+static void one_group(struct blk kv, int bf, int P, int more, int l2)
+{
+    const struct blk *k = &kv;
+#define B16(PP) block(k, 1, 1, PP, more, 0)
+#define F32(PP) block(k, 0, 1, PP, more, 0)
+#define F32L2(PP) block(k, 0, 1, PP, more, 1)
+    if (bf) {
+        WITH_P(P, B16)
+    } else if (l2) {
+        WITH_P(P, F32L2)
+    } else {
+        WITH_P(P, F32)
+    }
+#undef B16
+#undef F32
+#undef F32L2
+}
+
+#ifndef TILE_COLS
+#define TILE_COLS 1024 /* a tile of at most 64 KB: fits L2, and stays below malloc's mmap threshold */
+#endif
+
+/* Groups [g0, g1), one at a time, every position.  With a tile (bf16 and
+ * more than 6 positions): column ranges of at most TILE_COLS (split
+ * evenly), each widened once into the tile, whose first position block
+ * prefetches the next range into L2 and the others the tile into L1.
+ * Otherwise every column at once, straight from the packed matrix.
+ * (Ranges outside, groups inside, to keep a range's x in L2, measured
+ * slower here.) */
+static void by_group(const cis2_pmat *w, const float *x, size_t npos, float *y, size_t g0, size_t g1, float *tile)
+{
+    int bf = w->type == CIS2_W_BF16;
+    size_t cols = w->cols, rows = w->rows, es = bf ? 2 : 4;
+    size_t nr = tile ? (cols + TILE_COLS - 1) / TILE_COLS : 1, per = (cols + nr - 1) / nr;
+    for (size_t g = g0; g < g1; g++)
+        for (size_t c0 = 0; c0 < cols; c0 += per) {
+            size_t n = cols - c0 < per ? cols - c0 : per;
+            const char *src = (const char *)w->data + (g * cols + c0) * CIS2_KG * es;
+            /* the next range: this group's, or the next group's first one */
+            const char *next = c0 + n == cols && g + 1 == g1 ? src : src + n * CIS2_KG * es;
+            if (tile)
+                for (size_t e = 0; e < n * CIS2_KG; e += 8) _mm256_store_ps(tile + e, load_w(src, e, 1)); /* §4.1 */
+            for (size_t p = 0; p < npos; p += 6) {
+                int P = npos - p < 6 ? (int)(npos - p) : 6;
+                struct blk k = {src, 0, x + p * cols + c0, cols, n, y + p * rows, rows, g * CIS2_KG,
+                                src + PF_COLS * CIS2_KG * es, CIS2_KG * es};
+                if (!tile) {
+                    one_group(k, bf, P, c0 > 0, 0);
+                    continue;
+                }
+                k.w = tile;
+                k.pfs = p == 0 ? CIS2_KG * es : CIS2_KG * sizeof(float);
+                k.pf = p == 0 ? next : (const char *)(tile + PF_COLS * CIS2_KG);
+                one_group(k, 0, P, c0 > 0, p == 0);
+            }
+        }
+}
 
 void cis2_kern_avx2(const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0,
                     size_t g1)
 {
+    (void)xt;
     int bf = w->type == CIS2_W_BF16;
     size_t g = g0;
-    if (npos == 1)
+    if (npos == 1) /* 4 groups x 1 position */
         for (; g + 4 <= g1; g += 4) {
-            if (bf) blk4_1(w, x, y, g, 0); else blk4_0(w, x, y, g, 0);
+            size_t cols = w->cols, gs = cols * CIS2_KG, es = bf ? 2 : 4;
+            const char *wp = (const char *)w->data + g * gs * es;
+            struct blk k = {wp, gs, x, cols, cols, y, w->rows, g * CIS2_KG, wp + PF_COLS * CIS2_KG * es,
+                            CIS2_KG * es};
+            if (bf) block(&k, 1, 4, 1, 0, 0);
+            else block(&k, 0, 4, 1, 0, 0);
         }
-    for (; g < g1; g++) /* one group's weights stay in L1/L2 across position blocks */
-        for (size_t p = 0; p < npos; p += 6) {
-            int P = npos - p < 6 ? (int)(npos - p) : 6;
-            if (bf) blk1_1(w, x, y, g, p, P); else blk1_0(w, x, y, g, p, P);
-        }
+    if (g == g1) return;
+    /* no memory for a tile: the blocks widen for themselves, the same bits */
+    float *tile = bf && npos > 6 ? aligned_alloc(64, TILE_COLS * CIS2_KG * sizeof(float)) : NULL;
+    by_group(w, x, npos, y, g, g1, tile);
+    free(tile);
 }
 
 /* ---- attention (§9.2, §9.4) for the G query heads of one KV head ----
