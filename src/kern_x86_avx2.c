@@ -16,13 +16,14 @@
  *   matrix, widening in-register, each weight stream prefetched PF_COLS
  *   columns ahead;
  * - more positions (prefill, verification, batches; compute-bound, where
- *   the widening would cost a fifth of the vector instructions): each
- *   group's columns go through in ranges of at most TILE_COLS, widened once
- *   into an f32 tile that every position block then reads from L1/L2,
- *   while the next range is prefetched into L2.  A row's sum crosses a
- *   range edge through y: the block stores its partial sums there and the
- *   next range's block starts from them; a float stored and reloaded is
- *   the same float, so each row is still one §5.1 sum in index order.
+ *   widening in every block would cost a fifth of the vector
+ *   instructions): each group's columns go through in ranges of at most
+ *   TILE_COLS; a range's first position block widens as above and keeps
+ *   the widened vectors in an f32 tile that the range's other blocks read
+ *   from L1/L2.  A row's sum crosses a range edge through y: the block
+ *   stores its partial sums there and the next range's block starts from
+ *   them; a float stored and reloaded is the same float, so each row is
+ *   still one §5.1 sum in index order.
  * Also the AVX2 attention halves (§9.2 scores, §9.4 V-mix; bottom of the
  * file).
  */
@@ -80,14 +81,15 @@ struct blk {
     size_t cols, n;
     float *y;           /* position b's outputs at y + b*rows, row o0 first */
     size_t rows, o0;
-    const char *pf;     /* the stream to prefetch, pfs bytes per column */
+    const char *pf;     /* the stream to prefetch (into L1), pfs bytes per column */
     size_t pfs;
+    float *tile;        /* save: where the widened weights go (G == 1) */
 };
 
 /* The register block (G*P <= 6; all constants once inlined).  more: the
  * accumulators start from the partial sums in y rather than from zero.
- * l2: prefetch into L2 (the next tile's source) rather than into L1. */
-AI void block(const struct blk *k, int bf, int G, int P, int more, int l2)
+ * save: also store each widened weight vector to k->tile. */
+AI void block(const struct blk *k, int bf, int G, int P, int more, int save)
 {
     size_t es = bf ? 2 : 4;
     __m256 acc[4][6][2];
@@ -104,11 +106,13 @@ AI void block(const struct blk *k, int bf, int G, int P, int more, int l2)
         __m256 wv[4][2];
 #pragma GCC unroll 6
         for (int a = 0; a < G; a++) {
-            const char *pf = k->pf + a * k->gs * es + i * k->pfs;
-            if (l2) _mm_prefetch(pf, _MM_HINT_T1);
-            else _mm_prefetch(pf, _MM_HINT_T0);
+            _mm_prefetch(k->pf + a * k->gs * es + i * k->pfs, _MM_HINT_T0);
             wv[a][0] = load_w(k->w, a * k->gs + i * CIS2_KG, bf);
             wv[a][1] = load_w(k->w, a * k->gs + i * CIS2_KG + 8, bf);
+        }
+        if (save) {
+            _mm256_store_ps(k->tile + i * CIS2_KG, wv[0][0]);
+            _mm256_store_ps(k->tile + i * CIS2_KG + 8, wv[0][1]);
         }
 #pragma GCC unroll 6
         for (int b = 0; b < P; b++) {
@@ -141,27 +145,27 @@ AI void block(const struct blk *k, int bf, int G, int P, int more, int l2)
     default: CALL(6); break;                                                             \
     }
 
-/* One group x P positions (1..6); bf: straight from packed bf16 (widening
- * in-register), else from f32 (packed f32, or a tile).  The operands come
- * by value: a local copy that no store can alias (a vector store may alias
- * anything), so the loop keeps them in registers (through a pointer it
- * reloaded them and ran ~6% slower). */
-static void one_group(struct blk kv, int bf, int P, int more, int l2)
+/* One group x P positions (1..6) from packed bf16 (bf: widening
+ * in-register; save: keeping the widened vectors in k.tile) or from f32
+ * (packed f32, or a tile).  The operands come by value: a local copy that
+ * no store can alias (a vector store may alias anything), so the loop
+ * keeps them in registers (through a pointer it reloads them, ~6% slower). */
+static void one_group(struct blk kv, int bf, int P, int more, int save)
 {
     const struct blk *k = &kv;
+#define SAVE(PP) block(k, 1, 1, PP, more, 1)
 #define B16(PP) block(k, 1, 1, PP, more, 0)
 #define F32(PP) block(k, 0, 1, PP, more, 0)
-#define F32L2(PP) block(k, 0, 1, PP, more, 1)
-    if (bf) {
+    if (bf && save) {
+        WITH_P(P, SAVE)
+    } else if (bf) {
         WITH_P(P, B16)
-    } else if (l2) {
-        WITH_P(P, F32L2)
     } else {
         WITH_P(P, F32)
     }
+#undef SAVE
 #undef B16
 #undef F32
-#undef F32L2
 }
 
 #ifndef TILE_COLS
@@ -170,11 +174,12 @@ static void one_group(struct blk kv, int bf, int P, int more, int l2)
 
 /* Groups [g0, g1), one at a time, every position.  With a tile (bf16 and
  * more than 6 positions): column ranges of at most TILE_COLS (split
- * evenly), each widened once into the tile, whose first position block
- * prefetches the next range into L2 and the others the tile into L1.
- * Otherwise every column at once, straight from the packed matrix.
- * (Ranges outside, groups inside, to keep a range's x in L2, measured
- * slower here.) */
+ * evenly); a range's first position block reads the packed weights as the
+ * direct path does and keeps them widened in the tile, which the range's
+ * other blocks then read.  Without one: every column at once, straight
+ * from the packed matrix.  (Measured slower here: a separate widening pass
+ * before the blocks; ranges outside and groups inside, to keep a range's
+ * x in L2.) */
 static void by_group(const cis2_pmat *w, const float *x, size_t npos, float *y, size_t g0, size_t g1, float *tile)
 {
     int bf = w->type == CIS2_W_BF16;
@@ -184,22 +189,18 @@ static void by_group(const cis2_pmat *w, const float *x, size_t npos, float *y, 
         for (size_t c0 = 0; c0 < cols; c0 += per) {
             size_t n = cols - c0 < per ? cols - c0 : per;
             const char *src = (const char *)w->data + (g * cols + c0) * CIS2_KG * es;
-            /* the next range: this group's, or the next group's first one */
-            const char *next = c0 + n == cols && g + 1 == g1 ? src : src + n * CIS2_KG * es;
-            if (tile)
-                for (size_t e = 0; e < n * CIS2_KG; e += 8) _mm256_store_ps(tile + e, load_w(src, e, 1)); /* §4.1 */
             for (size_t p = 0; p < npos; p += 6) {
                 int P = npos - p < 6 ? (int)(npos - p) : 6;
                 struct blk k = {src, 0, x + p * cols + c0, cols, n, y + p * rows, rows, g * CIS2_KG,
-                                src + PF_COLS * CIS2_KG * es, CIS2_KG * es};
-                if (!tile) {
-                    one_group(k, bf, P, c0 > 0, 0);
-                    continue;
+                                src + PF_COLS * CIS2_KG * es, CIS2_KG * es, tile};
+                if (tile && p > 0) { /* the tile, from L1/L2: no widening */
+                    k.w = tile;
+                    k.pf = (const char *)(tile + PF_COLS * CIS2_KG);
+                    k.pfs = CIS2_KG * sizeof(float);
+                    one_group(k, 0, P, c0 > 0, 0);
+                } else {
+                    one_group(k, bf, P, c0 > 0, tile != NULL); /* §4.1 */
                 }
-                k.w = tile;
-                k.pfs = p == 0 ? CIS2_KG * es : CIS2_KG * sizeof(float);
-                k.pf = p == 0 ? next : (const char *)(tile + PF_COLS * CIS2_KG);
-                one_group(k, 0, P, c0 > 0, p == 0);
             }
         }
 }
@@ -215,7 +216,7 @@ void cis2_kern_avx2(const cis2_pmat *w, const float *x, const float *xt, size_t 
             size_t cols = w->cols, gs = cols * CIS2_KG, es = bf ? 2 : 4;
             const char *wp = (const char *)w->data + g * gs * es;
             struct blk k = {wp, gs, x, cols, cols, y, w->rows, g * CIS2_KG, wp + PF_COLS * CIS2_KG * es,
-                            CIS2_KG * es};
+                            CIS2_KG * es, NULL};
             if (bf) block(&k, 1, 4, 1, 0, 0);
             else block(&k, 0, 4, 1, 0, 0);
         }
