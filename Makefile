@@ -148,6 +148,9 @@ $(BUILD)/cis2: $(CLI_OBJ) $(BUILD)/libcis2.a
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libcis2-internal.a $(wildcard tests/*.h)
 	$(CC) $(CFLAGS_ALL) -Itests -o $@ $< $(BUILD)/libcis2-internal.a $(LDFLAGS_ALL) -lcmocka $(LDLIBS_ALL)
 
+# the server's buffer is compiled into its unit test (the server is not in the library)
+$(BUILD)/tests/test_serve_buf: src/serve_buf.c src/serve.h
+
 tests: all $(TEST_BIN)
 
 check: tests

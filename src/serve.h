@@ -16,6 +16,7 @@
  *   serve_chat.c     chat templates: recognizing the ChatML family and
  *                    rendering it exactly as the model's Jinja template does
  *   serve_metrics.c  Prometheus counters and histograms
+ *   serve_buf.c      the growing text buffer the modules render into
  *
  * Threads: HTTP connection threads parse, validate and tokenize (the
  * engine is read-only after open, so they may), then hand a serve_job to
@@ -32,6 +33,30 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* --------------------------------------------------------------- buffers */
+
+/* A growing byte buffer for rendering text (serve_buf.c): p[0..n), kept
+ * NUL-terminated once anything is in it.  A failed allocation sets oom,
+ * after which every write is ignored, so a renderer checks once at the
+ * end.  Zero-initialized is empty; p is malloc'd (free it, or hand it on). */
+typedef struct serve_buf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} serve_buf;
+/* Room for extra more bytes and the NUL; 0, or -1 (oom) if there is none. */
+int serve_buf_reserve(serve_buf *b, size_t extra);
+void serve_buf_put(serve_buf *b, const void *s, size_t n);
+void serve_buf_str(serve_buf *b, const char *s);
+void serve_buf_printf(serve_buf *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Drops bytes [0, k) (k <= n), keeping the rest at the front. */
+void serve_buf_cut(serve_buf *b, size_t k);
+void serve_buf_free(serve_buf *b);
 
 /* ---------------------------------------------------------------- errors */
 
@@ -242,9 +267,9 @@ void serve_sse_free(serve_sse *s);
 /* Under the engine lock: copies the tokens that arrived; returns 1 if
  * anything changed (new tokens or a sequence ended). */
 int serve_sse_collect(serve_sse *s);
-/* Outside the lock: appends the events for what was collected to *buf
- * (malloc'ed, *len bytes); *done once `data: [DONE]` is written. */
-int serve_sse_format(serve_sse *s, char **buf, size_t *len, size_t *cap, int *done);
+/* Outside the lock: appends the events for what was collected to out;
+ * *done once `data: [DONE]` is written. */
+int serve_sse_format(serve_sse *s, serve_buf *out, int *done);
 
 /* Exact binary32 from a JSON number's text (docs/sampling.md §S2.3):
  * finds top-level key `key` in the raw object text.  1 found, 0 absent,

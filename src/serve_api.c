@@ -841,12 +841,10 @@ typedef struct sse_seq {
     float *top_lp;
     int finishing;             /* the last token ended it (copied under the lock) */
     size_t clean;              /* ids[0..clean) are sent as text */
-    char *raw;                 /* the raw bytes of ids[clean..clean+n_known) */
-    size_t raw_len, raw_cap;
+    serve_buf raw;             /* the raw bytes of ids[clean..clean+n_known) */
     size_t *ends;              /* ends[k]: raw bytes of ids[clean..clean+k+1), k < n_known */
     size_t n_known, ends_cap;
-    char *sent;                /* the text sent so far */
-    size_t sent_len, sent_cap;
+    serve_buf sent;            /* the text sent so far */
     int ended;                 /* the sequence's result is there */
     int final_sent, role_sent;
 } sse_seq;
@@ -891,9 +889,9 @@ void serve_sse_free(serve_sse *s)
         free(s->s[i].lp);
         free(s->s[i].top_ids);
         free(s->s[i].top_lp);
-        free(s->s[i].raw);
+        serve_buf_free(&s->s[i].raw);
         free(s->s[i].ends);
-        free(s->s[i].sent);
+        serve_buf_free(&s->s[i].sent);
     }
     free(s->s);
     free(s);
@@ -937,33 +935,17 @@ int serve_sse_collect(serve_sse *s)
     return changed;
 }
 
-static int grow(char **p, size_t *cap, size_t need)
-{
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 1024;
-    while (c < need) c *= 2;
-    char *np = realloc(*p, c);
-    if (!np) return -1;
-    *p = np;
-    *cap = c;
-    return 0;
-}
-
-static int emit(char **buf, size_t *len, size_t *cap, json_t *o)
+/* One server-sent event carrying o (consumed). */
+static int emit(serve_buf *out, json_t *o)
 {
     char *js = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     if (!js) return -1;
-    size_t n = strlen(js);
-    int rc = grow(buf, cap, *len + n + 9);
-    if (!rc) {
-        memcpy(*buf + *len, "data: ", 6);
-        memcpy(*buf + *len + 6, js, n);
-        memcpy(*buf + *len + 6 + n, "\n\n", 2);
-        *len += n + 8;
-    }
+    serve_buf_str(out, "data: ");
+    serve_buf_str(out, js);
+    serve_buf_str(out, "\n\n");
     free(js);
-    return rc;
+    return out->oom ? -1 : 0;
 }
 
 /* A chunk for one choice: text (may be NULL), finish reason, cis2. */
@@ -1005,14 +987,6 @@ static size_t incomplete_tail(const unsigned char *s, size_t n)
     return n;
 }
 
-static int append_sent(sse_seq *t, const char *p, size_t n)
-{
-    if (grow(&t->sent, &t->sent_cap, t->sent_len + n + 1)) return -1;
-    memcpy(t->sent + t->sent_len, p, n);
-    t->sent_len += n;
-    return 0;
-}
-
 /* Where bytes that may still begin a stop string start: the earliest j
  * such that raw[j..n) is a proper prefix of some stop string (n: none).
  * An occurrence that a later token completes starts there or later, so
@@ -1039,7 +1013,7 @@ static int stream_text(serve_sse *s, sse_seq *t, char **out, size_t *olen, size_
     *olen = 0;
     *from = t->clean;
     *k_out = 0;
-    *base = serve_utf8_chars(t->sent ? t->sent : "", t->sent_len);
+    *base = serve_utf8_chars(t->sent.p ? t->sent.p : "", t->sent.n);
     const cis2_engine *e = s->sc->e;
     while (t->clean + t->n_known < t->n_ids) {
         char *b = NULL;
@@ -1052,14 +1026,13 @@ static int stream_text(serve_sse *s, sse_seq *t, char **out, size_t *olen, size_
             t->ends = ne;
             t->ends_cap = nc;
         }
-        if (grow(&t->raw, &t->raw_cap, t->raw_len + l + 1)) { cis2_free(b); return -1; }
-        memcpy(t->raw + t->raw_len, b, l);
-        t->raw_len += l;
-        t->ends[t->n_known++] = t->raw_len;
+        serve_buf_put(&t->raw, b, l);
         cis2_free(b);
+        if (t->raw.oom) return -1;
+        t->ends[t->n_known++] = t->raw.n;
     }
-    size_t limit = incomplete_tail((const unsigned char *)t->raw, t->raw_len);
-    size_t h = stop_hold(s->c, t->raw, t->raw_len);
+    size_t limit = incomplete_tail((const unsigned char *)t->raw.p, t->raw.n);
+    size_t h = stop_hold(s->c, t->raw.p, t->raw.n);
     if (h < limit) limit = h;
     size_t k = 0;
     while (k < t->n_known && t->ends[k] <= limit) k++;
@@ -1068,9 +1041,9 @@ static int stream_text(serve_sse *s, sse_seq *t, char **out, size_t *olen, size_
     char *txt = NULL;
     size_t tl = 0;
     if (cis2_engine_detokenize(e, &t->ids[t->clean], k, 1, &txt, &tl, NULL)) return -1;
-    if (append_sent(t, txt, tl)) { cis2_free(txt); return -1; }
-    memmove(t->raw, t->raw + cut, t->raw_len - cut);
-    t->raw_len -= cut;
+    serve_buf_put(&t->sent, txt, tl);
+    if (t->sent.oom) { cis2_free(txt); return -1; }
+    serve_buf_cut(&t->raw, cut);
     for (size_t m = k; m < t->n_known; m++) t->ends[m - k] = t->ends[m] - cut;
     t->n_known -= k;
     t->clean += k;
@@ -1105,14 +1078,14 @@ static json_t *span_logprobs(const serve_sse *s, const sse_seq *t, const cis2_re
     return serve_lp_json(s->sc->e, c->kind == CALL_CHAT, &sp);
 }
 
-int serve_sse_format(serve_sse *s, char **buf, size_t *len, size_t *cap, int *done)
+int serve_sse_format(serve_sse *s, serve_buf *out, int *done)
 {
     serve_job *j = s->c->job;
     *done = 0;
     if (s->done_sent) { *done = 1; return 0; }
     if (s->failed) {
         if (!s->err.status) serve_fail(&s->err, 500, NULL, NULL, "the request failed");
-        if (emit(buf, len, cap, serve_err_json(&s->err))) return -1;
+        if (emit(out, serve_err_json(&s->err))) return -1;
         s->done_sent = 1;
         *done = 1;
         return 0;
@@ -1121,7 +1094,7 @@ int serve_sse_format(serve_sse *s, char **buf, size_t *len, size_t *cap, int *do
     for (size_t i = 0; i < s->n; i++) {
         sse_seq *t = &s->s[i];
         if (s->c->kind == CALL_CHAT && !t->role_sent && s->admitted) {
-            if (emit(buf, len, cap, chunk(s, i, "", 0, 1, NULL, NULL, NULL))) return -1;
+            if (emit(out, chunk(s, i, "", 0, 1, NULL, NULL, NULL))) return -1;
             t->role_sent = 1;
         }
         if (t->final_sent) continue;
@@ -1132,7 +1105,7 @@ int serve_sse_format(serve_sse *s, char **buf, size_t *len, size_t *cap, int *do
             size_t tl = 0, from, k, base;
             if (stream_text(s, t, &txt, &tl, &from, &k, &base)) return -1;
             json_t *lp = span_logprobs(s, t, NULL, from, k, base, SIZE_MAX);
-            if ((tl || lp) && emit(buf, len, cap, chunk(s, i, txt, tl, 0, NULL, NULL, lp))) { cis2_free(txt); return -1; }
+            if ((tl || lp) && emit(out, chunk(s, i, txt, tl, 0, NULL, NULL, lp))) { cis2_free(txt); return -1; }
             cis2_free(txt);
             continue;
         }
@@ -1141,29 +1114,29 @@ int serve_sse_format(serve_sse *s, char **buf, size_t *len, size_t *cap, int *do
         if (!r || r->finish == CIS2_FINISH_CANCELLED) {
             s->failed = 1;
             serve_fail(&s->err, 503, "cancelled", NULL, "the request was cancelled");
-            return serve_sse_format(s, buf, len, cap, done);
+            return serve_sse_format(s, out, done);
         }
         size_t rl = r->text ? r->text_len : 0, rest = 0;
-        if (t->sent_len <= rl && !memcmp(r->text ? r->text : "", t->sent ? t->sent : "", t->sent_len)) {
-            rest = rl - t->sent_len;
+        if (t->sent.n <= rl && !memcmp(r->text ? r->text : "", t->sent.p ? t->sent.p : "", t->sent.n)) {
+            rest = rl - t->sent.n;
         } else {
             fprintf(stderr, "cis2 serve: %s: streamed text is not a prefix of the result's text\n", s->c->id);
         }
         /* the tokens not sent yet (the finishing one among them) with their logprobs */
         size_t from = t->clean < r->n_tokens ? t->clean : r->n_tokens;
-        json_t *lp = span_logprobs(s, t, r, from, r->n_tokens - from, serve_utf8_chars(t->sent ? t->sent : "", t->sent_len),
+        json_t *lp = span_logprobs(s, t, r, from, r->n_tokens - from, serve_utf8_chars(t->sent.p ? t->sent.p : "", t->sent.n),
                                    serve_utf8_chars(r->text ? r->text : "", rl));
-        if ((rest || lp) && emit(buf, len, cap, chunk(s, i, rest ? r->text + t->sent_len : "", rest, 0, NULL, NULL, lp)))
+        if ((rest || lp) && emit(out, chunk(s, i, rest ? r->text + t->sent.n : "", rest, 0, NULL, NULL, lp)))
             return -1;
         serve_err e = {0};
         json_t *x = cis2_json(s->sc, s->c, r, &e);
         if (!x) {
-            if (emit(buf, len, cap, serve_err_json(&e))) return -1;
+            if (emit(out, serve_err_json(&e))) return -1;
             s->done_sent = 1;
             *done = 1;
             return 0;
         }
-        if (emit(buf, len, cap, chunk(s, i, s->c->kind == CALL_CHAT ? NULL : "", 0, 0, finish_reason(r->finish), x, NULL)))
+        if (emit(out, chunk(s, i, s->c->kind == CALL_CHAT ? NULL : "", 0, 0, finish_reason(r->finish), x, NULL)))
             return -1;
         t->final_sent = 1;
     }
@@ -1172,12 +1145,11 @@ int serve_sse_format(serve_sse *s, char **buf, size_t *len, size_t *cap, int *do
         json_t *o = envelope(s->sc, s->c, s->c->kind == CALL_CHAT ? "chat.completion.chunk" : "text_completion");
         json_object_set_new(o, "choices", json_array());
         json_object_set_new(o, "usage", usage_json(s->c, j));
-        if (emit(buf, len, cap, o)) return -1;
+        if (emit(out, o)) return -1;
         s->usage_sent = 1;
     }
-    if (grow(buf, cap, *len + 15)) return -1;
-    memcpy(*buf + *len, "data: [DONE]\n\n", 14);
-    *len += 14;
+    serve_buf_str(out, "data: [DONE]\n\n");
+    if (out->oom) return -1;
     s->done_sent = 1;
     *done = 1;
     return 0;

@@ -37,27 +37,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------------- buffers */
-
-typedef struct sbuf { char *p; size_t n, cap; int oom; } sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n)
-{
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *np = realloc(b->p, cap);
-        if (!np) { b->oom = 1; return; }
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-
 /* ---------------------------------------------------------------- lexer */
 
 enum { K_TEXT, K_STMT, K_EXPR, K_END, K_NAME, K_STR, K_NUM, K_OP };
@@ -91,7 +70,7 @@ static int js_push(jstream *s, int kind, const char *p, size_t n)
 
 static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
-static void utf8_put(sbuf *b, unsigned long cp)
+static void utf8_put(serve_buf *b, unsigned long cp)
 {
     char o[4];
     size_t k;
@@ -103,7 +82,7 @@ static void utf8_put(sbuf *b, unsigned long cp)
         o[0] = (char)(0xF0 | (cp >> 18)); o[1] = (char)(0x80 | ((cp >> 12) & 63));
         o[2] = (char)(0x80 | ((cp >> 6) & 63)); o[3] = (char)(0x80 | (cp & 63)); k = 4;
     }
-    sb_put(b, o, k);
+    serve_buf_put(b, o, k);
 }
 
 static int hexval(char c)
@@ -117,19 +96,19 @@ static int hexval(char c)
 /* A Jinja string literal's value (Python unicode-escape).  p points at the
  * opening quote; *end receives the index after the closing one.  -1 for
  * what cis2 does not decode (\N{...}, surrogates, an unterminated literal). */
-static int lex_string(const char *p, size_t len, size_t *end, sbuf *out)
+static int lex_string(const char *p, size_t len, size_t *end, serve_buf *out)
 {
     char q = p[0];
     size_t i = 1;
     while (i < len && p[i] != q) {
-        if (p[i] != '\\') { sb_put(out, p + i, 1); i++; continue; }
+        if (p[i] != '\\') { serve_buf_put(out, p + i, 1); i++; continue; }
         if (i + 1 >= len) return -1;
         char c = p[i + 1];
         i += 2;
         const char *simple = strchr("\\'\"abfnrtv", c);
         if (c && simple) {
             static const char map[] = "\\'\"\a\b\f\n\r\t\v";
-            sb_put(out, &map[simple - "\\'\"abfnrtv"], 1);
+            serve_buf_put(out, &map[simple - "\\'\"abfnrtv"], 1);
         } else if (c == '\n') {
             /* a backslash-newline continues the line */
         } else if (c == 'x' || c == 'u' || c == 'U') {
@@ -151,7 +130,7 @@ static int lex_string(const char *p, size_t len, size_t *end, sbuf *out)
             return -1;
         } else {
             char two[2] = {'\\', c};
-            sb_put(out, two, 2);
+            serve_buf_put(out, two, 2);
         }
     }
     if (i >= len) return -1;
@@ -191,7 +170,7 @@ static int lex_tag(const char *p, size_t len, size_t *pos, const char *close, js
             while (i < len && ((p[i] >= '0' && p[i] <= '9') || p[i] == '_' || p[i] == '.')) i++;
             if (js_push(out, K_NUM, p + s, i - s)) return -1;
         } else if (c == '\'' || c == '"') {
-            sbuf v = {0};
+            serve_buf v = {0};
             size_t e = 0;
             if (lex_string(p + i, len - i, &e, &v)) { free(v.p); return -1; }
             int rc = js_push(out, K_STR, v.p ? v.p : "", v.n);
@@ -324,10 +303,10 @@ static int flatten(const char *s, piece *ps, size_t n, jstream *out)
             }
         }
     }
-    sbuf text = {0};
+    serve_buf text = {0};
     for (size_t i = 0; i < n; i++) {
         piece *t = &ps[i];
-        if (t->kind == K_TEXT) { sb_put(&text, s + t->a, t->b - t->a); continue; }
+        if (t->kind == K_TEXT) { serve_buf_put(&text, s + t->a, t->b - t->a); continue; }
         if (t->kind < 0) continue;
         if (text.n) {
             if (js_push(out, K_TEXT, text.p, text.n)) { free(text.p); return -1; }
@@ -452,7 +431,7 @@ struct serve_chat {
 
 /* Does template token c match pattern token p?  A pattern string with
  * @SYS@ captures the middle into *cap (all captures must agree). */
-static int tok_match(const jtok *p, const jtok *c, sbuf *cap, int *have)
+static int tok_match(const jtok *p, const jtok *c, serve_buf *cap, int *have)
 {
     if (p->kind != c->kind) return 0;
     const char *m = p->kind == K_STR ? strstr(p->s, SYS) : NULL;
@@ -462,12 +441,12 @@ static int tok_match(const jtok *p, const jtok *c, sbuf *cap, int *have)
         return 0;
     size_t k = c->n - pre - post;
     if (*have) return cap->n == k && !memcmp(cap->p, c->s + pre, k);
-    sb_put(cap, c->s + pre, k);
+    serve_buf_put(cap, c->s + pre, k);
     *have = 1;
     return !cap->oom;
 }
 
-static int stream_match(const jstream *pat, const jstream *t, sbuf *cap, int *have)
+static int stream_match(const jstream *pat, const jstream *t, serve_buf *cap, int *have)
 {
     if (pat->n != t->n) return 0;
     for (size_t i = 0; i < pat->n; i++)
@@ -487,7 +466,7 @@ int serve_chat_load(const char *src, size_t len, serve_chat **out, char *why, si
     for (size_t i = 0; i < sizeof patterns / sizeof patterns[0]; i++) {
         jstream p = {0};
         if (lex_template(patterns[i].src, strlen(patterns[i].src), &p)) { js_free(&p); continue; }
-        sbuf cap = {0};
+        serve_buf cap = {0};
         int have = 0;
         int ok = stream_match(&p, &t, &cap, &have);
         js_free(&p);
@@ -574,17 +553,17 @@ static int check_messages(const serve_chat *c, const json_t *messages, const jso
 
 static int role_is(const msg *m, const char *r) { return m->role_len == strlen(r) && !memcmp(m->role, r, m->role_len); }
 
-static void turn(sbuf *b, const char *role, size_t rl, const char *content, size_t cl)
+static void turn(serve_buf *b, const char *role, size_t rl, const char *content, size_t cl)
 {
-    sb_str(b, "<|im_start|>");
-    sb_put(b, role, rl);
-    sb_str(b, "\n");
-    sb_put(b, content, cl);
-    sb_str(b, "<|im_end|>\n");
+    serve_buf_str(b, "<|im_start|>");
+    serve_buf_put(b, role, rl);
+    serve_buf_str(b, "\n");
+    serve_buf_put(b, content, cl);
+    serve_buf_str(b, "<|im_end|>\n");
 }
 
 /* chatml and chatml-default-system: P_CHATML, P_DEFAULT_SYSTEM */
-static void render_chatml(const serve_chat *c, const msg *m, size_t n, sbuf *b)
+static void render_chatml(const serve_chat *c, const msg *m, size_t n, serve_buf *b)
 {
     for (size_t i = 0; i < n; i++) {
         if (i == 0 && c->family == F_DEFAULT_SYSTEM && !role_is(&m[0], "system"))
@@ -594,7 +573,7 @@ static void render_chatml(const serve_chat *c, const msg *m, size_t n, sbuf *b)
 }
 
 /* qwen2.5 without tools: P_QWEN25's else-branch and message loop */
-static void render_qwen25(const serve_chat *c, const msg *m, size_t n, sbuf *b)
+static void render_qwen25(const serve_chat *c, const msg *m, size_t n, serve_buf *b)
 {
     if (role_is(&m[0], "system")) turn(b, "system", 6, m[0].content, m[0].content_len);
     else turn(b, "system", 6, c->system, c->system_len);
@@ -602,11 +581,11 @@ static void render_qwen25(const serve_chat *c, const msg *m, size_t n, sbuf *b)
         if (role_is(&m[i], "user") || (role_is(&m[i], "system") && i > 0) || role_is(&m[i], "assistant")) {
             turn(b, m[i].role, m[i].role_len, m[i].content, m[i].content_len);
         } else if (role_is(&m[i], "tool")) {
-            if (i == 0 || !role_is(&m[i - 1], "tool")) sb_str(b, "<|im_start|>user");
-            sb_str(b, "\n<tool_response>\n");
-            sb_put(b, m[i].content, m[i].content_len);
-            sb_str(b, "\n</tool_response>");
-            if (i + 1 == n || !role_is(&m[i + 1], "tool")) sb_str(b, "<|im_end|>\n");
+            if (i == 0 || !role_is(&m[i - 1], "tool")) serve_buf_str(b, "<|im_start|>user");
+            serve_buf_str(b, "\n<tool_response>\n");
+            serve_buf_put(b, m[i].content, m[i].content_len);
+            serve_buf_str(b, "\n</tool_response>");
+            if (i + 1 == n || !role_is(&m[i + 1], "tool")) serve_buf_str(b, "<|im_end|>\n");
         } /* other roles (developer, a first system turn) render nothing */
     }
 }
@@ -618,10 +597,10 @@ int serve_chat_render(const serve_chat *c, const json_t *messages, int add_gener
     size_t n = 0;
     int rc = check_messages(c, messages, tools, &m, &n, e);
     if (rc) return rc;
-    sbuf b = {0};
+    serve_buf b = {0};
     if (c->family == F_QWEN25) render_qwen25(c, m, n, &b);
     else render_chatml(c, m, n, &b);
-    if (add_generation_prompt) sb_str(&b, "<|im_start|>assistant\n");
+    if (add_generation_prompt) serve_buf_str(&b, "<|im_start|>assistant\n");
     free(m);
     if (b.oom || !b.p) { free(b.p); return serve_fail(e, 500, NULL, NULL, "out of memory"); }
     *out = b.p;

@@ -316,8 +316,8 @@ typedef struct stream {
     serve_call *call;
     serve_job *job;
     serve_sse *sse;
-    char *buf;
-    size_t len, cap, off;
+    serve_buf out;             /* events formatted, out.p[off..out.n) not yet sent */
+    size_t off;
     int done, fd;
     double t_write, t0;
 } stream;
@@ -328,7 +328,7 @@ static void stream_free(void *cls)
     serve_engine_release(st->h->sc->eng, st->job); /* cancels it if it has not ended */
     serve_metrics_request_done(st->h->sc->met, serve_now() - st->t0);
     serve_sse_free(st->sse);
-    free(st->buf);
+    serve_buf_free(&st->out);
     free(st);
 }
 
@@ -338,9 +338,9 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
     serve_ctx *sc = st->h->sc;
     double keepalive = sc->cfg.timeout_s ? sc->cfg.timeout_s / 3.0 : 10.0;
     (void)pos;
-    while (st->off == st->len) {
+    while (st->off == st->out.n) {
         if (st->done) return MHD_CONTENT_READER_END_OF_STREAM;
-        st->off = st->len = 0;
+        st->off = st->out.n = 0;
         serve_engine_lock(sc->eng);
         int changed = serve_sse_collect(st->sse);
         while (!changed && serve_now() - st->t_write < keepalive) {
@@ -352,20 +352,16 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             changed = serve_sse_collect(st->sse);
         }
         serve_engine_unlock(sc->eng);
-        if (changed && serve_sse_format(st->sse, &st->buf, &st->len, &st->cap, &st->done))
+        if (changed && serve_sse_format(st->sse, &st->out, &st->done))
             return MHD_CONTENT_READER_END_WITH_ERROR;
-        if (st->len == 0 && !st->done && !changed) { /* quiet for a while: an SSE comment keeps it alive */
-            static const char ka[] = ": keep-alive\n\n";
-            char *nb = st->cap >= sizeof ka ? st->buf : realloc(st->buf, 1024);
-            if (!nb) return MHD_CONTENT_READER_END_WITH_ERROR;
-            if (nb != st->buf) { st->buf = nb; st->cap = 1024; }
-            memcpy(st->buf, ka, sizeof ka - 1);
-            st->len = sizeof ka - 1;
+        if (st->out.n == 0 && !st->done && !changed) { /* quiet for a while: an SSE comment keeps it alive */
+            serve_buf_str(&st->out, ": keep-alive\n\n");
+            if (st->out.oom) return MHD_CONTENT_READER_END_WITH_ERROR;
         }
     }
-    size_t n = st->len - st->off;
+    size_t n = st->out.n - st->off;
     if (n > max) n = max;
-    memcpy(buf, st->buf + st->off, n);
+    memcpy(buf, st->out.p + st->off, n);
     st->off += n;
     st->t_write = serve_now();
     return (ssize_t)n;

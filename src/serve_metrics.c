@@ -12,7 +12,6 @@
  */
 #include "serve.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,73 +109,47 @@ void serve_metrics_step(serve_metrics *m, size_t tokens, size_t running, size_t 
     pthread_mutex_unlock(&m->mu);
 }
 
-typedef struct out { char *p; size_t n, cap; int oom; } out;
-
-static void put(out *o, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void put(out *o, const char *fmt, ...)
+static void put_hist(serve_buf *o, const char *name, const char *help, const hist *h)
 {
-    if (o->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(o->p + o->n, o->cap - o->n, fmt, ap);
-        va_end(ap);
-        if (k < 0) { o->oom = 1; return; }
-        if ((size_t)k < o->cap - o->n) { o->n += (size_t)k; return; }
-        size_t cap = o->cap * 2 + (size_t)k;
-        char *np = realloc(o->p, cap);
-        if (!np) { o->oom = 1; return; }
-        o->p = np;
-        o->cap = cap;
-    }
-}
-
-static void put_hist(out *o, const char *name, const char *help, const hist *h)
-{
-    put(o, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    serve_buf_printf(o, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
     uint64_t cum = 0;
     for (size_t i = 0; i < h->n; i++) {
         cum += h->counts[i];
-        put(o, "%s_bucket{le=\"%g\"} %llu\n", name, h->le[i], (unsigned long long)cum);
+        serve_buf_printf(o, "%s_bucket{le=\"%g\"} %llu\n", name, h->le[i], (unsigned long long)cum);
     }
     cum += h->counts[h->n];
-    put(o, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", name, (unsigned long long)cum, name, h->sum,
+    serve_buf_printf(o, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", name, (unsigned long long)cum, name, h->sum,
         name, (unsigned long long)h->count);
 }
 
 char *serve_metrics_render(serve_metrics *m, size_t *len)
 {
-    out o = {malloc(4096), 0, 4096, 0};
-    if (!o.p) return NULL;
+    serve_buf o = {0};
     pthread_mutex_lock(&m->mu);
-    put(&o, "# HELP cis2_requests_total HTTP requests by endpoint and status.\n# TYPE cis2_requests_total counter\n");
+    serve_buf_printf(&o, "# HELP cis2_requests_total HTTP requests by endpoint and status.\n# TYPE cis2_requests_total counter\n");
     for (size_t i = 0; i < m->n_req; i++)
-        put(&o, "cis2_requests_total{endpoint=\"%s\",status=\"%d\"} %llu\n", m->req[i].endpoint, m->req[i].status,
+        serve_buf_printf(&o, "cis2_requests_total{endpoint=\"%s\",status=\"%d\"} %llu\n", m->req[i].endpoint, m->req[i].status,
             (unsigned long long)m->req[i].n);
-    put(&o, "# HELP cis2_generated_tokens_total Tokens generated.\n# TYPE cis2_generated_tokens_total counter\n"
+    serve_buf_printf(&o, "# HELP cis2_generated_tokens_total Tokens generated.\n# TYPE cis2_generated_tokens_total counter\n"
             "cis2_generated_tokens_total %llu\n", (unsigned long long)m->tokens);
-    put(&o, "# HELP cis2_prompt_tokens_total Prompt tokens of accepted requests.\n"
+    serve_buf_printf(&o, "# HELP cis2_prompt_tokens_total Prompt tokens of accepted requests.\n"
             "# TYPE cis2_prompt_tokens_total counter\ncis2_prompt_tokens_total %llu\n",
         (unsigned long long)m->prompt_tokens);
-    put(&o, "# HELP cis2_decode_steps_total Model passes (cis2_session_step calls with work).\n"
+    serve_buf_printf(&o, "# HELP cis2_decode_steps_total Model passes (cis2_session_step calls with work).\n"
             "# TYPE cis2_decode_steps_total counter\ncis2_decode_steps_total %llu\n", (unsigned long long)m->steps);
-    put(&o, "# HELP cis2_batch_occupancy_last Sequences that advanced in the last step.\n"
+    serve_buf_printf(&o, "# HELP cis2_batch_occupancy_last Sequences that advanced in the last step.\n"
             "# TYPE cis2_batch_occupancy_last gauge\ncis2_batch_occupancy_last %zu\n", m->last_batch);
-    put(&o, "# HELP cis2_sequences_inflight Sequences accepted and not yet finished (running or queued).\n"
+    serve_buf_printf(&o, "# HELP cis2_sequences_inflight Sequences accepted and not yet finished (running or queued).\n"
             "# TYPE cis2_sequences_inflight gauge\ncis2_sequences_inflight %zu\n", m->inflight);
-    put(&o, "# HELP cis2_session_running Sequences the session is decoding or prefilling.\n"
+    serve_buf_printf(&o, "# HELP cis2_session_running Sequences the session is decoding or prefilling.\n"
             "# TYPE cis2_session_running gauge\ncis2_session_running %zu\n", m->sess.running);
-    put(&o, "# HELP cis2_session_queued Sequences added to the session and waiting for a place (batch or KV budget).\n"
+    serve_buf_printf(&o, "# HELP cis2_session_queued Sequences added to the session and waiting for a place (batch or KV budget).\n"
             "# TYPE cis2_session_queued gauge\ncis2_session_queued %zu\n", m->sess.queued);
-    put(&o, "# HELP cis2_prefill_rows_pending Prompt rows the running sequences have still to prefill.\n"
+    serve_buf_printf(&o, "# HELP cis2_prefill_rows_pending Prompt rows the running sequences have still to prefill.\n"
             "# TYPE cis2_prefill_rows_pending gauge\ncis2_prefill_rows_pending %zu\n", m->sess.prefill_rows);
-    put(&o, "# HELP cis2_kv_cache_bytes KV-cache bytes held by the running sequences.\n"
+    serve_buf_printf(&o, "# HELP cis2_kv_cache_bytes KV-cache bytes held by the running sequences.\n"
             "# TYPE cis2_kv_cache_bytes gauge\ncis2_kv_cache_bytes %zu\n", m->sess.kv_bytes);
-    put(&o, "# HELP cis2_kv_budget_bytes The KV-cache budget (--kv-budget).\n"
+    serve_buf_printf(&o, "# HELP cis2_kv_budget_bytes The KV-cache budget (--kv-budget).\n"
             "# TYPE cis2_kv_budget_bytes gauge\ncis2_kv_budget_bytes %zu\n", m->kv_budget);
     put_hist(&o, "cis2_batch_occupancy", "Sequences that advanced by one token in a step.", &m->occupancy);
     put_hist(&o, "cis2_time_to_first_token_seconds", "From a request's admission to the queue to its first token.",
@@ -185,7 +158,7 @@ char *serve_metrics_render(serve_metrics *m, size_t *len)
     put_hist(&o, "cis2_request_duration_seconds", "Generation requests, from the whole body received to the response's end.",
              &m->duration);
     pthread_mutex_unlock(&m->mu);
-    if (o.oom) { free(o.p); return NULL; }
+    if (o.oom || !o.p) { serve_buf_free(&o); return NULL; }
     *len = o.n;
     return o.p;
 }
