@@ -845,6 +845,7 @@ typedef struct sse_seq {
     size_t *ends;              /* ends[k]: raw bytes of ids[clean..clean+k+1), k < n_known */
     size_t n_known, ends_cap;
     serve_buf sent;            /* the text sent so far */
+    size_t sent_chars;         /* its code points (the text goes out in whole UTF-8 units) */
     int ended;                 /* the sequence's result is there */
     int final_sent, role_sent;
 } sse_seq;
@@ -1013,7 +1014,7 @@ static int stream_text(serve_sse *s, sse_seq *t, char **out, size_t *olen, size_
     *olen = 0;
     *from = t->clean;
     *k_out = 0;
-    *base = serve_utf8_chars(t->sent.p ? t->sent.p : "", t->sent.n);
+    *base = t->sent_chars;
     const cis2_engine *e = s->sc->e;
     while (t->clean + t->n_known < t->n_ids) {
         char *b = NULL;
@@ -1043,6 +1044,7 @@ static int stream_text(serve_sse *s, sse_seq *t, char **out, size_t *olen, size_
     if (cis2_engine_detokenize(e, &t->ids[t->clean], k, 1, &txt, &tl, NULL)) return -1;
     serve_buf_put(&t->sent, txt, tl);
     if (t->sent.oom) { cis2_free(txt); return -1; }
+    t->sent_chars += serve_utf8_chars(txt, tl);
     serve_buf_cut(&t->raw, cut);
     for (size_t m = k; m < t->n_known; m++) t->ends[m - k] = t->ends[m] - cut;
     t->n_known -= k;
@@ -1124,7 +1126,7 @@ int serve_sse_format(serve_sse *s, serve_buf *out, int *done)
         }
         /* the tokens not sent yet (the finishing one among them) with their logprobs */
         size_t from = t->clean < r->n_tokens ? t->clean : r->n_tokens;
-        json_t *lp = span_logprobs(s, t, r, from, r->n_tokens - from, serve_utf8_chars(t->sent.p ? t->sent.p : "", t->sent.n),
+        json_t *lp = span_logprobs(s, t, r, from, r->n_tokens - from, t->sent_chars,
                                    serve_utf8_chars(r->text ? r->text : "", rl));
         if ((rest || lp) && emit(out, chunk(s, i, rest ? r->text + t->sent.n : "", rest, 0, NULL, NULL, lp)))
             return -1;

@@ -39,15 +39,18 @@ void serve_buf_str(serve_buf *b, const char *s) { serve_buf_put(b, s, strlen(s))
 
 void serve_buf_printf(serve_buf *b, const char *fmt, ...)
 {
+    if (b->oom) return;
     va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(NULL, 0, fmt, ap);
+    va_start(ap, fmt); /* into the spare room; formatted again only if it did not fit */
+    int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
     va_end(ap);
     if (k < 0) { b->oom = 1; return; }
-    if (serve_buf_reserve(b, (size_t)k)) return;
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->n, (size_t)k + 1, fmt, ap);
-    va_end(ap);
+    if (!b->p || (size_t)k >= b->cap - b->n) {
+        if (serve_buf_reserve(b, (size_t)k)) return;
+        va_start(ap, fmt);
+        vsnprintf(b->p + b->n, (size_t)k + 1, fmt, ap);
+        va_end(ap);
+    }
     b->n += (size_t)k;
 }
 

@@ -63,6 +63,11 @@ static void test_printf(void **state)
     int k = snprintf(want, sizeof want, "x_bucket{le=\"0.25\"} 7\n[%s]", big);
     assert_int_equal(b.n, (size_t)k);
     assert_string_equal(b.p, want);
+    /* a short one into the spare room (formatted once, in place) */
+    serve_buf_printf(&b, "%d|%s", -12, "ok");
+    strcat(want, "-12|ok");
+    assert_int_equal(b.n, (size_t)k + 6);
+    assert_string_equal(b.p, want);
     serve_buf_free(&b);
 }
 
