@@ -24,8 +24,9 @@
  *   stores its partial sums there and the next range's block starts from
  *   them; a float stored and reloaded is the same float, so each row is
  *   still one §5.1 sum in index order.
- * Also the AVX2 attention halves (§9.2 scores, §9.4 V-mix; bottom of the
- * file).
+ * Also the AVX2 attention halves (§9.2 scores, §9.4 V-mix) and the
+ * 8-lane §6.2 exp and §6.4 SiLU (pmath_lanes.h's one definition at this
+ * width; bottom of the file).
  */
 #include "kernels.h"
 
@@ -336,3 +337,12 @@ void cis2_attn_vmix_avx2(const float *s, size_t G, const float *v, size_t v_stri
             out[h * hd + d] = acc;
         }
 }
+
+/* ---- §6.2 exp and §6.4 SiLU, 8 lanes (pmath_lanes.h), the rest by pmath.c's 4 ---- */
+#define LANES 8
+#define LN(f) f##_v8
+#include "pmath_lanes.h"
+
+void cis2_exp_n_avx2(const float *x, float *out, size_t n) { exp_n_v8(x, out, n, exp_pinned_n); }
+
+void cis2_silu_n_avx2(const float *x, float *out, size_t n) { silu_n_v8(x, out, n, silu_pinned_n); }

@@ -11,6 +11,8 @@
  * contiguous ranges across the pool (§5.2: rows are independent), so the
  * thread count never changes a bit; a variant that reads a transposed copy
  * of x (AVX-512 from 8 positions on) gets it made once per call here.
+ * cis2_exp_n / cis2_silu_n (§6.2, §6.4: softmax, SwiGLU, sampling) run
+ * the current variant's lane width of pmath_lanes.h, or pmath.c's 4.
  */
 #include "kernels.h"
 #include "pmath.h"
@@ -162,6 +164,7 @@ struct cis2_variant {
     cis2_prep_fn prep; /* NULL: the variant reads x only */
     cis2_scores_fn scores; /* attention halves; NULL: the generic ones (pmath.c) */
     cis2_vmix_fn vmix;
+    cis2_map_fn expn, silun; /* §6.2, §6.4 lanes; NULL: pmath.c's 4 */
 };
 
 static int avail_yes(void) { return 1; }
@@ -182,13 +185,16 @@ static int avail_avx512(void)
 /* Fastest first: "auto" takes the first available. */
 static const struct cis2_variant variants[] = {
 #if defined(__x86_64__)
-    {"avx512", cis2_kern_avx512, avail_avx512, cis2_prep_avx512, cis2_attn_scores_avx512, cis2_attn_vmix_avx512},
-    {"avx2", cis2_kern_avx2, avail_avx2, NULL, cis2_attn_scores_avx2, cis2_attn_vmix_avx2},
+    /* AVX-512 takes the 8-lane exp/SiLU (avail_avx512 requires AVX2 too) */
+    {"avx512", cis2_kern_avx512, avail_avx512, cis2_prep_avx512, cis2_attn_scores_avx512, cis2_attn_vmix_avx512,
+     cis2_exp_n_avx2, cis2_silu_n_avx2},
+    {"avx2", cis2_kern_avx2, avail_avx2, NULL, cis2_attn_scores_avx2, cis2_attn_vmix_avx2, cis2_exp_n_avx2,
+     cis2_silu_n_avx2},
 #endif
 #if defined(__aarch64__)
-    {"neon", cis2_kern_neon, avail_yes, NULL, NULL, NULL}, /* Advanced SIMD is mandatory on aarch64 */
+    {"neon", cis2_kern_neon, avail_yes, NULL, NULL, NULL, NULL, NULL}, /* Advanced SIMD is mandatory on aarch64 */
 #endif
-    {"scalar", cis2_kern_scalar, avail_yes, NULL, NULL, NULL},
+    {"scalar", cis2_kern_scalar, avail_yes, NULL, NULL, NULL, NULL, NULL},
 };
 #define NVARIANTS (sizeof variants / sizeof variants[0])
 
@@ -332,7 +338,19 @@ void cis2_matmul(const cis2_pmat *w, const float *x, size_t npos, float *y)
     cis2_matmul_n(&w, 1, x, npos, &y);
 }
 
-/* ---------------- attention ---------------- */
+/* ---------------- exp and SiLU, attention ---------------- */
+
+void cis2_exp_n(const float *x, float *out, size_t n)
+{
+    const struct cis2_variant *var = cur();
+    (var->expn ? var->expn : exp_pinned_n)(x, out, n); /* §6.2 */
+}
+
+void cis2_silu_n(const float *x, float *out, size_t n)
+{
+    const struct cis2_variant *var = cur();
+    (var->silun ? var->silun : silu_pinned_n)(x, out, n); /* §6.4 */
+}
 
 void cis2_attend_group(const float *q, size_t G, const float *kt, const float *v, size_t v_stride, size_t len,
                        size_t head_dim, float *scores, float *out)
@@ -340,6 +358,7 @@ void cis2_attend_group(const float *q, size_t G, const float *kt, const float *v
     const struct cis2_variant *var = cur();
     float scale = rsqrt_cr((float)head_dim); /* §9.2 */
     (var->scores ? var->scores : cis2_attn_scores_generic)(q, G, kt, len, head_dim, scale, scores);
-    for (size_t h = 0; h < G; h++) softmax_seq(scores + h * len, len); /* §9.3 */
+    cis2_map_fn expn = var->expn ? var->expn : exp_pinned_n;
+    for (size_t h = 0; h < G; h++) softmax_seq_exp(scores + h * len, len, expn); /* §9.3 */
     (var->vmix ? var->vmix : cis2_attn_vmix_generic)(scores, G, v, v_stride, len, head_dim, out);
 }

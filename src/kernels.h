@@ -77,6 +77,12 @@ void cis2_parallel_for(size_t n, void (*fn)(void *ctx, size_t i), void *ctx);
 void cis2_attend_group(const float *q, size_t G, const float *kt, const float *v, size_t v_stride, size_t len,
                        size_t head_dim, float *scores, float *out);
 
+/* §6.2 exp_pinned / §6.4 silu_pinned of n floats (out may be x), in the
+ * current variant's lanes (pmath_lanes.h): the scalar bits whatever the
+ * variant. */
+void cis2_exp_n(const float *x, float *out, size_t n);
+void cis2_silu_n(const float *x, float *out, size_t n);
+
 /* ---- Additions (fast-kernels work) ---- */
 
 /* 1 if this build and CPU can run the named kernel ("scalar", "avx2",
@@ -98,6 +104,7 @@ typedef void (*cis2_scores_fn)(const float *q, size_t G, const float *kt, size_t
                                float *s);
 typedef void (*cis2_vmix_fn)(const float *s, size_t G, const float *v, size_t v_stride, size_t len, size_t hd,
                              float *out);
+typedef void (*cis2_map_fn)(const float *x, float *out, size_t n); /* exp or SiLU of n floats */
 #define CIS2_XT_MIN_POS 8
 #define KERN_ARGS const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0, size_t g1
 void cis2_kern_scalar(KERN_ARGS);
@@ -106,6 +113,8 @@ void cis2_kern_avx2(KERN_ARGS);
 void cis2_attn_scores_avx2(const float *q, size_t G, const float *kt, size_t len, size_t hd, float scale, float *s);
 void cis2_attn_vmix_avx2(const float *s, size_t G, const float *v, size_t v_stride, size_t len, size_t hd,
                          float *out);
+void cis2_exp_n_avx2(const float *x, float *out, size_t n);
+void cis2_silu_n_avx2(const float *x, float *out, size_t n);
 void cis2_kern_avx512(KERN_ARGS);
 void cis2_prep_avx512(const float *x, size_t npos, size_t cols, float *xt);
 void cis2_attn_scores_avx512(const float *q, size_t G, const float *kt, size_t len, size_t hd, float scale,

@@ -478,7 +478,7 @@ static void swiglu_task(void *ctx, size_t c)
     swiglu_ctx *s = ctx;
     size_t hi = (c + 1) * SWIGLU_CHUNK < s->n ? (c + 1) * SWIGLU_CHUNK : s->n;
     size_t lo = c * SWIGLU_CHUNK;
-    silu_pinned_n(s->g + lo, s->g + lo, hi - lo); /* §6.4, in place */
+    cis2_silu_n(s->g + lo, s->g + lo, hi - lo); /* §6.4, in place */
     for (size_t e = lo; e < hi; e++) s->g[e] = s->g[e] * s->u[e];
 }
 

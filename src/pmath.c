@@ -18,14 +18,14 @@
 
 #include <stdlib.h>
 
-/* §6.2 exp constants */
-#define EXP_LOG2E 0x3FB8AA3Bu
-#define EXP_C1 0x3F318000u
-#define EXP_C2 0xB95E8083u
-static const uint32_t EXP_P[6] = {0x39506967u, 0x3AB743CEu, 0x3C088908u,
-                                  0x3D2AA9C1u, 0x3E2AAAAAu, 0x3F000000u};
-#define EXP_HI 0x42B00000u /* 88.0 */
-#define EXP_LO 0xC2B00000u /* -88.0 */
+/* §6.2 exp's constants and its lanes (exp_v4, silu_n_v4): one definition
+ * for every width (pmath_lanes.h) */
+#define LANES 4
+#define LN(f) f##_v4
+#include "pmath_lanes.h"
+#undef LN
+#undef LANES
+
 /* §6.3 sin/cos constants */
 #define PI_2_F64 0x3FF921FB54442D18ull
 #define SIN_C0 0xBE2AAAA3u
@@ -41,24 +41,15 @@ static const uint32_t EXP_P[6] = {0x39506967u, 0x3AB743CEu, 0x3C088908u,
 static const uint32_t LOG_P[9] = {0x3D9021BBu, 0xBDEBD1B8u, 0x3DEF251Bu,
                                   0xBDFE5D4Fu, 0x3E11E9BFu, 0xBE2AAE50u,
                                   0x3E4CCEADu, 0xBE7FFFFCu, 0x3EAAAAAAu};
-#define F_ONE 0x3F800000u
-#define F_HALF 0x3F000000u
 
-/* Four lanes of binary32: GCC/Clang vector extensions, element-wise IEEE
- * ops (a*b and a+b stay separate with -ffp-contract=off), lowered to
- * SSE/AVX/NEON as the target allows.  Every lane computes exactly the
- * scalar function's operations, so the bits are the scalar bits. */
+/* Four lanes of binary32 for the generic attention halves (below): GCC/Clang
+ * vector extensions, element-wise IEEE ops (a*b and a+b stay separate with
+ * -ffp-contract=off), lowered to SSE/AVX/NEON as the target allows.  Every
+ * lane computes exactly the scalar operations, so the bits are the scalar
+ * bits. */
 typedef float v4f __attribute__((vector_size(16)));
-typedef int32_t v4i __attribute__((vector_size(16)));
 
 static v4f v4_load(const float *p) { v4f r; memcpy(&r, p, sizeof r); return r; }
-static v4f v4_splat(uint32_t bits) { float f = f32_from_bits(bits); v4f r = {f, f, f, f}; return r; }
-static v4i v4_bits(v4f f) { v4i r; memcpy(&r, &f, 16); return r; }
-static v4f v4_from_bits(v4i i) { v4f r; memcpy(&r, &i, 16); return r; }
-static v4f v4_select(v4i mask, v4f a, v4f b) /* mask lanes -1: a, 0: b */
-{
-    return v4_from_bits((mask & v4_bits(a)) | (~mask & v4_bits(b)));
-}
 
 float dot_seq(const float *a, const float *b, size_t n) /* §5.1 */
 {
@@ -270,64 +261,20 @@ float silu_pinned(float x) /* §6.4 */
     return r != r ? f32_from_bits(CIS2_QNAN_BITS) : r;
 }
 
-/* §6.2 on four lanes: the same steps as exp_pinned, branches as masks. */
-static v4f exp_v4(v4f x)
+/* The lanes' tails: one element at a time, the scalar functions. */
+static void exp_tail(const float *x, float *out, size_t n)
 {
-    v4i nan = x != x, big = x > v4_splat(EXP_HI), small = x < v4_splat(EXP_LO);
-    v4f xs = v4_select(nan | big | small, v4_splat(0), x); /* keep the int casts in range */
-    v4f t = xs * v4_splat(EXP_LOG2E);
-    v4f z0 = t + v4_splat(F_HALF);
-    v4f tr = __builtin_convertvector(__builtin_convertvector(z0, v4i), v4f); /* trunc, exact */
-    v4f k = tr - v4_select(tr > z0, v4_splat(F_ONE), v4_splat(0));         /* floor_small */
-    v4f kc1 = k * v4_splat(EXP_C1);
-    v4f r0 = xs - kc1;
-    v4f kc2 = k * v4_splat(EXP_C2);
-    v4f r = r0 - kc2;
-    v4f r2 = r * r;
-    v4f poly = v4_splat(EXP_P[0]);
-    for (int i = 1; i <= 5; i++) {
-        v4f m = poly * r;
-        poly = m + v4_splat(EXP_P[i]);
-    }
-    v4f m1 = poly * r2;
-    v4f poly2 = m1 + r;
-    v4f result = poly2 + v4_splat(F_ONE);
-    /* §6.2.1 ldexp_exact(result, k); result > 0 here, never 0 */
-    v4i rb = v4_bits(result), ki = __builtin_convertvector(k, v4i);
-    v4i e = ((rb >> 23) & 0xFF) + ki;
-    v4i scaled = (rb & ~(0xFF << 23)) | (e << 23);
-    v4f y = v4_from_bits(scaled);
-    y = v4_select(e <= 0, v4_splat(0), y);
-    y = v4_select(e >= 0xFF, v4_from_bits((rb & (int32_t)0x80000000) | 0x7F800000), y);
-    y = v4_select(small, v4_splat(0), y);                /* 3. */
-    y = v4_select(big, v4_splat(0x7F800000u), y);        /* 2. */
-    return v4_select(nan, x, y);                         /* 1. */
+    for (size_t i = 0; i < n; i++) out[i] = exp_pinned(x[i]);
 }
 
-void exp_pinned_n(const float *x, float *out, size_t n)
+static void silu_tail(const float *x, float *out, size_t n)
 {
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        v4f y = exp_v4(v4_load(x + i));
-        memcpy(out + i, &y, 16);
-    }
-    for (; i < n; i++) out[i] = exp_pinned(x[i]);
+    for (size_t i = 0; i < n; i++) out[i] = silu_pinned(x[i]);
 }
 
-void silu_pinned_n(const float *x, float *out, size_t n) /* §6.4 */
-{
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        v4f xv = v4_load(x + i);
-        v4f neg = -xv;
-        v4f e = exp_v4(neg);
-        v4f denom = v4_splat(F_ONE) + e;
-        v4f r = xv / denom;
-        r = v4_select(r != r, v4_splat(CIS2_QNAN_BITS), r);
-        memcpy(out + i, &r, 16);
-    }
-    for (; i < n; i++) out[i] = silu_pinned(x[i]);
-}
+void exp_pinned_n(const float *x, float *out, size_t n) { exp_n_v4(x, out, n, exp_tail); }
+
+void silu_pinned_n(const float *x, float *out, size_t n) { silu_n_v4(x, out, n, silu_tail); } /* §6.4 */
 
 size_t argmax(const float *v, size_t n) /* §11.2: strict >, first wins */
 {
@@ -355,14 +302,16 @@ void rmsnorm(const float *x, const float *w, float eps, size_t n, float *out) /*
     }
 }
 
-void softmax_seq(float *v, size_t n) /* §9.3 */
+void softmax_seq(float *v, size_t n) { softmax_seq_exp(v, n, exp_pinned_n); } /* §9.3 */
+
+void softmax_seq_exp(float *v, size_t n, void (*expn)(const float *x, float *out, size_t n)) /* §9.3 */
 {
     if (n == 0) return;
     float mx = v[0];
     for (size_t j = 1; j < n; j++)
         if (v[j] > mx) mx = v[j]; /* strict > */
     for (size_t j = 0; j < n; j++) v[j] = v[j] - mx;
-    exp_pinned_n(v, v, n); /* §6.2, in place */
+    expn(v, v, n); /* §6.2 (any lanes: the same bits), in place */
     float denom = sum_seq(v, n); /* §5.3 */
     for (size_t j = 0; j < n; j++) v[j] = v[j] / denom; /* division, not reciprocal */
 }

@@ -16,6 +16,7 @@
  * subnormal to +0.0's key first (§S1.2: they compare equal under DAZ).
  */
 #include "sample.h"
+#include "kernels.h"
 #include "pmath.h"
 #include "strbuf.h"
 
@@ -167,7 +168,7 @@ int cis2_sample_step(const float *x, size_t V, const cis2_sampling *p, uint32_t 
         float d = xj == m ? 0.0f : xj - m;
         w[j] = d / T; /* z */
     }
-    exp_pinned_n(w, w, K); /* w = exp_pinned(z), the scalar bits four at a time */
+    cis2_exp_n(w, w, K); /* w = exp_pinned(z): the scalar bits in the kernel's lanes */
     float S = sum_seq(w, K);
     size_t F = K; /* §S3.4.3 top-p: a prefix */
     uint32_t tpb = top_p_bits(p);
@@ -261,7 +262,7 @@ int cis2_logprobs(const float *x, size_t V, uint32_t token, size_t top_n, cis2_s
     size_t k = 0;
     for (size_t i = 0; i < V; i++)
         if (x[i] == x[i]) d[k++] = x[i] == M ? 0.0f : x[i] - M;
-    exp_pinned_n(d, d, k);
+    cis2_exp_n(d, d, k); /* §6.2, the scalar bits */
     float E = sum_seq(d, k); /* vocab order, NaN ids skipped */
     float L = ln_pinned(E);
 #define LOGPROB(i) (x[i] != x[i] ? qnan : ((x[i] == M ? 0.0f : x[i] - M) - L))

@@ -382,6 +382,101 @@ static void test_attention_variants(void **state)
     print_message("attention compared: %d case-variant pairs\n", pairs);
 }
 
+/* cis2_exp_n / cis2_silu_n under every variant (each its own lane width,
+ * pmath_lanes.h) equal the scalar exp_pinned / silu_pinned (pmath.c's
+ * branchy one-at-a-time code) on every class of input: the §6.2 edges (NaN
+ * payloads, infinities, +-88 and their neighbours, subnormals, zeros),
+ * random bit patterns and values in the working range; every length from
+ * 0 to 40 (each tail), in place and not. */
+static void test_exp_silu_variants(void **state)
+{
+    (void)state;
+    enum { N = 4111 };
+    static float x[N], ye[N], ys[N], yi[N];
+    static const uint32_t edge[] = {0x00000000, 0x80000000, 0x00000001, 0x80000001, 0x007FFFFF, 0x00800000,
+                                    0x42B00000, 0x42B00001, 0x42AFFFFF, 0xC2B00000, 0xC2B00001, 0xC2AFFFFF,
+                                    0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00000, 0x7F800001, 0x7FA00001,
+                                    0xFF812345, 0x7F7FFFFF, 0xFF7FFFFF, 0x3F000000, 0xBF000000, 0x42800000,
+                                    0xC2800000, 0x3F800000, 0xC2AEAC50, 0xC2AEAC4F, 0x42B17217, 0xC2CFF1B5,
+                                    0x3EB17218, 0xBEB17218, 0x33800000, 0xB3800000};
+    int compared = 0;
+    for (int rep = 0; rep < 24; rep++) {
+        for (size_t i = 0; i < N; i++) {
+            uint32_t b = (uint32_t)rnd();
+            if (rep == 0 && i < sizeof edge / sizeof edge[0]) b = edge[i];
+            else if (rep % 3 == 1) { float u = (float)(int32_t)(b >> 8) / 65536.0f; b = bitsf(u); } /* +-128 */
+            else if (rep % 3 == 2) { float u = -(float)(b >> 9) / 65536.0f; b = bitsf(u); }         /* softmax's */
+            x[i] = fbits(b);
+        }
+        for (size_t v = 0; v < NNAMES; v++) {
+            if (!cis2_kernel_available(NAMES[v])) continue;
+            cis2_error err = {0};
+            assert_int_equal(cis2_kernel_select(NAMES[v], &err), CIS2_OK);
+            for (size_t len = 0; len <= 40; len++) { /* every tail, at an offset that misaligns */
+                size_t o = (size_t)rep * 41 % (N - 48) + 1;
+                memset(ye, 0xEE, sizeof ye);
+                cis2_exp_n(x + o, ye, len);
+                cis2_silu_n(x + o, ys, len);
+                for (size_t i = 0; i < len; i++) {
+                    if (bitsf(ye[i]) != bitsf(cis2_exp_pinned(x[o + i])))
+                        fail_msg("%s: exp_n len %zu [%zu] (0x%08X) = 0x%08X, scalar 0x%08X", NAMES[v], len, i,
+                                 bitsf(x[o + i]), bitsf(ye[i]), bitsf(cis2_exp_pinned(x[o + i])));
+                    if (bitsf(ys[i]) != bitsf(cis2_silu_pinned(x[o + i])))
+                        fail_msg("%s: silu_n len %zu [%zu] (0x%08X) = 0x%08X, scalar 0x%08X", NAMES[v], len, i,
+                                 bitsf(x[o + i]), bitsf(ys[i]), bitsf(cis2_silu_pinned(x[o + i])));
+                }
+                assert_int_equal(bitsf(ye[len]), 0xEEEEEEEEu); /* nothing written past n */
+            }
+            cis2_exp_n(x, ye, N);
+            cis2_silu_n(x, ys, N);
+            memcpy(yi, x, sizeof yi);
+            cis2_exp_n(yi, yi, N); /* in place, as softmax runs it */
+            for (size_t i = 0; i < N; i++) {
+                uint32_t we = bitsf(cis2_exp_pinned(x[i])), ws = bitsf(cis2_silu_pinned(x[i]));
+                if (bitsf(ye[i]) != we || bitsf(yi[i]) != we)
+                    fail_msg("%s: exp_n(0x%08X) = 0x%08X / in place 0x%08X, scalar 0x%08X", NAMES[v],
+                             bitsf(x[i]), bitsf(ye[i]), bitsf(yi[i]), we);
+                if (bitsf(ys[i]) != ws)
+                    fail_msg("%s: silu_n(0x%08X) = 0x%08X, scalar 0x%08X", NAMES[v], bitsf(x[i]), bitsf(ys[i]), ws);
+            }
+            compared++;
+        }
+    }
+    cis2_error err = {0};
+    assert_int_equal(cis2_kernel_select("auto", &err), CIS2_OK);
+    print_message("exp/silu compared: %d rounds of %d values x variants\n", compared, N);
+}
+
+/* The same over a sweep of the whole binary32 line: 2^24 bit patterns, one
+ * in every 256 (the low byte varied), every sign, exponent and NaN class. */
+static void test_exp_silu_sweep(void **state)
+{
+    (void)state;
+    enum { C = 4096 };
+    static float x[C], ye[C], ys[C];
+    for (size_t v = 0; v < NNAMES; v++) {
+        if (!cis2_kernel_available(NAMES[v])) continue;
+        cis2_error err = {0};
+        assert_int_equal(cis2_kernel_select(NAMES[v], &err), CIS2_OK);
+        for (uint32_t b0 = 0; b0 < (1u << 24); b0 += C) {
+            for (uint32_t i = 0; i < C; i++) {
+                uint32_t b = b0 + i;
+                x[i] = fbits(b << 8 | ((b * 0x9Du) & 0xFFu));
+            }
+            cis2_exp_n(x, ye, C);
+            cis2_silu_n(x, ys, C);
+            for (uint32_t i = 0; i < C; i++) {
+                uint32_t we = bitsf(cis2_exp_pinned(x[i])), ws = bitsf(cis2_silu_pinned(x[i]));
+                if (bitsf(ye[i]) != we || bitsf(ys[i]) != ws)
+                    fail_msg("%s: x 0x%08X: exp_n 0x%08X (scalar 0x%08X), silu_n 0x%08X (scalar 0x%08X)", NAMES[v],
+                             bitsf(x[i]), bitsf(ye[i]), we, bitsf(ys[i]), ws);
+            }
+        }
+    }
+    cis2_error err = {0};
+    assert_int_equal(cis2_kernel_select("auto", &err), CIS2_OK);
+}
+
 static void test_select(void **state)
 {
     (void)state;
@@ -473,6 +568,7 @@ int main(void)
         cmocka_unit_test(test_workers_pinned),   cmocka_unit_test(test_select),
         cmocka_unit_test(test_parallel_for),     cmocka_unit_test(test_pack_shapes),
         cmocka_unit_test(test_matmul_n),         cmocka_unit_test(test_attention_variants),
+        cmocka_unit_test(test_exp_silu_variants), cmocka_unit_test(test_exp_silu_sweep),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
