@@ -246,6 +246,10 @@ grep -qx 'stop-ids 2' "$d/chat/chat.receipt" || fail "the chat receipt does not 
 verify_all "$d/mid" "$d"/chat/chat*.receipt
 $PY -c 'import json,sys; p=json.load(open(sys.argv[1]))["prompt"]; sys.exit(p != "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")' \
     "$d/chat/default-system.prompt" || fail "the default system prompt: $(cat "$d/chat/default-system.prompt")"
+echo "== stop strings cut from the model's own text (real tokenizer), whole and streamed: cis2 run --stop's"
+mkdir -p "$d/cut"
+$TMO node tests/server/client.js stopcut "http://127.0.0.1:$P" $M "$d/cut" || fail "stopcut"
+$TMO $PY tests/server/ref.py "$CIS2" "$d/mid" "$d"/cut/*.json || fail "a stop-string cut is not cis2 run's"
 expect 400 invalid_value $P /v1/chat/completions $C -d '{"model":"mid","messages":[{"role":"user","content":"a"}],"logprobs":true,"top_logprobs":21}'
 expect 400 invalid_value $P /v1/chat/completions $C -d '{"model":"mid","messages":[{"role":"user","content":"a"}],"top_logprobs":2}'
 expect 400 invalid_type $P /v1/chat/completions $C -d '{"model":"mid","messages":[{"role":"user","content":"a"}],"logprobs":2}'

@@ -11,6 +11,8 @@
 //   node client.js chat BASE MODEL OUT           chat.completions with logprobs, whole and streamed
 //   node client.js stops BASE MODEL OUT          stop rules on tests/server/stopper.py's checkpoint:
 //                                                chat ends at <|im_end|>, eos, stop ids, stop strings
+//   node client.js stopcut BASE MODEL OUT        stop strings cut from the model's own text (real
+//                                                tokenizer): first occurrence, whole and streamed
 //   node client.js errors BASE MODEL             the client's error classes for 400/404/501
 //   node client.js auth BASE MODEL KEY           401 without/with a wrong key, 200 with KEY
 //   node client.js load BASE MODEL C R OUT       C clients x R requests each; OUT/c-r.receipt
@@ -253,6 +255,58 @@ async function stops() {
   console.log('stops: chat ends at <|im_end|>; eos, stop ids, stop strings end completions, whole and streamed');
 }
 
+// Stop strings cut from the model's own greedy text (the mid checkpoint's
+// real tokenizer: tokens of several bytes, some non-ASCII): an occurrence
+// that begins inside a token and spans several, a single code point, the
+// earliest of several strings, and a near miss (a piece of the text, then a
+// byte it never has) whose bytes are held back and then released.  Whole
+// and streamed (a few times: how tokens meet the HTTP thread varies), the
+// text is exactly the greedy text up to the first occurrence, and `length`
+// with all of it for the near miss; ref.py then checks each against
+// `cis2 run --stop`.
+async function stopcut() {
+  const out = args[0];
+  const c = client();
+  let hits = 0, cases = 0;
+  for (const [pi, pr] of ['Once upon a time', 'The quick brown fox', 'Call me Ishmael', 'Hello'].entries()) {
+    const base = await complete(c, { model, prompt: pr, max_tokens: 24, logprobs: 0 });
+    const T = base.text, cp = [...T];
+    if (base.finish !== 'length' || T.includes('\ufffd') || T.includes('\u0001') || cp.length < 12) continue;
+    const piece = (a, n) => cp.slice(a, a + n).join('');
+    const a = Math.floor(cp.length / 3), b = Math.floor(cp.length / 2), z = cp.length - 4;
+    const sets = [
+      [piece(a, 4)],                                  // from a third of the way, 4 code points
+      [piece(b, 1)],                                  // one code point from the middle
+      ['\u0001\u0001', piece(z, 3), piece(a + 1, 5)], // the earliest of several
+      [piece(a, 3) + '\u0001'],                       // a near miss: never matches
+    ];
+    // all but the last byte of the string end a token: those bytes must wait for the next token
+    const toks = base.logprobs.tokens, ends = [];
+    if (toks.join('') === T) toks.reduce((at, t) => { ends.push(at + t.length); return at + t.length; }, 0);
+    const P = ends.find((e) => e >= T.length / 2 && e >= 3 && e < T.length && /^[\x20-\x7e]{4}$/.test(T.slice(e - 3, e + 1)));
+    if (P !== undefined) sets.push([T.slice(P - 3, P + 1)]);
+    for (const [si, stop] of sets.entries()) {
+      const at = Math.min(...stop.map((x) => { const i = T.indexOf(x); return i < 0 ? Infinity : i; }));
+      const want = at === Infinity ? T : T.slice(0, at), finish = at === Infinity ? 'length' : 'stop';
+      for (const stream of [false, true]) {
+        const p = { model, prompt: pr, max_tokens: 24, stop, stream, logprobs: stream ? 1 : null };
+        if (!stream) delete p.logprobs;
+        for (let k = 0; k < (stream ? 4 : 1); k++) {
+          const o = await complete(c, p);
+          const what = `prompt ${pi} stops ${JSON.stringify(stop)}${stream ? ' (streamed)' : ''}`;
+          check(o.text === want, `${what}: text ${JSON.stringify(o.text)}, expected ${JSON.stringify(want)} of ${JSON.stringify(T)}`);
+          check(o.finish === finish && o.cis2.finish === (finish === 'stop' ? 'stop-string' : 'length'),
+            `${what}: finish ${o.finish} / ${o.cis2.finish}`);
+          if (k === 0) { writeCases(out, `cut-${pi}-${si}${stream ? '-s' : ''}`, 'completion', p, [o]); cases++; }
+        }
+      }
+      if (at !== Infinity) hits++;
+    }
+  }
+  check(hits >= 6, `only ${hits} stop strings cut the text (the greedy texts were too short or not valid UTF-8)`);
+  console.log(`stopcut: ${hits} stop strings cut the model's own text at their first occurrence, whole and streamed (${cases} cases)`);
+}
+
 async function expectError(p, status, cls, what) {
   try {
     await p;
@@ -388,6 +442,6 @@ async function join() {
     decoder_gap_median_ms: med, decoder_gap_max_ms: mx }));
 }
 
-const cmds = { concurrent, choices, chat, stops, errors, auth, load, bench, join };
+const cmds = { concurrent, choices, chat, stops, stopcut, errors, auth, load, bench, join };
 if (!cmds[cmd]) die('unknown command ' + cmd);
 cmds[cmd]().catch((e) => die(`${cmd}: ${e.status || ''} ${e.message}`));
