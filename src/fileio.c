@@ -6,7 +6,8 @@
  * one buffer (or the one sequential stream) this module gives it.
  *
  * Owns: the regular-file check and the before/after fstat comparison of
- * inputs; the temporary-file-then-rename protocol of outputs; the registry
+ * inputs; the temporary-file-then-rename protocol of outputs (an O_TMPFILE
+ * file named only at commit, or a named temporary); the registry
  * of temporary files and directories that a SIGINT/SIGTERM/SIGHUP handler
  * (installed by programs through cis2_cleanup_install) removes with
  * async-signal-safe calls only.  Callers: every module that opens a file.
@@ -337,7 +338,8 @@ struct cis2_out {
     FILE *f;
     char *path;    /* as given */
     char *target;  /* what is replaced (a symbolic link's target) */
-    char *tmp;     /* NULL when writing in place */
+    char *tmp;     /* the temporary file's name; NULL in place, or while anon */
+    int anon;      /* an O_TMPFILE file: no name until commit gives it one */
     int slot;
 };
 
@@ -355,15 +357,30 @@ static uint64_t rnd64(void)
     return z ^ (z >> 31);
 }
 
-/* Creates a fresh "BASE.tmp.XXXXXX" beside target (or ".cis2.tmp.XXXXXX"
- * in its directory when that name would be too long); fd or -1 (errno). */
-static int make_temp(const char *target, char **tmp_out)
+/* dirname of p into dir (cap bytes): "." when p has no slash; 0, or -1
+ * when it did not fit (dir then holds a truncated name). */
+static int dir_of(const char *p, char *dir, size_t cap)
+{
+    const char *slash = strrchr(p, '/');
+    size_t n = slash ? (size_t)(slash - p) : 0;
+    if (!slash) snprintf(dir, cap, ".");
+    else if (slash == p) snprintf(dir, cap, "/");
+    else snprintf(dir, cap, "%.*s", (int)n, p);
+    return n < cap ? 0 : -1;
+}
+
+/* Gives a fresh name "BASE.tmp.XXXXXX" beside target (or ".cis2.tmp.XXXXXX"
+ * in its directory when that name would be too long) to a new file
+ * (anon_fd < 0: returns its fd) or to the O_TMPFILE file anon_fd (linked
+ * through /proc/self/fd: returns 0).  -1 (errno) on failure. */
+static int make_temp(const char *target, int anon_fd, char **tmp_out)
 {
     size_t tl = strlen(target);
     const char *slash = strrchr(target, '/');
     size_t dirlen = slash ? (size_t)(slash - target) + 1 : 0;
-    char *tmp = malloc(tl + 32);
+    char *tmp = malloc(tl + 32), fdpath[64];
     if (!tmp) { errno = ENOMEM; return -1; }
+    snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", anon_fd);
     static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     for (int attempt = 0; attempt < 200; attempt++) {
         uint64_t r = rnd64();
@@ -372,7 +389,8 @@ static int make_temp(const char *target, char **tmp_out)
         sfx[6] = 0;
         if (attempt < 100) snprintf(tmp, tl + 32, "%s.tmp.%s", target, sfx);
         else snprintf(tmp, tl + 32, "%.*s.cis2.tmp.%s", (int)dirlen, target, sfx);
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0666);
+        int fd = anon_fd < 0 ? open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0666)
+                             : linkat(AT_FDCWD, fdpath, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW);
         if (fd >= 0) { *tmp_out = tmp; return fd; }
         if (errno == ENAMETOOLONG && attempt < 100) { attempt = 99; continue; }
         if (errno != EEXIST) break;
@@ -381,6 +399,21 @@ static int make_temp(const char *target, char **tmp_out)
     free(tmp);
     errno = e;
     return -1;
+}
+
+/* An unnamed file in target's directory (O_TMPFILE), or -1 where the
+ * kernel, the filesystem or a missing /proc (to name it later) rule it
+ * out.  Until commit names it, a killed process leaves nothing behind. */
+static int open_anon(const char *target)
+{
+#ifdef O_TMPFILE
+    char dir[PATH_MAX];
+    if (dir_of(target, dir, sizeof dir) != 0 || access("/proc/self/fd", X_OK) != 0) return -1;
+    return open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+#else
+    (void)target;
+    return -1;
+#endif
 }
 
 static void out_free(cis2_out *o)
@@ -437,16 +470,17 @@ int cis2_out_open(cis2_out **out, const char *path, cis2_error *err)
         out_free(o);
         return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
     }
-    int fd = make_temp(o->target, &o->tmp);
-    if (fd < 0) {
+    int fd = open_anon(o->target);
+    if (fd >= 0) o->anon = 1;
+    else if ((fd = make_temp(o->target, -1, &o->tmp)) < 0) {
         int e = errno;
         out_free(o);
         return cis2_fail(err, CIS2_E_IO, "%s: cannot create a file in its directory: %s", path, strerror(e));
     }
-    o->slot = cis2_cleanup_register(o->tmp, 0);
+    if (o->tmp) o->slot = cis2_cleanup_register(o->tmp, 0);
     if (!(o->f = fdopen(fd, "wb"))) {
         close(fd);
-        unlink(o->tmp);
+        if (o->tmp) unlink(o->tmp);
         cis2_cleanup_unregister(o->slot);
         out_free(o);
         return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
@@ -467,13 +501,18 @@ void cis2_out_abort(cis2_out *o)
     out_free(o);
 }
 
-/* Flush, fsync, close; 0 or an errno.  o->f is NULL afterwards. */
+/* Flush, fsync, name an O_TMPFILE file (o->tmp, registered for cleanup
+ * from then on), close; 0 or an errno.  o->f is NULL afterwards. */
 static int out_finish(cis2_out *o)
 {
     int e = 0;
     if (fflush(o->f) != 0) e = errno ? errno : EIO;
     else if (ferror(o->f)) e = EIO;
-    else if (o->tmp && fsync(fileno(o->f)) != 0) e = errno;
+    else if ((o->tmp || o->anon) && fsync(fileno(o->f)) != 0) e = errno;
+    else if (o->anon) {
+        if (make_temp(o->target, fileno(o->f), &o->tmp) != 0) e = errno;
+        else o->slot = cis2_cleanup_register(o->tmp, 0);
+    }
     if (fclose(o->f) != 0 && !e) e = errno ? errno : EIO;
     o->f = NULL;
     return e;
@@ -481,11 +520,8 @@ static int out_finish(cis2_out *o)
 
 static void sync_dir_of(const char *target)
 {
-    const char *slash = strrchr(target, '/');
     char dir[PATH_MAX];
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == target) snprintf(dir, sizeof dir, "/");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - target), target);
+    if (dir_of(target, dir, sizeof dir) != 0) return;
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {
         fsync(fd);
@@ -510,11 +546,8 @@ int cis2_out_commit_set(cis2_out **os, size_t n, cis2_error *err)
     int lockfd = -1; /* 2: the renames, serialised per directory */
     for (size_t i = 0; i < n && lockfd < 0; i++) {
         if (!os[i] || !os[i]->tmp) continue;
-        const char *t = os[i]->target, *slash = strrchr(t, '/');
         char dir[PATH_MAX];
-        if (!slash) snprintf(dir, sizeof dir, ".");
-        else if (slash == t) snprintf(dir, sizeof dir, "/");
-        else snprintf(dir, sizeof dir, "%.*s", (int)(slash - t), t);
+        if (dir_of(os[i]->target, dir, sizeof dir) != 0) break;
         lockfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (lockfd >= 0) while (flock(lockfd, LOCK_EX) != 0 && errno == EINTR) {}
         break;
@@ -552,15 +585,6 @@ int cis2_write_file(const char *path, const void *data, size_t len, cis2_error *
 }
 
 /* ------------------------------------------------------ output path checks */
-
-/* dirname of p into dir (cap bytes): "." when p has no slash. */
-static void dir_of(const char *p, char *dir, size_t cap)
-{
-    const char *slash = strrchr(p, '/');
-    if (!slash) snprintf(dir, cap, ".");
-    else if (slash == p) snprintf(dir, cap, "/");
-    else snprintf(dir, cap, "%.*s", (int)(slash - p), p);
-}
 
 /* The absolute path p names (its directory resolved, the last component as
  * is when it does not exist); NULL when the directory does not resolve. */

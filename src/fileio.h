@@ -16,11 +16,13 @@
  * between the fstat before and the one after, or EOF comes early or late)
  * is a clean CIS2_E_IO, never a signal (nothing is mmap'ed).
  *
- * Outputs are written whole or not at all: a unique temporary file beside
- * the target ("NAME.tmp.XXXXXX", created O_EXCL with mode 0666 & ~umask,
- * like fopen), flushed, fsync'ed and renamed over the target only by a
- * commit; an abort, a failed write or a signal (with cis2_cleanup_install)
- * removes it and leaves the old target as it was.  A target that exists and
+ * Outputs are written whole or not at all: an unnamed O_TMPFILE file in
+ * the target's directory where the filesystem and /proc allow it, else a
+ * unique temporary file beside the target ("NAME.tmp.XXXXXX", created
+ * O_EXCL; either with mode 0666 & ~umask, like fopen), flushed, fsync'ed,
+ * (named NAME.tmp.XXXXXX through /proc/self/fd) and renamed over the
+ * target only by a commit; an abort, a failed write or a signal (with
+ * cis2_cleanup_install) removes it and leaves the old target as it was.  A target that exists and
  * is not a regular file (/dev/null, a FIFO, a terminal) is written in
  * place: there is nothing to replace atomically.
  */
@@ -76,16 +78,21 @@ const char *cis2_file_kind(const struct stat *st);
 
 /* ---- outputs ---- */
 
-/* Output files written whole or not at all: a unique temporary file in
- * the target's directory ("NAME.tmp.XXXXXX" beside it), registered for
- * removal on SIGINT/SIGTERM/SIGHUP (see cis2_cleanup_install), flushed,
- * fsync'ed and renamed over the target only by commit.  A symbolic link
+/* Output files written whole or not at all: an unnamed O_TMPFILE file in
+ * the target's directory, or where that cannot be (no O_TMPFILE on the
+ * filesystem, no /proc to name it by) a unique temporary file beside the
+ * target ("NAME.tmp.XXXXXX") registered for removal on SIGINT/SIGTERM/
+ * SIGHUP (see cis2_cleanup_install); flushed, fsync'ed and renamed over
+ * the target only by commit (an O_TMPFILE file is linked to a
+ * NAME.tmp.XXXXXX name just before, registered from then on).  A symbolic link
  * as the target is followed (its target is replaced, as fopen would write
  * it).  cis2_out_open fails (CIS2_E_USAGE for "", CIS2_E_IO otherwise)
  * when the directory is missing or not writable, the path is a directory,
  * or an existing target is not writable (fopen's rule: a read-only file is
- * not replaced).  A process killed by SIGKILL leaves its temporary file
- * (never a partial target). */
+ * not replaced).  A process killed by SIGKILL leaves nothing of an
+ * O_TMPFILE output (except in the moment between its naming and its
+ * rename) and the named temporary file of the fallback; never a partial
+ * target. */
 typedef struct cis2_out cis2_out;
 int cis2_out_open(cis2_out **o, const char *path, cis2_error *err);
 FILE *cis2_out_stream(cis2_out *o);

@@ -5,6 +5,9 @@
 #     otherwise): `run --receipt`, `run --trace --trace-dump` and `synth`
 #     exit 3 and leave the existing files byte for byte as they were, and
 #     no temporary file behind (the receipt used to be truncated first);
+#   - the same with no /proc (a private mount namespace, when unshare
+#     works): the O_TMPFILE file cannot be named through /proc/self/fd, so
+#     the named NAME.tmp.XXXXXX of the fallback is written instead;
 #   - two `cis2 synth` into one directory at the same time, with different
 #     seeds and tokenizers (two rounds): each exits 0 or fails cleanly,
 #     and the directory then holds one complete, consistent set (weights,
@@ -19,6 +22,20 @@ TOK=$SHARED/models/smollm2-135m/tokenizer.json
 temps() { find "$1" -name '*.tmp.*' | wc -l; }
 
 $CIS2 synth --shape tiny --seed 1 --out "$T/tiny" > /dev/null
+
+# NOPROC: a command prefix that runs without /proc (cis2's outputs then take
+# the named-temporary fallback), or empty where unshare cannot
+printf '#!/bin/sh\numount -l /proc && exec "$@"\n' > "$T/noproc"; chmod +x "$T/noproc"
+NOPROC="unshare -m $T/noproc"
+# (a sanitizer build or an emulator needs /proc itself: the probe fails there)
+if $NOPROC sh -c '! [ -e /proc/self ]' 2> /dev/null && $NOPROC $CIS2 version > /dev/null 2>&1; then
+    $NOPROC $CIS2 synth --shape tiny --seed 1 --out "$T/tiny-np" > /dev/null
+    for f in model.safetensors config.json tokenizer.json; do cmp -s "$T/tiny/$f" "$T/tiny-np/$f" || fail "no /proc: $f differs"; done
+    [ "$(temps "$T/tiny-np")" -eq 0 ] || fail "no /proc: temporary files left"
+    echo "ok: without /proc (the named-temporary fallback) synth writes the same files, no temporaries"
+else
+    NOPROC=""; echo "note: no unshare -m, or this cis2 cannot run without /proc: the fallback is not run"
+fi
 
 # ---- a full filesystem ----
 if [ "$(id -u)" -eq 0 ] && mkdir "$T/full" && mount -t tmpfs -o size=1m tmpfs "$T/full" 2>/dev/null; then
@@ -37,9 +54,12 @@ if [ "$(id -u)" -eq 0 ] && mkdir "$T/full" && mount -t tmpfs -o size=1m tmpfs "$
         grep -q "No space left on device" "$T/err" || fail "$name: message: $(cat "$T/err")"
         echo "ok: $name on a full disk: exit 3: $(cut -c1-140 "$T/err")"
     }
-    run_full "run --receipt" $CIS2 run --model-dir "$T/tiny" --prompt-ids 3,4 --gen-toks 8 --receipt "$M/r"
-    run_full "run --trace" $CIS2 run --model-dir "$T/tiny" --prompt-ids 3,4 --gen-toks 8 --trace "$M/tr" --trace-dump
-    run_full "synth" $CIS2 synth --shape tiny --seed 9 --out "$M/s"
+    for np in "" ${NOPROC:+"$NOPROC"}; do
+        w=${np:+" (no /proc)"}
+        run_full "run --receipt$w" $np $CIS2 run --model-dir "$T/tiny" --prompt-ids 3,4 --gen-toks 8 --receipt "$M/r"
+        run_full "run --trace$w" $np $CIS2 run --model-dir "$T/tiny" --prompt-ids 3,4 --gen-toks 8 --trace "$M/tr" --trace-dump
+        run_full "synth$w" $np $CIS2 synth --shape tiny --seed 9 --out "$M/s"
+    done
     for f in r tr tr.f32 s/config.json s/model.safetensors; do
         cmp -s "$M/$f" "$T/before.$(echo $f | tr / _)" || fail "$f changed after a failed write"
     done
