@@ -15,10 +15,22 @@ st_kb=$(( $(stat -c %s "$T/m/model.safetensors") / 1024 ))
 vocab=49152
 $CIS2 run --model-dir "$T/m" --prompt-ids 1,2,3 --gen-toks 12 --dump-logits "$T/logits" > "$T/out" 2> "$T/err" &
 pid=$!
-# wait (at most 300 s) for the first step's logits (in the dump's temporary
-# file: outputs appear under their name only when complete, fileio.h)
+# wait (at most 300 s) for the first step's logits in the dump: outputs get
+# their name only when complete (fileio.h), so until then the dump is an
+# unnamed O_TMPFILE file, seen through the process's fds, or the fallback's
+# named $T/logits.tmp.XXXXXX
+dump_size() {
+    for f in /proc/$pid/fd/*; do
+        case "$(readlink "$f" 2>/dev/null || :)" in
+            "$T/m/"* | "$T/out" | "$T/err") ;;
+            "$T/"*) stat -L -c %s "$f" 2>/dev/null || : ;;
+        esac
+    done
+    stat -c %s "$T"/logits* 2>/dev/null || :   # (set -e: a failed stat would end the function)
+    echo 0
+}
 i=0
-while [ "$( (stat -c %s "$T"/logits* 2>/dev/null || echo 0) | sort -n | tail -n 1)" -lt $((vocab * 4)) ]; do
+while [ "$(dump_size | sort -n | tail -n 1)" -lt $((vocab * 4)) ]; do
     kill -0 "$pid" 2>/dev/null || { cat "$T/err"; fail "cis2 run ended before its first logits"; }
     i=$((i + 1)); [ $i -lt 6000 ] || fail "no logits after 300 s"
     sleep 0.05
