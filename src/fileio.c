@@ -502,16 +502,22 @@ void cis2_out_abort(cis2_out *o)
 }
 
 /* Flush, fsync, name an O_TMPFILE file (o->tmp, registered for cleanup
- * from then on), close; 0 or an errno.  o->f is NULL afterwards. */
-static int out_finish(cis2_out *o)
+ * from then on), close; 0 or an errno, *what the step that failed.  o->f
+ * is NULL afterwards. */
+static int out_finish(cis2_out *o, const char **what)
 {
     int e = 0;
+    *what = "write failed";
     if (fflush(o->f) != 0) e = errno ? errno : EIO;
     else if (ferror(o->f)) e = EIO;
     else if ((o->tmp || o->anon) && fsync(fileno(o->f)) != 0) e = errno;
     else if (o->anon) {
-        if (make_temp(o->target, fileno(o->f), &o->tmp) != 0) e = errno;
-        else o->slot = cis2_cleanup_register(o->tmp, 0);
+        if (make_temp(o->target, fileno(o->f), &o->tmp) != 0) {
+            e = errno;
+            *what = "cannot give the finished file a name in its directory";
+        } else {
+            o->slot = cis2_cleanup_register(o->tmp, 0);
+        }
     }
     if (fclose(o->f) != 0 && !e) e = errno ? errno : EIO;
     o->f = NULL;
@@ -536,8 +542,9 @@ int cis2_out_commit_set(cis2_out **os, size_t n, cis2_error *err)
     int rc = CIS2_OK;
     for (size_t i = 0; i < n; i++) { /* 1: everything on disk, or nothing replaced */
         if (!os[i] || rc) continue;
-        int e = out_finish(os[i]);
-        if (e) rc = cis2_fail(err, CIS2_E_IO, "%s: write failed: %s", os[i]->path, strerror(e));
+        const char *what;
+        int e = out_finish(os[i], &what);
+        if (e) rc = cis2_fail(err, CIS2_E_IO, "%s: %s: %s", os[i]->path, what, strerror(e));
     }
     if (rc) {
         for (size_t i = 0; i < n; i++) cis2_out_abort(os[i]);

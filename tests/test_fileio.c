@@ -381,6 +381,29 @@ static void out_killed(void **s)
     if (!want) print_message("SIGKILL mid-write: the old file intact, nothing left beside it\n");
 }
 
+/* The target's directory removed while an O_TMPFILE output is written (it
+ * is empty then): the commit cannot name the file, and says so. */
+static void out_dir_removed(void **s)
+{
+    (void)s;
+    char sub[600], path[700];
+    snprintf(sub, sizeof sub, "%s/gone", dir);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    snprintf(path, sizeof path, "%s/r.txt", sub);
+    cis2_error e = {0};
+    cis2_out *o;
+    assert_int_equal(cis2_out_open(&o, path, &e), CIS2_OK);
+    fputs("content", cis2_out_stream(o));
+    if (rmdir(sub) != 0) { /* the named fallback's temporary is in it */
+        assert_int_equal(anon_ok(sub), 0);
+        cis2_out_abort(o);
+        assert_int_equal(rmdir(sub), 0);
+        return;
+    }
+    expect_err(cis2_out_commit(o, &e), &e, CIS2_E_IO, "cannot give the finished file a name in its directory");
+    assert_non_null(strstr(e.msg, "r.txt"));
+}
+
 /* ---- temporary files and directories on a signal ---- */
 
 static void cleanup_on_signal(void **s)
@@ -527,7 +550,7 @@ int main(void)
         cmocka_unit_test(read_regular),     cmocka_unit_test(read_refusals),   cmocka_unit_test(read_changes),
         cmocka_unit_test(out_commit_abort), cmocka_unit_test(out_refusals),    cmocka_unit_test(out_failed_write),
         cmocka_unit_test(out_set),          cmocka_unit_test(output_paths),    cmocka_unit_test(cleanup_on_signal),
-        cmocka_unit_test(out_killed),
+        cmocka_unit_test(out_killed),       cmocka_unit_test(out_dir_removed),
         cmocka_unit_test(mkdtemp_tmpdir),   cmocka_unit_test(json_cost_bounds_heap),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
