@@ -340,11 +340,10 @@ void cis2_matmul(const cis2_pmat *w, const float *x, size_t npos, float *y)
 
 /* ---------------- exp and SiLU, attention ---------------- */
 
-void cis2_exp_n(const float *x, float *out, size_t n)
-{
-    const struct cis2_variant *var = cur();
-    (var->expn ? var->expn : exp_pinned_n)(x, out, n); /* §6.2 */
-}
+/* A variant's §6.2 exp of n floats: its own lanes, or pmath.c's 4. */
+static cis2_map_fn exp_of(const struct cis2_variant *var) { return var->expn ? var->expn : exp_pinned_n; }
+
+void cis2_exp_n(const float *x, float *out, size_t n) { exp_of(cur())(x, out, n); } /* §6.2 */
 
 void cis2_silu_n(const float *x, float *out, size_t n)
 {
@@ -358,7 +357,6 @@ void cis2_attend_group(const float *q, size_t G, const float *kt, const float *v
     const struct cis2_variant *var = cur();
     float scale = rsqrt_cr((float)head_dim); /* §9.2 */
     (var->scores ? var->scores : cis2_attn_scores_generic)(q, G, kt, len, head_dim, scale, scores);
-    cis2_map_fn expn = var->expn ? var->expn : exp_pinned_n;
-    for (size_t h = 0; h < G; h++) softmax_seq_exp(scores + h * len, len, expn); /* §9.3 */
+    for (size_t h = 0; h < G; h++) softmax_seq_exp(scores + h * len, len, exp_of(var)); /* §9.3 */
     (var->vmix ? var->vmix : cis2_attn_vmix_generic)(scores, G, v, v_stride, len, head_dim, out);
 }

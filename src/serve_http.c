@@ -340,7 +340,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
     (void)pos;
     while (st->off == st->out.n) {
         if (st->done) return MHD_CONTENT_READER_END_OF_STREAM;
-        st->off = st->out.n = 0;
+        serve_buf_cut(&st->out, st->out.n); /* all sent: empty, as serve_buf keeps it */
+        st->off = 0;
         serve_engine_lock(sc->eng);
         int changed = serve_sse_collect(st->sse);
         while (!changed && serve_now() - st->t_write < keepalive) {

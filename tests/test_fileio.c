@@ -340,37 +340,62 @@ static void output_paths(void **s)
     }
 }
 
-/* SIGKILL (no handler runs) in the middle of an output: the old target is
- * intact and, where the file is an O_TMPFILE one, nothing else is left. */
-static void out_killed(void **s)
+/* A fresh subdirectory NAME of the test directory, its path in sub. */
+static void make_sub(char *sub, size_t cap, const char *name)
 {
-    (void)s;
-    char sub[600];
-    snprintf(sub, sizeof sub, "%s/kill", dir);
+    snprintf(sub, cap, "%s/%s", dir, name);
     assert_int_equal(mkdir(sub, 0700), 0);
-    char path[700];
-    snprintf(path, sizeof path, "%s/result.bin", sub);
-    put(path, "old");
+}
+
+/* Forks a child that runs body(sub) (a non-zero return is its exit code),
+ * then tells the parent it is ready and waits for a signal; returns the
+ * child's pid once it is ready. */
+static pid_t fork_paused(int (*body)(const char *sub), const char *sub)
+{
     int pfd[2];
     assert_int_equal(pipe(pfd), 0);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
         close(pfd[0]);
-        cis2_error e = {0};
-        cis2_out *o;
-        if (cis2_out_open(&o, path, &e)) _exit(2);
-        static char block[1 << 16];
-        memset(block, 'x', sizeof block);
-        for (int i = 0; i < 16; i++) fwrite(block, 1, sizeof block, cis2_out_stream(o));
-        fflush(cis2_out_stream(o));
-        if (write(pfd[1], "r", 1) != 1) _exit(4); /* ready: a megabyte written, not committed */
+        int rc = body(sub);
+        if (rc) _exit(rc);
+        if (write(pfd[1], "r", 1) != 1) _exit(4); /* ready */
         for (;;) pause();
     }
     close(pfd[1]);
     char c;
-    assert_int_equal(read(pfd[0], &c, 1), 1);
+    ssize_t got = read(pfd[0], &c, 1);
     close(pfd[0]);
+    assert_int_equal(got, 1);
+    return pid;
+}
+
+/* The child of out_killed: a megabyte of sub/result.bin written, not committed. */
+static int write_unfinished(const char *sub)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/result.bin", sub);
+    cis2_error e = {0};
+    cis2_out *o;
+    if (cis2_out_open(&o, path, &e)) return 2;
+    static char block[1 << 16];
+    memset(block, 'x', sizeof block);
+    for (int i = 0; i < 16; i++) fwrite(block, 1, sizeof block, cis2_out_stream(o));
+    fflush(cis2_out_stream(o));
+    return 0;
+}
+
+/* SIGKILL (no handler runs) in the middle of an output: the old target is
+ * intact and, where the file is an O_TMPFILE one, nothing else is left. */
+static void out_killed(void **s)
+{
+    (void)s;
+    char sub[600], path[700];
+    make_sub(sub, sizeof sub, "kill");
+    snprintf(path, sizeof path, "%s/result.bin", sub);
+    put(path, "old");
+    pid_t pid = fork_paused(write_unfinished, sub);
     assert_int_equal(kill(pid, SIGKILL), 0);
     int st;
     assert_int_equal(waitpid(pid, &st, 0), pid);
@@ -387,8 +412,7 @@ static void out_dir_removed(void **s)
 {
     (void)s;
     char sub[600], path[700];
-    snprintf(sub, sizeof sub, "%s/gone", dir);
-    assert_int_equal(mkdir(sub, 0700), 0);
+    make_sub(sub, sizeof sub, "gone");
     snprintf(path, sizeof path, "%s/r.txt", sub);
     cis2_error e = {0};
     cis2_out *o;
@@ -406,38 +430,32 @@ static void out_dir_removed(void **s)
 
 /* ---- temporary files and directories on a signal ---- */
 
+/* The child of cleanup_on_signal: an output being written and a temporary
+ * directory with a file, both in sub, the cleanup handler installed. */
+static int write_with_tmpdir(const char *sub)
+{
+    setenv("TMPDIR", sub, 1);
+    cis2_cleanup_install();
+    cis2_error e = {0};
+    char path[700], tmpd[700];
+    snprintf(path, sizeof path, "%s/result.bin", sub);
+    cis2_out *o;
+    if (cis2_out_open(&o, path, &e)) return 2;
+    fputs("partial", cis2_out_stream(o));
+    fflush(cis2_out_stream(o));
+    if (cis2_mkdtemp(tmpd, sizeof tmpd, "cis2-bench-", &e)) return 3;
+    char f1[800];
+    snprintf(f1, sizeof f1, "%s/model.safetensors", tmpd);
+    put(f1, "weights");
+    return 0;
+}
+
 static void cleanup_on_signal(void **s)
 {
     (void)s;
     char sub[600];
-    snprintf(sub, sizeof sub, "%s/sig", dir);
-    assert_int_equal(mkdir(sub, 0700), 0);
-    int pfd[2];
-    assert_int_equal(pipe(pfd), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        close(pfd[0]);
-        setenv("TMPDIR", sub, 1);
-        cis2_cleanup_install();
-        cis2_error e = {0};
-        char path[700], tmpd[700];
-        snprintf(path, sizeof path, "%s/result.bin", sub);
-        cis2_out *o;
-        if (cis2_out_open(&o, path, &e)) _exit(2);
-        fputs("partial", cis2_out_stream(o));
-        fflush(cis2_out_stream(o));
-        if (cis2_mkdtemp(tmpd, sizeof tmpd, "cis2-bench-", &e)) _exit(3);
-        char f1[800];
-        snprintf(f1, sizeof f1, "%s/model.safetensors", tmpd);
-        put(f1, "weights");
-        if (write(pfd[1], "r", 1) != 1) _exit(4); /* ready */
-        for (;;) pause();
-    }
-    close(pfd[1]);
-    char c;
-    assert_int_equal(read(pfd[0], &c, 1), 1);
-    close(pfd[0]);
+    make_sub(sub, sizeof sub, "sig");
+    pid_t pid = fork_paused(write_with_tmpdir, sub);
     int named = temps_in(sub);
     assert_int_equal(kill(pid, SIGTERM), 0); /* before any assertion: a failed one must not leave it paused */
     assert_int_equal(named, anon_ok(sub) ? 0 : 1);
