@@ -303,17 +303,30 @@ static void mm_chunk(void *vctx, size_t c)
     }
 }
 
+/* The variant's transposed copy xt, 16 positions per item: each block of
+ * xt depends on its own 16 positions of x only (kernels.h), so the blocks
+ * are made in parallel (one thread alone would hold up the rest). */
+struct prep_job { cis2_prep_fn prep; const float *x; size_t npos, cols; float *xt; };
+
+static void prep_block(void *vctx, size_t i)
+{
+    const struct prep_job *j = vctx;
+    size_t p = i * 16, n = j->npos - p < 16 ? j->npos - p : 16;
+    j->prep(j->x + p * j->cols, n, j->cols, j->xt + p * j->cols);
+}
+
 void cis2_matmul_n(const cis2_pmat *const *w, size_t nw, const float *x, size_t npos, float *const *y)
 {
     const struct cis2_variant *v = cur();
     cis2_kern_fn fn = v->fn;
     float *xt = NULL; /* the variant's transposed copy of x, shared by all chunks */
     size_t cols = nw ? w[0]->cols : 0;
+    cis2_pool *pool = cis2_exec_pool(cis2_exec_current());
     if (v->prep && npos >= CIS2_XT_MIN_POS && cols) {
         xt = aligned_alloc(64, (npos + 15) / 16 * 16 * cols * sizeof(float)); /* NULL: x alone */
-        if (xt) v->prep(x, npos, cols, xt);
+        struct prep_job pj = {v->prep, x, npos, cols, xt};
+        if (xt) cis2_pool_run(npos > 16 ? pool : NULL, (npos + 15) / 16, prep_block, &pj);
     }
-    cis2_pool *pool = cis2_exec_pool(cis2_exec_current());
     size_t nt = (size_t)cis2_pool_size(pool), total = 0;
     for (size_t m = 0; m < nw; m++) total += w[m]->groups;
     size_t work = total * CIS2_KG * cols * npos;
