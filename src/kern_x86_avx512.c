@@ -12,16 +12,20 @@
  * alone; G is only there to keep >= 8 independent add chains in flight
  * (4-cycle add latency, 2 ports).  Hence two paths:
  *
- *   wide   (8..16 positions): one group at a time, all positions of the
- *          block in accumulators, so the weights are one sequential stream
- *          read once per 16 positions.  The 16 positions' x values of a
+ *   wide   (16 positions; a call's last block 4..16): one group at a time,
+ *          all positions of the block in accumulators, so the weights are
+ *          one sequential stream read once per 16 positions.  The 16 positions' x values of a
  *          column are broadcast from one 64-byte line of the transposed
  *          copy xt (kernels.h), which cis2_matmul makes once per call with
  *          cis2_prep_avx512 (16x16 register transposes): broadcasting from
  *          16 rows of x directly would need 16 pointer registers, and the
- *          compiler's spills cost more than the transpose.
- *   narrow (1..7 positions): 4 groups (P < 4) or 2 groups (P = 4..7) from
- *          x as given.
+ *          compiler's spills cost more than the transpose.  A short last
+ *          block (a prefill of 16a+r rows, r = 4..7) stays wide: its P add
+ *          chains still cover the add latency, and the broadcasts ride in
+ *          the multiplies' memory operands, where the narrow path would
+ *          spend a separate broadcast per position and column.
+ *   narrow (1..7 positions without xt, or a last 1..3): 4 groups (P < 4)
+ *          or 2 groups (P = 4..7) from x as given.
  *
  * Memory: the weight streams are prefetched ahead (PF_COLS columns in each
  * of the G streams of the narrow path; PF_WIDE columns in the wide path's
@@ -196,7 +200,9 @@ AI void wide_block(const cis2_pmat *w, const float *xt, float *y, size_t g, size
 #define WIDEFN(BF)                                                                                     \
     static void wide_##BF(const cis2_pmat *w, const float *xt, float *y, size_t g0, size_t g1, size_t p, int P) \
     {                                                                                                  \
-        switch (P) { C(8) C(9) C(10) C(11) C(12) C(13) C(14) C(15) default: C(16) }                   \
+        switch (P) {                                                                                   \
+            C(4) C(5) C(6) C(7) C(8) C(9) C(10) C(11) C(12) C(13) C(14) C(15) default: C(16)           \
+        }                                                                                              \
     }
 #define BF 0
 WIDEFN(0)
@@ -216,8 +222,8 @@ void cis2_kern_avx512(const cis2_pmat *w, const float *x, const float *xt, size_
                       size_t g1)
 {
     size_t p = 0;
-    if (xt) /* wide blocks of 16 positions (the last one 8..16) */
-        for (; p + 8 <= npos; p += WIDE) {
+    if (xt) /* wide blocks of 16 positions (the last one 4..16) */
+        for (; p + 4 <= npos; p += WIDE) {
             int P = npos - p < WIDE ? (int)(npos - p) : WIDE;
             if (w->type == CIS2_W_BF16) wide_1(w, xt + p * w->cols, y, g0, g1, p, P);
             else wide_0(w, xt + p * w->cols, y, g0, g1, p, P);
