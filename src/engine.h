@@ -48,4 +48,9 @@ int cis2_engine_encode(const cis2_engine *e, const char *text, size_t len, uint3
 int cis2_engine_encode_max(const cis2_engine *e, const char *text, size_t len, size_t max_ids, uint32_t **ids,
                            size_t *n, cis2_error *err);
 
+/* Tests only (verify.c): a prefill verify pass's most rows and logits rows
+ * (0: the defaults), so that small models take many passes.  Process-wide;
+ * set it while no verify runs. */
+void cis2_verify_limits(size_t rows, size_t logit_rows);
+
 #endif

@@ -28,9 +28,16 @@
  * §12.4's double run (a property of the run, not of the receipt) is
  * optional (`twice`): a verify is itself an independent recomputation.
  *
+ * After a prefill pass, every logits row's token is chosen in parallel
+ * (each is a pure function of its row and step, §11.2 / §S3), the claims
+ * and stop rules are then judged in step order, and the §12.1 hashing of
+ * the pass's rows, one SHA-256 stream per receipt that nothing else reads
+ * until the end, runs on a hasher thread while the next pass computes:
+ * the logits live in two halves, one being hashed while the other fills.
+ *
  * Memory (docs/inputs.md): a prefill pass holds at most VERIFY_ROWS rows
- * and VERIFY_LOGIT_BYTES of logits; receipts are admitted while their KV
- * caches fit in VERIFY_KV_BUDGET (always at least one).
+ * and half of VERIFY_LOGIT_BYTES of logits; receipts are admitted while
+ * their KV caches fit in VERIFY_KV_BUDGET (always at least one).
  */
 #include "digest.h"
 #include "engine.h"
@@ -43,6 +50,7 @@
 #include "verdict.h"
 #include "witness.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +58,7 @@
 #define VERIFY_ROWS 256
 #define VERIFY_LOGIT_BYTES ((size_t)64 << 20)
 #define VERIFY_KV_BUDGET ((size_t)1 << 30)
+#define CHOOSE_CHUNKS 8 /* parallel token choice: items (each its sampler workspace) */
 
 typedef struct vjob {
     const cis2_receipt *r;
@@ -78,7 +87,6 @@ typedef struct vjob {
     cis2_kv kv;
     cis2_sha w;
     int w_open;
-    cis2_sample_ws sws;
     cis2_stop_state sst;
     int rc;                    /* CIS2_E_NOMEM inside a task */
     size_t next_pos, forced_end; /* teacher-forced rows: positions [next_pos, forced_end) */
@@ -88,6 +96,15 @@ typedef struct vjob {
 } vjob;
 
 enum { J_WAIT, J_FORCED, J_DECODE, J_DONE };
+
+/* Tests only (engine.h): smaller passes, so that small models take many. */
+static size_t test_rows, test_logit_rows;
+
+void cis2_verify_limits(size_t rows, size_t logit_rows)
+{
+    test_rows = rows <= VERIFY_ROWS ? rows : VERIFY_ROWS;
+    test_logit_rows = logit_rows;
+}
 
 static uint32_t bits(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }
 
@@ -108,16 +125,14 @@ static void note_bad(vjob *j, size_t step, const float *lg, size_t V, uint32_t b
     j->expected_bits = bits(lg[best]);
 }
 
-/* One step of the run: its token as the run chooses it, the witness item
- * 7, the stop rules (§S5.3).  A step past the claimed tokens, or a run
- * that stops before them, is a mismatch at that step. */
-static void decide(vjob *j, const cis2_engine *e, const float *lg, size_t V)
+/* One step of the run, given its token as the run chooses it (choose_task):
+ * the claim, the stop rules (§S5.3); the step's witness item 7 is the
+ * hasher's.  A step past the claimed tokens, or a run that stops before
+ * them, is a mismatch at that step. */
+static void decide(vjob *j, const cis2_engine *e, const float *lg, size_t V, uint32_t tok)
 {
     size_t step = j->ndec;
-    uint32_t tok;
-    if ((j->rc = cis2_sample_step(lg, V, &j->samp, (uint32_t)step, &j->sws, &tok, NULL))) return;
     if (step >= j->claimed || tok != j->r->generated[step]) note_bad(j, step, lg, V, tok);
-    cis2_witness_step(&j->w, lg, V, tok);
     j->decoded[j->ndec++] = tok;
     size_t len = 0;
     const char *b = j->stop.n_strings && e->tok ? cis2_tokenizer_token_bytes(e->tok, tok, &len) : NULL;
@@ -136,28 +151,100 @@ static void decide(vjob *j, const cis2_engine *e, const float *lg, size_t V)
     }
 }
 
-/* This pass's logits rows of one receipt, in step order.  While the claims
- * hold, each row is the run's (teacher forcing is exact); after the first
- * that does not, the rest of this pass's rows were fed a wrong token and
- * are dropped: the receipt continues as a decode from the true token. */
-typedef struct check_ctx { vjob **act; size_t V; const cis2_engine *e; } check_ctx;
+/* The token the run chooses at every logits row of a pass: §11.2's argmax,
+ * or §S3's sampler keyed by the step, a function of the row and the step
+ * alone, so rows go in parallel (rows past a receipt's first bad step are
+ * chosen too, and dropped by check). */
+typedef struct choose_ctx {
+    const float *logits;
+    size_t V, nrows, nchunks;
+    vjob *const *rowjob;   /* each row's receipt */
+    const size_t *rowstep; /* and step */
+    uint32_t *tok;
+    cis2_sample_ws *ws;    /* nchunks */
+    int rc[CHOOSE_CHUNKS];
+} choose_ctx;
 
-static void check_task(void *vctx, size_t i)
+static void choose_task(void *vctx, size_t c)
 {
-    check_ctx *c = vctx;
-    vjob *j = c->act[i];
+    choose_ctx *x = vctx;
+    for (size_t r = x->nrows * c / x->nchunks; r < x->nrows * (c + 1) / x->nchunks; r++) {
+        int rc = cis2_sample_step(x->logits + r * x->V, x->V, &x->rowjob[r]->samp, (uint32_t)x->rowstep[r],
+                                  &x->ws[c], &x->tok[r], NULL);
+        if (rc) x->rc[c] = rc;
+    }
+}
+
+/* This pass's logits rows of one receipt, in step order, their tokens at
+ * tok.  While the claims hold, each row is the run's (teacher forcing is
+ * exact); after the first that does not, the rest of this pass's rows were
+ * fed a wrong token and are dropped: the receipt continues as a decode
+ * from the true token. */
+static void check(vjob *j, const cis2_engine *e, size_t V, const uint32_t *tok)
+{
     for (size_t k = 0; k < j->nlog && !j->finish && !j->rc; k++) {
-        decide(j, c->e, j->lg0 + k * c->V, c->V);
+        decide(j, e, j->lg0 + k * V, V, tok[k]);
         if (j->bad_step >= 0 && j->state == J_FORCED) { j->state = J_DECODE; break; }
     }
 }
 
-static void job_stop(vjob *j, size_t *kv_used)
+/* ---- the hasher: §12.1 item 7 of a pass's decided rows, off the main
+ * thread.  One pass is hashed at a time, in pass order, so each receipt's
+ * stream takes its steps in order; its rows' logits half is not refilled
+ * until the hasher is joined. ---- */
+typedef struct hash_item { vjob *j; const float *lg; size_t step0, n; } hash_item;
+typedef struct hasher {
+    pthread_t th;
+    int running, rc;
+    hash_item *items;
+    size_t n, V;
+} hasher;
+
+static void hash_items(hasher *h)
+{
+    for (size_t i = 0; i < h->n; i++) {
+        const hash_item *it = &h->items[i];
+        for (size_t k = 0; k < it->n; k++)
+            cis2_witness_step(&it->j->w, it->lg + k * h->V, h->V, it->j->decoded[it->step0 + k]); /* §12.1 7 */
+    }
+}
+
+static void *hasher_main(void *arg)
+{
+    hasher *h = arg;
+    cis2_error err = {0};
+    if (cis2_fpenv_pin(&err) != CIS2_OK) h->rc = CIS2_E_FPENV; /* §1.3: nothing runs unpinned */
+    else hash_items(h);
+    return NULL;
+}
+
+static void hasher_join(hasher *h)
+{
+    if (h->running) pthread_join(h->th, NULL);
+    h->running = 0;
+}
+
+/* Hashes h->items (filled by the caller after hasher_join) in the
+ * background; here instead when the engine runs on one thread (a second
+ * would take CPU the caller did not give) or no thread can start. */
+static void hasher_start(hasher *h)
+{
+    if (h->n == 0) return;
+    if (cis2_threads_get() > 1 && pthread_create(&h->th, NULL, hasher_main, h) == 0) h->running = 1;
+    else hash_items(h);
+}
+
+/* The witness, once the hasher has taken every step (hasher_join). */
+static void job_witness(vjob *j)
 {
     if (j->w_open) {
         cis2_sha_final(&j->w, j->witness);
         j->w_open = 0;
     }
+}
+
+static void job_stop(vjob *j, size_t *kv_used)
+{
     cis2_kv_free(&j->kv);
     *kv_used -= j->kv_bytes;
     j->kv_bytes = 0;
@@ -198,18 +285,30 @@ static int replay_prefill(cis2_engine *e, vjob *jobs, size_t n, const cis2_verif
 {
     const cis2_model *m = &e->m;
     const size_t V = m->vocab;
-    size_t max_log = VERIFY_LOGIT_BYTES / (V * sizeof(float));
-    if (max_log < 16) max_log = 16;
-    if (max_log > VERIFY_ROWS) max_log = VERIFY_ROWS;
+    size_t max_rows = test_rows ? test_rows : VERIFY_ROWS;
+    size_t max_log = VERIFY_LOGIT_BYTES / 2 / (V * sizeof(float)); /* per half */
+    if (max_log < 8) max_log = 8; /* the largest vocabulary (2^22): 2 x 8 rows, 256 MiB */
+    if (test_logit_rows) max_log = test_logit_rows;
+    if (max_log > max_rows) max_log = max_rows;
     cis2_row *rows = malloc(VERIFY_ROWS * sizeof *rows);
-    float *logits = malloc(max_log * V * sizeof(float));
+    float *logits = malloc(2 * max_log * V * sizeof(float));
     vjob **act = malloc((n ? n : 1) * sizeof *act);
+    vjob **rowjob = malloc(max_log * sizeof *rowjob);
+    size_t *rowstep = malloc(max_log * sizeof *rowstep);
+    uint32_t *tok = malloc(max_log * sizeof *tok);
+    hash_item *items = malloc((n ? n : 1) * sizeof *items);
+    cis2_sample_ws sws[CHOOSE_CHUNKS] = {{0}};
+    hasher h = {.items = items, .V = V};
     cis2_ws ws = {0};
-    size_t kv_used = 0, running = 0;
+    size_t kv_used = 0, running = 0, pass = 0;
     int rc = CIS2_OK;
-    if (!rows || !logits || !act) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); goto out; }
+    if (!rows || !logits || !act || !rowjob || !rowstep || !tok || !items) {
+        rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+        goto out;
+    }
     for (size_t i = 0; i < n; i++) jobs[i].state = jobs[i].skip ? J_DONE : J_WAIT;
-    for (;;) {
+    for (;; pass++) {
+        float *half = logits + (pass & 1) * max_log * V; /* the other half may be the hasher's */
         for (size_t i = 0; i < n; i++) { /* admit while the KV caches fit (always one) */
             vjob *j = &jobs[i];
             if (j->state != J_WAIT) continue;
@@ -218,7 +317,7 @@ static int replay_prefill(cis2_engine *e, vjob *jobs, size_t n, const cis2_verif
             running++;
         }
         size_t nact = 0, nrows = 0, nlog = 0;
-        for (size_t i = 0; i < n && nrows < VERIFY_ROWS && nlog < max_log; i++) {
+        for (size_t i = 0; i < n && nrows < max_rows && nlog < max_log; i++) {
             vjob *j = &jobs[i];
             if (j->state != J_FORCED && j->state != J_DECODE) continue;
             j->nlog = 0;
@@ -227,20 +326,24 @@ static int replay_prefill(cis2_engine *e, vjob *jobs, size_t n, const cis2_verif
             if (j->state == J_DECODE) { /* one row: the last decided token */
                 cis2_row *r = &rows[nrows++];
                 *r = (cis2_row){.kv = &j->kv, .pos = j->nids + j->ndec - 1, .token = j->decoded[j->ndec - 1]};
-                r->logits = j->lg0 = logits + nlog * V;
+                r->logits = j->lg0 = half + nlog * V;
                 j->step0 = j->ndec;
+                rowjob[nlog] = j;
+                rowstep[nlog] = j->ndec;
                 nlog++;
                 j->nlog = 1;
             }
-            while (j->state == J_FORCED && j->next_pos < j->forced_end && nrows < VERIFY_ROWS) {
+            while (j->state == J_FORCED && j->next_pos < j->forced_end && nrows < max_rows) {
                 size_t p = j->next_pos;
                 int wants = p + 1 >= j->nids; /* the logits of every step: positions nids-1 .. */
                 if (wants && nlog == max_log) break;
                 cis2_row *r = &rows[nrows++];
                 *r = (cis2_row){.kv = &j->kv, .pos = p, .token = job_token(j, p)};
                 if (wants) {
-                    r->logits = logits + nlog * V;
+                    r->logits = half + nlog * V;
                     if (!j->lg0) { j->lg0 = r->logits; j->step0 = p + 1 - j->nids; }
+                    rowjob[nlog] = j;
+                    rowstep[nlog] = p + 1 - j->nids;
                     nlog++;
                     j->nlog++;
                 }
@@ -250,8 +353,21 @@ static int replay_prefill(cis2_engine *e, vjob *jobs, size_t n, const cis2_verif
         }
         if (nrows == 0) break;
         if ((rc = cis2_forward(m, &ws, rows, nrows, NULL, NULL, err))) goto out;
-        check_ctx cc = {act, V, e};
-        cis2_parallel_for(nact, check_task, &cc); /* each receipt its own stream */
+        size_t nch = nlog < CHOOSE_CHUNKS ? nlog : CHOOSE_CHUNKS;
+        choose_ctx cc = {.logits = half, .V = V, .nrows = nlog, .nchunks = nch, .rowjob = rowjob,
+                         .rowstep = rowstep, .tok = tok, .ws = sws};
+        cis2_parallel_for(nch, choose_task, &cc);
+        for (size_t c = 0; c < nch; c++)
+            if (cc.rc[c]) { rc = cis2_fail(err, cc.rc[c], "out of memory in verify"); goto out; }
+        for (size_t i = 0; i < nact; i++)
+            if (act[i]->nlog) check(act[i], e, V, tok + (size_t)(act[i]->lg0 - half) / V);
+        hasher_join(&h); /* the previous pass's hashing, overlapped with this pass */
+        if (h.rc) { rc = cis2_fail(err, h.rc, "verify: the hasher thread cannot pin FTZ/DAZ (§1.3)"); goto out; }
+        h.n = 0;
+        for (size_t i = 0; i < nact; i++)
+            if (act[i]->nlog && act[i]->ndec > act[i]->step0)
+                h.items[h.n++] = (hash_item){act[i], act[i]->lg0, act[i]->step0, act[i]->ndec - act[i]->step0};
+        hasher_start(&h);
         for (size_t i = 0; i < nact; i++) {
             vjob *j = act[i];
             if (j->rc) { rc = cis2_fail(err, j->rc, "out of memory in verify"); goto out; }
@@ -271,20 +387,31 @@ static int replay_prefill(cis2_engine *e, vjob *jobs, size_t n, const cis2_verif
                 j->state = J_DECODE; /* every claim matched, and the run goes on past them */
         }
     }
+    hasher_join(&h);
+    if (h.rc) { rc = cis2_fail(err, h.rc, "verify: the hasher thread cannot pin FTZ/DAZ (§1.3)"); goto out; }
     for (size_t i = 0; i < n; i++) { /* §12.2 over prompt ++ the run's ids */
         vjob *j = &jobs[i];
+        job_witness(j);
         if (!j->skip && cis2_argmax_digest(j->ids, j->nids, j->decoded, j->ndec, j->argmax)) {
             rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
             goto out;
         }
     }
 out:
-    for (size_t i = 0; i < n; i++)
+    hasher_join(&h); /* before the logits it reads are freed */
+    for (size_t i = 0; i < n; i++) {
+        job_witness(&jobs[i]); /* frees the stream */
         if (jobs[i].state == J_FORCED || jobs[i].state == J_DECODE) job_stop(&jobs[i], &kv_used);
+    }
+    for (size_t c = 0; c < CHOOSE_CHUNKS; c++) cis2_sample_ws_free(&sws[c]);
     cis2_ws_free(&ws);
     free(rows);
     free(logits);
     free(act);
+    free(rowjob);
+    free(rowstep);
+    free(tok);
+    free(items);
     return rc;
 }
 
@@ -540,7 +667,6 @@ static int same_replay(const vjob *a, const vjob *b)
 static void job_free(vjob *j)
 {
     free(j->decoded);
-    cis2_sample_ws_free(&j->sws);
     cis2_stop_state_free(&j->sst);
 }
 
@@ -573,7 +699,6 @@ int cis2_verify(cis2_engine *e, cis2_receipt *const *receipts, size_t n, const c
             for (size_t i = 0; i < n; i++) {
                 again[i] = jobs[i];
                 again[i].decoded = NULL;
-                memset(&again[i].sws, 0, sizeof again[i].sws);
                 memset(&again[i].sst, 0, sizeof again[i].sst);
                 memset(&again[i].kv, 0, sizeof again[i].kv);
                 again[i].w_open = 0;

@@ -9,7 +9,9 @@
  *   - §11.2's argmax written out here, against every chosen token;
  *   - one request decoded alone is the reference for the same request in
  *     a batch, in a session it joins or leaves mid-decode, in a recompute
- *     run without the KV cache, and at other thread counts and kernels.
+ *     run without the KV cache, and at other thread counts and kernels;
+ *   - verify's decode replay (the run again, token by token) is the
+ *     reference for its prefill replay in many small passes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +25,8 @@
 #include <openssl/evp.h>
 
 #include "cis2.h"
+#include "engine.h"  /* cis2_verify_limits */
+#include "receipt.h" /* struct cis2_receipt: claims doctored in place */
 
 static char root[4096], dir_tiny[4200], dir_qwen[4200], dir_odd[4200];
 
@@ -373,6 +377,112 @@ static void test_bad_requests(void **state)
     cis2_engine_close(e);
 }
 
+/* The prefill replay in many small passes (cis2_verify_limits): claims
+ * judged across pass edges, the decode after a bad step, stop rules, and
+ * each pass's §12.1 hashing on the hasher thread while the next pass
+ * computes.  Every verdict, field by field, is the decode replay's (the
+ * run again, token by token, no passes), alone and in a batch. */
+static void same_verdict(const cis2_verdict *a, const cis2_verdict *b)
+{
+    assert_string_equal(a->summary, b->summary);
+    assert_int_equal(a->code, b->code);
+    assert_int_equal(a->first_bad_step, b->first_bad_step);
+    assert_int_equal(a->claimed_token, b->claimed_token);
+    assert_int_equal(a->expected_token, b->expected_token);
+    assert_int_equal(a->claimed_logit_bits, b->claimed_logit_bits);
+    assert_int_equal(a->expected_logit_bits, b->expected_logit_bits);
+    assert_int_equal(a->n_fields, b->n_fields);
+    for (size_t i = 0; i < a->n_fields; i++) {
+        assert_string_equal(a->fields[i].key, b->fields[i].key);
+        assert_string_equal(a->fields[i].detail, b->fields[i].detail);
+    }
+}
+
+static cis2_receipt *receipt_copy(const cis2_receipt *r, const char *name)
+{
+    char *text;
+    size_t len;
+    cis2_receipt *c;
+    cis2_error err = {0};
+    assert_int_equal(cis2_receipt_render(r, &text, &len, &err), CIS2_OK);
+    assert_int_equal(cis2_receipt_parse(text, len, name, &c, &err), CIS2_OK);
+    cis2_free(text);
+    return c;
+}
+
+static void test_verify_passes(void **state)
+{
+    (void)state;
+    cis2_engine *e = open_engine(dir_tiny, 2, NULL);
+    cis2_error err = {0};
+    uint32_t p0[] = {5, 6, 7}, p1[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, p2[] = {42};
+    cis2_sampling hot = {.temperature = 0.8f, .top_p = 0.9f, .seed = 11};
+    cis2_request q[4] = {{.ids = p0, .n_ids = 3, .max_tokens = 61},
+                         {.ids = p1, .n_ids = 10, .max_tokens = 17},
+                         {.ids = p2, .n_ids = 1, .max_tokens = 40, .sampling = &hot},
+                         {.ids = p1, .n_ids = 10, .max_tokens = 45, .sampling = &hot}};
+    cis2_result *r;
+    assert_int_equal(cis2_generate(e, q, 4, NULL, &r, &err), CIS2_OK);
+    /* the last one again, stopping at its own 21st token: a stop rule that fires in a late pass */
+    uint32_t stop_id = r[3].tokens[20];
+    cis2_stop st = {.ids = &stop_id, .n_ids = 1};
+    q[3].stop = &st;
+    cis2_result *r3;
+    assert_int_equal(cis2_generate(e, &q[3], 1, NULL, &r3, &err), CIS2_OK);
+    assert_int_equal(r3->finish, CIS2_FINISH_STOP_ID);
+    enum { NR = 12 };
+    cis2_receipt *rc[NR];
+    for (int i = 0; i < 3; i++) assert_int_equal(cis2_receipt_make(e, &r[i], &rc[i], &err), CIS2_OK);
+    assert_int_equal(cis2_receipt_make(e, r3, &rc[3], &err), CIS2_OK);
+    /* doctored claims: receipt 0 at steps 0, 7, 8, 30 and 60 (its last); the
+     * sampled one at step 25; the stopped one's stop token; a witness */
+    static const int from[] = {0, 0, 0, 0, 0, 2, 3}, step[] = {0, 7, 8, 30, 60, 25, -1};
+    for (int k = 0; k < 7; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "doctored-%d", k);
+        cis2_receipt *c = rc[4 + k] = receipt_copy(rc[from[k]], name);
+        size_t s = step[k] >= 0 ? (size_t)step[k] : c->gen_toks - 1;
+        c->generated[s] = c->generated[s] == 1 ? 2 : 1;
+    }
+    rc[11] = receipt_copy(rc[1], "doctored-witness");
+    rc[11]->witness[5] ^= 0x10;
+    cis2_verdict *ref[NR];
+    cis2_verify_opts dec = {.replay = CIS2_REPLAY_DECODE};
+    for (int i = 0; i < NR; i++) assert_int_equal(cis2_verify(e, &rc[i], 1, &dec, &ref[i], &err), CIS2_OK);
+    assert_int_equal(ref[0]->kind, CIS2_VERDICT_OK);
+    assert_int_equal(ref[3]->kind, CIS2_VERDICT_OK);
+    assert_int_equal(ref[6]->first_bad_step, 8);
+    assert_int_equal(ref[11]->kind, CIS2_VERDICT_OUTPUT_MISMATCH);
+    static const size_t limits[][2] = {{0, 0}, {16, 5}, {7, 3}, {40, 1}, {256, 16}};
+    for (size_t l = 0; l < sizeof limits / sizeof limits[0]; l++) {
+        cis2_verify_limits(limits[l][0], limits[l][1]);
+        cis2_verdict *v;
+        assert_int_equal(cis2_verify(e, rc, NR, NULL, &v, &err), CIS2_OK); /* all together */
+        for (int i = 0; i < NR; i++) same_verdict(&v[i], ref[i]);
+        cis2_verdicts_free(v, NR);
+        for (int i = 0; i < NR; i++) { /* and each alone */
+            assert_int_equal(cis2_verify(e, &rc[i], 1, NULL, &v, &err), CIS2_OK);
+            same_verdict(v, ref[i]);
+            cis2_verdicts_free(v, 1);
+        }
+    }
+    cis2_engine *one = open_engine(dir_tiny, 1, NULL); /* one thread: the hashing inline */
+    cis2_verify_limits(16, 5);
+    cis2_verdict *v1;
+    assert_int_equal(cis2_verify(one, rc, NR, NULL, &v1, &err), CIS2_OK);
+    for (int i = 0; i < NR; i++) same_verdict(&v1[i], ref[i]);
+    cis2_verdicts_free(v1, NR);
+    cis2_engine_close(one);
+    cis2_verify_limits(0, 0);
+    for (int i = 0; i < NR; i++) {
+        cis2_verdicts_free(ref[i], 1);
+        cis2_receipt_free(rc[i]);
+    }
+    cis2_results_free(r, 4);
+    cis2_results_free(r3, 1);
+    cis2_engine_close(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -380,6 +490,7 @@ int main(void)
         cmocka_unit_test(test_batch_equals_solo),
         cmocka_unit_test(test_session_join_leave),
         cmocka_unit_test(test_receipt_round_trip),
+        cmocka_unit_test(test_verify_passes),
         cmocka_unit_test(test_bad_requests),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
