@@ -370,6 +370,6 @@ void cis2_attend_group(const float *q, size_t G, const float *kt, const float *v
     const struct cis2_variant *var = cur();
     float scale = rsqrt_cr((float)head_dim); /* §9.2 */
     (var->scores ? var->scores : cis2_attn_scores_generic)(q, G, kt, len, head_dim, scale, scores);
-    for (size_t h = 0; h < G; h++) softmax_seq_exp(scores + h * len, len, exp_of(var)); /* §9.3 */
+    softmax_seq_rows(scores, G, len, exp_of(var)); /* §9.3, head by head */
     (var->vmix ? var->vmix : cis2_attn_vmix_generic)(scores, G, v, v_stride, len, head_dim, out);
 }

@@ -316,6 +316,60 @@ void softmax_seq_exp(float *v, size_t n, void (*expn)(const float *x, float *out
     for (size_t j = 0; j < n; j++) v[j] = v[j] / denom; /* division, not reciprocal */
 }
 
+/* row[j] - c and row[j] / c for every j, in place: 4 lanes of the same
+ * element-wise IEEE operation, then the tail (the scalar bits). */
+static void sub_all(float *row, size_t n, float c)
+{
+    vf_v4 cv = {c, c, c, c};
+    size_t j = 0;
+    for (; j + 4 <= n; j += 4) store_v4(row + j, load_v4(row + j) - cv);
+    for (; j < n; j++) row[j] = row[j] - c;
+}
+
+static void div_all(float *row, size_t n, float c)
+{
+    vf_v4 cv = {c, c, c, c};
+    size_t j = 0;
+    for (; j + 4 <= n; j += 4) store_v4(row + j, load_v4(row + j) / cv); /* division, not reciprocal */
+    for (; j < n; j++) row[j] = row[j] / c;
+}
+
+/* The fast form of the above for the G heads of one KV head (attention):
+ * softmax_seq_exp stays the plain reference that tests compare it with. */
+
+/* R (1..4, a constant) rows of softmax_seq_rows: each row's maximum and
+ * §5.3 sum are still one chain in index order, but the R chains advance
+ * together, so their latencies overlap instead of adding up. */
+static inline __attribute__((always_inline)) void softmax_block(float *v, size_t n, int R,
+                                                               void (*expn)(const float *, float *, size_t))
+{
+    float mx[4], denom[4];
+    for (int r = 0; r < R; r++) mx[r] = v[(size_t)r * n];
+    for (size_t j = 1; j < n; j++)
+        for (int r = 0; r < R; r++)
+            if (v[(size_t)r * n + j] > mx[r]) mx[r] = v[(size_t)r * n + j]; /* strict > */
+    for (int r = 0; r < R; r++) sub_all(v + (size_t)r * n, n, mx[r]);
+    expn(v, v, (size_t)R * n); /* §6.2 (any lanes: the same bits), in place */
+    for (int r = 0; r < R; r++) denom[r] = 0.0f;
+    for (size_t j = 0; j < n; j++)
+        for (int r = 0; r < R; r++) denom[r] = denom[r] + v[(size_t)r * n + j]; /* §5.3, as sum_seq */
+    for (int r = 0; r < R; r++) div_all(v + (size_t)r * n, n, denom[r]); /* division, not reciprocal */
+}
+
+void softmax_seq_rows(float *v, size_t rows, size_t n, void (*expn)(const float *x, float *out, size_t n))
+{
+    if (n == 0) return;
+    for (size_t r = 0; r < rows; r += 4) {
+        float *b = v + r * n;
+        switch (rows - r) {
+        case 1: softmax_block(b, n, 1, expn); break;
+        case 2: softmax_block(b, n, 2, expn); break;
+        case 3: softmax_block(b, n, 3, expn); break;
+        default: softmax_block(b, n, 4, expn); break;
+        }
+    }
+}
+
 void rope_rotate(float *head, const float *cosv, const float *sinv, size_t half) /* §7.4 */
 {
     for (size_t i = 0; i < half; i++) {

@@ -41,6 +41,10 @@ void rmsnorm(const float *x, const float *w, float eps, size_t n, float *out); /
 void softmax_seq(float *v, size_t n);                            /* §9.3 */
 /* softmax_seq with exp_pinned_n's bits from expn (a kernel variant's lanes) */
 void softmax_seq_exp(float *v, size_t n, void (*expn)(const float *x, float *out, size_t n));
+/* softmax_seq_exp of each of `rows` rows of n at v (row r at v + r*n):
+ * every row's bits as softmax_seq_exp's, the rows' serial chains (maximum,
+ * §5.3 sum) interleaved and the element-wise steps in 4 lanes */
+void softmax_seq_rows(float *v, size_t rows, size_t n, void (*expn)(const float *x, float *out, size_t n));
 void rope_rotate(float *head, const float *cosv, const float *sinv, size_t half); /* §7.4 */
 void attend_head(const float *q, const float *k, const float *v, size_t stride, size_t len, size_t head_dim,
                  float *scores, float *out);                     /* §9.2-§9.4 */

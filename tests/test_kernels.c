@@ -21,6 +21,7 @@
 
 #include "cis2.h"
 #include "kernels.h"
+#include "pmath.h"
 
 static const char *const NAMES[] = {"scalar", "avx2", "avx512", "neon"};
 #define NNAMES (sizeof NAMES / sizeof NAMES[0])
@@ -382,6 +383,44 @@ static void test_attention_variants(void **state)
     print_message("attention compared: %d case-variant pairs\n", pairs);
 }
 
+/* softmax_seq_rows (attention's G heads at once: maxima and §5.3 sums
+ * interleaved, the element-wise steps in lanes) equals the plain
+ * softmax_seq_exp row by row, on rows built to trip an interleaving or
+ * lane mistake: NaN first or later (strict > never replaces a NaN maximum),
+ * -0 before +0 and the reverse (equal under >: the first is kept), repeated
+ * maxima, infinities, subnormals, and every length 1..37 (each lane tail)
+ * at 1..9 rows (each block of 4 and its remainder). */
+static void test_softmax_rows(void **state)
+{
+    (void)state;
+    static const uint32_t odd[] = {0x7FC00000, 0xFFC00001, 0x80000000, 0x00000000, 0x7F800000, 0xFF800000,
+                                   0x00000001, 0x80000001, 0x3F800000, 0x3F800000, 0xC2B00000, 0x42B00000};
+    enum { MAXR = 9, MAXN = 37 };
+    static float v[MAXR * MAXN], ref[MAXR * MAXN];
+    int cases = 0;
+    for (int it = 0; it < 400; it++) {
+        size_t R = 1 + (size_t)it % MAXR, n = 1 + (size_t)(it / MAXR) % MAXN;
+        for (size_t i = 0; i < R * n; i++) {
+            uint32_t r = rnd();
+            v[i] = r % 5 == 0 ? ({ float f; uint32_t b = odd[r / 5 % 12]; memcpy(&f, &b, 4); f; })
+                              : rnd_val() / 65536.0f;
+        }
+        memcpy(ref, v, R * n * sizeof(float));
+        for (size_t r = 0; r < R; r++) softmax_seq_exp(ref + r * n, n, exp_pinned_n);
+        softmax_seq_rows(v, R, n, exp_pinned_n);
+        for (size_t i = 0; i < R * n; i++) {
+            /* a NaN's sign and payload after an operation on two NaNs are the
+             * compiler's operand order and the ISA's (FACTS 13); the witness
+             * takes every NaN as one (§12.1 7a), so compare NaN as a class */
+            int nan = v[i] != v[i] && ref[i] != ref[i];
+            if (!nan && bitsf(v[i]) != bitsf(ref[i]))
+                fail_msg("rows %zu n %zu: [%zu] = %08X, want %08X", R, n, i, bitsf(v[i]), bitsf(ref[i]));
+        }
+        cases++;
+    }
+    print_message("softmax rows compared: %d cases\n", cases);
+}
+
 /* cis2_exp_n / cis2_silu_n under every variant (each its own lane width,
  * pmath_lanes.h) equal the scalar exp_pinned / silu_pinned (pmath.c's
  * branchy one-at-a-time code) on every class of input: the §6.2 edges (NaN
@@ -568,6 +607,7 @@ int main(void)
         cmocka_unit_test(test_workers_pinned),   cmocka_unit_test(test_select),
         cmocka_unit_test(test_parallel_for),     cmocka_unit_test(test_pack_shapes),
         cmocka_unit_test(test_matmul_n),         cmocka_unit_test(test_attention_variants),
+        cmocka_unit_test(test_softmax_rows),
         cmocka_unit_test(test_exp_silu_variants), cmocka_unit_test(test_exp_silu_sweep),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
