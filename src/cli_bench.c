@@ -10,7 +10,8 @@
  * bound (bytes / bandwidth), prefill tokens/s, batched decode tokens/s at
  * batch 1/4/8/16, the wall time of a §13.1-shaped run (hash + load + both
  * decodes of 4+16 tokens), the scalar kernel's decode speed and the
- * speedup, receipt verification against generation (one 256-token receipt;
+ * speedup, receipt verification against generation (one 256-token receipt,
+ * the best of 3 runs of each;
  * 16 receipts of 64 tokens together and one at a time), peak RSS;
  * --gen-toks N adds decode tokens/s at positions 16, 512, 2048 (those
  * below N).  A benchmark prints numbers; it asserts nothing.
@@ -143,6 +144,8 @@ static int verify_timed(cis2_engine *e, cis2_receipt **rs, size_t n, double *sec
     return rc;
 }
 
+#define REPS 3
+
 static int bench_verify(cis2_engine *e, vbench *b, cis2_error *err)
 {
     cis2_receipt *one[1] = {0}, *many[16] = {0}, *shorts[16] = {0};
@@ -157,8 +160,21 @@ static int bench_verify(cis2_engine *e, vbench *b, cis2_error *err)
     b->len1 = g1;
     b->len2 = g2;
     b->len3 = g3;
-    if ((rc = make_receipts(e, 1, g1, one, &b->gen256, err))) goto out;
-    if ((rc = verify_timed(e, one, 1, &b->ver256, &b->ok, err))) goto out;
+    /* generation against verification: the best of REPS each, as this
+     * shared machine's other load moves single runs by 10% and more */
+    b->gen256 = b->ver256 = 1e30;
+    for (int k = 0; k < REPS; k++) {
+        cis2_receipt *again[1] = {0};
+        double s;
+        if ((rc = make_receipts(e, 1, g1, k ? again : one, &s, err))) goto out;
+        cis2_receipt_free(again[0]);
+        if (s < b->gen256) b->gen256 = s;
+    }
+    for (int k = 0; k < REPS; k++) {
+        double s;
+        if ((rc = verify_timed(e, one, 1, &s, &b->ok, err))) goto out;
+        if (s < b->ver256) b->ver256 = s;
+    }
     if ((rc = make_receipts(e, 16, g2, many, &b->gen16x64, err))) goto out;
     if ((rc = verify_timed(e, many, 16, &b->ver16_together, &b->ok, err))) goto out;
     b->ver16_each = 0;
@@ -326,8 +342,8 @@ static void print_table(const bench_res *b)
         if (b->long_tps[i] > 0) printf("decode at position %-6zu %.1f tokens/s\n", long_pos[i], b->long_tps[i]);
     printf("full §13.1-shaped run     %.3f s (hash + load + 2 x (4+16 tokens))\n", b->t_full);
     printf("scalar kernel             %.1f ms/token (speedup %.1fx)\n", b->scalar_ms, b->scalar_ms / b->ms_tok);
-    printf("verify %zu-token receipt   %.3f s vs generating it %.3f s (%.1fx faster)%s\n", b->vb.len1, b->vb.ver256,
-           b->vb.gen256, b->vb.gen256 / b->vb.ver256, b->vb.ok ? "" : " [a verdict was not OK]");
+    printf("verify %zu-token receipt   %.3f s vs generating it %.3f s (%.1fx faster; best of %d each)%s\n", b->vb.len1,
+           b->vb.ver256, b->vb.gen256, b->vb.gen256 / b->vb.ver256, REPS, b->vb.ok ? "" : " [a verdict was not OK]");
     printf("verify 16 x %zu-token      %.4f s per receipt together, %.4f s one at a time (%.1fx)\n", b->vb.len2,
            b->vb.ver16_together / 16, b->vb.ver16_each / 16, b->vb.ver16_each / b->vb.ver16_together);
     printf("  with a model open each   %.4f s per receipt (one `verify R1..R16`), %.4f s (16 `verify R`): %.1fx\n",
