@@ -334,11 +334,6 @@ void cis2_kv_free(cis2_kv *kv)
 
 /* --------------------------------------------------------------- forward */
 
-static void add_inplace(float *a, const float *b, size_t n) /* §5.4 */
-{
-    for (size_t i = 0; i < n; i++) a[i] = a[i] + b[i];
-}
-
 typedef struct fwd {
     const cis2_model *m;
     cis2_row *rows;
@@ -352,99 +347,120 @@ typedef struct fwd {
     _Atomic int oom;
 } fwd;
 
-/* ---- per-row stages: each touches only its own row's slices ---- */
-typedef void (*row_fn)(fwd *F, size_t r);
+/* ---- per-row stages, on rows [r0, r1): each touches only its rows'
+ * slices; the norms run the rows' §5.3 chains side by side (pmath.h) ---- */
+typedef void (*row_fn)(fwd *F, size_t r0, size_t r1);
 
-static void r_embed(fwd *F, size_t r) /* embedding lookup; §7.3 cos/sin of the row's position */
+static void r_embed(fwd *F, size_t r0, size_t r1) /* embedding lookup; §7.3 cos/sin of the row's position */
 {
     const cis2_model *m = F->m;
     size_t half = m->head_dim / 2;
-    cis2_pmat_row(&m->embed, F->rows[r].token, F->x + r * m->hidden);
-    float fp = (float)F->rows[r].pos; /* exact */
-    for (size_t i = 0; i < half; i++) {
-        float angle = fp * m->inv_freq[i];
-        F->cs[r * 2 * half + i] = cos_pinned(angle);
-        F->cs[r * 2 * half + half + i] = sin_pinned(angle);
+    for (size_t r = r0; r < r1; r++) {
+        cis2_pmat_row(&m->embed, F->rows[r].token, F->x + r * m->hidden);
+        float fp = (float)F->rows[r].pos; /* exact */
+        for (size_t i = 0; i < half; i++) {
+            float angle = fp * m->inv_freq[i];
+            F->cs[r * 2 * half + i] = cos_pinned(angle);
+            F->cs[r * 2 * half + half + i] = sin_pinned(angle);
+        }
     }
 }
 
-static void r_ln1(fwd *F, size_t r) /* §8 */
+static void r_ln1(fwd *F, size_t r0, size_t r1) /* §8 */
 {
     size_t H = F->m->hidden;
-    rmsnorm(F->x + r * H, F->ly->ln1, F->m->cfg.rms_norm_eps, H, F->xn + r * H);
+    rmsnorm_rows(F->x + r0 * H, F->ly->ln1, F->m->cfg.rms_norm_eps, H, r1 - r0, F->xn + r0 * H);
 }
 
-static void r_bias(fwd *F, size_t r) /* §9.1 */
+static void r_bias(fwd *F, size_t r0, size_t r1) /* §9.1 */
 {
     const cis2_model *m = F->m;
     if (!F->ly->bq) return;
-    add_inplace(F->q + r * m->q_dim, F->ly->bq, m->q_dim);
-    add_inplace(F->k + r * m->kv_dim, F->ly->bk, m->kv_dim);
-    add_inplace(F->v + r * m->kv_dim, F->ly->bv, m->kv_dim);
+    for (size_t r = r0; r < r1; r++) {
+        add_n(F->q + r * m->q_dim, F->ly->bq, m->q_dim);
+        add_n(F->k + r * m->kv_dim, F->ly->bk, m->kv_dim);
+        add_n(F->v + r * m->kv_dim, F->ly->bv, m->kv_dim);
+    }
 }
 
-static void r_rope_store(fwd *F, size_t r) /* §7.4 on every q and k head, then §3.5 */
+static void r_rope_store(fwd *F, size_t r0, size_t r1) /* §7.4 on every q and k head, then §3.5 */
 {
     const cis2_model *m = F->m;
     size_t Q = m->q_dim, KV = m->kv_dim, hd = m->head_dim, half = hd / 2, l = F->layer;
-    float *q = F->q + r * Q, *k = F->k + r * KV;
-    const float *cosv = F->cs + r * 2 * half, *sinv = cosv + half;
-    for (size_t h = 0; h < m->n_heads; h++) rope_rotate(q + h * hd, cosv, sinv, half);
-    for (size_t h = 0; h < m->n_kv; h++) rope_rotate(k + h * hd, cosv, sinv, half);
-    cis2_kv *kv = F->rows[r].kv; /* cache post-RoPE k, and v */
-    size_t p = F->rows[r].pos;
-    float *kl = kv->k + l * kv->cap * KV; /* blocked keys, see cis2_kv */
-    for (size_t h = 0; h < m->n_kv; h++)
-        for (size_t d = 0; d < hd; d++) kl[h * hd * kv->cap + (p / 16) * 16 * hd + d * 16 + p % 16] = k[h * hd + d];
-    for (size_t h = 0; h < m->n_kv; h++) /* values per KV head, see cis2_kv */
-        memcpy(kv->v + ((l * m->n_kv + h) * kv->cap + p) * hd, F->v + r * KV + h * hd, hd * sizeof(float));
+    for (size_t r = r0; r < r1; r++) {
+        float *q = F->q + r * Q, *k = F->k + r * KV;
+        const float *cosv = F->cs + r * 2 * half, *sinv = cosv + half;
+        for (size_t h = 0; h < m->n_heads; h++) rope_rotate_n(q + h * hd, cosv, sinv, half);
+        for (size_t h = 0; h < m->n_kv; h++) rope_rotate_n(k + h * hd, cosv, sinv, half);
+        cis2_kv *kv = F->rows[r].kv; /* cache post-RoPE k, and v */
+        size_t p = F->rows[r].pos;
+        float *kl = kv->k + l * kv->cap * KV; /* blocked keys, see cis2_kv */
+        for (size_t h = 0; h < m->n_kv; h++)
+            for (size_t d = 0; d < hd; d++)
+                kl[h * hd * kv->cap + (p / 16) * 16 * hd + d * 16 + p % 16] = k[h * hd + d];
+        for (size_t h = 0; h < m->n_kv; h++) /* values per KV head, see cis2_kv */
+            memcpy(kv->v + ((l * m->n_kv + h) * kv->cap + p) * hd, F->v + r * KV + h * hd, hd * sizeof(float));
+    }
 }
 
-static void r_resid_o(fwd *F, size_t r) /* §9.5 residual: o_proj output is in g */
+static void r_resid_o(fwd *F, size_t r0, size_t r1) /* §9.5 residual: o_proj output is in g */
 {
     size_t H = F->m->hidden;
-    add_inplace(F->x + r * H, F->g + r * H, H);
+    add_n(F->x + r0 * H, F->g + r0 * H, (r1 - r0) * H);
 }
 
-static void r_ln2(fwd *F, size_t r) /* §8 */
+static void r_ln2(fwd *F, size_t r0, size_t r1) /* §8 */
 {
     size_t H = F->m->hidden;
-    rmsnorm(F->x + r * H, F->ly->ln2, F->m->cfg.rms_norm_eps, H, F->xn + r * H);
+    rmsnorm_rows(F->x + r0 * H, F->ly->ln2, F->m->cfg.rms_norm_eps, H, r1 - r0, F->xn + r0 * H);
 }
 
-static void r_resid_down(fwd *F, size_t r) /* §10 residual: down output is in xn */
+static void r_resid_down(fwd *F, size_t r0, size_t r1) /* §10 residual: down output is in xn */
 {
     size_t H = F->m->hidden;
-    add_inplace(F->x + r * H, F->xn + r * H, H);
+    add_n(F->x + r0 * H, F->xn + r0 * H, (r1 - r0) * H);
 }
 
-static void r_next_norm(fwd *F, size_t r) /* the next layer's ln1, or §11.1's final norm */
+static void r_next_norm(fwd *F, size_t r0, size_t r1) /* the next layer's ln1, or §11.1's final norm */
 {
     const cis2_model *m = F->m;
     size_t H = m->hidden;
     float eps = m->cfg.rms_norm_eps;
-    if (F->layer + 1 < m->n_layers) rmsnorm(F->x + r * H, m->layers[F->layer + 1].ln1, eps, H, F->xn + r * H);
-    else if (F->rows[r].logits) rmsnorm(F->x + r * H, m->norm, eps, H, F->fin + F->lrow[r] * H);
+    if (F->layer + 1 < m->n_layers) {
+        rmsnorm_rows(F->x + r0 * H, m->layers[F->layer + 1].ln1, eps, H, r1 - r0, F->xn + r0 * H);
+        return;
+    }
+    for (size_t r = r0; r < r1;) { /* runs of rows that want logits: their fin rows are consecutive */
+        if (!F->rows[r].logits) { r++; continue; }
+        size_t e = r + 1;
+        while (e < r1 && F->rows[e].logits) e++;
+        rmsnorm_rows(F->x + r * H, m->norm, eps, H, e - r, F->fin + F->lrow[r] * H);
+        r = e;
+    }
 }
 
 typedef struct stage { fwd *F; row_fn a, b; } stage;
 
-static void stage_task(void *ctx, size_t r)
+#define ROW_BLOCK 4 /* rows per item: rmsnorm_rows interleaves up to 4 */
+
+static void stage_task(void *ctx, size_t blk)
 {
     stage *s = ctx;
-    s->a(s->F, r);
-    if (s->b) s->b(s->F, r);
+    size_t r0 = blk * ROW_BLOCK, r1 = r0 + ROW_BLOCK < s->F->n ? r0 + ROW_BLOCK : s->F->n;
+    s->a(s->F, r0, r1);
+    if (s->b) s->b(s->F, r0, r1);
 }
 
-/* a (then b) on every row, across the pool when there are rows enough to
- * pay for a pass over it; every row's arithmetic is the same either way.
- * Two stages run as one pass unless tracing, which needs every row's
- * tensors of the first stage before the second stage changes them. */
+/* a (then b) on every block of rows, across the pool when there are rows
+ * enough to pay for a pass over it; every row's arithmetic is the same
+ * either way.  Two stages run as one pass unless tracing, which needs
+ * every row's tensors of the first stage before the second changes them. */
 static void run_rows(fwd *F, row_fn a, row_fn b)
 {
     stage s = {F, a, b};
-    if (F->n >= 4) cis2_parallel_for(F->n, stage_task, &s);
-    else for (size_t r = 0; r < F->n; r++) stage_task(&s, r);
+    size_t nb = (F->n + ROW_BLOCK - 1) / ROW_BLOCK;
+    if (F->n >= 4) cis2_parallel_for(nb, stage_task, &s);
+    else for (size_t i = 0; i < nb; i++) stage_task(&s, i);
 }
 
 /* §9.2-§9.4 for one row and one KV head: the G query heads that share it

@@ -302,6 +302,88 @@ void rmsnorm(const float *x, const float *w, float eps, size_t n, float *out) /*
     }
 }
 
+/* The forward pass's forms of rmsnorm, the residual add and rope_rotate:
+ * the same operations per element as the plain functions above (which
+ * stay the references tests compare them with), with rows' serial chains
+ * interleaved and the element-wise steps in 4 lanes. */
+
+/* Column j of R (1..4, a constant) rows of n at v, one row per lane (the
+ * lanes past R repeat row 0: computed, never used). */
+static inline __attribute__((always_inline)) vf_v4 column(const float *v, size_t n, size_t j, int R)
+{
+    vf_v4 c = {v[j], v[(R > 1 ? n : 0) + j], v[(R > 2 ? 2 * n : 0) + j], v[(R > 3 ? 3 * n : 0) + j]};
+    return c;
+}
+
+/* R (1..4, a constant) rows of rmsnorm_rows: each row's §5.3 sum of
+ * squares is one chain in index order, in its own lane. */
+static inline __attribute__((always_inline)) void rmsnorm_block(const float *x, const float *w, float eps,
+                                                               size_t n, int R, float *out)
+{
+    vf_v4 ss = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (size_t i = 0; i < n; i++) {
+        vf_v4 xi = column(x, n, i, R);
+        vf_v4 sq = xi * xi;
+        ss = ss + sq; /* §5.3, per lane */
+    }
+    for (int r = 0; r < R; r++) {
+        float mean = ss[r] / (float)n;
+        float me = mean + eps;
+        float inv = rsqrt_cr(me); /* §6.1 */
+        const float *xr = x + (size_t)r * n;
+        float *o = out + (size_t)r * n;
+        vf_v4 iv = {inv, inv, inv, inv};
+        size_t i = 0;
+        for (; i + 4 <= n; i += 4) store_v4(o + i, (load_v4(xr + i) * iv) * load_v4(w + i)); /* (x*inv)*w */
+        for (; i < n; i++) {
+            float scaled = xr[i] * inv;
+            o[i] = scaled * w[i];
+        }
+    }
+}
+
+void rmsnorm_rows(const float *x, const float *w, float eps, size_t n, size_t rows, float *out) /* §8 */
+{
+    for (size_t r = 0; r < rows; r += 4) {
+        const float *xb = x + r * n;
+        float *ob = out + r * n;
+        switch (rows - r) {
+        case 1: rmsnorm_block(xb, w, eps, n, 1, ob); break;
+        case 2: rmsnorm_block(xb, w, eps, n, 2, ob); break;
+        case 3: rmsnorm_block(xb, w, eps, n, 3, ob); break;
+        default: rmsnorm_block(xb, w, eps, n, 4, ob); break;
+        }
+    }
+}
+
+void add_n(float *a, const float *b, size_t n) /* §5.4: a[i] = a[i] + b[i] */
+{
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) store_v4(a + i, load_v4(a + i) + load_v4(b + i));
+    for (; i < n; i++) a[i] = a[i] + b[i];
+}
+
+void rope_rotate_n(float *head, const float *cosv, const float *sinv, size_t half) /* §7.4 */
+{
+    size_t i = 0;
+    for (; i + 4 <= half; i += 4) {
+        vf_v4 x1 = load_v4(head + i), x2 = load_v4(head + half + i), c = load_v4(cosv + i), s = load_v4(sinv + i);
+        vf_v4 t1 = x1 * c, nx2 = -x2, t2 = nx2 * s, t3 = x2 * c, t4 = x1 * s;
+        store_v4(head + i, t1 + t2);
+        store_v4(head + half + i, t3 + t4);
+    }
+    for (; i < half; i++) { /* rope_rotate's steps */
+        float x1 = head[i], x2 = head[i + half];
+        float t1 = x1 * cosv[i];
+        float nx2 = -x2;
+        float t2 = nx2 * sinv[i];
+        float t3 = x2 * cosv[i];
+        float t4 = x1 * sinv[i];
+        head[i] = t1 + t2;
+        head[i + half] = t3 + t4;
+    }
+}
+
 void softmax_seq(float *v, size_t n) { softmax_seq_exp(v, n, exp_pinned_n); } /* §9.3 */
 
 void softmax_seq_exp(float *v, size_t n, void (*expn)(const float *x, float *out, size_t n)) /* §9.3 */
@@ -338,21 +420,24 @@ static void div_all(float *row, size_t n, float c)
  * softmax_seq_exp stays the plain reference that tests compare it with. */
 
 /* R (1..4, a constant) rows of softmax_seq_rows: each row's maximum and
- * §5.3 sum are still one chain in index order, but the R chains advance
- * together, so their latencies overlap instead of adding up. */
+ * §5.3 sum are still one chain in index order, in its own lane, so the R
+ * chains' latencies overlap instead of adding up. */
 static inline __attribute__((always_inline)) void softmax_block(float *v, size_t n, int R,
                                                                void (*expn)(const float *, float *, size_t))
 {
-    float mx[4], denom[4];
-    for (int r = 0; r < R; r++) mx[r] = v[(size_t)r * n];
-    for (size_t j = 1; j < n; j++)
-        for (int r = 0; r < R; r++)
-            if (v[(size_t)r * n + j] > mx[r]) mx[r] = v[(size_t)r * n + j]; /* strict > */
+    vf_v4 mx = column(v, n, 0, R);
+    if (R == 1) { /* one chain: the scalar maximum's shorter latency */
+        for (size_t j = 1; j < n; j++)
+            if (v[j] > mx[0]) mx[0] = v[j]; /* strict > */
+    } else
+        for (size_t j = 1; j < n; j++) {
+            vf_v4 c = column(v, n, j, R);
+            mx = select_v4(c > mx, c, mx); /* strict >, lane by lane */
+        }
     for (int r = 0; r < R; r++) sub_all(v + (size_t)r * n, n, mx[r]);
     expn(v, v, (size_t)R * n); /* §6.2 (any lanes: the same bits), in place */
-    for (int r = 0; r < R; r++) denom[r] = 0.0f;
-    for (size_t j = 0; j < n; j++)
-        for (int r = 0; r < R; r++) denom[r] = denom[r] + v[(size_t)r * n + j]; /* §5.3, as sum_seq */
+    vf_v4 denom = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (size_t j = 0; j < n; j++) denom = denom + column(v, n, j, R); /* §5.3, as sum_seq, per lane */
     for (int r = 0; r < R; r++) div_all(v + (size_t)r * n, n, denom[r]); /* division, not reciprocal */
 }
 

@@ -421,6 +421,49 @@ static void test_softmax_rows(void **state)
     print_message("softmax rows compared: %d cases\n", cases);
 }
 
+/* The forward pass's row forms (pmath.h: rmsnorm_rows with the rows' sums
+ * interleaved, add_n and rope_rotate_n in lanes) equal the plain rmsnorm,
+ * a + b and rope_rotate bit for bit, at every length 1..37 (each lane
+ * tail) and 1..9 rows, on values mixing the working range with ones that
+ * overflow the squares, cancel, or fall below FLT_MIN (FTZ/DAZ). */
+static void test_row_forms(void **state)
+{
+    (void)state;
+    enum { MAXR = 9, MAXN = 37 };
+    static float x[MAXR * MAXN], w[MAXN], y[MAXR * MAXN], ref[MAXR * MAXN], b[MAXR * MAXN], c[MAXN], sn[MAXN];
+    static const float odd[] = {3.0e19f, -2.0e19f, 1.0e-30f, -1.0e-41f, 0.0f, -0.0f, 65504.0f};
+    for (int it = 0; it < 400; it++) {
+        size_t R = 1 + (size_t)it % MAXR, n = 1 + (size_t)(it / MAXR) % MAXN;
+        for (size_t i = 0; i < R * n; i++) {
+            uint32_t r = rnd();
+            x[i] = r % 7 == 0 ? odd[r / 7 % 7] : rnd_val();
+            b[i] = rnd_val();
+        }
+        for (size_t i = 0; i < n; i++) { w[i] = rnd_val(); c[i] = rnd_val() / 4.0f; sn[i] = rnd_val() / 4.0f; }
+        float eps = it % 2 ? 1e-5f : 1e-6f;
+        for (size_t r = 0; r < R; r++) rmsnorm(x + r * n, w, eps, n, ref + r * n);
+        memset(y, 0xFF, sizeof y);
+        rmsnorm_rows(x, w, eps, n, R, y);
+        for (size_t i = 0; i < R * n; i++)
+            if (bitsf(y[i]) != bitsf(ref[i]))
+                fail_msg("rmsnorm_rows: rows %zu n %zu: [%zu] = %08X, want %08X", R, n, i, bitsf(y[i]), bitsf(ref[i]));
+        memcpy(y, x, R * n * sizeof(float));
+        add_n(y, b, R * n);
+        for (size_t i = 0; i < R * n; i++) {
+            float want = x[i] + b[i];
+            if (bitsf(y[i]) != bitsf(want)) fail_msg("add_n: n %zu: [%zu] = %08X, want %08X", R * n, i, bitsf(y[i]), bitsf(want));
+        }
+        size_t half = n; /* a head of 2n values (2 * MAXN <= MAXR * MAXN) */
+        memcpy(y, x, 2 * half * sizeof(float));
+        memcpy(ref, x, 2 * half * sizeof(float));
+        rope_rotate(ref, c, sn, half);
+        rope_rotate_n(y, c, sn, half);
+        for (size_t i = 0; i < 2 * half; i++)
+            if (bitsf(y[i]) != bitsf(ref[i]))
+                fail_msg("rope_rotate_n: half %zu: [%zu] = %08X, want %08X", half, i, bitsf(y[i]), bitsf(ref[i]));
+    }
+}
+
 /* cis2_exp_n / cis2_silu_n under every variant (each its own lane width,
  * pmath_lanes.h) equal the scalar exp_pinned / silu_pinned (pmath.c's
  * branchy one-at-a-time code) on every class of input: the §6.2 edges (NaN
@@ -607,7 +650,7 @@ int main(void)
         cmocka_unit_test(test_workers_pinned),   cmocka_unit_test(test_select),
         cmocka_unit_test(test_parallel_for),     cmocka_unit_test(test_pack_shapes),
         cmocka_unit_test(test_matmul_n),         cmocka_unit_test(test_attention_variants),
-        cmocka_unit_test(test_softmax_rows),
+        cmocka_unit_test(test_softmax_rows),     cmocka_unit_test(test_row_forms),
         cmocka_unit_test(test_exp_silu_variants), cmocka_unit_test(test_exp_silu_sweep),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
