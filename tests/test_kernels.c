@@ -8,6 +8,7 @@
  * every SIMD variant and every thread count.
  */
 #include <setjmp.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdarg.h>
@@ -464,6 +465,37 @@ static void test_row_forms(void **state)
     }
 }
 
+/* argmax_n (4 lanes, then the lanes' winners merged) returns argmax's index
+ * (§11.2: strict >, the first maximum) on vectors built to trip a lane or
+ * merge mistake: NaN at 0 (it wins: nothing is > NaN) or elsewhere (never
+ * chosen), -0 and +0 as the maximum in either order (the first counts),
+ * repeated maxima in different lanes, -inf everywhere but one, a vocabulary-
+ * sized vector, every length 1..45. */
+static void test_argmax_lanes(void **state)
+{
+    (void)state;
+    enum { N = 49152 };
+    static float v[N];
+    static const uint32_t odd[] = {0x7FC00000, 0xFFC00001, 0x80000000, 0x00000000, 0xFF800000, 0x7F800000};
+    for (int it = 0; it < 2000; it++) {
+        size_t n = it < 1800 ? 1 + (size_t)it % 45 : N;
+        int kind = (it / 45) % 5;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t r = rnd();
+            float x = rnd_val();
+            if (kind == 1 && r % 3 == 0) memcpy(&x, &odd[r / 3 % 6], 4); /* NaN, zeros, infinities */
+            if (kind == 2) x = (float)(r % 3);                             /* many equal maxima */
+            if (kind == 3) { uint32_t b = r % 2 ? 0x80000000u : 0; memcpy(&x, &b, 4); } /* only +-0 */
+            if (kind == 4) x = -INFINITY;
+            v[i] = x;
+        }
+        if (kind == 4) v[rnd() % n] = rnd_val();
+        if (kind == 1 && it % 4 == 1) v[0] = NAN;
+        size_t want = argmax(v, n), got = argmax_n(v, n);
+        if (got != want) fail_msg("argmax_n: n %zu kind %d: %zu, want %zu", n, kind, got, want);
+    }
+}
+
 /* cis2_exp_n / cis2_silu_n under every variant (each its own lane width,
  * pmath_lanes.h) equal the scalar exp_pinned / silu_pinned (pmath.c's
  * branchy one-at-a-time code) on every class of input: the §6.2 edges (NaN
@@ -651,6 +683,7 @@ int main(void)
         cmocka_unit_test(test_parallel_for),     cmocka_unit_test(test_pack_shapes),
         cmocka_unit_test(test_matmul_n),         cmocka_unit_test(test_attention_variants),
         cmocka_unit_test(test_softmax_rows),     cmocka_unit_test(test_row_forms),
+        cmocka_unit_test(test_argmax_lanes),
         cmocka_unit_test(test_exp_silu_variants), cmocka_unit_test(test_exp_silu_sweep),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
