@@ -31,6 +31,8 @@
  * of the G streams of the narrow path; PF_WIDE columns in the wide path's
  * single stream, which runs on into the next group).
  * bf16 is widened exactly in-register: zero-extend u16 -> u32, shift 16.
+ * Also the AVX-512 attention halves and the 16-lane §6.2 exp and §6.4
+ * SiLU (pmath_lanes.h's one definition at this width; bottom of the file).
  */
 #include "kernels.h"
 
@@ -339,3 +341,13 @@ void cis2_attn_vmix_avx512(const float *s, size_t G, const float *v, size_t v_st
             C44(vmix_blk, n1, n2, s, v, v_stride, len, hd, out, h0, c0)
         }
 }
+
+/* ---- §6.2 exp and §6.4 SiLU, 16 lanes (pmath_lanes.h), the rest by the
+ * AVX2 8 (and pmath.c's 4) ---- */
+#define LANES 16
+#define LN(f) f##_v16
+#include "pmath_lanes.h"
+
+void cis2_exp_n_avx512(const float *x, float *out, size_t n) { exp_n_v16(x, out, n, cis2_exp_n_avx2); }
+
+void cis2_silu_n_avx512(const float *x, float *out, size_t n) { silu_n_v16(x, out, n, cis2_silu_n_avx2); }

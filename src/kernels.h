@@ -121,6 +121,8 @@ void cis2_attn_scores_avx512(const float *q, size_t G, const float *kt, size_t l
                              float *s);
 void cis2_attn_vmix_avx512(const float *s, size_t G, const float *v, size_t v_stride, size_t len, size_t hd,
                            float *out);
+void cis2_exp_n_avx512(const float *x, float *out, size_t n);
+void cis2_silu_n_avx512(const float *x, float *out, size_t n);
 #endif
 #if defined(__aarch64__)
 void cis2_kern_neon(KERN_ARGS);

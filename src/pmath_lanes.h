@@ -2,8 +2,9 @@
  * pmath_lanes.h - §6.2 exp_pinned and §6.4 silu_pinned on a vector of
  * lanes: the one definition that every lane width is compiled from.
  *
- * Included by pmath.c (4 lanes, any target) and kern_x86_avx2.c (8 lanes,
- * built with -mavx2); nothing else includes it.  The includer defines
+ * Included by pmath.c (4 lanes, any target), kern_x86_avx2.c (8 lanes,
+ * built with -mavx2) and kern_x86_avx512.c (16, -mavx512f); nothing else
+ * includes it.  The includer defines
  *     LANES    the number of binary32 lanes (4, 8 or 16)
  *     LN(f)    the name of this width's function f (LN(exp) -> exp_v4)
  * and gets, static to its translation unit, the §6.2 constants and:
