@@ -495,7 +495,7 @@ static void swiglu_task(void *ctx, size_t c)
     size_t hi = (c + 1) * SWIGLU_CHUNK < s->n ? (c + 1) * SWIGLU_CHUNK : s->n;
     size_t lo = c * SWIGLU_CHUNK;
     cis2_silu_n(s->g + lo, s->g + lo, hi - lo); /* §6.4, in place */
-    for (size_t e = lo; e < hi; e++) s->g[e] = s->g[e] * s->u[e];
+    mul_n(s->g + lo, s->u + lo, hi - lo); /* silu(gate) * up */
 }
 
 #define TRACE(name, base, width)                                                               \

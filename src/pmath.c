@@ -390,6 +390,13 @@ void add_n(float *a, const float *b, size_t n) /* §5.4: a[i] = a[i] + b[i] */
     for (; i < n; i++) a[i] = a[i] + b[i];
 }
 
+void mul_n(float *a, const float *b, size_t n) /* §10's SwiGLU product: a[i] = a[i] * b[i] */
+{
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) store_v4(a + i, load_v4(a + i) * load_v4(b + i));
+    for (; i < n; i++) a[i] = a[i] * b[i];
+}
+
 void rope_rotate_n(float *head, const float *cosv, const float *sinv, size_t half) /* §7.4 */
 {
     size_t i = 0;

@@ -49,10 +49,12 @@ void softmax_seq_rows(float *v, size_t rows, size_t n, void (*expn)(const float 
 void rope_rotate(float *head, const float *cosv, const float *sinv, size_t half); /* §7.4 */
 /* The forward pass's forms (the plain functions above are their references):
  * rmsnorm of `rows` rows of n (row r at x + r*n, out + r*n) with the rows'
- * sums interleaved, the residual add a[i] = a[i] + b[i], rope_rotate; the
+ * sums interleaved, the residual add a[i] = a[i] + b[i], SwiGLU's product,
+ * rope_rotate; the
  * element-wise steps in 4 lanes, every bit as the plain ones. */
 void rmsnorm_rows(const float *x, const float *w, float eps, size_t n, size_t rows, float *out); /* §8 */
 void add_n(float *a, const float *b, size_t n);                  /* §5.4 */
+void mul_n(float *a, const float *b, size_t n);                  /* §10: a[i] = a[i] * b[i] */
 void rope_rotate_n(float *head, const float *cosv, const float *sinv, size_t half); /* §7.4 */
 void attend_head(const float *q, const float *k, const float *v, size_t stride, size_t len, size_t head_dim,
                  float *scores, float *out);                     /* §9.2-§9.4 */

@@ -423,8 +423,8 @@ static void test_softmax_rows(void **state)
 }
 
 /* The forward pass's row forms (pmath.h: rmsnorm_rows with the rows' sums
- * interleaved, add_n and rope_rotate_n in lanes) equal the plain rmsnorm,
- * a + b and rope_rotate bit for bit, at every length 1..37 (each lane
+ * interleaved, add_n, mul_n and rope_rotate_n in lanes) equal the plain
+ * rmsnorm, a + b, a * b and rope_rotate bit for bit, at every length 1..37 (each lane
  * tail) and 1..9 rows, on values mixing the working range with ones that
  * overflow the squares, cancel, or fall below FLT_MIN (FTZ/DAZ). */
 static void test_row_forms(void **state)
@@ -453,6 +453,12 @@ static void test_row_forms(void **state)
         for (size_t i = 0; i < R * n; i++) {
             float want = x[i] + b[i];
             if (bitsf(y[i]) != bitsf(want)) fail_msg("add_n: n %zu: [%zu] = %08X, want %08X", R * n, i, bitsf(y[i]), bitsf(want));
+        }
+        memcpy(y, x, R * n * sizeof(float));
+        mul_n(y, b, R * n);
+        for (size_t i = 0; i < R * n; i++) {
+            float want = x[i] * b[i];
+            if (bitsf(y[i]) != bitsf(want)) fail_msg("mul_n: n %zu: [%zu] = %08X, want %08X", R * n, i, bitsf(y[i]), bitsf(want));
         }
         size_t half = n; /* a head of 2n values (2 * MAXN <= MAXR * MAXN) */
         memcpy(y, x, 2 * half * sizeof(float));
