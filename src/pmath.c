@@ -5,7 +5,11 @@
  * (with §6.2.1 ldexp_exact), §6.3 sin/cos_pinned (f64-staged octant
  * reduction, minimax polynomials), §6.4 silu_pinned, §6.5 ln_pinned (with
  * §6.5.1 frexp_exact), §7.1 the RoPE inv_freq table, §6.6 table_digest,
- * §7.2 inv_freq_table_digest and §11.2 argmax.
+ * §7.2 inv_freq_table_digest and §11.2 argmax; and the forward pass's
+ * faster forms of §8 rmsnorm, §9.3 softmax, §7.4 RoPE, §11.2 argmax and
+ * the element-wise adds and products (several rows' serial chains side by
+ * side in SIMD lanes, element-wise steps in 4 lanes), each beside the
+ * plain function that tests compare it with.
  *
  * Rules kept here: every constant is a bit pattern, never a decimal literal;
  * every multiply and add is its own statement, in the spec's order (the
