@@ -7,7 +7,7 @@ for k in read_bandwidth_gb_s weight_bytes_per_token decode_ms_per_token bound_ms
          prefill_tokens_per_s batched_tokens_per_s full_run_s speedup_vs_scalar peak_rss_mb; do
     echo "$out" | grep -q "\"$k\"" || { echo "FAIL: bench --json lacks $k"; exit 1; }
 done
-for k in generate_256_s verify_256_s verify_speedup_256 verify_16x64_together_s_per_receipt \
+for k in best_of generate_256_s verify_256_s verify_speedup_256 verify_16x64_together_s_per_receipt \
          verify_16x64_one_at_a_time_s_per_receipt batch_verify_gain batch_verify_gain_shortest \
          open_s verify_16x64_open_each_s_per_receipt batch_verify_gain_with_open; do
     echo "$out" | grep -q "\"$k\"" || { echo "FAIL: bench --json lacks verify.$k"; exit 1; }
