@@ -321,12 +321,12 @@ void cis2_matmul_n(const cis2_pmat *const *w, size_t nw, const float *x, size_t 
     cis2_kern_fn fn = v->fn;
     float *xt = NULL; /* the variant's transposed copy of x, shared by all chunks */
     size_t cols = nw ? w[0]->cols : 0;
-    cis2_pool *pool = cis2_exec_pool(cis2_exec_current());
     if (v->prep && npos >= CIS2_XT_MIN_POS && cols) {
         xt = aligned_alloc(64, (npos + 15) / 16 * 16 * cols * sizeof(float)); /* NULL: x alone */
         struct prep_job pj = {v->prep, x, npos, cols, xt};
-        if (xt) cis2_pool_run(npos > 16 ? pool : NULL, (npos + 15) / 16, prep_block, &pj);
+        if (xt) cis2_parallel_for((npos + 15) / 16, prep_block, &pj);
     }
+    cis2_pool *pool = cis2_exec_pool(cis2_exec_current());
     size_t nt = (size_t)cis2_pool_size(pool), total = 0;
     for (size_t m = 0; m < nw; m++) total += w[m]->groups;
     size_t work = total * CIS2_KG * cols * npos;

@@ -451,16 +451,14 @@ static void stage_task(void *ctx, size_t blk)
     if (s->b) s->b(s->F, r0, r1);
 }
 
-/* a (then b) on every block of rows, across the pool when there are rows
- * enough to pay for a pass over it; every row's arithmetic is the same
- * either way.  Two stages run as one pass unless tracing, which needs
- * every row's tensors of the first stage before the second changes them. */
+/* a (then b) on every block of rows, across the pool when there are two
+ * blocks or more; every row's arithmetic is the same either way.  Two
+ * stages run as one pass unless tracing, which needs every row's tensors
+ * of the first stage before the second changes them. */
 static void run_rows(fwd *F, row_fn a, row_fn b)
 {
     stage s = {F, a, b};
-    size_t nb = (F->n + ROW_BLOCK - 1) / ROW_BLOCK;
-    if (F->n >= 4) cis2_parallel_for(nb, stage_task, &s);
-    else for (size_t i = 0; i < nb; i++) stage_task(&s, i);
+    cis2_parallel_for((F->n + ROW_BLOCK - 1) / ROW_BLOCK, stage_task, &s); /* one block: this thread */
 }
 
 /* §9.2-§9.4 for one row and one KV head: the G query heads that share it

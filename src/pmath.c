@@ -401,6 +401,19 @@ void mul_n(float *a, const float *b, size_t n) /* §10's SwiGLU product: a[i] = 
     for (; i < n; i++) a[i] = a[i] * b[i];
 }
 
+/* §7.4 on the pair (i, i + half): rope_rotate's step, and rope_rotate_n's tail. */
+static inline void rope_pair(float *head, const float *cosv, const float *sinv, size_t half, size_t i)
+{
+    float x1 = head[i], x2 = head[i + half];
+    float t1 = x1 * cosv[i];
+    float nx2 = -x2;
+    float t2 = nx2 * sinv[i];
+    float t3 = x2 * cosv[i];
+    float t4 = x1 * sinv[i];
+    head[i] = t1 + t2;
+    head[i + half] = t3 + t4;
+}
+
 void rope_rotate_n(float *head, const float *cosv, const float *sinv, size_t half) /* §7.4 */
 {
     size_t i = 0;
@@ -410,16 +423,7 @@ void rope_rotate_n(float *head, const float *cosv, const float *sinv, size_t hal
         store_v4(head + i, t1 + t2);
         store_v4(head + half + i, t3 + t4);
     }
-    for (; i < half; i++) { /* rope_rotate's steps */
-        float x1 = head[i], x2 = head[i + half];
-        float t1 = x1 * cosv[i];
-        float nx2 = -x2;
-        float t2 = nx2 * sinv[i];
-        float t3 = x2 * cosv[i];
-        float t4 = x1 * sinv[i];
-        head[i] = t1 + t2;
-        head[i + half] = t3 + t4;
-    }
+    for (; i < half; i++) rope_pair(head, cosv, sinv, half, i);
 }
 
 void softmax_seq(float *v, size_t n) { softmax_seq_exp(v, n, exp_pinned_n); } /* §9.3 */
@@ -495,16 +499,7 @@ void softmax_seq_rows(float *v, size_t rows, size_t n, void (*expn)(const float 
 
 void rope_rotate(float *head, const float *cosv, const float *sinv, size_t half) /* §7.4 */
 {
-    for (size_t i = 0; i < half; i++) {
-        float x1 = head[i], x2 = head[i + half];
-        float t1 = x1 * cosv[i];
-        float nx2 = -x2;
-        float t2 = nx2 * sinv[i];
-        float t3 = x2 * cosv[i];
-        float t4 = x1 * sinv[i];
-        head[i] = t1 + t2;
-        head[i + half] = t3 + t4;
-    }
+    for (size_t i = 0; i < half; i++) rope_pair(head, cosv, sinv, half, i);
 }
 
 void attend_head(const float *q, const float *k, const float *v, size_t stride, size_t len,
