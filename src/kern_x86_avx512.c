@@ -12,19 +12,26 @@
  * alone; G is only there to keep >= 8 independent add chains in flight
  * (4-cycle add latency, 2 ports).  Hence two paths:
  *
- *   wide   (16 positions; a call's last block 4..16): one group at a time,
- *          all positions of the block in accumulators, so the weights are
- *          one sequential stream read once per 16 positions.  The 16 positions' x values of a
- *          column are broadcast from one 64-byte line of the transposed
- *          copy xt (kernels.h), which cis2_matmul makes once per call with
- *          cis2_prep_avx512 (16x16 register transposes): broadcasting from
- *          16 rows of x directly would need 16 pointer registers, and the
- *          compiler's spills cost more than the transpose.  A short last
- *          block (a prefill of 16a+r rows, r = 4..7) stays wide: its P add
- *          chains still cover the add latency, and the broadcasts ride in
- *          the multiplies' memory operands, where the narrow path would
- *          spend a separate broadcast per position and column.
- *   narrow (1..7 positions without xt, or a last 1..3): 4 groups (P < 4)
+ *   wide   (from 4 positions, with xt): one group at a time, all
+ *          positions of a block of 16 in accumulators.  The 16 positions'
+ *          x values of a column are broadcast from one 64-byte line of the
+ *          transposed copy xt (kernels.h), which cis2_matmul makes once per
+ *          call with cis2_prep_avx512 (16x16 register transposes):
+ *          broadcasting from 16 rows of x directly would need 16 pointer
+ *          registers, and the compiler's spills cost more than the
+ *          transpose.  The broadcasts ride in the multiplies' memory
+ *          operands.  A group runs all its position blocks before the next
+ *          group (wide_all), in ranges of TILE_COLS columns: the first
+ *          block of a range widens the bf16 weights and also stores them
+ *          in an f32 tile (32 KiB, in L1), the later blocks read the tile,
+ *          so a 256-row prefill widens each weight once, not 16 times, and
+ *          its column costs 2P arithmetic uops instead of 2P + 2; the
+ *          weights come from memory once per call.  A row's partial sums
+ *          cross a range edge through y (stored, reloaded: the same bits).
+ *          A last block of 1..3 positions after others reads the tile too:
+ *          its few add chains wait on the add latency, which still costs
+ *          less than reading the weights again for the narrow path.
+ *   narrow (1..7 positions without xt, or 1..3 in all): 4 groups (P < 4)
  *          or 2 groups (P = 4..7) from x as given.
  *
  * Memory: the weight streams are prefetched ahead (PF_COLS columns in each
@@ -54,6 +61,12 @@ AI __m512 load_w(const void *base, size_t k, int bf)
         return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); /* §4.1 */
     }
     return _mm512_load_ps((const float *)base + k);
+}
+
+AI __m512 load_group(const cis2_pmat *w, const float *y, size_t g, size_t p, int b)
+{
+    size_t o = g * CIS2_KG, nv = w->rows - o < CIS2_KG ? w->rows - o : CIS2_KG;
+    return _mm512_maskz_loadu_ps((__mmask16)((1u << nv) - 1u), y + (p + (size_t)b) * w->rows + o);
 }
 
 AI void store_group(const cis2_pmat *w, float *y, size_t g, size_t p, int b, __m512 v)
@@ -176,18 +189,32 @@ static void transpose_x(const float *x, size_t cols, int P, float *xt)
         for (int b = 0; b < 16; b++) xt[i * 16 + (size_t)b] = b < P ? x[(size_t)b * cols + i] : 0.0f;
 }
 
-/* Group g, positions p..p+P-1, x values from xt. */
-AI void wide_block(const cis2_pmat *w, const float *xt, float *y, size_t g, size_t p, int P, int bf)
+/* Group g, positions p..p+P-1, columns c0..c1-1, x values from xt.
+ * TILE 1: widen the weights and also keep them in tile (f32); TILE 2: read
+ * them from tile; TILE 0: widen only (the call's one position block).
+ * From column c0 > 0 on the sums continue from y. */
+AI void wide_block(const cis2_pmat *w, const float *xt, float *y, size_t g, size_t p, int P, int bf, size_t c0,
+                   size_t c1, float *tile, int TILE)
 {
     size_t cols = w->cols, es = bf ? 2 : 4;
     const char *base = w->data;
     __m512 acc[WIDE];
+    if (c0) { /* a later column range: the sums so far are in y */
 #pragma GCC unroll 16
-    for (int b = 0; b < P; b++) acc[b] = _mm512_setzero_ps();
+        for (int b = 0; b < P; b++) acc[b] = load_group(w, y, g, p, b);
+    } else {
+#pragma GCC unroll 16
+        for (int b = 0; b < P; b++) acc[b] = _mm512_setzero_ps();
+    }
     size_t k0 = g * cols * CIS2_KG;
-    for (size_t i = 0; i < cols; i++) {
-        _mm_prefetch(base + (k0 + (i + PF_WIDE) * CIS2_KG) * es, _MM_HINT_T0); /* never faults */
-        __m512 wv = load_w(base, k0 + i * CIS2_KG, bf);
+    for (size_t i = c0; i < c1; i++) {
+        __m512 wv;
+        if (TILE == 2) wv = _mm512_load_ps(tile + (i - c0) * CIS2_KG);
+        else {
+            _mm_prefetch(base + (k0 + (i + PF_WIDE) * CIS2_KG) * es, _MM_HINT_T0); /* never faults */
+            wv = load_w(base, k0 + i * CIS2_KG, bf);
+            if (TILE == 1) _mm512_store_ps(tile + (i - c0) * CIS2_KG, wv);
+        }
 #pragma GCC unroll 16
         for (int b = 0; b < P; b++) {
             __m512 prod = _mm512_mul_ps(wv, _mm512_set1_ps(xt[i * 16 + (size_t)b])); /* §5.1 separate multiply */
@@ -198,13 +225,16 @@ AI void wide_block(const cis2_pmat *w, const float *xt, float *y, size_t g, size
     for (int b = 0; b < P; b++) store_group(w, y, g, p, b, acc[b]);
 }
 
-#define C(P) case P: for (size_t g = g0; g < g1; g++) wide_block(w, xt, y, g, p, P, BF); break;
+#define TILE_COLS 512 /* 32 KiB of f32 weights: L1 */
+
+#define C(P, T) case P: wide_block(w, xt, y, g, p, P, BF, c0, c1, tile, T); break;
+#define CP(T) switch (P) { C(1, T) C(2, T) C(3, T) C(4, T) C(5, T) C(6, T) C(7, T) C(8, T) C(9, T) C(10, T) \
+        C(11, T) C(12, T) C(13, T) C(14, T) C(15, T) default: C(16, T) }
 #define WIDEFN(BF)                                                                                     \
-    static void wide_##BF(const cis2_pmat *w, const float *xt, float *y, size_t g0, size_t g1, size_t p, int P) \
+    static void wide_##BF(const cis2_pmat *w, const float *xt, float *y, size_t g, size_t p, int P,     \
+                          size_t c0, size_t c1, float *tile, int T)                                    \
     {                                                                                                  \
-        switch (P) {                                                                                   \
-            C(4) C(5) C(6) C(7) C(8) C(9) C(10) C(11) C(12) C(13) C(14) C(15) default: C(16)           \
-        }                                                                                              \
+        if (T == 1) CP(1) else if (T == 2) CP(2) else CP(0)                                            \
     }
 #define BF 0
 WIDEFN(0)
@@ -213,6 +243,28 @@ WIDEFN(0)
 WIDEFN(1)
 #undef BF
 #undef C
+#undef CP
+
+/* Groups g0..g1 over positions 0..pw-1 (pw >= 4) in wide blocks of 16:
+ * group by group, and within a group by ranges of TILE_COLS columns,
+ * every position block of the range in turn; the first widens the weights
+ * into the tile, the others read them there. */
+static void wide_all(const cis2_pmat *w, const float *xt, float *y, size_t g0, size_t g1, size_t pw)
+{
+    float tile[TILE_COLS * CIS2_KG] __attribute__((aligned(64)));
+    int bf = w->type == CIS2_W_BF16;
+    size_t cols = w->cols;
+    for (size_t g = g0; g < g1; g++)
+        for (size_t c0 = 0; c0 < cols; c0 += TILE_COLS) {
+            size_t c1 = cols - c0 < TILE_COLS ? cols : c0 + TILE_COLS;
+            for (size_t p = 0; p < pw; p += WIDE) {
+                int P = pw - p < WIDE ? (int)(pw - p) : WIDE;
+                int T = pw <= WIDE ? 0 : p == 0 ? 1 : 2;
+                if (bf) wide_1(w, xt + p * cols, y, g, p, P, c0, c1, tile, T);
+                else wide_0(w, xt + p * cols, y, g, p, P, c0, c1, tile, T);
+            }
+        }
+}
 
 void cis2_prep_avx512(const float *x, size_t npos, size_t cols, float *xt)
 {
@@ -224,12 +276,10 @@ void cis2_kern_avx512(const cis2_pmat *w, const float *x, const float *xt, size_
                       size_t g1)
 {
     size_t p = 0;
-    if (xt) /* wide blocks of 16 positions (the last one 4..16) */
-        for (; p + 4 <= npos; p += WIDE) {
-            int P = npos - p < WIDE ? (int)(npos - p) : WIDE;
-            if (w->type == CIS2_W_BF16) wide_1(w, xt + p * w->cols, y, g0, g1, p, P);
-            else wide_0(w, xt + p * w->cols, y, g0, g1, p, P);
-        }
+    if (xt && npos >= 4) { /* every position on the wide path */
+        wide_all(w, xt, y, g0, g1, npos);
+        p = npos;
+    }
     for (; p < npos; p += 7) /* the narrow path takes at most 7 positions */
         narrow(w, x, y, g0, g1, p, npos - p < 7 ? (int)(npos - p) : 7);
 }

@@ -207,7 +207,10 @@ static void test_threads_identical(void **state)
     static const size_t shapes[][3] = {{576, 576, 1}, {1536, 576, 1}, {192, 577, 3}, {1000, 1536, 9},
                                        {49, 2000, 5}, {300, 999, 16},
                                        /* AVX2 tiles: several column ranges, a tail group's sums reloaded */
-                                       {49, 2050, 13}, {33, 3001, 7}};
+                                       {49, 2050, 13}, {33, 3001, 7},
+                                       /* AVX-512 f32 tile: position blocks after the first read it, across
+                                        * 512-column ranges, with a last block of 1, 2 or 3 positions */
+                                       {20, 577, 33}, {17, 1100, 35}, {40, 513, 50}, {33, 1536, 64}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         struct case_ c;
         make_case(&c, (s & 1) ? CIS2_W_F32 : CIS2_W_BF16, shapes[s][0], shapes[s][1], shapes[s][2]);
