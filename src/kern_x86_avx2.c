@@ -338,7 +338,7 @@ void cis2_attn_vmix_avx2(const float *s, size_t G, const float *v, size_t v_stri
         }
 }
 
-/* ---- §6.2 exp and §6.4 SiLU, 8 lanes (pmath_lanes.h), the rest by pmath.c's 4 ---- */
+/* ---- §6.2 exp, §6.4 SiLU and §11.2 argmax, 8 lanes (pmath_lanes.h), the rest by pmath.c's 4 ---- */
 #define LANES 8
 #define LN(f) f##_v8
 #include "pmath_lanes.h"
@@ -346,3 +346,5 @@ void cis2_attn_vmix_avx2(const float *s, size_t G, const float *v, size_t v_stri
 void cis2_exp_n_avx2(const float *x, float *out, size_t n) { exp_n_v8(x, out, n, exp_pinned_n); }
 
 void cis2_silu_n_avx2(const float *x, float *out, size_t n) { silu_n_v8(x, out, n, silu_pinned_n); }
+
+size_t cis2_argmax_n_avx2(const float *v, size_t n) { return argmax_n_v8(v, n); } /* §11.2 */

@@ -39,7 +39,8 @@
  * single stream, which runs on into the next group).
  * bf16 is widened exactly in-register: zero-extend u16 -> u32, shift 16.
  * Also the AVX-512 attention halves and the 16-lane §6.2 exp and §6.4
- * SiLU (pmath_lanes.h's one definition at this width; bottom of the file).
+ * SiLU and §11.2 argmax (pmath_lanes.h's one definition at this width;
+ * bottom of the file).
  */
 #include "kernels.h"
 
@@ -392,7 +393,7 @@ void cis2_attn_vmix_avx512(const float *s, size_t G, const float *v, size_t v_st
         }
 }
 
-/* ---- §6.2 exp and §6.4 SiLU, 16 lanes (pmath_lanes.h), the rest by the
+/* ---- §6.2 exp, §6.4 SiLU and §11.2 argmax, 16 lanes (pmath_lanes.h), the rest by the
  * AVX2 8 (and pmath.c's 4) ---- */
 #define LANES 16
 #define LN(f) f##_v16
@@ -401,3 +402,5 @@ void cis2_attn_vmix_avx512(const float *s, size_t G, const float *v, size_t v_st
 void cis2_exp_n_avx512(const float *x, float *out, size_t n) { exp_n_v16(x, out, n, cis2_exp_n_avx2); }
 
 void cis2_silu_n_avx512(const float *x, float *out, size_t n) { silu_n_v16(x, out, n, cis2_silu_n_avx2); }
+
+size_t cis2_argmax_n_avx512(const float *v, size_t n) { return argmax_n_v16(v, n); } /* §11.2 */

@@ -11,8 +11,9 @@
  * contiguous ranges across the pool (§5.2: rows are independent), so the
  * thread count never changes a bit; a variant that reads a transposed copy
  * of x (AVX-512 from 8 positions on) gets it made once per call here.
- * cis2_exp_n / cis2_silu_n (§6.2, §6.4: softmax, SwiGLU, sampling) run
- * the current variant's lane width of pmath_lanes.h, or pmath.c's 4.
+ * cis2_exp_n / cis2_silu_n (§6.2, §6.4: softmax, SwiGLU, sampling) and
+ * cis2_argmax_lanes (§11.2) run the current variant's lane width of
+ * pmath_lanes.h, or pmath.c's 4.
  */
 #include "kernels.h"
 #include "pmath.h"
@@ -165,6 +166,7 @@ struct cis2_variant {
     cis2_scores_fn scores; /* attention halves; NULL: the generic ones (pmath.c) */
     cis2_vmix_fn vmix;
     cis2_map_fn expn, silun; /* §6.2, §6.4 lanes; NULL: pmath.c's 4 */
+    cis2_argmax_fn argmax;   /* §11.2 lanes; NULL: pmath.c's 4 */
 };
 
 static int avail_yes(void) { return 1; }
@@ -187,14 +189,14 @@ static const struct cis2_variant variants[] = {
 #if defined(__x86_64__)
     /* AVX-512's 16-lane exp/SiLU leave their tails to AVX2's (avail_avx512 requires AVX2 too) */
     {"avx512", cis2_kern_avx512, avail_avx512, cis2_prep_avx512, cis2_attn_scores_avx512, cis2_attn_vmix_avx512,
-     cis2_exp_n_avx512, cis2_silu_n_avx512},
+     cis2_exp_n_avx512, cis2_silu_n_avx512, cis2_argmax_n_avx512},
     {"avx2", cis2_kern_avx2, avail_avx2, NULL, cis2_attn_scores_avx2, cis2_attn_vmix_avx2, cis2_exp_n_avx2,
-     cis2_silu_n_avx2},
+     cis2_silu_n_avx2, cis2_argmax_n_avx2},
 #endif
 #if defined(__aarch64__)
-    {"neon", cis2_kern_neon, avail_yes, NULL, NULL, NULL, NULL, NULL}, /* Advanced SIMD is mandatory on aarch64 */
+    {"neon", cis2_kern_neon, avail_yes, NULL, NULL, NULL, NULL, NULL, NULL}, /* Advanced SIMD is mandatory on aarch64 */
 #endif
-    {"scalar", cis2_kern_scalar, avail_yes, NULL, NULL, NULL, NULL, NULL},
+    {"scalar", cis2_kern_scalar, avail_yes, NULL, NULL, NULL, NULL, NULL, NULL},
 };
 #define NVARIANTS (sizeof variants / sizeof variants[0])
 
@@ -362,6 +364,12 @@ void cis2_silu_n(const float *x, float *out, size_t n)
 {
     const struct cis2_variant *var = cur();
     (var->silun ? var->silun : silu_pinned_n)(x, out, n); /* §6.4 */
+}
+
+size_t cis2_argmax_lanes(const float *v, size_t n)
+{
+    const struct cis2_variant *var = cur();
+    return (var->argmax ? var->argmax : argmax_n)(v, n); /* §11.2 */
 }
 
 void cis2_attend_group(const float *q, size_t G, const float *kt, const float *v, size_t v_stride, size_t len,

@@ -82,6 +82,9 @@ void cis2_attend_group(const float *q, size_t G, const float *kt, const float *v
  * variant. */
 void cis2_exp_n(const float *x, float *out, size_t n);
 void cis2_silu_n(const float *x, float *out, size_t n);
+/* §11.2 argmax's index (pmath.h's argmax: strict >, the first maximum)
+ * in the current variant's lanes (pmath_lanes.h). */
+size_t cis2_argmax_lanes(const float *v, size_t n);
 
 /* ---- Additions (fast-kernels work) ---- */
 
@@ -105,6 +108,7 @@ typedef void (*cis2_scores_fn)(const float *q, size_t G, const float *kt, size_t
 typedef void (*cis2_vmix_fn)(const float *s, size_t G, const float *v, size_t v_stride, size_t len, size_t hd,
                              float *out);
 typedef void (*cis2_map_fn)(const float *x, float *out, size_t n); /* exp or SiLU of n floats */
+typedef size_t (*cis2_argmax_fn)(const float *v, size_t n);
 #define CIS2_XT_MIN_POS 8
 #define KERN_ARGS const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0, size_t g1
 void cis2_kern_scalar(KERN_ARGS);
@@ -115,6 +119,7 @@ void cis2_attn_vmix_avx2(const float *s, size_t G, const float *v, size_t v_stri
                          float *out);
 void cis2_exp_n_avx2(const float *x, float *out, size_t n);
 void cis2_silu_n_avx2(const float *x, float *out, size_t n);
+size_t cis2_argmax_n_avx2(const float *v, size_t n);
 void cis2_kern_avx512(KERN_ARGS);
 void cis2_prep_avx512(const float *x, size_t npos, size_t cols, float *xt);
 void cis2_attn_scores_avx512(const float *q, size_t G, const float *kt, size_t len, size_t hd, float scale,
@@ -123,6 +128,7 @@ void cis2_attn_vmix_avx512(const float *s, size_t G, const float *v, size_t v_st
                            float *out);
 void cis2_exp_n_avx512(const float *x, float *out, size_t n);
 void cis2_silu_n_avx512(const float *x, float *out, size_t n);
+size_t cis2_argmax_n_avx512(const float *v, size_t n);
 #endif
 #if defined(__aarch64__)
 void cis2_kern_neon(KERN_ARGS);

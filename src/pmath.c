@@ -290,32 +290,7 @@ size_t argmax(const float *v, size_t n) /* §11.2: strict >, first wins */
     return best;
 }
 
-/* argmax's result in 4 lanes: lane l folds v[0] and then the elements
- * 1+l, 5+l, ... with the same strict >, so it ends on the first element of
- * its own that reaches its maximum (or on v[0]: a NaN there wins
- * everywhere, as in argmax).  The lanes' winners are then merged, the
- * greatest value and among equals (-0 == +0) the lowest index, which is
- * argmax's first maximum; the tail continues argmax's fold. */
-size_t argmax_n(const float *v, size_t n) /* §11.2 */
-{
-    if (n < 9 || n > (size_t)INT32_MAX) return argmax(v, n);
-    vf_v4 bv = {v[0], v[0], v[0], v[0]};
-    vi_v4 bi = {0, 0, 0, 0}, at = {1, 2, 3, 4}, four = {4, 4, 4, 4};
-    size_t i = 1;
-    for (; i + 4 <= n; i += 4, at += four) {
-        vf_v4 x = load_v4(v + i);
-        vi_v4 gt = x > bv;
-        bv = select_v4(gt, x, bv);
-        bi = (gt & at) | (~gt & bi);
-    }
-    size_t best = (size_t)bi[0];
-    float m = bv[0];
-    for (int l = 1; l < 4; l++)
-        if (bv[l] > m || (bv[l] == m && (size_t)bi[l] < best)) { m = bv[l]; best = (size_t)bi[l]; }
-    for (; i < n; i++)
-        if (v[i] > m) { m = v[i]; best = i; }
-    return best;
-}
+size_t argmax_n(const float *v, size_t n) { return argmax_n_v4(v, n); } /* §11.2, pmath_lanes.h */
 
 void rmsnorm(const float *x, const float *w, float eps, size_t n, float *out) /* §8 */
 {

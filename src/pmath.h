@@ -37,7 +37,7 @@ float frexp_exact(float x, int *exponent);                       /* §6.5.1 */
 void exp_pinned_n(const float *x, float *out, size_t n);         /* 4 lanes, scalar bits */
 void silu_pinned_n(const float *x, float *out, size_t n);
 size_t argmax(const float *v, size_t n);                         /* §11.2 */
-size_t argmax_n(const float *v, size_t n); /* the same index, in 4 lanes (argmax is its reference) */
+size_t argmax_n(const float *v, size_t n); /* the same index, in 4 lanes (pmath_lanes.h; argmax is its reference) */
 void rmsnorm(const float *x, const float *w, float eps, size_t n, float *out); /* §8 */
 void softmax_seq(float *v, size_t n);                            /* §9.3 */
 /* softmax_seq with exp_pinned_n's bits from expn (a kernel variant's lanes) */

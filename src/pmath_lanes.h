@@ -10,6 +10,7 @@
  * and gets, static to its translation unit, the §6.2 constants and:
  *     LN(exp)(VF x)                          exp_pinned in every lane
  *     LN(exp_n)(x, out, n), LN(silu_n)(...)  whole vectors of n, then tail(x, out, rest)
+ *     LN(argmax_n)(v, n)                     §11.2's argmax index, lane by lane
  *
  * Every lane runs exactly the scalar function's operations (pmath.c): the
  * same constants (bit patterns), each multiply and add separate (GCC/Clang
@@ -113,6 +114,41 @@ static inline void LN(silu_n)(const float *x, float *out, size_t n, void (*tail)
         LN(store)(out + i, LN(select)(r != r, LN(splat)(CIS2_QNAN_BITS), r)); /* the canonical NaN */
     }
     if (i < n) tail(x + i, out + i, n - i);
+}
+
+/* §11.2 argmax's index (pmath.c's argmax: strict >, the first maximum)
+ * in LANES lanes: lane l folds v[0] and then the elements 1+l, 1+l+LANES,
+ * ... with the same strict >, so it ends on the first element of its own
+ * that reaches its maximum (or on v[0]: a NaN there wins everywhere, as in
+ * argmax).  The lanes' winners are then merged, the greatest value and
+ * among equals (-0 == +0) the lowest index, which is argmax's first
+ * maximum; the tail continues argmax's fold.  No arithmetic, only
+ * comparisons, so any width gives argmax's index. */
+static inline size_t LN(argmax_n)(const float *v, size_t n)
+{
+    if (n < 2 * LANES + 1 || n > (size_t)INT32_MAX) return argmax(v, n);
+    LV_VF bv;
+    LV_VI bi, at, step;
+    for (int l = 0; l < LANES; l++) {
+        bv[l] = v[0];
+        bi[l] = 0;
+        at[l] = 1 + l;
+        step[l] = LANES;
+    }
+    size_t i = 1;
+    for (; i + LANES <= n; i += LANES, at += step) {
+        LV_VF x = LN(load)(v + i);
+        LV_VI gt = x > bv;
+        bv = LN(select)(gt, x, bv);
+        bi = (gt & at) | (~gt & bi);
+    }
+    size_t best = (size_t)bi[0];
+    float m = bv[0];
+    for (int l = 1; l < LANES; l++)
+        if (bv[l] > m || (bv[l] == m && (size_t)bi[l] < best)) { m = bv[l]; best = (size_t)bi[l]; }
+    for (; i < n; i++)
+        if (v[i] > m) { m = v[i]; best = i; }
+    return best;
 }
 
 #undef LV_VF

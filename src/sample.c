@@ -152,7 +152,7 @@ int cis2_sample_step(const float *x, size_t V, const cis2_sampling *p, uint32_t 
     memset(in, 0, sizeof *in);
     if (cis2_sampling_greedy(p)) { /* §S3.2: §11.2 exactly */
         in->greedy = 1;
-        *token = (uint32_t)argmax_n(x, V);
+        *token = (uint32_t)cis2_argmax_lanes(x, V); /* the variant's lanes, argmax's index */
         return CIS2_OK;
     }
     if (ws_reserve(ws, V)) return CIS2_E_NOMEM;

@@ -474,12 +474,13 @@ static void test_row_forms(void **state)
     }
 }
 
-/* argmax_n (4 lanes, then the lanes' winners merged) returns argmax's index
- * (§11.2: strict >, the first maximum) on vectors built to trip a lane or
- * merge mistake: NaN at 0 (it wins: nothing is > NaN) or elsewhere (never
+/* argmax_n (4 lanes, then the lanes' winners merged) and cis2_argmax_lanes
+ * under every variant (4, 8 or 16 lanes) return argmax's index (§11.2:
+ * strict >, the first maximum) on vectors built to trip a lane or merge
+ * mistake: NaN at 0 (it wins: nothing is > NaN) or elsewhere (never
  * chosen), -0 and +0 as the maximum in either order (the first counts),
  * repeated maxima in different lanes, -inf everywhere but one, a vocabulary-
- * sized vector, every length 1..45. */
+ * sized vector, every length 1..70. */
 static void test_argmax_lanes(void **state)
 {
     (void)state;
@@ -487,8 +488,8 @@ static void test_argmax_lanes(void **state)
     static float v[N];
     static const uint32_t odd[] = {0x7FC00000, 0xFFC00001, 0x80000000, 0x00000000, 0xFF800000, 0x7F800000};
     for (int it = 0; it < 2000; it++) {
-        size_t n = it < 1800 ? 1 + (size_t)it % 45 : N;
-        int kind = (it / 45) % 5;
+        size_t n = it < 1800 ? 1 + (size_t)it % 70 : N;
+        int kind = (it / 70) % 5;
         for (size_t i = 0; i < n; i++) {
             uint32_t r = rnd();
             float x = rnd_val();
@@ -502,7 +503,16 @@ static void test_argmax_lanes(void **state)
         if (kind == 1 && it % 4 == 1) v[0] = NAN;
         size_t want = argmax(v, n), got = argmax_n(v, n);
         if (got != want) fail_msg("argmax_n: n %zu kind %d: %zu, want %zu", n, kind, got, want);
+        for (size_t k = 0; k < NNAMES; k++) {
+            cis2_error err = {0};
+            if (!cis2_kernel_available(NAMES[k])) continue;
+            assert_int_equal(cis2_kernel_select(NAMES[k], &err), CIS2_OK);
+            got = cis2_argmax_lanes(v, n);
+            if (got != want) fail_msg("%s argmax: n %zu kind %d: %zu, want %zu", NAMES[k], n, kind, got, want);
+        }
     }
+    cis2_error err = {0};
+    assert_int_equal(cis2_kernel_select("auto", &err), CIS2_OK);
 }
 
 /* cis2_exp_n / cis2_silu_n under every variant (each its own lane width,
