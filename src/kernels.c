@@ -261,6 +261,11 @@ void cis2_parallel_for(size_t n, void (*fn)(void *ctx, size_t i), void *ctx)
 
 /* Below this many multiply-adds a matmul stays on the calling thread. */
 #define PAR_MIN_WORK ((size_t)1 << 16)
+/* A parallel matmul's step of background work (threadpool.h): one byte of
+ * SHA-256 (~1.7 GB/s on one core) per 256 multiply-adds (~40 G/s per
+ * core here), about a fifth of the job's time, so a pass of the verifier
+ * hashes 2-3 times the logits it makes and the step never dominates. */
+#define BG_MACS_PER_BYTE 256
 
 /* Chunk edges fall on whole register blocks: 4 groups (the widest narrow
  * block) below 8 positions, single groups from 8 positions on (every
@@ -276,6 +281,8 @@ struct mm_job {
     const float *x, *xt;
     size_t npos, gchunks, pchunks;
     cis2_kern_fn fn;
+    cis2_bg *bg;               /* item 0 is its step when not NULL */
+    size_t bg_bytes;
 };
 
 /* Chunk c = (range of the groups of all matrices laid end to end, range of
@@ -303,6 +310,13 @@ static void mm_chunk(void *vctx, size_t c)
         const float *xt = j->xt && p0 % 16 == 0 ? j->xt + p0 * w->cols : NULL; /* whole xt blocks only */
         if (g0 < g1) j->fn(w, j->x + p0 * w->cols, xt, p1 - p0, j->y[m] + p0 * w->rows, g0, g1);
     }
+}
+
+static void mm_item(void *vctx, size_t i)
+{
+    const struct mm_job *j = vctx;
+    if (j->bg && i-- == 0) { j->bg->step(j->bg, j->bg_bytes); return; }
+    mm_chunk(vctx, i);
 }
 
 /* The variant's transposed copy xt, 16 positions per item: each block of
@@ -343,8 +357,10 @@ void cis2_matmul_n(const cis2_pmat *const *w, size_t nw, const float *x, size_t 
     size_t gch = 4 * nt < blocks ? 4 * nt : blocks;
     size_t pch = 1;
     while (gch * pch < 4 * nt && pch < pblocks) pch++;
-    struct mm_job j = {w, y, nw, total, x, xt, npos, gch, pch, fn};
-    cis2_pool_run(pool, gch * pch, mm_chunk, &j);
+    cis2_bg *bg = cis2_exec_current()->bg;
+    if (bg && !bg->more) bg = NULL;
+    struct mm_job j = {w, y, nw, total, x, xt, npos, gch, pch, fn, bg, work / BG_MACS_PER_BYTE};
+    cis2_pool_run(pool, gch * pch + (bg != NULL), mm_item, &j);
     free(xt);
 }
 

@@ -198,6 +198,7 @@ void cis2_exec_init(cis2_exec *e, int threads)
     e->pool = NULL;
     e->threads = threads;
     atomic_store(&e->kernel, NULL);
+    e->bg = NULL;
 }
 
 void cis2_exec_free(cis2_exec *e)

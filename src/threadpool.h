@@ -39,11 +39,27 @@ void cis2_pool_run(cis2_pool *p, size_t n, void (*fn)(void *ctx, size_t i), void
 /* Online CPUs (>= 1). */
 int cis2_pool_cpus(void);
 
+/* Background work: ordered steps that one thread at a time advances (the
+ * verifier's SHA-256 streams of a pass's logits, verify.c).  While it is
+ * set on a context, every parallel cis2_matmul_n of that context carries
+ * one step as an extra item (kernels.c), sized to its multiply-adds, so
+ * the pool's threads take it between their own items instead of a third
+ * thread taking a core from them.  Jobs run one after another and an item
+ * runs on one thread, so steps never overlap, and each job's close orders
+ * one step before the next.  step(ctx, budget) does about budget bytes'
+ * worth and clears `more` once nothing is left.  Set, read and cleared
+ * only by the thread that runs the engine call. */
+typedef struct cis2_bg {
+    void (*step)(struct cis2_bg *bg, size_t budget);
+    int more;
+} cis2_bg;
+
 struct cis2_variant;
 struct cis2_exec {
     cis2_pool *pool;                          /* NULL: no workers yet (made on first use) */
     int threads;                              /* requested; <= 0 online CPUs */
     const struct cis2_variant *_Atomic kernel; /* NULL: "auto" (kernels.c) */
+    cis2_bg *bg;                              /* NULL: none (above) */
 };
 
 /* The calling thread's current context (the default one if none is set). */

@@ -32,8 +32,9 @@
  * (each is a pure function of its row and step, §11.2 / §S3), the claims
  * and stop rules are then judged in step order, and the §12.1 hashing of
  * the pass's rows, one SHA-256 stream per receipt that nothing else reads
- * until the end, runs on a hasher thread while the next pass computes:
- * the logits live in two halves, one being hashed while the other fills.
+ * until the end, runs in the background of the next pass (the pool's
+ * threads take it between the matrix items, see the hasher below): the
+ * logits live in two halves, one being hashed while the other fills.
  *
  * Memory (docs/inputs.md): a prefill pass holds at most VERIFY_ROWS rows
  * and half of VERIFY_LOGIT_BYTES of logits; receipts are admitted while
@@ -46,11 +47,11 @@
 #include "receipt.h"
 #include "sample.h"
 #include "session.h"
+#include "threadpool.h"
 #include "tokenizer.h"
 #include "verdict.h"
 #include "witness.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,50 +189,67 @@ static void check(vjob *j, const cis2_engine *e, size_t V, const uint32_t *tok)
     }
 }
 
-/* ---- the hasher: §12.1 item 7 of a pass's decided rows, off the main
- * thread.  One pass is hashed at a time, in pass order, so each receipt's
- * stream takes its steps in order; its rows' logits half is not refilled
- * until the hasher is joined. ---- */
+/* ---- the hasher: §12.1 item 7 of a pass's decided rows, in the
+ * background of the next pass.  One pass is hashed at a time, in pass
+ * order, so each receipt's stream takes its steps in order; its rows'
+ * logits half is not refilled until the hasher is joined.  The hashing is
+ * the engine context's background work (threadpool.h): the next pass's
+ * matrix jobs each carry a step of it, taken by whichever pool thread is
+ * free, and hasher_join finishes what is left on the caller.  A step
+ * hashes a budget of bytes from a cursor (item, row, offset), splitting a
+ * row where the budget ends: the stream is the same bytes. ---- */
 typedef struct hash_item { vjob *j; const float *lg; size_t step0, n; } hash_item;
 typedef struct hasher {
-    pthread_t th;
-    int running, rc;
+    cis2_bg bg;            /* first: step() gets &h->bg */
+    cis2_exec *ex;         /* the context it is set on while running */
     hash_item *items;
     size_t n, V;
+    size_t i, k, off;      /* cursor: item, its row, the floats of the row hashed */
 } hasher;
 
-static void hash_items(hasher *h)
+static void hash_step(cis2_bg *bg, size_t budget)
 {
-    for (size_t i = 0; i < h->n; i++) {
-        const hash_item *it = &h->items[i];
-        for (size_t k = 0; k < it->n; k++)
-            cis2_witness_step(&it->j->w, it->lg + k * h->V, h->V, it->j->decoded[it->step0 + k]); /* §12.1 7 */
+    hasher *h = (hasher *)bg;
+    size_t left = budget / sizeof(float);
+    while (h->i < h->n && left) {
+        const hash_item *it = &h->items[h->i];
+        if (h->k == it->n) { h->i++; h->k = 0; continue; }
+        size_t take = h->V - h->off < left ? h->V - h->off : left;
+        cis2_witness_logits(&it->j->w, it->lg + h->k * h->V + h->off, take); /* §12.1 7a */
+        h->off += take;
+        left -= take;
+        if (h->off == h->V) {
+            cis2_witness_token(&it->j->w, it->j->decoded[it->step0 + h->k]); /* 7b */
+            h->off = 0;
+            if (++h->k == it->n) { h->i++; h->k = 0; }
+        }
     }
-}
-
-static void *hasher_main(void *arg)
-{
-    hasher *h = arg;
-    cis2_error err = {0};
-    if (cis2_fpenv_pin(&err) != CIS2_OK) h->rc = CIS2_E_FPENV; /* §1.3: nothing runs unpinned */
-    else hash_items(h);
-    return NULL;
+    while (h->i < h->n && h->k == h->items[h->i].n) h->i++; /* empty items */
+    h->bg.more = h->i < h->n;
 }
 
 static void hasher_join(hasher *h)
 {
-    if (h->running) pthread_join(h->th, NULL);
-    h->running = 0;
+    if (!h->ex) return;
+    while (h->bg.more) hash_step(&h->bg, SIZE_MAX);
+    h->ex->bg = NULL;
+    h->ex = NULL;
 }
 
 /* Hashes h->items (filled by the caller after hasher_join) in the
- * background; here instead when the engine runs on one thread (a second
- * would take CPU the caller did not give) or no thread can start. */
+ * background of the next pass; here instead when the engine runs on one
+ * thread (the pool runs no jobs beside the caller). */
 static void hasher_start(hasher *h)
 {
-    if (h->n == 0) return;
-    if (cis2_threads_get() > 1 && pthread_create(&h->th, NULL, hasher_main, h) == 0) h->running = 1;
-    else hash_items(h);
+    h->i = h->k = h->off = 0;
+    h->bg.step = hash_step;
+    h->bg.more = h->n > 0;
+    if (!h->bg.more) return;
+    if (cis2_threads_get() > 1) {
+        h->ex = cis2_exec_current();
+        h->ex->bg = &h->bg;
+    } else
+        while (h->bg.more) hash_step(&h->bg, SIZE_MAX);
 }
 
 /* The witness, once the hasher has taken every step (hasher_join). */
@@ -362,7 +380,6 @@ static int replay_prefill(cis2_engine *e, vjob *jobs, size_t n, const cis2_verif
         for (size_t i = 0; i < nact; i++)
             if (act[i]->nlog) check(act[i], e, V, tok + (size_t)(act[i]->lg0 - half) / V);
         hasher_join(&h); /* the previous pass's hashing, overlapped with this pass */
-        if (h.rc) { rc = cis2_fail(err, h.rc, "verify: the hasher thread cannot pin FTZ/DAZ (§1.3)"); goto out; }
         h.n = 0;
         for (size_t i = 0; i < nact; i++)
             if (act[i]->nlog && act[i]->ndec > act[i]->step0)
@@ -388,7 +405,6 @@ static int replay_prefill(cis2_engine *e, vjob *jobs, size_t n, const cis2_verif
         }
     }
     hasher_join(&h);
-    if (h.rc) { rc = cis2_fail(err, h.rc, "verify: the hasher thread cannot pin FTZ/DAZ (§1.3)"); goto out; }
     for (size_t i = 0; i < n; i++) { /* §12.2 over prompt ++ the run's ids */
         vjob *j = &jobs[i];
         job_witness(j);

@@ -46,7 +46,7 @@ static int any_nan(const float *l, size_t n)
     return 0;
 }
 
-void cis2_witness_step(cis2_sha *w, const float *l, size_t n, uint32_t token)
+void cis2_witness_logits(cis2_sha *w, const float *l, size_t n)
 {
     size_t start = 0; /* 7a: the logits as u32 LE bits, NaN canonical */
     for (size_t i = any_nan(l, n) ? 0 : n; i < n; i++)
@@ -56,7 +56,14 @@ void cis2_witness_step(cis2_sha *w, const float *l, size_t n, uint32_t token)
             start = i + 1;
         }
     cis2_sha_update(w, l + start, (n - start) * sizeof(float));
-    cis2_sha_u32le(w, token); /* 7b */
+}
+
+void cis2_witness_token(cis2_sha *w, uint32_t token) { cis2_sha_u32le(w, token); } /* 7b */
+
+void cis2_witness_step(cis2_sha *w, const float *l, size_t n, uint32_t token)
+{
+    cis2_witness_logits(w, l, n);
+    cis2_witness_token(w, token);
 }
 
 int cis2_argmax_digest(const uint32_t *prompt, size_t n_prompt, const uint32_t *gen, size_t n_gen, uint8_t out[32])

@@ -22,6 +22,11 @@ int cis2_witness_begin(cis2_sha *w, const cis2_model *m, const uint32_t *prompt,
                        const uint8_t *params_digest);
 /* Item 7 for one step. */
 void cis2_witness_step(cis2_sha *w, const float *logits, size_t vocab, uint32_t token);
+/* The same item in pieces: 7a's logits as consecutive runs of any length
+ * (a whole row, or a row in parts: the stream is the same bytes), then 7b's
+ * chosen id.  cis2_witness_step is exactly logits(all) then token. */
+void cis2_witness_logits(cis2_sha *w, const float *logits, size_t n);
+void cis2_witness_token(cis2_sha *w, uint32_t token);
 /* §12.2: sha256 over prompt ++ generated ids, u32 LE.  -1 out of memory. */
 int cis2_argmax_digest(const uint32_t *prompt, size_t n_prompt, const uint32_t *gen, size_t n_gen,
                        uint8_t out[32]);
