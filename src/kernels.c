@@ -353,8 +353,14 @@ void cis2_matmul_n(const cis2_pmat *const *w, size_t nw, const float *x, size_t 
         free(xt);
         return;
     }
-    /* a few chunks per thread: a preempted thread then delays only a small one */
-    size_t gch = 4 * nt < blocks ? 4 * nt : blocks;
+    /* a few chunks per thread: a preempted thread then delays only a small
+     * one.  From 16 positions on many more: the wide path is compute-bound
+     * and a single group is already a long item, so the job ends within
+     * one small item of the ideal instead of within one of 8 (the 36
+     * groups of SmolLM2's o and down projections as chunks of 4 and 5 left
+     * a thread idle for ~10% of the call). */
+    size_t per = npos >= 16 ? 32 : 4;
+    size_t gch = per * nt < blocks ? per * nt : blocks;
     size_t pch = 1;
     while (gch * pch < 4 * nt && pch < pblocks) pch++;
     cis2_bg *bg = cis2_exec_current()->bg;
