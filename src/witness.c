@@ -30,17 +30,19 @@ int cis2_witness_begin(cis2_sha *w, const cis2_model *m, const uint32_t *prompt,
  * branches on every one. */
 static int any_nan(const float *l, size_t n)
 {
-    typedef float v16f __attribute__((vector_size(64), aligned(4)));
-    typedef int32_t v16i __attribute__((vector_size(64)));
-    v16i any = {0};
+    typedef float v4f __attribute__((vector_size(16), aligned(4))); /* the width every target has */
+    typedef int32_t v4i __attribute__((vector_size(16)));
+    v4i any = {0, 0, 0, 0};
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        v16f x;
-        memcpy(&x, l + i, sizeof x);
-        any |= x != x;
+        v4f a, b, c, d;
+        memcpy(&a, l + i, sizeof a);
+        memcpy(&b, l + i + 4, sizeof b);
+        memcpy(&c, l + i + 8, sizeof c);
+        memcpy(&d, l + i + 12, sizeof d);
+        any |= (a != a) | (b != b) | (c != c) | (d != d);
     }
-    for (int k = 0; k < 16; k++)
-        if (any[k]) return 1;
+    if (any[0] | any[1] | any[2] | any[3]) return 1;
     for (; i < n; i++)
         if (l[i] != l[i]) return 1;
     return 0;
