@@ -23,6 +23,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 /* ---------------- packing ---------------- */
 
@@ -75,28 +78,78 @@ int cis2_pmat_pack(cis2_pmat *m, cis2_wtype type, const uint8_t *src, size_t row
     return CIS2_OK;
 }
 
-void cis2_pmat_free(cis2_pmat *m) { free(m->data); m->data = NULL; }
+void cis2_pmat_free(cis2_pmat *m)
+{
+    if (!m->borrowed) free(m->data);
+    m->data = NULL;
+}
 
 /* Streaming pack (model.c's loader; issue 16): the same layout and bits as
  * cis2_pmat_pack, filled a few row groups at a time from a bounded staging
  * buffer, so the packed matrix is the only full copy of the weights. */
-int cis2_pmat_alloc(cis2_pmat *m, cis2_wtype type, size_t rows, size_t cols, cis2_error *err)
+size_t cis2_wmem_need(cis2_wtype type, size_t rows, size_t cols)
+{
+    size_t es = type == CIS2_W_BF16 ? 2 : 4;
+    size_t groups = (rows + CIS2_KG - 1) / CIS2_KG;
+    if (cols && (cols > SIZE_MAX / 64 || groups > SIZE_MAX / 2 / (cols * CIS2_KG * es))) return 0;
+    size_t bytes = groups * cols * CIS2_KG * es;
+    return bytes ? (bytes + 63) / 64 * 64 : 64;
+}
+
+/* a: NULL for a matrix of its own */
+static int pmat_alloc(cis2_pmat *m, cis2_wmem *a, cis2_wtype type, size_t rows, size_t cols, cis2_error *err)
 {
     memset(m, 0, sizeof *m);
     if (type != CIS2_W_BF16 && type != CIS2_W_F32)
         return cis2_fail(err, CIS2_E_INTERNAL, "kernels: unknown weight type %d", (int)type);
-    size_t es = type == CIS2_W_BF16 ? 2 : 4;
-    size_t groups = (rows + CIS2_KG - 1) / CIS2_KG;
-    if (cols && (cols > SIZE_MAX / 64 || groups > SIZE_MAX / 2 / (cols * CIS2_KG * es)))
-        return cis2_fail(err, CIS2_E_NOMEM, "kernels: %zux%zu matrix is too large to pack", rows, cols);
-    size_t bytes = groups * cols * CIS2_KG * es;
-    size_t alloc = bytes ? (bytes + 63) / 64 * 64 : 64;
-    void *data = aligned_alloc(64, alloc);
-    if (!data)
+    size_t alloc = cis2_wmem_need(type, rows, cols);
+    if (!alloc) return cis2_fail(err, CIS2_E_NOMEM, "kernels: %zux%zu matrix is too large to pack", rows, cols);
+    size_t bytes = ((rows + CIS2_KG - 1) / CIS2_KG) * cols * CIS2_KG * (type == CIS2_W_BF16 ? 2 : 4);
+    void *data;
+    if (a) {
+        if (a->cap - a->used < alloc)
+            return cis2_fail(err, CIS2_E_INTERNAL, "kernels: weight memory too small for a %zux%zu matrix", rows, cols);
+        data = a->base + a->used;
+        a->used += alloc;
+        m->borrowed = 1;
+    } else if (!(data = aligned_alloc(64, alloc)))
         return cis2_fail(err, CIS2_E_NOMEM, "kernels: out of memory packing a %zux%zu matrix", rows, cols);
     memset((uint8_t *)data + bytes, 0, alloc - bytes);
-    m->type = type; m->rows = rows; m->cols = cols; m->groups = groups; m->data = data;
+    m->type = type; m->rows = rows; m->cols = cols; m->groups = (rows + CIS2_KG - 1) / CIS2_KG; m->data = data;
     return CIS2_OK;
+}
+
+int cis2_pmat_alloc(cis2_pmat *m, cis2_wtype type, size_t rows, size_t cols, cis2_error *err)
+{
+    return pmat_alloc(m, NULL, type, rows, cols, err);
+}
+
+int cis2_pmat_alloc_in(cis2_pmat *m, cis2_wmem *a, cis2_wtype type, size_t rows, size_t cols, cis2_error *err)
+{
+    return pmat_alloc(m, a, type, rows, cols, err);
+}
+
+#define WMEM_ALIGN ((size_t)2 << 20) /* a huge page on x86-64 and on 4 KiB-page aarch64 */
+
+int cis2_wmem_init(cis2_wmem *a, size_t bytes, cis2_error *err)
+{
+    memset(a, 0, sizeof *a);
+    if (bytes > SIZE_MAX - WMEM_ALIGN) return cis2_fail(err, CIS2_E_NOMEM, "kernels: weights too large");
+    size_t cap = (bytes + WMEM_ALIGN - 1) / WMEM_ALIGN * WMEM_ALIGN;
+    if (cap == 0) cap = WMEM_ALIGN;
+    a->base = aligned_alloc(WMEM_ALIGN, cap);
+    if (!a->base) return cis2_fail(err, CIS2_E_NOMEM, "kernels: out of memory for %zu bytes of weights", bytes);
+#if defined(MADV_HUGEPAGE)
+    madvise(a->base, cap, MADV_HUGEPAGE); /* a hint: refused, the pages stay small */
+#endif
+    a->cap = cap;
+    return CIS2_OK;
+}
+
+void cis2_wmem_free(cis2_wmem *a)
+{
+    free(a->base);
+    memset(a, 0, sizeof *a);
 }
 
 void cis2_pmat_pack_groups(cis2_pmat *m, const uint8_t *src, size_t g0, size_t nrows)

@@ -31,7 +31,30 @@ typedef struct cis2_pmat {
     cis2_wtype type;
     size_t rows, cols, groups; /* groups = ceil(rows / CIS2_KG) */
     void *data;                /* 64-byte aligned, groups*cols*KG elements */
+    int borrowed;              /* data lives in a cis2_wmem: cis2_pmat_free leaves it */
 } cis2_pmat;
+
+/* Weight memory: one block that holds all of a model's packed matrices,
+ * 2 MiB-aligned and offered to the OS for transparent huge pages
+ * (madvise(MADV_HUGEPAGE) where Linux has it; plain memory elsewhere).
+ * Decode streams every weight once per token, and through 4 KiB pages
+ * that cost a TLB miss every 4 KiB: ~10% of a SmolLM2-135M token on the
+ * Sapphire Rapids machine (README "Performance").  Small matrices (most
+ * of a 135M model's are under 2 MiB) only get huge pages when they share
+ * one block.  The layout and the bits are cis2_pmat_pack's. */
+typedef struct cis2_wmem {
+    uint8_t *base;
+    size_t cap, used;
+} cis2_wmem;
+/* The bytes a packed [rows, cols] matrix takes in a cis2_wmem (its
+ * cis2_pmat_bytes rounded up to 64); 0 if too large to pack. */
+size_t cis2_wmem_need(cis2_wtype type, size_t rows, size_t cols);
+int cis2_wmem_init(cis2_wmem *a, size_t bytes, cis2_error *err);
+void cis2_wmem_free(cis2_wmem *a);
+/* cis2_pmat_alloc with the matrix carved from a (borrowed: freeing the
+ * matrix leaves the memory to cis2_wmem_free); CIS2_E_INTERNAL if a lacks
+ * the room cis2_wmem_need promised. */
+int cis2_pmat_alloc_in(cis2_pmat *m, cis2_wmem *a, cis2_wtype type, size_t rows, size_t cols, cis2_error *err);
 
 /* Packs a row-major [rows, cols] matrix given as little-endian bf16 (type
  * CIS2_W_BF16) or f32 (CIS2_W_F32) bytes at any alignment. */

@@ -17,7 +17,8 @@
  * validated and every tensor matched to the config before any weight is
  * read, then the data area is consumed in offset order through a bounded
  * staging buffer, each byte hashed (§2.1) and packed from exactly the
- * bytes hashed.  The packed matrices and f32 vectors are the only full
+ * bytes hashed.  The packed matrices (one block of weight memory sized
+ * from the plan, kernels.h's cis2_wmem) and f32 vectors are the only full
  * copies of the weights; nothing is mmap'ed, so a file truncated or
  * rewritten during the load is a clean CIS2_E_IO, never SIGBUS.
  */
@@ -135,6 +136,25 @@ static int plan_tensors(cis2_model *m, loader *L, cis2_error *err)
     return CIS2_OK;
 }
 
+/* The packed matrices' type: bf16 stays bf16 (§4.1), anything else is f32. */
+static cis2_wtype packed_type(const cis2_st_tensor *t) { return t->dtype == CIS2_ST_BF16 ? CIS2_W_BF16 : CIS2_W_F32; }
+
+/* One block of weight memory for every matrix the plan calls for
+ * (kernels.h, cis2_wmem: huge pages). */
+static int wmem_plan(cis2_model *m, loader *L, cis2_error *err)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < L->st.n; i++) {
+        const job *j = &L->jobs[i];
+        if (j->kind != J_MAT) continue;
+        size_t need = cis2_wmem_need(packed_type(&L->st.t[i]), j->rows, j->cols);
+        if (!need || need > SIZE_MAX - total)
+            return cis2_fail(err, CIS2_E_NOMEM, "%s: the weights are too large to pack", L->path);
+        total += need;
+    }
+    return cis2_wmem_init(&m->wmem, total, err);
+}
+
 /* One read of the data area: rows [r0, r0 + nr) of tensor `t` (a matrix),
  * or all of it (a vector). */
 typedef struct seg { size_t t, r0, nr, bytes; } seg;
@@ -216,8 +236,7 @@ static int stream_tensors(cis2_model *m, loader *L, cis2_error *err)
             step_item(&S, 0);
         } else {
             cis2_pmat *pm = j->dest;
-            if (cur->r0 == 0 &&
-                (rc = cis2_pmat_alloc(pm, t->dtype == CIS2_ST_BF16 ? CIS2_W_BF16 : CIS2_W_F32, j->rows, j->cols, err)))
+            if (cur->r0 == 0 && (rc = cis2_pmat_alloc_in(pm, &m->wmem, packed_type(t), j->rows, j->cols, err)))
                 break;
             size_t gbytes = CIS2_KG * j->cols * cis2_st_dtype_size(t->dtype);
             S.groups_per_item = gbytes >= ((size_t)64 << 10) ? 1 : ((size_t)64 << 10) / gbytes;
@@ -270,7 +289,7 @@ static int model_load(cis2_model *m, const char *dir, cis2_error *err)
     if ((rc = cis2_st_open_stream(&L.st, path, err))) return rc;
     L.jobs = calloc(L.st.n ? L.st.n : 1, sizeof *L.jobs);
     if (!L.jobs) rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
-    else if (!(rc = plan_tensors(m, &L, err))) rc = stream_tensors(m, &L, err);
+    else if (!(rc = plan_tensors(m, &L, err)) && !(rc = wmem_plan(m, &L, err))) rc = stream_tensors(m, &L, err);
     free(L.jobs);
     cis2_st_close(&L.st);
     if (rc) return rc;
@@ -306,6 +325,7 @@ void cis2_model_free(cis2_model *m)
     free(m->layers);
     cis2_pmat_free(&m->embed);
     cis2_pmat_free(&m->lm_head);
+    cis2_wmem_free(&m->wmem);
     free(m->norm);
     free(m->inv_freq);
     free(m->tokenizer_json);

@@ -27,6 +27,7 @@ typedef struct cis2_model {
     cis2_config cfg;
     size_t hidden, inter, n_layers, n_heads, n_kv, head_dim, vocab, q_dim, kv_dim;
     cis2_layer *layers;
+    cis2_wmem wmem;         /* every packed matrix below (kernels.h: huge pages) */
     cis2_pmat embed;        /* [vocab, hidden] */
     cis2_pmat lm_head;      /* untied head; unused when tied */
     int tied;               /* §11.1: LM head = embed */

@@ -693,6 +693,59 @@ static void test_pack_shapes(void **state)
     cis2_pmat_free(&m);
 }
 
+/* Weight memory (cis2_wmem): matrices carved from one 2 MiB-aligned
+ * block, each 64-byte aligned, hold cis2_pmat_pack's bytes and its padding
+ * zeros when packed group by group, and give the same products; a block
+ * one byte short of cis2_wmem_need's sum refuses the last matrix; freeing
+ * a carved matrix leaves the block (ASan would see a bad free). */
+static void test_wmem(void **state)
+{
+    (void)state;
+    static const size_t shapes[3][2] = {{33, 577}, {16, 64}, {130, 1001}};
+    cis2_error err = {0};
+    size_t total = 0;
+    for (int k = 0; k < 3; k++) total += cis2_wmem_need(k == 1 ? CIS2_W_F32 : CIS2_W_BF16, shapes[k][0], shapes[k][1]);
+    cis2_wmem a;
+    assert_int_equal(cis2_wmem_init(&a, total, &err), CIS2_OK);
+    assert_int_equal((uintptr_t)a.base % ((uintptr_t)2 << 20), 0);
+    for (int k = 0; k < 3; k++) {
+        cis2_wtype t = k == 1 ? CIS2_W_F32 : CIS2_W_BF16;
+        size_t rows = shapes[k][0], cols = shapes[k][1], es = t == CIS2_W_BF16 ? 2 : 4;
+        float *wide = malloc(rows * cols * sizeof(float));
+        uint8_t *src = rnd_matrix(t, rows, cols, wide);
+        cis2_pmat own, in;
+        assert_int_equal(cis2_pmat_pack(&own, t, src, rows, cols, &err), CIS2_OK);
+        memset(a.base + a.used, 0xA5, a.cap - a.used); /* no help from zeroed memory */
+        assert_int_equal(cis2_pmat_alloc_in(&in, &a, t, rows, cols, &err), CIS2_OK);
+        assert_int_equal((uintptr_t)in.data % 64, 0);
+        cis2_pmat_pack_groups(&in, src, 0, rows);
+        assert_int_equal(cis2_pmat_bytes(&in), cis2_pmat_bytes(&own));
+        assert_memory_equal(in.data, own.data, (rows + CIS2_KG - 1) / CIS2_KG * CIS2_KG * cols * es);
+        size_t npos = 19;
+        float *x = malloc(npos * cols * sizeof(float)), *y1 = malloc(npos * rows * sizeof(float)),
+              *y2 = malloc(npos * rows * sizeof(float));
+        for (size_t i = 0; i < npos * cols; i++) x[i] = rnd_val();
+        cis2_matmul(&own, x, npos, y1);
+        cis2_matmul(&in, x, npos, y2);
+        assert_memory_equal(y1, y2, npos * rows * sizeof(float));
+        cis2_pmat_free(&in); /* borrowed: the block stays */
+        assert_null(in.data);
+        cis2_pmat_free(&own);
+        free(x); free(y1); free(y2); free(src); free(wide);
+    }
+    assert_int_equal(a.used, total);
+    cis2_wmem_free(&a);
+    /* one byte short */
+    assert_int_equal(cis2_wmem_init(&a, total, &err), CIS2_OK);
+    a.cap = total - 1;
+    cis2_pmat m;
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(cis2_pmat_alloc_in(&m, &a, k == 1 ? CIS2_W_F32 : CIS2_W_BF16, shapes[k][0], shapes[k][1], &err),
+                         CIS2_OK);
+    assert_int_equal(cis2_pmat_alloc_in(&m, &a, CIS2_W_BF16, shapes[2][0], shapes[2][1], &err), CIS2_E_INTERNAL);
+    cis2_wmem_free(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -702,7 +755,7 @@ int main(void)
         cmocka_unit_test(test_parallel_for),     cmocka_unit_test(test_pack_shapes),
         cmocka_unit_test(test_matmul_n),         cmocka_unit_test(test_attention_variants),
         cmocka_unit_test(test_softmax_rows),     cmocka_unit_test(test_row_forms),
-        cmocka_unit_test(test_argmax_lanes),
+        cmocka_unit_test(test_argmax_lanes),     cmocka_unit_test(test_wmem),
         cmocka_unit_test(test_exp_silu_variants), cmocka_unit_test(test_exp_silu_sweep),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
