@@ -84,9 +84,6 @@ void cis2_pmat_free(cis2_pmat *m)
     m->data = NULL;
 }
 
-/* Streaming pack (model.c's loader; issue 16): the same layout and bits as
- * cis2_pmat_pack, filled a few row groups at a time from a bounded staging
- * buffer, so the packed matrix is the only full copy of the weights. */
 size_t cis2_wmem_need(cis2_wtype type, size_t rows, size_t cols)
 {
     size_t es = type == CIS2_W_BF16 ? 2 : 4;
@@ -104,7 +101,7 @@ static int pmat_alloc(cis2_pmat *m, cis2_wmem *a, cis2_wtype type, size_t rows, 
         return cis2_fail(err, CIS2_E_INTERNAL, "kernels: unknown weight type %d", (int)type);
     size_t alloc = cis2_wmem_need(type, rows, cols);
     if (!alloc) return cis2_fail(err, CIS2_E_NOMEM, "kernels: %zux%zu matrix is too large to pack", rows, cols);
-    size_t bytes = ((rows + CIS2_KG - 1) / CIS2_KG) * cols * CIS2_KG * (type == CIS2_W_BF16 ? 2 : 4);
+    size_t groups = (rows + CIS2_KG - 1) / CIS2_KG, bytes = groups * cols * CIS2_KG * (type == CIS2_W_BF16 ? 2 : 4);
     void *data;
     if (a) {
         if (a->cap - a->used < alloc)
@@ -115,10 +112,13 @@ static int pmat_alloc(cis2_pmat *m, cis2_wmem *a, cis2_wtype type, size_t rows, 
     } else if (!(data = aligned_alloc(64, alloc)))
         return cis2_fail(err, CIS2_E_NOMEM, "kernels: out of memory packing a %zux%zu matrix", rows, cols);
     memset((uint8_t *)data + bytes, 0, alloc - bytes);
-    m->type = type; m->rows = rows; m->cols = cols; m->groups = (rows + CIS2_KG - 1) / CIS2_KG; m->data = data;
+    m->type = type; m->rows = rows; m->cols = cols; m->groups = groups; m->data = data;
     return CIS2_OK;
 }
 
+/* Streaming pack (model.c's loader; issue 16): the same layout and bits as
+ * cis2_pmat_pack, filled a few row groups at a time from a bounded staging
+ * buffer, so the packed matrix is the only full copy of the weights. */
 int cis2_pmat_alloc(cis2_pmat *m, cis2_wtype type, size_t rows, size_t cols, cis2_error *err)
 {
     return pmat_alloc(m, NULL, type, rows, cols, err);

@@ -207,24 +207,30 @@ typedef struct hasher {
     size_t i, k, off;      /* cursor: item, its row, the floats of the row hashed */
 } hasher;
 
+/* Moves the cursor past finished (and empty) items. */
+static void hash_skip(hasher *h)
+{
+    while (h->i < h->n && h->k == h->items[h->i].n) { h->i++; h->k = 0; }
+}
+
 static void hash_step(cis2_bg *bg, size_t budget)
 {
     hasher *h = (hasher *)bg;
     size_t left = budget / sizeof(float);
+    hash_skip(h);
     while (h->i < h->n && left) {
         const hash_item *it = &h->items[h->i];
-        if (h->k == it->n) { h->i++; h->k = 0; continue; }
         size_t take = h->V - h->off < left ? h->V - h->off : left;
         cis2_witness_logits(&it->j->w, it->lg + h->k * h->V + h->off, take); /* §12.1 7a */
         h->off += take;
         left -= take;
-        if (h->off == h->V) {
+        if (h->off == h->V) { /* the row is whole */
             cis2_witness_token(&it->j->w, it->j->decoded[it->step0 + h->k]); /* 7b */
             h->off = 0;
-            if (++h->k == it->n) { h->i++; h->k = 0; }
+            h->k++;
+            hash_skip(h);
         }
     }
-    while (h->i < h->n && h->k == h->items[h->i].n) h->i++; /* empty items */
     h->bg.more = h->i < h->n;
 }
 
