@@ -52,5 +52,7 @@ int cis2_engine_encode_max(const cis2_engine *e, const char *text, size_t len, s
  * (0: the defaults), so that small models take many passes.  Process-wide;
  * set it while no verify runs. */
 void cis2_verify_limits(size_t rows, size_t logit_rows);
+/* Tests only: the rows the last prefill verify computed (process-wide). */
+size_t cis2_verify_rows_computed(void);
 
 #endif

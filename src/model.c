@@ -352,6 +352,21 @@ void cis2_kv_free(cis2_kv *kv)
     kv->k = kv->v = NULL;
 }
 
+void cis2_kv_copy_prefix(cis2_kv *dst, const cis2_kv *src, const cis2_model *m, size_t n)
+{
+    size_t hd = m->head_dim, KV = m->kv_dim, whole = n / 16 * 16;
+    for (size_t l = 0; l < m->n_layers; l++)
+        for (size_t h = 0; h < m->n_kv; h++) {
+            const float *ks = src->k + l * src->cap * KV + h * hd * src->cap;
+            float *kd = dst->k + l * dst->cap * KV + h * hd * dst->cap;
+            memcpy(kd, ks, whole * hd * sizeof(float)); /* whole key blocks of 16 positions */
+            for (size_t d = 0; d < hd; d++) /* a last block's first n % 16 positions; the rest stay dst's */
+                for (size_t p = whole; p < n; p++) kd[whole * hd + d * 16 + p % 16] = ks[whole * hd + d * 16 + p % 16];
+            memcpy(dst->v + (l * m->n_kv + h) * dst->cap * hd, src->v + (l * m->n_kv + h) * src->cap * hd,
+                   n * hd * sizeof(float));
+        }
+}
+
 /* --------------------------------------------------------------- forward */
 
 typedef struct fwd {

@@ -62,6 +62,11 @@ typedef struct cis2_kv {
 } cis2_kv;
 int cis2_kv_init(cis2_kv *kv, const cis2_model *m, size_t cap, cis2_error *err);
 void cis2_kv_free(cis2_kv *kv);
+/* Positions [0, n) of src's cache into dst's (their caps may differ; n <=
+ * both).  Two sequences that begin with the same n tokens have the same KV
+ * there (§3.5: a position's keys and values are a function of the tokens
+ * up to it), so a verifier computes a shared prompt prefix once. */
+void cis2_kv_copy_prefix(cis2_kv *dst, const cis2_kv *src, const cis2_model *m, size_t n);
 
 typedef struct cis2_row {
     cis2_kv *kv;            /* the row's sequence */

@@ -52,6 +52,7 @@
 #include "verdict.h"
 #include "witness.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +95,11 @@ typedef struct vjob {
     size_t kv_bytes;
     float *lg0;                /* this pass's first logits row */
     size_t step0, nlog;
+    /* a prompt prefix shared with another receipt (plan_sharing): while
+     * donor is set, this job waits, then takes positions [0, shared) of
+     * its KV from donor's cache and starts its rows there */
+    struct vjob *donor;
+    size_t shared;
 } vjob;
 
 enum { J_WAIT, J_FORCED, J_DECODE, J_DONE };
@@ -106,6 +112,9 @@ void cis2_verify_limits(size_t rows, size_t logit_rows)
     test_rows = rows <= VERIFY_ROWS ? rows : VERIFY_ROWS;
     test_logit_rows = logit_rows;
 }
+
+static _Atomic size_t rows_computed;
+size_t cis2_verify_rows_computed(void) { return rows_computed; }
 
 static uint32_t bits(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }
 
@@ -303,6 +312,81 @@ static size_t kv_need(const cis2_model *m, const vjob *j)
     return 2 * m->n_layers * ((j->nids + j->stop.max_tokens + 15) / 16 * 16) * m->kv_dim * sizeof(float);
 }
 
+/* ---- shared prompt prefixes.  Receipts of one prompt (an RL group: many
+ * samples of one prompt; or one system prompt before many questions) have
+ * the same KV over their common prefix (§3.5), so a batch computes it
+ * once.  Sorted by their prompts' ids, jobs fall into runs whose
+ * neighbours share at least SHARE_MIN leading ids.  A run's longest prompt
+ * is its donor and is admitted first; every other job of the run that
+ * shares SHARE_MIN ids with it waits until the donor has computed them,
+ * copies them (cis2_kv_copy_prefix) and goes on from there.  Only
+ * positions before either's last prompt token are shared: they give no
+ * logits, so each job's steps, hashing and verdict are its own, and every
+ * row computed is the same arithmetic as without sharing. ---- */
+#define SHARE_MIN 16
+
+static size_t common_prefix(const vjob *a, const vjob *b)
+{
+    size_t n = a->nids < b->nids ? a->nids : b->nids, i = 0;
+    while (i < n && a->ids[i] == b->ids[i]) i++;
+    return i;
+}
+
+static int by_prompt(const void *pa, const void *pb)
+{
+    const vjob *a = *(vjob *const *)pa, *b = *(vjob *const *)pb;
+    size_t i = common_prefix(a, b);
+    if (i < a->nids && i < b->nids) return a->ids[i] < b->ids[i] ? -1 : 1;
+    if (a->nids != b->nids) return a->nids < b->nids ? -1 : 1;
+    return a->index < b->index ? -1 : a->index > b->index; /* the caller's order among equals */
+}
+
+/* Fills ord with every job in admission order, and sets the donors. */
+static void plan_sharing(vjob *jobs, size_t n, vjob **ord)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        jobs[i].donor = NULL;
+        jobs[i].shared = 0;
+        if (!jobs[i].skip) ord[k++] = &jobs[i];
+    }
+    qsort(ord, k, sizeof *ord, by_prompt);
+    for (size_t a = 0, b; a < k; a = b) {
+        size_t top = a; /* the run [a, b) and its longest prompt */
+        for (b = a + 1; b < k && common_prefix(ord[b - 1], ord[b]) >= SHARE_MIN; b++)
+            if (ord[b]->nids > ord[top]->nids) top = b;
+        vjob *d = ord[top];
+        ord[top] = ord[a];
+        ord[a] = d;
+        for (size_t i = a + 1; i < b; i++) {
+            vjob *j = ord[i];
+            size_t c = common_prefix(d, j);
+            if (c > j->nids - 1) c = j->nids - 1;
+            if (c > d->nids - 1) c = d->nids - 1;
+            if (c >= SHARE_MIN) {
+                j->donor = d;
+                j->shared = c;
+            }
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (jobs[i].skip) ord[k++] = &jobs[i];
+}
+
+/* A waiting job takes its prefix once the donor's completed passes hold
+ * it; a donor that has stopped (freed before this job was admitted) leaves
+ * the job to compute every row itself.  Called only between passes. */
+static void share_take(vjob *j, const cis2_model *m)
+{
+    vjob *d = j->donor;
+    if (!d || j->state != J_FORCED) return;
+    if (d->state != J_FORCED && d->state != J_DECODE) { j->donor = NULL; return; }
+    if (d->next_pos < j->shared) return;
+    cis2_kv_copy_prefix(&j->kv, &d->kv, m, j->shared);
+    j->next_pos = j->shared;
+    j->donor = NULL;
+}
+
 /* Teacher-forced replay of every job (see the top of the file), the
  * decodes after a bad step included; VERIFY_ROWS rows per weight pass. */
 static int replay_prefill(cis2_engine *e, vjob *jobs, size_t n, const cis2_verify_opts *o, cis2_error *err)
@@ -316,7 +400,7 @@ static int replay_prefill(cis2_engine *e, vjob *jobs, size_t n, const cis2_verif
     if (max_log > max_rows) max_log = max_rows;
     cis2_row *rows = malloc(VERIFY_ROWS * sizeof *rows);
     float *logits = malloc(2 * max_log * V * sizeof(float));
-    vjob **act = malloc((n ? n : 1) * sizeof *act);
+    vjob **act = malloc((n ? n : 1) * sizeof *act), **ord = malloc((n ? n : 1) * sizeof *ord);
     vjob **rowjob = malloc(max_log * sizeof *rowjob);
     size_t *rowstep = malloc(max_log * sizeof *rowstep);
     uint32_t *tok = malloc(max_log * sizeof *tok);
@@ -324,26 +408,29 @@ static int replay_prefill(cis2_engine *e, vjob *jobs, size_t n, const cis2_verif
     cis2_sample_ws sws[CHOOSE_CHUNKS] = {{0}};
     hasher h = {.items = items, .V = V};
     cis2_ws ws = {0};
-    size_t kv_used = 0, running = 0, pass = 0;
+    size_t kv_used = 0, running = 0, pass = 0, computed = 0;
     int rc = CIS2_OK;
-    if (!rows || !logits || !act || !rowjob || !rowstep || !tok || !items) {
+    if (!rows || !logits || !act || !ord || !rowjob || !rowstep || !tok || !items) {
         rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
         goto out;
     }
     for (size_t i = 0; i < n; i++) jobs[i].state = jobs[i].skip ? J_DONE : J_WAIT;
-    for (;; pass++) {
+    plan_sharing(jobs, n, ord);
+    for (;;) {
         float *half = logits + (pass & 1) * max_log * V; /* the other half may be the hasher's */
         for (size_t i = 0; i < n; i++) { /* admit while the KV caches fit (always one) */
-            vjob *j = &jobs[i];
+            vjob *j = ord[i];
             if (j->state != J_WAIT) continue;
             if (running && kv_used + kv_need(m, j) > VERIFY_KV_BUDGET) break;
             if ((rc = job_start(m, j, &kv_used, err))) goto out;
+            share_take(j, m);
             running++;
         }
         size_t nact = 0, nrows = 0, nlog = 0;
         for (size_t i = 0; i < n && nrows < max_rows && nlog < max_log; i++) {
-            vjob *j = &jobs[i];
+            vjob *j = ord[i];
             if (j->state != J_FORCED && j->state != J_DECODE) continue;
+            if (j->donor) continue; /* waits for its prefix */
             j->nlog = 0;
             j->lg0 = NULL;
             size_t first = nrows;
@@ -375,8 +462,19 @@ static int replay_prefill(cis2_engine *e, vjob *jobs, size_t n, const cis2_verif
             }
             if (nrows > first) act[nact++] = j;
         }
-        if (nrows == 0) break;
+        if (nrows == 0) {
+            /* Every job is done, or (never seen: a donor always has rows
+             * until it has passed the prefix) only waiting ones are left,
+             * which then compute their prefixes themselves. */
+            int waiting = 0;
+            for (size_t i = 0; i < n; i++)
+                if (jobs[i].donor && jobs[i].state == J_FORCED) { jobs[i].donor = NULL; waiting = 1; }
+            if (!waiting) break;
+            continue;
+        }
         if ((rc = cis2_forward(m, &ws, rows, nrows, NULL, NULL, err))) goto out;
+        computed += nrows;
+        for (size_t i = 0; i < n; i++) share_take(ord[i], m); /* before any donor stops */
         size_t nch = nlog < CHOOSE_CHUNKS ? nlog : CHOOSE_CHUNKS;
         choose_ctx cc = {.logits = half, .V = V, .nrows = nlog, .nchunks = nch, .rowjob = rowjob,
                          .rowstep = rowstep, .tok = tok, .ws = sws};
@@ -409,8 +507,10 @@ static int replay_prefill(cis2_engine *e, vjob *jobs, size_t n, const cis2_verif
             else if (j->state == J_FORCED && j->next_pos == j->forced_end && j->ndec == j->forced_end + 1 - j->nids)
                 j->state = J_DECODE; /* every claim matched, and the run goes on past them */
         }
+        pass++;
     }
     hasher_join(&h);
+    rows_computed = computed;
     for (size_t i = 0; i < n; i++) { /* §12.2 over prompt ++ the run's ids */
         vjob *j = &jobs[i];
         job_witness(j);
@@ -430,6 +530,7 @@ out:
     free(rows);
     free(logits);
     free(act);
+    free(ord);
     free(rowjob);
     free(rowstep);
     free(tok);

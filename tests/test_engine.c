@@ -483,6 +483,86 @@ static void test_verify_passes(void **state)
     cis2_engine_close(e);
 }
 
+/* Shared prompt prefixes (verify.c, plan_sharing): a batch whose prompts
+ * begin alike computes the common prefix once.  The rule, from verify.c's
+ * comment: in a run of prompts sorted by ids, the longest one donates the
+ * positions before either's last prompt token, when they are at least 16.
+ * Every verdict, field by field, is the decode replay's alone (honest,
+ * doctored, sampled, pass edges inside the prefix), and the rows the batch
+ * computes are the rows of each alone (prompt + tokens - 1) less the
+ * shares this rule gives, worked out here by hand. */
+static void test_verify_shared_prefix(void **state)
+{
+    (void)state;
+    cis2_engine *e = open_engine(dir_tiny, 2, NULL);
+    cis2_error err = {0};
+    uint32_t A[40], B[34], C[12];
+    /* letters: tiny's byte-level tokenizer (no merges) has id = byte, so they round-trip */
+    for (uint32_t i = 0; i < 40; i++) A[i] = 'a' + i * 7 % 26;
+    memcpy(B, A, 30 * sizeof *B);
+    for (uint32_t i = 30; i < 34; i++) B[i] = 'A' + i - 30; /* B[30] = 'A' < A[30] = 'c' */
+    for (uint32_t i = 0; i < 12; i++) C[i] = 'Z' - i;
+    cis2_sampling s[4];
+    for (int i = 0; i < 4; i++) s[i] = (cis2_sampling){.temperature = 0.9f, .seed = (uint64_t)i + 1};
+    enum { NH = 9, NR = 13 };
+    const cis2_request q[NH] = {
+        {.ids = A, .n_ids = 40, .max_tokens = 20},                    /* the donor: longest, first */
+        {.ids = A, .n_ids = 40, .max_tokens = 25, .sampling = &s[0]}, /* shares 39 */
+        {.ids = A, .n_ids = 40, .max_tokens = 9, .sampling = &s[1]},  /* 39 */
+        {.ids = A, .n_ids = 40, .max_tokens = 30, .sampling = &s[2]}, /* 39 */
+        {.ids = A, .n_ids = 17, .max_tokens = 12},                    /* 16 */
+        {.ids = A, .n_ids = 16, .max_tokens = 12},                    /* 15: too few, none */
+        {.ids = A, .n_ids = 20, .max_tokens = 15, .sampling = &s[3]}, /* 19 */
+        {.ids = B, .n_ids = 34, .max_tokens = 14},                    /* 30 */
+        {.ids = C, .n_ids = 12, .max_tokens = 10},                    /* its own run */
+    };
+    const size_t share = 39 * 3 + 16 + 19 + 30;
+    size_t alone = 0;
+    for (int i = 0; i < NH; i++) alone += q[i].n_ids + q[i].max_tokens - 1;
+    cis2_result *r;
+    assert_int_equal(cis2_generate(e, q, NH, NULL, &r, &err), CIS2_OK);
+    cis2_receipt *rc[NR];
+    for (int i = 0; i < NH; i++) assert_int_equal(cis2_receipt_make(e, &r[i], &rc[i], &err), CIS2_OK);
+    rc[9] = receipt_copy(rc[1], "doctored-step-0");
+    rc[9]->generated[0] ^= 1;
+    rc[10] = receipt_copy(rc[3], "doctored-step-12");
+    rc[10]->generated[12] ^= 1;
+    rc[11] = receipt_copy(rc[0], "doctored-witness");
+    rc[11]->witness[0] ^= 1;
+    rc[12] = receipt_copy(rc[6], "doctored-last");
+    rc[12]->generated[14] ^= 1;
+    cis2_verdict *ref[NR];
+    cis2_verify_opts dec = {.replay = CIS2_REPLAY_DECODE};
+    for (int i = 0; i < NR; i++) assert_int_equal(cis2_verify(e, &rc[i], 1, &dec, &ref[i], &err), CIS2_OK);
+    for (int i = 0; i < NH; i++) assert_int_equal(ref[i]->kind, CIS2_VERDICT_OK);
+    assert_int_equal(ref[9]->first_bad_step, 0);
+    assert_int_equal(ref[10]->first_bad_step, 12);
+    assert_int_equal(ref[11]->kind, CIS2_VERDICT_OUTPUT_MISMATCH);
+    assert_int_equal(ref[12]->first_bad_step, 14);
+    static const size_t limits[][2] = {{0, 0}, {16, 5}, {7, 3}, {40, 1}};
+    cis2_engine *one = open_engine(dir_tiny, 1, NULL); /* and on one thread */
+    for (size_t l = 0; l < 2 * sizeof limits / sizeof limits[0]; l++) {
+        cis2_engine *x = l % 2 ? one : e;
+        cis2_verify_limits(limits[l / 2][0], limits[l / 2][1]);
+        cis2_verdict *v;
+        assert_int_equal(cis2_verify(x, rc, NH, NULL, &v, &err), CIS2_OK); /* the honest ones */
+        assert_int_equal(cis2_verify_rows_computed(), alone - share);
+        for (int i = 0; i < NH; i++) same_verdict(&v[i], ref[i]);
+        cis2_verdicts_free(v, NH);
+        assert_int_equal(cis2_verify(x, rc, NR, NULL, &v, &err), CIS2_OK); /* with the doctored */
+        for (int i = 0; i < NR; i++) same_verdict(&v[i], ref[i]);
+        cis2_verdicts_free(v, NR);
+    }
+    cis2_verify_limits(0, 0);
+    cis2_engine_close(one);
+    for (int i = 0; i < NR; i++) {
+        cis2_verdicts_free(ref[i], 1);
+        cis2_receipt_free(rc[i]);
+    }
+    cis2_results_free(r, NH);
+    cis2_engine_close(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -491,6 +571,7 @@ int main(void)
         cmocka_unit_test(test_session_join_leave),
         cmocka_unit_test(test_receipt_round_trip),
         cmocka_unit_test(test_verify_passes),
+        cmocka_unit_test(test_verify_shared_prefix),
         cmocka_unit_test(test_bad_requests),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
