@@ -12,7 +12,8 @@
  * decodes of 4+16 tokens), the scalar kernel's decode speed and the
  * speedup, receipt verification against generation (one 256-token receipt,
  * the best of 3 runs of each;
- * 16 receipts of 64 tokens together and one at a time), peak RSS;
+ * 16 receipts of 64 tokens together and one at a time, of 16 prompts and
+ * as 16 samples of one prompt of 32 and of 128 tokens), peak RSS;
  * --gen-toks N adds decode tokens/s at positions 16, 512, 2048 (those
  * below N).  A benchmark prints numbers; it asserts nothing.
  */
@@ -110,6 +111,10 @@ static int decode_timed(cis2_engine *e, size_t nseq, size_t nprompt, size_t gen,
 typedef struct vbench {
     double gen256, ver256, gen16x64, ver16_together, ver16_each;
     double ver16s_together, ver16s_each; /* 16 short receipts (len3 tokens): where sharing pays */
+    /* an RL group: 16 samples (len2 tokens) of one prompt of about
+     * group_target[k] tokens (group_prompt[k] exactly), whose prefix a batch computes once */
+    double verg_together[2], verg_each[2];
+    size_t group_prompt[2];
     size_t len1, len2, len3; /* the receipts' lengths: 256, 64 and 4 unless the context is shorter */
     int ok;
 } vbench;
@@ -121,7 +126,7 @@ static int make_receipts(cis2_engine *e, size_t n, size_t gen, cis2_receipt **rs
     char buf[16][64];
     cis2_request q[16];
     for (size_t i = 0; i < n; i++) {
-        snprintf(buf[i], sizeof buf[i], "%s %zu", texts[i % 4], i);
+        snprintf(buf[i], sizeof buf[i], "%zu %s", i, texts[i % 4]); /* no two share 16 leading ids (verify.c) */
         q[i] = (cis2_request){.text = buf[i], .text_len = strlen(buf[i]), .max_tokens = gen};
     }
     cis2_result *r;
@@ -130,6 +135,42 @@ static int make_receipts(cis2_engine *e, size_t n, size_t gen, cis2_receipt **rs
     *secs = now() - t0;
     for (size_t i = 0; !rc && i < n; i++) rc = cis2_receipt_make(e, &r[i], &rs[i], err);
     cis2_results_free(r, rc ? 0 : n);
+    return rc;
+}
+
+static const size_t group_target[2] = {32, 128};
+
+/* 16 samples (temperature 1, one seed, sequence 0..15, as OpenAI's n) of
+ * one prompt of words, grown until the engine's tokenizer gives it at
+ * least `target` tokens. */
+static int make_group(cis2_engine *e, size_t target, size_t gen, cis2_receipt **rs, size_t *nprompt,
+                      cis2_error *err)
+{
+    static const char *const words[] = {"a ", "baker ", "sells ", "48 ", "loaves ", "on ", "Monday ", "and ",
+                                        "half ", "as ", "many ", "on ", "Tuesday; ", "how ", "many ", "in ", "all? "};
+    char text[4096] = "";
+    size_t len = 0, n = 0;
+    for (size_t w = 0; n < target; w++) {
+        const char *x = words[w % (sizeof words / sizeof words[0])];
+        if (len + strlen(x) >= sizeof text) return cis2_fail(err, CIS2_E_USAGE, "bench: the group prompt is too long");
+        memcpy(text + len, x, strlen(x) + 1);
+        len += strlen(x);
+        uint32_t *ids;
+        int rc = cis2_engine_tokenize(e, text, len, &ids, &n, err);
+        if (rc) return rc;
+        cis2_free(ids);
+    }
+    *nprompt = n;
+    cis2_sampling s[16];
+    cis2_request q[16];
+    for (size_t i = 0; i < 16; i++) {
+        s[i] = (cis2_sampling){.temperature = 1.0f, .seed = 7, .sequence = (uint32_t)i};
+        q[i] = (cis2_request){.text = text, .text_len = len, .max_tokens = gen, .sampling = &s[i]};
+    }
+    cis2_result *r;
+    int rc = cis2_generate(e, q, 16, NULL, &r, err);
+    for (size_t i = 0; !rc && i < 16; i++) rc = cis2_receipt_make(e, &r[i], &rs[i], err);
+    cis2_results_free(r, rc ? 0 : 16);
     return rc;
 }
 
@@ -148,7 +189,7 @@ static int verify_timed(cis2_engine *e, cis2_receipt **rs, size_t n, double *sec
 
 static int bench_verify(cis2_engine *e, vbench *b, cis2_error *err)
 {
-    cis2_receipt *one[1] = {0}, *many[16] = {0}, *shorts[16] = {0};
+    cis2_receipt *one[1] = {0}, *many[16] = {0}, *shorts[16] = {0}, *group[16] = {0};
     int rc;
     b->ok = 1;
     /* 256 and 64 tokens, or what the context leaves beside a short prompt */
@@ -194,11 +235,29 @@ static int bench_verify(cis2_engine *e, vbench *b, cis2_error *err)
         if ((rc = verify_timed(e, shorts + i, 1, &s, &b->ok, err))) goto out;
         b->ver16s_each += s;
     }
+    /* an RL group: the prompt's rows once, each sample's own rows after it */
+    for (int k = 0; k < 2; k++) {
+        b->verg_together[k] = b->verg_each[k] = 0;
+        size_t room2 = cis2_engine_info(e)->max_position_embeddings;
+        if (group_target[k] + g2 > room2) continue;
+        if ((rc = make_group(e, group_target[k], g2, group, &b->group_prompt[k], err))) goto out;
+        if ((rc = verify_timed(e, group, 16, &b->verg_together[k], &b->ok, err))) goto out;
+        for (size_t i = 0; i < 16; i++) {
+            double s;
+            if ((rc = verify_timed(e, group + i, 1, &s, &b->ok, err))) goto out;
+            b->verg_each[k] += s;
+        }
+        for (int i = 0; i < 16; i++) {
+            cis2_receipt_free(group[i]);
+            group[i] = NULL;
+        }
+    }
 out:
     cis2_receipt_free(one[0]);
     for (int i = 0; i < 16; i++) {
         cis2_receipt_free(many[i]);
         cis2_receipt_free(shorts[i]);
+        cis2_receipt_free(group[i]);
     }
     return rc;
 }
@@ -308,6 +367,19 @@ static void print_json(const bench_res *b, size_t long_gen)
     json_object_set_new(v, "verify_16_shortest_together_s_per_receipt", json_real(b->vb.ver16s_together / 16));
     json_object_set_new(v, "verify_16_shortest_one_at_a_time_s_per_receipt", json_real(b->vb.ver16s_each / 16));
     json_object_set_new(v, "batch_verify_gain_shortest", json_real(b->vb.ver16s_each / b->vb.ver16s_together));
+    json_t *ga = json_array();
+    for (int k = 0; k < 2; k++) {
+        if (b->vb.verg_together[k] <= 0) continue;
+        json_t *g = json_object();
+        json_object_set_new(g, "prompt_tokens", json_integer((json_int_t)b->vb.group_prompt[k]));
+        json_object_set_new(g, "samples", json_integer(16));
+        json_object_set_new(g, "tokens", json_integer((json_int_t)b->vb.len2));
+        json_object_set_new(g, "together_s_per_receipt", json_real(b->vb.verg_together[k] / 16));
+        json_object_set_new(g, "one_at_a_time_s_per_receipt", json_real(b->vb.verg_each[k] / 16));
+        json_object_set_new(g, "gain", json_real(b->vb.verg_each[k] / b->vb.verg_together[k]));
+        json_array_append_new(ga, g);
+    }
+    json_object_set_new(v, "one_prompt_groups", ga);
     json_object_set_new(v, "all_ok", json_boolean(b->vb.ok));
     json_object_set_new(o, "verify", v);
     json_object_set_new(o, "peak_rss_mb", json_real(b->rss_mb));
@@ -352,6 +424,12 @@ static void print_table(const bench_res *b)
            (16 * b->t_open + b->vb.ver16_each) / (b->t_open + b->vb.ver16_together));
     printf("verify 16 x %zu-token       %.4f s per receipt together, %.4f s one at a time (%.1fx)\n", b->vb.len3,
            b->vb.ver16s_together / 16, b->vb.ver16s_each / 16, b->vb.ver16s_each / b->vb.ver16s_together);
+    for (int k = 0; k < 2; k++)
+        if (b->vb.verg_together[k] > 0)
+            printf("verify 16 x %zu-token samples of one %zu-token prompt: %.4f s per receipt together, %.4f s one at a "
+                   "time (%.1fx)\n",
+                   b->vb.len2, b->vb.group_prompt[k], b->vb.verg_together[k] / 16, b->vb.verg_each[k] / 16,
+                   b->vb.verg_each[k] / b->vb.verg_together[k]);
     printf("peak RSS                  %.0f MB\n", b->rss_mb);
 }
 
