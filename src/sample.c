@@ -86,7 +86,7 @@ int cis2_sampling_check(const cis2_sampling *p, size_t V, cis2_error *err) /* §
 
 void cis2_sample_ws_free(cis2_sample_ws *ws)
 {
-    free(ws->ids); free(ws->tmp); free(ws->keys); free(ws->ktmp); free(ws->w); free(ws->keep);
+    free(ws->ids); free(ws->items); free(ws->itmp); free(ws->w); free(ws->keep);
     memset(ws, 0, sizeof *ws);
 }
 
@@ -96,49 +96,57 @@ static int ws_reserve(cis2_sample_ws *ws, size_t V)
     cis2_sample_ws_free(ws);
     size_t n = V ? V : 1;
     ws->ids = malloc(n * sizeof *ws->ids);
-    ws->tmp = malloc(n * sizeof *ws->tmp);
-    ws->keys = malloc(n * sizeof *ws->keys);
-    ws->ktmp = malloc(n * sizeof *ws->ktmp);
+    ws->items = malloc(n * sizeof *ws->items);
+    ws->itmp = malloc(n * sizeof *ws->itmp);
     ws->w = malloc(n * sizeof *ws->w);
     ws->keep = malloc(n);
-    if (!ws->ids || !ws->tmp || !ws->keys || !ws->ktmp || !ws->w || !ws->keep) { cis2_sample_ws_free(ws); return -1; }
+    if (!ws->ids || !ws->items || !ws->itmp || !ws->w || !ws->keep) { cis2_sample_ws_free(ws); return -1; }
     ws->cap = V;
     return 0;
 }
 
 /* Ascending keys give descending logits (§S3.3); zeros and subnormals are
- * +0.0 (§S1.2). */
+ * +0.0 (§S1.2).  Without branches: a logit's sign is a coin toss, and a
+ * branch on it mispredicted half the time (two thirds of the sort's time). */
 static uint32_t desc_key(float x)
 {
     uint32_t b = bits(x);
-    if ((b & 0x7F800000u) == 0) b = 0;          /* ±0, subnormal: +0.0 */
-    uint32_t asc = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-    return ~asc;
+    b &= -(uint32_t)((b & 0x7F800000u) != 0);   /* ±0, subnormal: +0.0 */
+    uint32_t neg = (uint32_t)-(int32_t)(b >> 31); /* all ones for a negative */
+    return b ^ (~neg & 0x7FFFFFFFu);            /* negative: b; else b with 31 bits flipped */
 }
 
-/* The candidates (non-NaN ids) in candidate order into ws->ids; returns n. */
+/* The candidates (non-NaN ids) in candidate order into ws->ids; returns n.
+ * Items are key << 32 | id, sorted on the key's three digits of 11, 11
+ * and 10 bits, each pass stable, so ids stay ascending among equal keys.
+ * One pass over the logits makes the items and all three histograms (the
+ * top digit's in two halves: it takes few values, and a run of increments
+ * of one counter waits on each store). */
 static size_t candidate_order(const float *x, size_t V, cis2_sample_ws *ws)
 {
+    uint64_t *a = ws->items, *b = ws->itmp;
+    uint32_t count[4][2048];
+    memset(count, 0, sizeof count);
     size_t n = 0;
-    for (size_t i = 0; i < V; i++)
-        if (x[i] == x[i]) { ws->ids[n] = (uint32_t)i; ws->keys[n] = desc_key(x[i]); n++; }
-    uint32_t *id = ws->ids, *key = ws->keys, *id2 = ws->tmp, *key2 = ws->ktmp;
-    static const int shift[3] = {0, 11, 22};
-    for (int pass = 0; pass < 3; pass++) { /* stable counting sort on 11, 11, 10 bits */
-        size_t count[2049] = {0};
-        int s = shift[pass];
-        for (size_t i = 0; i < n; i++) count[((key[i] >> s) & 0x7FF) + 1]++;
-        if (count[((key[0] >> s) & 0x7FF) + 1] == n) continue; /* one digit: already in order */
-        for (int d = 0; d < 2048; d++) count[d + 1] += count[d];
-        for (size_t i = 0; i < n; i++) {
-            size_t at = count[(key[i] >> s) & 0x7FF]++;
-            id2[at] = id[i];
-            key2[at] = key[i];
-        }
-        uint32_t *t = id; id = id2; id2 = t;
-        t = key; key = key2; key2 = t;
+    for (size_t i = 0; i < V; i++) {
+        uint32_t k = desc_key(x[i]), ok = x[i] == x[i];
+        a[n] = (uint64_t)k << 32 | i; /* kept only if ok */
+        count[0][k & 0x7FF] += ok;
+        count[1][(k >> 11) & 0x7FF] += ok;
+        count[2 + (i & 1)][k >> 22] += ok;
+        n += ok;
     }
-    if (id != ws->ids) memcpy(ws->ids, id, n * sizeof *id);
+    for (int d = 0; d < 2048; d++) count[2][d] += count[3][d];
+    for (int pass = 0; pass < 3 && n; pass++) {
+        int s = 32 + 11 * pass;
+        uint32_t *c = count[pass];
+        if (c[(a[0] >> s) & 0x7FF] == n) continue; /* one digit: already in order */
+        uint32_t sum = 0;
+        for (int d = 0; d < 2048; d++) { uint32_t t = c[d]; c[d] = sum; sum += t; }
+        for (size_t i = 0; i < n; i++) b[c[(a[i] >> s) & 0x7FF]++] = a[i];
+        uint64_t *t = a; a = b; b = t;
+    }
+    for (size_t i = 0; i < n; i++) ws->ids[i] = (uint32_t)a[i];
     return n;
 }
 

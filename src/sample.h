@@ -19,8 +19,8 @@ void cis2_philox4x32_10(const uint32_t c[4], const uint32_t k[2], uint32_t out[4
 /* Working memory of one sequence's choices (sized to the vocabulary on
  * first use, kept across steps).  Zeroed to start; cis2_sample_ws_free. */
 typedef struct cis2_sample_ws {
-    uint32_t *ids, *tmp;       /* candidate order, and radix-sort scratch */
-    uint32_t *keys, *ktmp;
+    uint32_t *ids;             /* candidate order */
+    uint64_t *items, *itmp;    /* radix sort: key << 32 | id, and scratch */
     float *w;                  /* weights / exp arguments */
     unsigned char *keep;
     size_t cap;
