@@ -249,47 +249,11 @@ static const char *field_status(int s)
     return s >= 0 && s <= 6 ? n[s] : "unknown";
 }
 
-static enum MHD_Result do_verify(struct MHD_Connection *c, req_ctx *r)
+#define SERVE_VERIFY_BATCH 256 /* receipts in one /v1/verify */
+
+/* One verdict as /v1/verify reports it (README "Serving"). */
+static json_t *verdict_json(const cis2_verdict *v)
 {
-    serve_ctx *sc = r->h->sc;
-    const char *text = r->body ? r->body : "";
-    size_t len = r->len;
-    json_t *body = NULL;
-    size_t k = 0;
-    while (k < len && (text[k] == ' ' || text[k] == '\n' || text[k] == '\r' || text[k] == '\t')) k++;
-    if (k < len && text[k] == '{') { /* {"receipt": "CIS-2-RECEIPT v1\n..."} */
-        json_error_t je;
-        body = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
-        json_t *rc = json_object_get(body, "receipt");
-        if (!json_is_string(rc)) {
-            json_decref(body);
-            FAIL(c, r, 400, "invalid_value", "receipt", "the body must be a receipt, or {\"receipt\": \"...\"}");
-        }
-        text = json_string_value(rc);
-        len = json_string_length(rc);
-    }
-    cis2_receipt *rcpt = NULL;
-    cis2_error err = {0};
-    if (cis2_receipt_parse(text, len, "receipt", &rcpt, &err)) {
-        json_decref(body);
-        FAIL(c, r, 400, "invalid_receipt", "receipt", "%s", err.msg);
-    }
-    json_decref(body);
-    pthread_mutex_lock(&sc->vmu);
-    int busy = sc->verifying >= sc->verify_max;
-    if (!busy) sc->verifying++;
-    pthread_mutex_unlock(&sc->vmu);
-    if (busy) {
-        cis2_receipt_free(rcpt);
-        FAIL(c, r, 429, "verify_busy", NULL, "%zu verifications are already running: retry later", sc->verify_max);
-    }
-    cis2_verdict *v = NULL;
-    int rc = cis2_verify(sc->e, &rcpt, 1, NULL, &v, &err); /* the prefill replay; concurrent with the engine thread */
-    pthread_mutex_lock(&sc->vmu);
-    sc->verifying--;
-    pthread_mutex_unlock(&sc->vmu);
-    cis2_receipt_free(rcpt);
-    if (rc) FAIL(c, r, serve_status_for(rc), NULL, NULL, "verify failed: %s", err.msg);
     json_t *o = json_object();
     json_object_set_new(o, "verdict", json_string(v->name));
     json_object_set_new(o, "summary", json_string(v->summary));
@@ -305,7 +269,108 @@ static enum MHD_Result do_verify(struct MHD_Connection *c, req_ctx *r)
     }
     json_object_set_new(o, "fields", f);
     json_object_set_new(o, "first_bad_step", v->first_bad_step < 0 ? json_null() : json_integer(v->first_bad_step));
-    cis2_verdicts_free(v, 1);
+    return o;
+}
+
+static void receipts_free(cis2_receipt **rs, size_t n)
+{
+    for (size_t i = 0; rs && i < n; i++) cis2_receipt_free(rs[i]);
+    free(rs);
+}
+
+/* The body: a receipt's text, {"receipt": "..."}, or {"receipts": [...]}
+ * (at most SERVE_VERIFY_BATCH, verified together as `cis2 verify R1..Rn`:
+ * one weight pass for all, a shared prompt prefix computed once). */
+static enum MHD_Result do_verify(struct MHD_Connection *c, req_ctx *r)
+{
+    serve_ctx *sc = r->h->sc;
+    const char *text = r->body ? r->body : "";
+    size_t len = r->len, n = 1;
+    json_t *body = NULL, *list = NULL;
+    size_t k = 0;
+    while (k < len && (text[k] == ' ' || text[k] == '\n' || text[k] == '\r' || text[k] == '\t')) k++;
+    if (k < len && text[k] == '{') {
+        json_error_t je;
+        body = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+        json_t *one = json_object_get(body, "receipt");
+        list = json_object_get(body, "receipts");
+        if (one && list) {
+            json_decref(body);
+            FAIL(c, r, 400, "invalid_value", "receipts", "give \"receipt\" or \"receipts\", not both");
+        }
+        if (list) {
+            n = json_is_array(list) ? json_array_size(list) : 0;
+            if (n == 0 || n > SERVE_VERIFY_BATCH) {
+                json_decref(body);
+                FAIL(c, r, 400, "invalid_value", "receipts", "\"receipts\" must be an array of 1 to %d receipts",
+                     SERVE_VERIFY_BATCH);
+            }
+        } else if (!json_is_string(one)) {
+            json_decref(body);
+            FAIL(c, r, 400, "invalid_value", "receipt",
+                 "the body must be a receipt, {\"receipt\": \"...\"} or {\"receipts\": [...]}");
+        } else {
+            text = json_string_value(one);
+            len = json_string_length(one);
+        }
+    }
+    cis2_receipt **rs = calloc(n, sizeof *rs);
+    cis2_error err = {0};
+    if (!rs) {
+        json_decref(body);
+        FAIL(c, r, 500, NULL, NULL, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        char name[48] = "receipt";
+        if (list) {
+            json_t *x = json_array_get(list, i);
+            snprintf(name, sizeof name, "receipts[%zu]", i);
+            if (!json_is_string(x)) {
+                receipts_free(rs, n);
+                json_decref(body);
+                FAIL(c, r, 400, "invalid_value", "receipts", "%s is not a string", name);
+            }
+            text = json_string_value(x);
+            len = json_string_length(x);
+        }
+        if (cis2_receipt_parse(text, len, name, &rs[i], &err)) {
+            receipts_free(rs, n);
+            json_decref(body);
+            FAIL(c, r, 400, "invalid_receipt", list ? "receipts" : "receipt", "%s", err.msg);
+        }
+    }
+    json_decref(body);
+    pthread_mutex_lock(&sc->vmu);
+    int busy = sc->verifying >= sc->verify_max;
+    if (!busy) sc->verifying++;
+    pthread_mutex_unlock(&sc->vmu);
+    if (busy) {
+        receipts_free(rs, n);
+        FAIL(c, r, 429, "verify_busy", NULL, "%zu verifications are already running: retry later", sc->verify_max);
+    }
+    cis2_verdict *v = NULL;
+    int rc = cis2_verify(sc->e, rs, n, NULL, &v, &err); /* the prefill replay; concurrent with the engine thread */
+    pthread_mutex_lock(&sc->vmu);
+    sc->verifying--;
+    pthread_mutex_unlock(&sc->vmu);
+    receipts_free(rs, n);
+    if (rc) FAIL(c, r, serve_status_for(rc), NULL, NULL, "verify failed: %s", err.msg);
+    json_t *o;
+    if (!list) o = verdict_json(v);
+    else { /* every verdict in order, and the batch's: all OK, the highest exit code (as the CLI's) */
+        o = json_object();
+        json_t *a = json_array();
+        int all = 1, worst = 0;
+        for (size_t i = 0; i < n; i++) {
+            json_array_append_new(a, verdict_json(&v[i]));
+            all &= v[i].kind == CIS2_VERDICT_OK;
+            if (v[i].code > worst) worst = v[i].code;
+        }
+        json_object_set_new(o, "verdicts", a);
+        json_object_set_new(o, "ok", json_boolean(all));
+        json_object_set_new(o, "exit_code", json_integer(worst));
+    }
+    cis2_verdicts_free(v, n);
     return send_json(c, r, 200, o);
 }
 

@@ -209,7 +209,33 @@ expect 200 - $P /v1/verify $C --data-binary @"$d/v.json"
 sed 's/^generated-token-ids \([0-9]*\)/generated-token-ids 7\1/' "$d/conc/3.receipt" > "$d/bad.receipt"
 expect 200 - $P /v1/verify --data-binary @"$d/bad.receipt"
 [ "$(jget "$d/body" verdict)" = OUTPUT-MISMATCH ] || fail "/v1/verify of a forged receipt: $(cat "$d/body")"
+cp "$d/body" "$d/bad.json"
 expect 400 invalid_receipt $P /v1/verify --data-binary 'CIS-2-RECEIPT v1'
+# a batch (`cis2 verify R1..Rn`): the n: 3 choices, the forged one, another; each verdict the one
+# /v1/verify gives it alone (the forged one's in $d/bad.json), in order
+$PY -c 'import json,sys; print(json.dumps({"receipts": [open(f).read() for f in sys.argv[1:]]}))' \
+    "$d"/choices/*.receipt "$d/bad.receipt" "$d/conc/3.receipt" > "$d/vb.json"
+nb=$(ls "$d"/choices/*.receipt | wc -l)
+expect 200 - $P /v1/verify $C --data-binary @"$d/vb.json"
+$PY - "$d/body" "$d/bad.json" "$nb" <<'PYEOF' || fail "/v1/verify batch: $(head -c 600 "$d/body")"
+import json, sys
+b = json.load(open(sys.argv[1])); bad = json.load(open(sys.argv[2])); n = int(sys.argv[3])
+v = b["verdicts"]
+assert len(v) == n + 2, len(v)
+assert all(x["verdict"] == "OK" and x["exit_code"] == 0 for x in v[:n] + v[n + 1:]), v
+assert v[n] == bad, (v[n], bad)
+assert b["ok"] is False and b["exit_code"] == 1, b
+PYEOF
+expect 400 invalid_value $P /v1/verify $C --data-binary '{"receipts": []}'
+expect 400 invalid_value $P /v1/verify $C --data-binary '{"receipts": "CIS-2-RECEIPT v1"}'
+expect 400 invalid_value $P /v1/verify $C --data-binary '{"receipts": [7]}'
+$PY -c 'import json; print(json.dumps({"receipts": ["x"] * 257}))' > "$d/vmany.json"
+expect 400 invalid_value $P /v1/verify $C --data-binary @"$d/vmany.json"
+$PY -c 'import json,sys; print(json.dumps({"receipt": "x", "receipts": [open(sys.argv[1]).read()]}))' "$d/conc/3.receipt" > "$d/vboth.json"
+expect 400 invalid_value $P /v1/verify $C --data-binary @"$d/vboth.json"
+$PY -c 'import json,sys; print(json.dumps({"receipts": [open(sys.argv[1]).read(), "CIS-2-RECEIPT v1"]}))' "$d/conc/3.receipt" > "$d/vbad.json"
+expect 400 invalid_receipt $P /v1/verify $C --data-binary @"$d/vbad.json"
+grep -q 'receipts\[1\]' "$d/body" || fail "a batch's malformed receipt is not named: $(cat "$d/body")"
 
 echo "== load: 32 clients x 8 requests"
 rss0=$(sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\).*/\1/p' /proc/$pid_tiny/status)
