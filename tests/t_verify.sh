@@ -8,6 +8,8 @@
 #     receipt and on doctored ones: a token at the first, a middle and the
 #     last step, the witness, the argmax digest; the prefill replay names
 #     the doctored step (first-bad-step) and the decode replay the same.
+#     Samples of one long prompt verified together (their prefix computed
+#     once) give the decode replay's lines.
 #  3. Batch verification: one verdict line per receipt, a summary, and the
 #     highest exit code; the same verdicts as one at a time.
 set -u
@@ -80,6 +82,23 @@ printf '%s\n' "$shapes" | while IFS='|' read -r name synth prompt n; do
         esac
     done
     echo "$name: both replays agree on the honest and 5 doctored receipts"
+    # 2b. receipts of one prompt share its prefix in a batch (verify.c): three samples of the
+    # prompt repeated to 80 bytes (17+ ids under every tokenizer here), one doctored at step 1;
+    # the batch's lines equal the decode replay's batch, which shares nothing
+    long=$(printf '%s' "$prompt $prompt $prompt $prompt $prompt $prompt" | cut -c1-80)
+    for i in 0 1 2; do
+        $CIS2 run --model-dir "$m" --prompt "$long" --gen-toks "$n" --temperature 1 --seed 3 --sequence $i \
+            --receipt "$d/$name.g$i" > /dev/null || fail "$name: run sample $i"
+    done
+    gids=$(field generated-token-ids "$d/$name.g1")
+    doctor generated-token-ids "$(bump "$gids" 2)" "$d/$name.g1" "$d/$name.gbad"
+    set -- "$d/$name.g0" "$d/$name.gbad" "$d/$name.g1" "$d/$name.g2"
+    $CIS2 verify "$@" --model-dir "$m" > "$d/pre.out"; rp=$?
+    $CIS2 verify "$@" --model-dir "$m" --replay decode > "$d/dec.out"; rd=$?
+    [ $rp -eq 1 ] && [ $rd -eq 1 ] || fail "$name: group batch exits $rp (prefill), $rd (decode)"
+    cmp -s "$d/pre.out" "$d/dec.out" || fail "$name: the group batch's lines differ: $(diff "$d/pre.out" "$d/dec.out")"
+    grep -q '^summary: 4 receipts: 3 OK, 1 OUTPUT-MISMATCH$' "$d/pre.out" || fail "$name: group: $(cat "$d/pre.out")"
+    echo "$name: a group of samples of one prompt verifies together as the decode replay does"
 done || exit 1
 
 # 3. batch verification (same model): per-receipt lines, summary, worst exit
