@@ -485,7 +485,9 @@ typedef struct cis2_verify_opts {
 } cis2_verify_opts;
 
 /* Recomputes every field of n receipts from the engine's files (sharing
- * each weight pass among them); verdicts[i] for receipts[i] (free with
+ * each weight pass among them, and computing once the KV of a prompt
+ * prefix of 16 or more ids that several share: the samples of one prompt);
+ * verdicts[i] for receipts[i] (free with
  * cis2_verdicts_free).  A receipt that cannot be checked gets a MALFORMED
  * or UNSUPPORTED verdict; the call itself fails only for I/O, memory or
  * FP-environment errors. */

@@ -479,7 +479,8 @@ class Engine:
     def verify(self, receipts, replay="prefill", twice=False, on_step=None):
         """Recomputes every field of the receipts (Receipt objects, receipt
         text, or os.PathLike paths) from this engine's files, sharing each
-        weight pass -> list of Verdict.  replay: "prefill" (teacher-forced,
+        weight pass and computing a prompt prefix they share once -> list
+        of Verdict.  replay: "prefill" (teacher-forced,
         the default) or "decode"; on_step(event) sees every recomputed step
         (event.logits are the recomputed logits)."""
         from .receipt import verify_many
