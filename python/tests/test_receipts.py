@@ -91,6 +91,18 @@ def test_verify_batch_and_paths(engine, run, tmp_path):
         engine.verify([run.receipt], replay="sideways")
 
 
+def test_verify_a_group_of_one_prompt(engine):
+    # an RL group: samples of one prompt long enough that verify computes its prefix once
+    prompt = (PROMPT + " ") * 4
+    group = [engine.generate(prompt, gen_toks=5, temperature=1.0, seed=9, sequence=i).receipt for i in range(4)]
+    group.append(doctor(group[1], "generated-token-ids", lambda v: ",".join(["1" if v.split(",")[0] != "1" else "2"] + v.split(",")[1:])))
+    together = engine.verify(group)
+    assert [v.name for v in together] == ["OK"] * 4 + ["OUTPUT-MISMATCH"]
+    assert together[4].first_bad_step == 0
+    alone = [cis2.Receipt.parse(r).verify(engine, replay="decode") for r in group]
+    assert [v.report() for v in together] == [v.report() for v in alone]
+
+
 def test_verify_on_step_sees_recomputed_logits(engine):
     r = engine.generate(PROMPT, gen_toks=4, logits=True)
     rows = []
