@@ -36,6 +36,10 @@
  * threads take it between the matrix items, see the hasher below): the
  * logits live in two halves, one being hashed while the other fills.
  *
+ * Receipts that begin with the same prompt ids (the samples of one prompt)
+ * compute those positions once: one of them does, the others copy its KV
+ * there (plan_sharing below).
+ *
  * Memory (docs/inputs.md): a prefill pass holds at most VERIFY_ROWS rows
  * and half of VERIFY_LOGIT_BYTES of logits; receipts are admitted while
  * their KV caches fit in VERIFY_KV_BUDGET (always at least one).
