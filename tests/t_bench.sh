@@ -12,6 +12,8 @@ for k in best_of generate_256_s verify_256_s verify_speedup_256 verify_16x64_tog
          open_s verify_16x64_open_each_s_per_receipt batch_verify_gain_with_open; do
     echo "$out" | grep -q "\"$k\"" || { echo "FAIL: bench --json lacks verify.$k"; exit 1; }
 done
+# the two groups of samples of one prompt (tiny's context holds 128 + 64 tokens)
+[ "$(echo "$out" | grep -c '"prompt_tokens"')" -eq 2 ] || { echo "FAIL: bench --json lacks the two one-prompt groups"; exit 1; }
 echo "$out" | grep -q '"all_ok": true' || { echo "FAIL: a receipt bench made did not verify"; exit 1; }
 # the kernel benchmark calls internals: it must keep building against them
 if [ -z "${RUNNER:-}" ]; then
