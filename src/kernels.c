@@ -101,7 +101,6 @@ static int pmat_alloc(cis2_pmat *m, cis2_wmem *a, cis2_wtype type, size_t rows, 
         return cis2_fail(err, CIS2_E_INTERNAL, "kernels: unknown weight type %d", (int)type);
     size_t alloc = cis2_wmem_need(type, rows, cols);
     if (!alloc) return cis2_fail(err, CIS2_E_NOMEM, "kernels: %zux%zu matrix is too large to pack", rows, cols);
-    size_t groups = (rows + CIS2_KG - 1) / CIS2_KG, bytes = groups * cols * CIS2_KG * (type == CIS2_W_BF16 ? 2 : 4);
     void *data;
     if (a) {
         if (a->cap - a->used < alloc)
@@ -111,8 +110,9 @@ static int pmat_alloc(cis2_pmat *m, cis2_wmem *a, cis2_wtype type, size_t rows, 
         m->borrowed = 1;
     } else if (!(data = aligned_alloc(64, alloc)))
         return cis2_fail(err, CIS2_E_NOMEM, "kernels: out of memory packing a %zux%zu matrix", rows, cols);
-    memset((uint8_t *)data + bytes, 0, alloc - bytes);
-    m->type = type; m->rows = rows; m->cols = cols; m->groups = groups; m->data = data;
+    m->type = type; m->rows = rows; m->cols = cols; m->groups = (rows + CIS2_KG - 1) / CIS2_KG; m->data = data;
+    size_t bytes = cis2_pmat_bytes(m);
+    memset((uint8_t *)data + bytes, 0, alloc - bytes); /* the padding to 64 */
     return CIS2_OK;
 }
 

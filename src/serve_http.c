@@ -286,7 +286,7 @@ static enum MHD_Result do_verify(struct MHD_Connection *c, req_ctx *r)
     serve_ctx *sc = r->h->sc;
     const char *text = r->body ? r->body : "";
     size_t len = r->len, n = 1;
-    json_t *body = NULL, *list = NULL;
+    json_t *body = NULL, *list = NULL; /* list: borrowed from body until the receipts are parsed */
     size_t k = 0;
     while (k < len && (text[k] == ' ' || text[k] == '\n' || text[k] == '\r' || text[k] == '\t')) k++;
     if (k < len && text[k] == '{') {
@@ -339,6 +339,7 @@ static enum MHD_Result do_verify(struct MHD_Connection *c, req_ctx *r)
             FAIL(c, r, 400, "invalid_receipt", list ? "receipts" : "receipt", "%s", err.msg);
         }
     }
+    int batch = list != NULL;
     json_decref(body);
     pthread_mutex_lock(&sc->vmu);
     int busy = sc->verifying >= sc->verify_max;
@@ -356,7 +357,7 @@ static enum MHD_Result do_verify(struct MHD_Connection *c, req_ctx *r)
     receipts_free(rs, n);
     if (rc) FAIL(c, r, serve_status_for(rc), NULL, NULL, "verify failed: %s", err.msg);
     json_t *o;
-    if (!list) o = verdict_json(v);
+    if (!batch) o = verdict_json(v);
     else { /* every verdict in order, and the batch's: all OK, the highest exit code (as the CLI's) */
         o = json_object();
         json_t *a = json_array();
