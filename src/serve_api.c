@@ -170,6 +170,138 @@ int serve_raw_float(const char *raw, size_t n, const char *key, float *out)
     }
 }
 
+/* ------------------------------------------- numbers jansson refuses */
+
+/* jansson refuses, while parsing, an integer beyond int64 ("seed":
+ * 1e30 written out) and a real that overflows a double (1e999): the whole
+ * body would be invalid_json with no param, though such a value is only
+ * out of range (README: 400 invalid_value naming the parameter).  So
+ * before parsing, body_numbers finds every number literal (outside
+ * strings, starting after a delimiter) that jansson would refuse and, in
+ * a copy, writes a 0 padded with spaces over it: a number token for a
+ * number token, so the body stays exactly as valid or invalid as it was.
+ * The first one's top-level key is kept; once the body parses (and its
+ * keys are known), that key is refused as invalid_value. */
+typedef struct big_num {
+    size_t count;
+    char key[64];              /* the top-level key of the first one */
+    char text[48];             /* its first digits */
+} big_num;
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* The length of the JSON number at s[i..n), as jansson's lexer reads it
+ * (0: not a complete number there). */
+static size_t number_len(const char *s, size_t i, size_t n)
+{
+    size_t j = i + (i < n && s[i] == '-');
+    if (j >= n || !is_digit(s[j])) return 0;
+    if (s[j] == '0') j++;
+    else while (j < n && is_digit(s[j])) j++;
+    if (j < n && s[j] == '.') {
+        if (++j >= n || !is_digit(s[j])) return 0;
+        while (j < n && is_digit(s[j])) j++;
+    }
+    if (j < n && (s[j] == 'e' || s[j] == 'E')) {
+        if (++j < n && (s[j] == '+' || s[j] == '-')) j++;
+        if (j >= n || !is_digit(s[j])) return 0;
+        while (j < n && is_digit(s[j])) j++;
+    }
+    return j - i;
+}
+
+/* Whether jansson refuses the number s[0..len): an integer outside int64
+ * (strtoll's ERANGE), a real whose strtod overflows. */
+static int number_overflows(const char *s, size_t len)
+{
+    int neg = s[0] == '-', real = memchr(s, '.', len) || memchr(s, 'e', len) || memchr(s, 'E', len);
+    if (!real) {
+        size_t digits = len - (size_t)neg;
+        const char *lim = neg ? "9223372036854775808" : "9223372036854775807";
+        return digits > 19 || (digits == 19 && memcmp(s + neg, lim, 19) > 0);
+    }
+    char small[64], *t = len < sizeof small ? small : malloc(len + 1);
+    if (!t) return 0; /* jansson then says so itself */
+    memcpy(t, s, len);
+    t[len] = 0;
+    errno = 0;
+    double v = strtod(t, NULL);
+    int over = errno == ERANGE && isinf(v);
+    if (t != small) free(t);
+    return over;
+}
+
+static void note_big(big_num *b, const char *raw, size_t key_at, size_t key_end, const char *num, size_t len)
+{
+    if (b->count++) return;
+    json_t *k = key_end > key_at ? json_loadb(raw + key_at, key_end - key_at, JSON_DECODE_ANY, NULL) : NULL;
+    snprintf(b->key, sizeof b->key, "%s", json_is_string(k) ? json_string_value(k) : "");
+    json_decref(k);
+    snprintf(b->text, sizeof b->text, "%.*s%s", len > 40 ? 40 : (int)len, num, len > 40 ? "..." : "");
+}
+
+/* Scans raw; returns a malloc'ed copy with every refused number zeroed
+ * (NULL when there is none, or out of memory: then the body is parsed as
+ * it is). */
+static char *body_numbers(const char *raw, size_t n, big_num *b)
+{
+    char *copy = NULL;
+    size_t depth = 0, key_at = 0, key_end = 0;
+    int want_key = 0;
+    for (size_t i = 0; i < n;) {
+        char c = raw[i];
+        if (c == '"') {
+            size_t e = skip_string(raw, i, n);
+            if (depth == 1 && want_key) { key_at = i; key_end = e; want_key = 0; }
+            i = e;
+            continue;
+        }
+        if (c == '{' || c == '[') { depth++; want_key = c == '{' && depth == 1; }
+        else if (c == '}' || c == ']') depth -= depth > 0;
+        else if (c == ',' && depth == 1) want_key = 1;
+        size_t len = (c == '-' || is_digit(c)) && (i == 0 || strchr(" \t\r\n:,[", raw[i - 1])) ? number_len(raw, i, n) : 0;
+        if (len && number_overflows(raw + i, len)) {
+            note_big(b, raw, key_at, key_end, raw + i, len);
+            if (!copy && !(copy = malloc(n + 1))) return NULL;
+            if (b->count == 1) memcpy(copy, raw, n);
+            copy[i] = '0';
+            memset(copy + i + 1, ' ', len - 1);
+        }
+        i += len ? len : 1;
+    }
+    return copy;
+}
+
+/* A NUL (\u0000) is an ordinary byte in a stop string (docs/inputs.md);
+ * everywhere else (prompts, messages, the model's name...) it is refused,
+ * and strings are then safe to compare with strcmp. */
+static int has_nul(json_t *v)
+{
+    if (json_is_string(v)) return memchr(json_string_value(v), 0, json_string_length(v)) != NULL;
+    const char *k;
+    json_t *x;
+    size_t i;
+    if (json_is_object(v)) json_object_foreach(v, k, x) if (has_nul(x)) return 1;
+    if (json_is_array(v)) json_array_foreach(v, i, x) if (has_nul(x)) return 1;
+    return 0;
+}
+
+static int check_values(json_t *body, const big_num *b, serve_err *e)
+{
+    if (b->count)
+        return serve_fail(e, 400, "invalid_value", b->key[0] ? b->key : NULL,
+                          "%s: the number %s is out of range (beyond a 64-bit integer, or a double's range)",
+                          b->key[0] ? b->key : "the body", b->text);
+    const char *k;
+    json_t *v;
+    json_object_foreach(body, k, v) {
+        if (strcmp(k, "stop") && has_nul(v))
+            return serve_fail(e, 400, "invalid_value", k, "%.60s: a string holds a NUL (\\u0000): only stop strings may",
+                              k);
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------ calls */
 
 typedef struct cprompt {
@@ -201,6 +333,7 @@ struct serve_call {
     int logprobs;
     unsigned top_logprobs;
     size_t max_tokens;
+    serve_metrics *met;        /* counts the prompt tokens once the engine admits the job */
 };
 
 static void call_free_owner(void *p);
@@ -233,9 +366,14 @@ static void call_free_owner(void *p)
 
 serve_job *serve_call_peek_job(serve_call *c) { return c->job; }
 
+/* Called only after serve_engine_submit took the job: a request refused
+ * with 429 or 503 never counts in cis2_prompt_tokens_total. */
 serve_job *serve_call_job(serve_call *c)
 {
     c->submitted = 1; /* from now on the job owns the call */
+    size_t toks = 0;
+    for (size_t i = 0; i < c->n_prompts; i++) toks += c->prompts[i].n_tokens;
+    serve_metrics_prompt_tokens(c->met, toks);
     return c->job;
 }
 int serve_call_stream(const serve_call *c) { return c->stream; }
@@ -544,7 +682,7 @@ static int parse_sampling(const serve_ctx *sc, json_t *body, const char *raw, si
     if (get_int(body, "top_k", -1, (long long)sc->mi->vocab_size, 0, &top_k, e)) return e->status;
     if (get_int(body, "seed", 0, INT64_MAX, 0, &seed, e)) return e->status;
     c->samp.temperature = t;
-    c->samp.top_p = top_p == 1.0f ? 0.0f : top_p; /* the library's "off" */
+    c->samp.top_p = top_p; /* 1.0 (also when absent): off, docs/sampling.md §S2.1 */
     c->samp.min_p = min_p;
     c->samp.top_k = top_k < 0 ? 0 : (uint32_t)top_k; /* -1 (vLLM's off) is off */
     c->samp.seed = (uint64_t)seed;
@@ -654,7 +792,10 @@ int serve_call_parse(const serve_ctx *sc, int kind, const char *raw, size_t raw_
 {
     *out = NULL;
     json_error_t je;
-    json_t *body = json_loadb(raw, raw_len, JSON_REJECT_DUPLICATES, &je);
+    big_num big = {0};
+    char *fixed = body_numbers(raw, raw_len, &big);
+    json_t *body = json_loadb(fixed ? fixed : raw, raw_len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+    free(fixed);
     if (!body)
         return serve_fail(e, 400, "invalid_json", NULL,
                           "We could not parse the JSON body of your request (line %d, column %d: %s)", je.line,
@@ -668,6 +809,7 @@ int serve_call_parse(const serve_ctx *sc, int kind, const char *raw, size_t raw_
     int rc = 0;
     if (!json_is_object(body)) rc = serve_fail(e, 400, "invalid_type", NULL, "the request body must be a JSON object");
     if (!rc) rc = known_keys(body, kind == CALL_CHAT ? chat_keys : completion_keys, e);
+    if (!rc) rc = check_values(body, &big, e);
     if (!rc) rc = check_model(sc, body, e);
     if (!rc) rc = get_int(body, "n", 1, MAX_CHOICES, 1, &n, e);
     if (!rc) rc = neutral_params(body, (size_t)n, e);
@@ -690,9 +832,7 @@ int serve_call_parse(const serve_ctx *sc, int kind, const char *raw, size_t raw_
     if (!rc) rc = build_job(c, e);
     json_decref(body);
     if (rc) { serve_call_free(c); return rc; }
-    size_t toks = 0;
-    for (size_t i = 0; i < c->n_prompts; i++) toks += c->prompts[i].n_tokens;
-    serve_metrics_prompt_tokens(sc->met, toks);
+    c->met = sc->met;
     *out = c;
     return 0;
 }

@@ -32,10 +32,12 @@
  */
 #include "serve.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---------------------------------------------------------------- lexer */
 
@@ -620,6 +622,18 @@ static int copy_out(const char *p, size_t n, char **src, size_t *len, cis2_error
     return CIS2_OK;
 }
 
+/* Whether a name exists in the model directory (a dangling link does: it
+ * is read, and refused, rather than skipped).  Only an absent file passes
+ * to the next source; one that is there but unreadable, a FIFO or a
+ * directory fails the start (cis2_read_file: exit 3, never blocking), so
+ * the server never silently runs another template than the one it was
+ * given. */
+static int present(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 || errno != ENOENT;
+}
+
 int serve_chat_find(const char *model_dir, const char *file, char **src, size_t *len, char *origin,
                     size_t origin_cap, cis2_error *err)
 {
@@ -637,16 +651,16 @@ int serve_chat_find(const char *model_dir, const char *file, char **src, size_t 
         return rc;
     }
     snprintf(path, sizeof path, "%s/chat_template.jinja", model_dir);
-    cis2_error e2 = {0};
-    if (cis2_read_file(path, (size_t)1 << 20, "chat_template.jinja", &buf, &n, &e2) == CIS2_OK) {
+    if (present(path)) {
+        if ((rc = cis2_read_file(path, (size_t)1 << 20, "chat_template.jinja", &buf, &n, err))) return rc;
         snprintf(origin, origin_cap, "%s", path);
         rc = copy_out(buf, n, src, len, err);
         cis2_free(buf);
         return rc;
     }
     snprintf(path, sizeof path, "%s/tokenizer_config.json", model_dir);
-    cis2_error e3 = {0};
-    if (cis2_read_file(path, (size_t)16 << 20, "tokenizer_config.json", &buf, &n, &e3) != CIS2_OK) return CIS2_OK;
+    if (!present(path)) return CIS2_OK;
+    if ((rc = cis2_read_file(path, (size_t)16 << 20, "tokenizer_config.json", &buf, &n, err))) return rc;
     json_error_t je;
     json_t *root = json_loadb(buf, n, 0, &je);
     cis2_free(buf);

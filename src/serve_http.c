@@ -292,6 +292,9 @@ static enum MHD_Result do_verify(struct MHD_Connection *c, req_ctx *r)
     if (k < len && text[k] == '{') {
         json_error_t je;
         body = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+        if (!body)
+            FAIL(c, r, 400, "invalid_json", NULL, "We could not parse the JSON body of your request (line %d, column %d: %s)",
+                 je.line, je.column, je.text);
         json_t *one = json_object_get(body, "receipt");
         list = json_object_get(body, "receipts");
         if (one && list) {

@@ -152,21 +152,32 @@ static int render_chat_lines(const serve_opts *o)
 
 /* ------------------------------------------------------------- start-up */
 
+/* --api-key-file: the key is the file's first line (README "Hygiene"),
+ * without its LF or CR LF and without surrounding spaces and tabs, which
+ * the Authorization header's value cannot carry either (serve_http.c
+ * `authorized` trims them).  An empty first line, or one holding a NUL,
+ * could match no header: a malformed file (4), not a server nobody can use. */
 static int read_api_key(const char *path, serve_config *cfg, cis2_error *err)
 {
     char *buf = NULL;
     size_t len = 0;
     int rc = cis2_read_file(path, 4096, "--api-key-file", &buf, &len, err);
     if (rc) return rc;
-    while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' ' || buf[len - 1] == '\t')) len--;
-    size_t start = 0;
-    while (start < len && (buf[start] == ' ' || buf[start] == '\t')) start++;
-    if (start == len) { cis2_free(buf); return cis2_fail(err, CIS2_E_USAGE, "--api-key-file %s: the key is empty", path); }
-    cis2_sha256(buf + start, len - start, cfg->key_sha256);
-    cfg->have_key = 1;
+    char *nl = memchr(buf, '\n', len);
+    size_t end = nl ? (size_t)(nl - buf) : len, start = 0;
+    while (end && (buf[end - 1] == '\r' || buf[end - 1] == ' ' || buf[end - 1] == '\t')) end--;
+    while (start < end && (buf[start] == ' ' || buf[start] == '\t')) start++;
+    if (start == end)
+        rc = cis2_fail(err, CIS2_E_FORMAT, "--api-key-file %s: the first line (the key) is empty", path);
+    else if (memchr(buf + start, 0, end - start))
+        rc = cis2_fail(err, CIS2_E_FORMAT, "--api-key-file %s: the key holds a NUL byte", path);
+    else {
+        cis2_sha256(buf + start, end - start, cfg->key_sha256);
+        cfg->have_key = 1;
+    }
     memset(buf, 0, len);
     cis2_free(buf);
-    return CIS2_OK;
+    return rc;
 }
 
 static void default_name(const char *dir, char *out, size_t cap)

@@ -132,7 +132,7 @@ char *serve_metrics_render(serve_metrics *m, size_t *len)
             (unsigned long long)m->req[i].n);
     serve_buf_printf(&o, "# HELP cis2_generated_tokens_total Tokens generated.\n# TYPE cis2_generated_tokens_total counter\n"
             "cis2_generated_tokens_total %llu\n", (unsigned long long)m->tokens);
-    serve_buf_printf(&o, "# HELP cis2_prompt_tokens_total Prompt tokens of accepted requests.\n"
+    serve_buf_printf(&o, "# HELP cis2_prompt_tokens_total Prompt tokens of requests the engine took (not 429 / 503 ones).\n"
             "# TYPE cis2_prompt_tokens_total counter\ncis2_prompt_tokens_total %llu\n",
         (unsigned long long)m->prompt_tokens);
     serve_buf_printf(&o, "# HELP cis2_decode_steps_total Model passes (cis2_session_step calls with work).\n"
