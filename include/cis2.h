@@ -226,11 +226,15 @@ CIS2_API int cis2_engine_detokenize(const cis2_engine *e, const uint32_t *ids, s
 
 /* Seeded sampling (docs/sampling.md, an extension beyond the greedy-only
  * spec).  A zeroed struct, or a NULL pointer, is greedy (§11.2).  Floats
- * are taken by their bits. */
+ * are taken by their bits and checked against docs/sampling.md §S2.2
+ * (CIS2_E_USAGE naming the parameter, never clamped): -0.0, subnormals,
+ * NaN and infinities are refused.  The one exception is top_p's bits
+ * 0x00000000, the zeroed struct's "not set", which means off and is
+ * recorded as 1.0 (0x3F800000); -0.0 and subnormal top_p are refused. */
 typedef struct cis2_sampling {
     float temperature;      /* +0: greedy; else a positive normal finite */
     uint32_t top_k;         /* 0: off */
-    float top_p;            /* 0 or 1: off; else in (0, 1) */
+    float top_p;            /* 1.0 (or +0.0 bits, "not set"): off; else in (0, 1), a positive normal */
     float min_p;            /* 0: off */
     uint64_t seed;
     uint32_t sequence;      /* the sample's index within a request (OpenAI's n) */
@@ -304,7 +308,9 @@ typedef struct cis2_gen_opts {
     void *on_token_ctx;
     cis2_trace_fn on_trace;   /* one request only (the first §12.4 run) */
     void *on_trace_ctx;
-    size_t max_batch;         /* sequences decoded together; 0: 32 */
+    size_t max_batch;         /* sequences decoded together; 0: 32.  Any value
+                                 above the number of requests means all of them
+                                 (SIZE_MAX: no limit); it never wraps */
     int recompute;            /* test mode: no KV reuse, every step from scratch */
 } cis2_gen_opts;
 

@@ -56,25 +56,25 @@ void cis2_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t o
 
 static uint32_t bits(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }
 
-static uint32_t top_p_bits(const cis2_sampling *p) /* 0 means off: 1.0 */
-{
-    uint32_t b = bits(p->top_p);
-    return b == 0 ? F_ONE : b;
-}
-
 int cis2_sampling_greedy(const cis2_sampling *p) /* §S2.4 */
 {
     return bits(p->temperature) == 0 || p->top_k == 1;
 }
 
-int cis2_sampling_check(const cis2_sampling *p, size_t V, cis2_error *err) /* §S2.2 */
+/* §S2.2 on the bit patterns, exactly: nothing outside the valid sets is
+ * clamped or taken as "off".  top_p is 0x00800000..0x3F800000, so +0.0,
+ * -0.0 and subnormals are refused here (the library's request structs
+ * map only +0.0's bits, the zero-initialised "not set", to 1.0 before
+ * this check: session.c rule_from_request). */
+int cis2_sampling_check(const cis2_sampling *p, size_t V, cis2_error *err)
 {
-    uint32_t t = bits(p->temperature), tp = top_p_bits(p), mp = bits(p->min_p);
+    uint32_t t = bits(p->temperature), tp = bits(p->top_p), mp = bits(p->min_p);
     if (t != 0 && (t < 0x00800000u || t > 0x7F7FFFFFu))
         return cis2_fail(err, CIS2_E_USAGE,
                          "temperature 0x%08x is not +0 or a positive normal finite number (docs/sampling.md §S2.2)", t);
     if (tp < 0x00800000u || tp > F_ONE)
-        return cis2_fail(err, CIS2_E_USAGE, "top_p 0x%08x is not in (0, 1] (a positive normal, §S2.2)", tp);
+        return cis2_fail(err, CIS2_E_USAGE,
+                         "top_p 0x%08x is not in (0, 1] (a positive normal; 1.0 is off; docs/sampling.md §S2.2)", tp);
     if (mp != 0 && (mp < 0x1F800000u || mp > F_ONE))
         return cis2_fail(err, CIS2_E_USAGE, "min_p 0x%08x is not 0 or in [2^-64, 1] (§S2.2)", mp);
     if (p->top_k > V)
@@ -179,8 +179,7 @@ int cis2_sample_step(const float *x, size_t V, const cis2_sampling *p, uint32_t 
     cis2_exp_n(w, w, K); /* w = exp_pinned(z): the scalar bits in the kernel's lanes */
     float S = sum_seq(w, K);
     size_t F = K; /* §S3.4.3 top-p: a prefix */
-    uint32_t tpb = top_p_bits(p);
-    if (tpb != F_ONE) {
+    if (bits(p->top_p) != F_ONE) { /* checked: in (0, 1], §S2.2 */
         float tp = p->top_p, acc = 0.0f;
         for (size_t j = 0; j < K; j++) {
             float pj = w[j] / S;
@@ -369,7 +368,7 @@ char *cis2_params_block(const cis2_sampling *p, const cis2_stop_rule *r) /* §S7
         cis2_sampling_greedy(p) ? 15 : 22);
     putf(&b, "temperature", "%08llx", bits(p->temperature));
     putf(&b, "top-k", "%llu", p->top_k);
-    putf(&b, "top-p", "%08llx", top_p_bits(p));
+    putf(&b, "top-p", "%08llx", bits(p->top_p));
     putf(&b, "min-p", "%08llx", bits(p->min_p));
     putf(&b, "seed", "%llu", (unsigned long long)p->seed);
     putf(&b, "sequence", "%llu", p->sequence);

@@ -143,7 +143,14 @@ static int rule_from_request(const cis2_engine *e, const cis2_request *q, cis2_r
     r->max_tokens = q->max_tokens;
     if (q->max_tokens > UINT32_MAX) return cis2_fail(err, CIS2_E_USAGE, "max_tokens %zu does not fit u32", q->max_tokens);
     if (q->sampling) r->samp = *q->sampling;
-    if (r->samp.top_p == 0.0f) r->samp.top_p = 1.0f; /* off */
+    /* include/cis2.h: top_p's bits 0x00000000, a zero-initialised struct's
+     * "not set", mean off (1.0).  Compared as bits, not as a float: under
+     * DAZ -0.0 and every subnormal compare equal to 0.0f, and those must be
+     * refused by the check below, not repaired to 1.0 (docs/sampling.md
+     * §S2.2: refuse, never clamp or repair). */
+    uint32_t top_p_bits;
+    memcpy(&top_p_bits, &r->samp.top_p, sizeof top_p_bits);
+    if (top_p_bits == 0) r->samp.top_p = 1.0f;
     int rc = cis2_sampling_check(&r->samp, e->m.vocab, err);
     if (rc) return rc;
     const cis2_stop *st = q->stop;
@@ -767,7 +774,14 @@ int cis2_generate(cis2_engine *e, const cis2_request *reqs, size_t n, const cis2
     if (n == 0) return cis2_fail(err, CIS2_E_USAGE, "no requests");
     if (o->on_trace && n != 1) return cis2_fail(err, CIS2_E_USAGE, "tracing needs a single request");
     int copies = o->twice ? 2 : 1;
-    size_t batch = (o->max_batch ? o->max_batch : 32) * (size_t)copies;
+    /* include/cis2.h: max_batch above n means all n (no more can run), so
+     * it is clamped to n before any arithmetic: batch and 2 * batch below
+     * are then at most 4n, which never wraps (n requests already fill n *
+     * sizeof(cis2_request) bytes).  Unclamped, 2^63 * 2 wrapped to 0 and
+     * the loop below admitted nothing, stepping forever. */
+    size_t want = o->max_batch ? o->max_batch : 32;
+    if (want > n) want = n;
+    size_t batch = want * (size_t)copies;
     gen_cb cb = {o, 0};
     cis2_session_opts so = {.max_batch = batch, .on_token = o->on_token ? gen_on_token : NULL, .on_token_ctx = &cb};
     cis2_session_internal in = {.recompute = o->recompute, .trace = o->on_trace, .trace_ctx = o->on_trace_ctx};

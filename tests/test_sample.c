@@ -307,7 +307,7 @@ static void test_params(void **state)
     json_array_foreach(json_object_get(j, "validity"), i, b) { /* §S2.2 at V = 49152 */
         const char *field = json_string_value(json_object_get(b, "field"));
         json_t *val = json_object_get(b, "value");
-        cis2_sampling p = {0};
+        cis2_sampling p = {.top_p = 1.0f}; /* the other parameters valid */
         int known = 1;
         if (!strcmp(field, "temperature")) p.temperature = f32(hex32(val));
         else if (!strcmp(field, "top_p")) p.top_p = f32(hex32(val));
@@ -315,11 +315,16 @@ static void test_params(void **state)
         else if (!strcmp(field, "top_k")) p.top_k = (uint32_t)strtoull(json_string_value(val), NULL, 10);
         else known = 0; /* seed, sequence, N: enforced by their integer types */
         if (!known) continue;
-        if (!strcmp(field, "top_p") && hex32(val) == 0) continue; /* the library's 0 means off */
         if (!strcmp(field, "top_k") && strtoull(json_string_value(val), NULL, 10) > UINT32_MAX) continue;
-        int ok = cis2_sampling_check(&p, 49152, NULL) == CIS2_OK;
+        cis2_error err = {0};
+        int ok = cis2_sampling_check(&p, 49152, &err) == CIS2_OK;
         if (ok != json_is_true(json_object_get(b, "valid")))
             fail_msg("validity of %s = %s: %d", field, json_is_string(val) ? json_string_value(val) : "?", ok);
+        if (!ok) { /* a usage error, one line, naming the parameter */
+            assert_int_equal(err.code, CIS2_E_USAGE);
+            assert_non_null(strstr(err.msg, field));
+            assert_null(strchr(err.msg, '\n'));
+        }
     }
     json_decref(j);
 }
