@@ -7,6 +7,7 @@
 #   make CC=clang OPT=-O0     any compiler / optimisation; the target ISA is
 #                             taken from `$(CC) -dumpmachine`, never uname.
 #   make check SAN=1 BUILD=build-san   the tests under ASan+UBSan
+#   make tsan                 the concurrency tests under ThreadSanitizer
 #   make fuzz [FUZZ_SECONDS=60]       libFuzzer targets (fuzz/), each that long
 #
 # Float rules (spec §1.4, §1.5): -ffp-contract=off and -fno-fast-math on
@@ -35,6 +36,9 @@ ifneq ($(IS_CLANG),1)
 endif
 ifeq ($(SAN),1)
   SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+endif
+ifeq ($(SAN),thread)
+  SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
 endif
 WARN := -Wall -Wextra -Wno-unused-parameter
 CFLAGS_ALL := -std=c11 $(FPFLAGS) $(OPT) -g $(WARN) -D_DEFAULT_SOURCE -Iinclude -Isrc \
@@ -98,7 +102,7 @@ $(BUILD)/obj/kern_x86_avx512.o: XFLAGS := -mavx512f -mavx512bw -mavx512vl -mavx2
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
-.PHONY: all check run install clean tests fuzz fuzz-build FORCE
+.PHONY: all check run install clean tests fuzz fuzz-build tsan FORCE
 all: $(BUILD)/cis2 $(BUILD)/libcis2.a $(BUILD)/libcis2.so
 
 # Rebuild everything when the compiler or flags change.
@@ -158,6 +162,15 @@ check: tests
 
 run: all
 	sh tools/run-main
+
+# One engine's every public call against every other under ThreadSanitizer
+# (issue 30): tests/test_concurrency.c, and the library's own unit tests of
+# threads (test_engine), in their own build dir; any report fails it.
+TSAN_BUILD ?= build/tsan
+tsan:
+	$(MAKE) SAN=thread BUILD=$(TSAN_BUILD) $(TSAN_BUILD)/tests/test_concurrency $(TSAN_BUILD)/tests/test_engine
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1" $(TSAN_BUILD)/tests/test_concurrency
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66" $(TSAN_BUILD)/tests/test_engine
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \

@@ -40,9 +40,12 @@
  *     own arithmetic is never affected (section 2).
  *   - Threads: an engine owns a pool of worker threads (section 3).  A
  *     handle may be used from any thread, but not from two at once, except
- *     that engines are read-only after cis2_engine_open(): several threads
- *     may generate with one engine concurrently, each with its own session.
- *     Results never depend on threads, kernels or batching.
+ *     engines: any calls on one engine may run concurrently from several
+ *     threads (generate, sessions, each with its own session handle,
+ *     verify, tokenize, receipts); cis2_engine_set_kernel/_set_threads
+ *     wait until no call computes with it.  Only cis2_engine_close must
+ *     not overlap another call on the engine.  Results never depend on
+ *     threads, kernels or batching.
  */
 #ifndef CIS2_H
 #define CIS2_H
@@ -192,8 +195,9 @@ typedef struct cis2_model_info {
 } cis2_model_info;
 CIS2_API const cis2_model_info *cis2_engine_info(const cis2_engine *e);
 
-/* Changes the kernel / thread count; never changes a bit.  Not while the
- * engine is generating. */
+/* Changes the kernel / thread count; never changes a bit.  Waits until no
+ * call computes with the engine (other threads' calls finish first); from
+ * inside a call (a token callback) CIS2_E_USAGE. */
 CIS2_API int cis2_engine_set_kernel(cis2_engine *e, const char *kernel, cis2_error *err);
 CIS2_API int cis2_engine_set_threads(cis2_engine *e, int threads, cis2_error *err);
 /* 1 if this build and CPU can run the named kernel ("auto" always). */

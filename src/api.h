@@ -23,6 +23,7 @@ typedef struct cis2_frame {
     uint64_t ctl;                /* the caller's control register */
     struct cis2_exec *exec;      /* the caller's current context */
     struct cis2_frame *prev;
+    void *held;                  /* engine.h: the engine lock ENGINE_ENTER took */
 } cis2_frame;
 
 /* exec NULL: the default context.  Returns CIS2_OK or CIS2_E_FPENV (the pin
@@ -31,5 +32,8 @@ int cis2_api_enter(cis2_frame *f, struct cis2_exec *exec);
 void cis2_api_leave(cis2_frame *f);
 uint64_t cis2_api_callout_begin(void);
 void cis2_api_callout_end(uint64_t pinned);
+/* Nonzero while the calling thread is inside a frame (also in a callback
+ * the library called). */
+int cis2_api_in_frame(void);
 
 #endif

@@ -78,6 +78,7 @@ int cis2_engine_open(cis2_engine **out, const char *model_dir, const cis2_engine
         return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
     }
     cis2_exec_init(&e->exec, opts->threads);
+    pthread_rwlock_init(&e->calls, NULL);
     cis2_frame f;
     int rc = CIS2_OK;
     ENGINE_ENTER(e, f, err, rc, out);
@@ -123,27 +124,45 @@ void cis2_engine_close(cis2_engine *e)
     cis2_model_free(&e->m);
     cis2_tokenizer_free(e->tok);
     cis2_exec_free(&e->exec);
+    pthread_rwlock_destroy(&e->calls);
     free(e->dir);
     free(e);
 }
 
 const cis2_model_info *cis2_engine_info(const cis2_engine *e) { return &e->info; }
 
+/* Takes the engine for a change (engine.h): waits until no call computes
+ * with it; refused from inside a call (a callback), which would wait for
+ * itself. */
+static int engine_change_begin(cis2_engine *e, const char *what, cis2_error *err)
+{
+    if (cis2_api_in_frame())
+        return cis2_fail(err, CIS2_E_USAGE, "%s: not from inside a call of the library (a callback)", what);
+    pthread_rwlock_wrlock(&e->calls);
+    return CIS2_OK;
+}
+
 int cis2_engine_set_kernel(cis2_engine *e, const char *kernel, cis2_error *err)
 {
+    int rc = engine_change_begin(e, "cis2_engine_set_kernel", err);
+    if (rc) return rc;
     cis2_frame f;
-    int rc = CIS2_OK;
-    ENGINE_ENTER(e, f, err, rc, out);
-    if (!(rc = cis2_kernel_select(kernel ? kernel : "auto", err))) e->info.kernel = cis2_kernel_name();
-out:
-    ENGINE_LEAVE(f);
+    if (cis2_api_enter(&f, &e->exec))
+        rc = cis2_fail(err, CIS2_E_FPENV, "FTZ/DAZ pin did not read back (%s)", cis2_isa_name());
+    else if (!(rc = cis2_kernel_select(kernel ? kernel : "auto", err)))
+        e->info.kernel = cis2_kernel_name();
+    cis2_api_leave(&f);
+    pthread_rwlock_unlock(&e->calls);
     return rc;
 }
 
 int cis2_engine_set_threads(cis2_engine *e, int threads, cis2_error *err)
 {
-    int rc = cis2_exec_set_threads(&e->exec, threads, err);
+    int rc = engine_change_begin(e, "cis2_engine_set_threads", err);
+    if (rc) return rc;
+    rc = cis2_exec_set_threads(&e->exec, threads, err);
     e->info.threads = cis2_pool_size(e->exec.pool);
+    pthread_rwlock_unlock(&e->calls);
     return rc;
 }
 

@@ -6,6 +6,14 @@
  * has none), and its own execution context (threadpool.h: worker pool and
  * kernel).  Every public entry point that computes with an engine wraps
  * its work in ENGINE_ENTER / ENGINE_LEAVE (api.h frames).
+ *
+ * Threads (cis2.h Conventions): any number of calls may compute with one
+ * engine at once; they share its pool (one job at a time, the others run
+ * theirs on their own thread, threadpool.c) and nothing else that is
+ * written.  `calls` is held shared by every computing call (its frame) and
+ * exclusively by the two calls that change the engine, set_kernel and
+ * set_threads, which therefore wait until no call computes, and are
+ * refused from inside one (a callback) instead of waiting for themselves.
  */
 #ifndef CIS2_ENGINE_H
 #define CIS2_ENGINE_H
@@ -15,6 +23,8 @@
 #include "model.h"
 #include "threadpool.h"
 
+#include <pthread.h>
+
 struct cis2_engine {
     cis2_model m;
     cis2_tokenizer *tok;      /* NULL: tok_err says why */
@@ -22,18 +32,25 @@ struct cis2_engine {
     cis2_exec exec;
     char *dir;
     cis2_model_info info;
+    pthread_rwlock_t calls;   /* shared: a computing call; exclusive: set_kernel/threads */
 };
 
 /* Opens an API frame on the engine's context; on a pin failure records
  * CIS2_E_FPENV and jumps to label `out` (which must ENGINE_LEAVE). */
 #define ENGINE_ENTER(e, frame, err, rc, out)                                                 \
     do {                                                                                     \
+        pthread_rwlock_rdlock(&((cis2_engine *)(e))->calls);                                 \
+        (frame).held = &((cis2_engine *)(e))->calls;                                         \
         if (cis2_api_enter(&(frame), &((cis2_engine *)(e))->exec)) {                         \
             rc = cis2_fail(err, CIS2_E_FPENV, "FTZ/DAZ pin did not read back (%s)", cis2_isa_name()); \
             goto out;                                                                        \
         }                                                                                    \
     } while (0)
-#define ENGINE_LEAVE(frame) cis2_api_leave(&(frame))
+#define ENGINE_LEAVE(frame)                                                                  \
+    do {                                                                                     \
+        cis2_api_leave(&(frame));                                                            \
+        pthread_rwlock_unlock((frame).held);                                                 \
+    } while (0)
 
 /* The bytes of ids (raw, no U+FFFD), NUL-terminated; CIS2_E_USAGE without a
  * tokenizer.  Inside a frame. */

@@ -116,6 +116,8 @@ uint64_t cis2_api_callout_begin(void)
     return (uint64_t)now;
 }
 
+int cis2_api_in_frame(void) { return tls_frame != NULL; }
+
 void cis2_api_callout_end(uint64_t pinned)
 {
     if (read_ctl() != (ctl_t)pinned) write_ctl((ctl_t)pinned);

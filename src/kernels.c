@@ -416,7 +416,7 @@ void cis2_matmul_n(const cis2_pmat *const *w, size_t nw, const float *x, size_t 
     size_t gch = per * nt < blocks ? per * nt : blocks;
     size_t pch = 1;
     while (gch * pch < 4 * nt && pch < pblocks) pch++;
-    cis2_bg *bg = cis2_exec_current()->bg;
+    cis2_bg *bg = cis2_bg_current(); /* this thread's, never another caller's */
     if (bg && !bg->more) bg = NULL;
     struct mm_job j = {w, y, nw, total, x, xt, npos, gch, pch, fn, bg, work / BG_MACS_PER_BYTE};
     cis2_pool_run(pool, gch * pch + (bg != NULL), mm_item, &j);

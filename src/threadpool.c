@@ -55,6 +55,7 @@ struct cis2_pool {
 
 static _Thread_local int in_job;          /* nested jobs run serially */
 static _Thread_local cis2_exec *tls_exec; /* NULL: the default context */
+static _Thread_local cis2_bg *tls_bg;     /* this thread's background work */
 
 static void futex_wait(_Atomic unsigned *addr, unsigned val)
 {
@@ -198,7 +199,15 @@ void cis2_exec_init(cis2_exec *e, int threads)
     e->pool = NULL;
     e->threads = threads;
     atomic_store(&e->kernel, NULL);
-    e->bg = NULL;
+}
+
+cis2_bg *cis2_bg_current(void) { return tls_bg; }
+
+cis2_bg *cis2_bg_swap(cis2_bg *bg)
+{
+    cis2_bg *old = tls_bg;
+    tls_bg = bg;
+    return old;
 }
 
 void cis2_exec_free(cis2_exec *e)

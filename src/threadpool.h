@@ -40,26 +40,31 @@ void cis2_pool_run(cis2_pool *p, size_t n, void (*fn)(void *ctx, size_t i), void
 int cis2_pool_cpus(void);
 
 /* Background work: ordered steps that one thread at a time advances (the
- * verifier's SHA-256 streams of a pass's logits, verify.c).  While it is
- * set on a context, every parallel cis2_matmul_n of that context carries
- * one step as an extra item (kernels.c), sized to its multiply-adds, so
- * the pool's threads take it between their own items instead of a third
- * thread taking a core from them.  Jobs run one after another and an item
- * runs on one thread, so steps never overlap, and each job's close orders
- * one step before the next.  step(ctx, budget) does about budget bytes'
- * worth and clears `more` once nothing is left.  Set, read and cleared
- * only by the thread that runs the engine call. */
+ * verifier's SHA-256 streams of a pass's logits, verify.c).  It belongs to
+ * the thread that set it (cis2_bg_swap): while it is set, every parallel
+ * cis2_matmul_n that *this thread* starts carries one step as an extra
+ * item (kernels.c), sized to its multiply-adds, so the pool's threads take
+ * it between their own items instead of a third thread taking a core from
+ * them.  Jobs of other threads sharing the pool (another session, a
+ * generate beside a verify) never see it.  A thread's jobs run one after
+ * another and an item runs on one thread, so steps never overlap, and each
+ * job's close orders one step before the next.  step(ctx, budget) does
+ * about budget bytes' worth and clears `more` once nothing is left. */
 typedef struct cis2_bg {
     void (*step)(struct cis2_bg *bg, size_t budget);
     int more;
 } cis2_bg;
+
+/* The calling thread's background work (NULL: none). */
+cis2_bg *cis2_bg_current(void);
+/* Sets the calling thread's background work (NULL: none); returns the previous. */
+cis2_bg *cis2_bg_swap(cis2_bg *bg);
 
 struct cis2_variant;
 struct cis2_exec {
     cis2_pool *pool;                          /* NULL: no workers yet (made on first use) */
     int threads;                              /* requested; <= 0 online CPUs */
     const struct cis2_variant *_Atomic kernel; /* NULL: "auto" (kernels.c) */
-    cis2_bg *bg;                              /* NULL: none (above) */
 };
 
 /* The calling thread's current context (the default one if none is set). */

@@ -206,7 +206,7 @@ static void check(vjob *j, const cis2_engine *e, size_t V, const uint32_t *tok)
  * background of the next pass.  One pass is hashed at a time, in pass
  * order, so each receipt's stream takes its steps in order; its rows'
  * logits half is not refilled until the hasher is joined.  The hashing is
- * the engine context's background work (threadpool.h): the next pass's
+ * the calling thread's background work (threadpool.h): the next pass's
  * matrix jobs each carry a step of it, taken by whichever pool thread is
  * free, and hasher_join finishes what is left on the caller.  A step
  * hashes a budget of bytes from a cursor (item, row, offset), splitting a
@@ -214,7 +214,7 @@ static void check(vjob *j, const cis2_engine *e, size_t V, const uint32_t *tok)
 typedef struct hash_item { vjob *j; const float *lg; size_t step0, n; } hash_item;
 typedef struct hasher {
     cis2_bg bg;            /* first: step() gets &h->bg */
-    cis2_exec *ex;         /* the context it is set on while running */
+    int set;               /* it is this thread's background work */
     hash_item *items;
     size_t n, V;
     size_t i, k, off;      /* cursor: item, its row, the floats of the row hashed */
@@ -249,10 +249,10 @@ static void hash_step(cis2_bg *bg, size_t budget)
 
 static void hasher_join(hasher *h)
 {
-    if (!h->ex) return;
+    if (!h->set) return;
     while (h->bg.more) hash_step(&h->bg, SIZE_MAX);
-    h->ex->bg = NULL;
-    h->ex = NULL;
+    cis2_bg_swap(NULL);
+    h->set = 0;
 }
 
 /* Hashes h->items (filled by the caller after hasher_join) in the
@@ -265,8 +265,8 @@ static void hasher_start(hasher *h)
     h->bg.more = h->n > 0;
     if (!h->bg.more) return;
     if (cis2_threads_get() > 1) {
-        h->ex = cis2_exec_current();
-        h->ex->bg = &h->bg;
+        cis2_bg_swap(&h->bg); /* this thread's jobs only (threadpool.h) */
+        h->set = 1;
     } else
         while (h->bg.more) hash_step(&h->bg, SIZE_MAX);
 }
