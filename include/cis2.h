@@ -73,7 +73,7 @@ extern "C" {
 /* Bumped whenever a public struct's layout or a function's meaning
  * changes, so that bindings and dynamically linked programs can refuse a
  * library they were not built for. */
-#define CIS2_ABI_VERSION 2u
+#define CIS2_ABI_VERSION 3u
 
 /* "0.2.0": the library's CIS2_VERSION (compare with the header's). */
 CIS2_API const char *cis2_version(void);
@@ -490,8 +490,14 @@ typedef struct cis2_verify_opts {
     cis2_token_fn on_step;    /* optional: every recomputed step of every receipt, in
                                  step order per receipt (seq = the receipt's index,
                                  token = the claimed token, logits = the recomputed
-                                 ones); up to a receipt's first failing step */
+                                 ones); up to a receipt's first failing step.
+                                 Nonzero cancels the verify (CIS2_E_CANCELLED) */
     void *on_step_ctx;
+    /* optional: asked before every weight pass (prefill replay) or decode
+     * step (decode replay); nonzero cancels the verify (CIS2_E_CANCELLED),
+     * so a caller bounds its time or stops when its client has gone */
+    int (*should_stop)(void *ctx);
+    void *should_stop_ctx;
 } cis2_verify_opts;
 
 /* Recomputes every field of n receipts from the engine's files (sharing

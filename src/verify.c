@@ -391,6 +391,19 @@ static void share_take(vjob *j, const cis2_model *m)
     j->donor = NULL;
 }
 
+/* The caller's cancellation point (cis2_verify_opts.should_stop): its
+ * code, so with the caller's floating-point environment (api.h). */
+static int should_stop(const cis2_verify_opts *o)
+{
+    if (!o->should_stop) return 0;
+    uint64_t pinned = cis2_api_callout_begin();
+    int stop = o->should_stop(o->should_stop_ctx);
+    cis2_api_callout_end(pinned);
+    return stop;
+}
+
+#define CANCELLED(err) cis2_fail(err, CIS2_E_CANCELLED, "verify: cancelled by the caller")
+
 /* Teacher-forced replay of every job (see the top of the file), the
  * decodes after a bad step included; VERIFY_ROWS rows per weight pass. */
 static int replay_prefill(cis2_engine *e, vjob *jobs, size_t n, const cis2_verify_opts *o, cis2_error *err)
@@ -421,6 +434,7 @@ static int replay_prefill(cis2_engine *e, vjob *jobs, size_t n, const cis2_verif
     for (size_t i = 0; i < n; i++) jobs[i].state = jobs[i].skip ? J_DONE : J_WAIT;
     plan_sharing(jobs, n, ord);
     for (;;) {
+        if (should_stop(o)) { rc = CANCELLED(err); goto out; } /* between passes: nothing half done */
         float *half = logits + (pass & 1) * max_log * V; /* the other half may be the hasher's */
         for (size_t i = 0; i < n; i++) { /* admit while the KV caches fit (always one) */
             vjob *j = ord[i];
@@ -503,8 +517,9 @@ static int replay_prefill(cis2_engine *e, vjob *jobs, size_t n, const cis2_verif
                                            .token = k < j->claimed ? j->r->generated[k] : j->decoded[k],
                                            .logits = j->lg0 + (k - k0) * V, .vocab = V};
                     uint64_t pinned = cis2_api_callout_begin();
-                    o->on_step(o->on_step_ctx, &ev);
+                    int stop = o->on_step(o->on_step_ctx, &ev);
                     cis2_api_callout_end(pinned);
+                    if (stop) { rc = CANCELLED(err); goto out; }
                 }
             }
             if (j->finish) { job_stop(j, &kv_used); running--; }
@@ -544,11 +559,12 @@ out:
 
 /* Decode replay: the whole run again (§3.4), every receipt in one
  * cis2_generate; the token callback notes the first bad step. */
-typedef struct dec_cb { vjob *jobs; const size_t *which; const cis2_verify_opts *o; } dec_cb;
+typedef struct dec_cb { vjob *jobs; const size_t *which; const cis2_verify_opts *o; int stopped; } dec_cb;
 
 static int dec_on_token(void *ctx, const cis2_token_event *ev)
 {
     dec_cb *c = ctx;
+    if (c->stopped) return 1; /* the rest of the step's tokens: asked once is enough */
     vjob *j = &c->jobs[c->which[ev->seq]];
     if (ev->step >= j->claimed || ev->token != j->r->generated[ev->step])
         note_bad(j, ev->step, ev->logits, ev->vocab, ev->token);
@@ -557,12 +573,13 @@ static int dec_on_token(void *ctx, const cis2_token_event *ev)
         j->claimed_tok = j->r->generated[ev->step + 1];
         j->expected_tok = UINT32_MAX;
     }
-    if (c->o->on_step) {
+    if (c->o->on_step) { /* generate's callout already restored the caller's environment */
         cis2_token_event e2 = *ev;
         e2.seq = j->index;
         e2.token = ev->step < j->claimed ? j->r->generated[ev->step] : ev->token;
-        c->o->on_step(c->o->on_step_ctx, &e2);
+        if (c->o->on_step(c->o->on_step_ctx, &e2)) return c->stopped = 1;
     }
+    if (c->o->should_stop && c->o->should_stop(c->o->should_stop_ctx)) return c->stopped = 1;
     return 0;
 }
 
@@ -589,10 +606,15 @@ static int replay_decode(cis2_engine *e, vjob *jobs, size_t n, const cis2_verify
         which[k++] = i;
     }
     if (k) {
-        dec_cb cb = {jobs, which, o};
+        dec_cb cb = {jobs, which, o, 0};
         cis2_gen_opts go = {.twice = o->twice, .on_token = dec_on_token, .on_token_ctx = &cb};
         cis2_result *res;
-        if ((rc = cis2_generate(e, reqs, k, &go, &res, err))) goto out;
+        if (should_stop(o)) { rc = CANCELLED(err); goto out; }
+        cis2_error ge = {0};
+        if ((rc = cis2_generate(e, reqs, k, &go, &res, &ge))) {
+            rc = cb.stopped ? CANCELLED(err) : cis2_fail(err, rc, "%s", ge.msg);
+            goto out;
+        }
         for (size_t q = 0; q < k; q++) {
             vjob *j = &jobs[which[q]];
             memcpy(j->witness, res[q].witness, 32);

@@ -14,6 +14,11 @@
  *
  * Bounded: each thread of a pair repeats its call ROUNDS times on a tiny
  * synthetic checkpoint, so the test takes seconds (tens under TSan).
+ *
+ * Also here, since a server stops a verification from another thread:
+ * cis2_verify_opts.should_stop and on_step cancel a verify at a pass (or
+ * decode step) boundary (issue 30 item 2), counted against the passes the
+ * pass limits imply.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -24,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -363,6 +369,89 @@ static void test_change_from_callback(void **state)
     assert_int_equal(rc[1], CIS2_E_USAGE);
 }
 
+/* ------------------------------------------------------- cancellation */
+
+typedef struct stopper { int polls, stop_at; atomic_int *flag; } stopper;
+
+static int stop_after(void *ctx)
+{
+    stopper *s = ctx;
+    s->polls++;
+    if (s->flag) return atomic_load(s->flag);
+    return s->stop_at >= 0 && s->polls > s->stop_at;
+}
+
+static int step_stop(void *ctx, const cis2_token_event *ev)
+{
+    (void)ev;
+    return ++*(int *)ctx == 3; /* the third step */
+}
+
+static void test_verify_cancel(void **state)
+{
+    (void)state;
+    cis2_error err = {0};
+    cis2_verdict *v = NULL;
+    for (int replay = 0; replay < 2; replay++) {
+        /* never stopping: polled at every pass or step, the verdicts unchanged */
+        stopper never = {0, -1, NULL};
+        cis2_verify_opts o = {.replay = replay, .should_stop = stop_after, .should_stop_ctx = &never};
+        assert_int_equal(cis2_verify(eng, rcpts, 3, &o, &v, &err), CIS2_OK);
+        check_verdicts(v, 3, replay == CIS2_REPLAY_DECODE);
+        cis2_verdicts_free(v, 3);
+        assert_int_equal(atomic_load(&failures), 0);
+        /* 3 receipts of 12 tokens after ~15-id prompts, at most 16 rows and 4
+         * logits rows a pass: at least 9 passes; the decode: 12+ steps */
+        assert_true(never.polls >= 9);
+        /* stopping at the second poll: cancelled, no verdicts */
+        stopper two = {0, 1, NULL};
+        o.should_stop_ctx = &two;
+        v = NULL;
+        memset(&err, 0, sizeof err);
+        assert_int_equal(cis2_verify(eng, rcpts, 3, &o, &v, &err), CIS2_E_CANCELLED);
+        assert_null(v);
+        assert_int_equal(two.polls, 2);
+        assert_non_null(strstr(err.msg, "cancelled"));
+        /* on_step's nonzero cancels too */
+        int steps = 0;
+        cis2_verify_opts os = {.replay = replay, .on_step = step_stop, .on_step_ctx = &steps};
+        memset(&err, 0, sizeof err);
+        assert_int_equal(cis2_verify(eng, rcpts, 3, &os, &v, &err), CIS2_E_CANCELLED);
+        assert_int_equal(steps, 3);
+    }
+}
+
+/* Another thread raises the flag while a long verification runs (what
+ * the server does for a client that has gone, or at shutdown). */
+static void *raise_flag(void *arg)
+{
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    atomic_store((atomic_int *)arg, 1);
+    return NULL;
+}
+
+static void test_verify_cancel_from_thread(void **state)
+{
+    (void)state;
+    enum { N = 24 };
+    cis2_receipt *many[N];
+    for (int i = 0; i < N; i++) many[i] = rcpts[i % 3];
+    atomic_int flag = 0;
+    stopper s = {0, -1, &flag};
+    cis2_verify_opts o = {.should_stop = stop_after, .should_stop_ctx = &s};
+    cis2_verify_limits(4, 2); /* many more passes than 20 ms of work */
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, raise_flag, &flag), 0);
+    cis2_verdict *v = NULL;
+    cis2_error err = {0};
+    int rc = cis2_verify(eng, many, N, &o, &v, &err);
+    pthread_join(t, NULL);
+    cis2_verify_limits(16, 4);
+    if (rc == CIS2_OK) cis2_verdicts_free(v, N);
+    assert_int_equal(rc, CIS2_E_CANCELLED);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -370,6 +459,8 @@ int main(void)
         cmocka_unit_test(test_every_pair),
         cmocka_unit_test(test_all_at_once),
         cmocka_unit_test(test_change_from_callback),
+        cmocka_unit_test(test_verify_cancel),
+        cmocka_unit_test(test_verify_cancel_from_thread),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

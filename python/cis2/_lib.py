@@ -38,7 +38,7 @@ from .errors import LibraryNotFound, make_error
 
 ENV_VAR = "CIS2_LIBRARY"
 ABI_VERSION = "0.2"   # major.minor of CIS2_VERSION these structs mirror
-STRUCT_ABI = 2        # CIS2_ABI_VERSION (include/cis2.h) of the structs mirrored below
+STRUCT_ABI = 3        # CIS2_ABI_VERSION (include/cis2.h) of the structs mirrored below
 SONAME = "libcis2.so.0"
 
 # enum cis2_status (include/cis2.h section 1)
@@ -102,6 +102,7 @@ class TokenEvent(Structure):  # cis2_token_event
 
 
 TOKEN_FN = CFUNCTYPE(c_int, c_void_p, POINTER(TokenEvent))                     # cis2_token_fn
+STOP_FN = CFUNCTYPE(c_int, c_void_p)                                           # cis2_verify_opts.should_stop
 TRACE_FN = CFUNCTYPE(None, c_void_p, c_size_t, c_size_t, c_int, c_char_p, POINTER(c_float), c_size_t)
 
 
@@ -137,7 +138,8 @@ class Verdict(Structure):  # cis2_verdict
 
 
 class VerifyOpts(Structure):  # cis2_verify_opts
-    _fields_ = [("replay", c_int), ("twice", c_int), ("on_step", TOKEN_FN), ("on_step_ctx", c_void_p)]
+    _fields_ = [("replay", c_int), ("twice", c_int), ("on_step", TOKEN_FN), ("on_step_ctx", c_void_p),
+                ("should_stop", STOP_FN), ("should_stop_ctx", c_void_p)]
 
 
 STRUCTS = {"cis2_error": Err, "cis2_engine_opts": EngineOpts, "cis2_model_info": ModelInfo,
