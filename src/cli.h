@@ -90,6 +90,16 @@ void cli_hex(const uint8_t d[32], char out[65]);
 int cli_parse_f32(const char *cmd, const char *opt, const char *s, float *out);
 /* Reads all of stdin, at most limit bytes (CIS2_E_FORMAT beyond). */
 int cli_read_stdin(size_t limit, char **buf, size_t *len, cis2_error *err);
+/* --prompt-file: cis2_prompts_load, except that `-` (stdin), a pipe, a
+ * FIFO or a character device (/dev/stdin) is read whole first, at most
+ * the 256 MiB of any prompt file (CIS2_E_FORMAT beyond); errors name path. */
+int cli_prompts_load(const char *path, size_t max, cis2_prompts **out, cis2_error *err);
+/* Before any work: creates the temporary file an output will be written
+ * through, then removes it, so an output that cannot be created fails now
+ * (CIS2_E_IO), not after the decode; access() as root or on a read-only
+ * or special filesystem (sysfs) can say yes where creating fails.  A target
+ * that exists and is not a regular file is written in place: not probed. */
+int cli_probe_output(const char *path, cis2_error *err);
 
 /* ---- reporting ---- */
 /* Prints "cis2: <msg>" to stderr and returns err->code. */

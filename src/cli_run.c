@@ -9,10 +9,13 @@
  * its single-prompt run.  The double run of §12.4 is on.
  *
  * Side outputs (--receipt, --dump-logits, --trace) are checked before any
- * work (directory writable, not an input, not each other) and written
+ * work, even before the model loads (directory writable, not an input, not
+ * each other, and a temporary file really created beside each: a receipt
+ * that cannot be written fails now, not after the decode), and written
  * whole or not at all (cis2_out): a failed or interrupted run leaves the
  * old files as they were.  With several prompts each gets its own file
- * FILE.0, FILE.1, ...
+ * FILE.0, FILE.1, ...  --prompt-file may be a pipe or `-` (stdin), read
+ * whole first (cli_prompts_load).
  */
 #include "cli.h"
 
@@ -213,6 +216,7 @@ static int check_outputs(const run_opts *o, size_t np, cis2_error *err)
             side_name(name, sizeof name, kinds[k], i, np);
             if (!(outs[nout] = strdup(name))) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); break; }
             rc = cis2_check_output_path(outs[nout], inputs, nin, (const char *const *)outs, nout, err);
+            if (!rc && i == 0) rc = cli_probe_output(outs[nout], err); /* FILE.i share FILE.0's directory */
             nout++;
         }
     }
@@ -221,6 +225,7 @@ static int check_outputs(const run_opts *o, size_t np, cis2_error *err)
         snprintf(dump, sizeof dump, "%s.f32", o->trace);
         if (!(outs[nout] = strdup(o->trace))) rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
         else rc = cis2_check_output_path(outs[nout], inputs, nin, (const char *const *)outs, nout, err);
+        if (!rc) rc = cli_probe_output(o->trace, err);
         nout++;
         if (!rc && o->trace_dump) {
             if (!(outs[nout] = strdup(dump))) rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
@@ -380,7 +385,7 @@ static int get_prompts(const run_opts *o, cis2_prompts **pf, prompt **ps, size_t
 {
     int rc;
     if (o->prompt_file) {
-        if ((rc = cis2_prompts_load(o->prompt_file, PROMPTS_MAX, pf, err))) return rc;
+        if ((rc = cli_prompts_load(o->prompt_file, PROMPTS_MAX, pf, err))) return rc;
         *np = (*pf)->n;
         if (!(*ps = calloc(*np, sizeof **ps))) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
         for (size_t i = 0; i < *np; i++) { (*ps)[i].text = (*pf)->text[i]; (*ps)[i].len = (*pf)->len[i]; }

@@ -2,15 +2,23 @@
  * cli_util.c - what every `cis2` subcommand shares: the usage texts (all
  * in this one table, printed by `cis2 help` and `cis2 CMD --help`), option
  * parsing (every option at most once), the engine options, the one id-list
- * grammar, stdin reading, error reporting and checked stdout.
+ * grammar, stdin reading, prompt files that are pipes, output probes,
+ * error reporting and checked stdout.
  */
+#define _GNU_SOURCE /* memfd_create */
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PROMPT_FILE_MAX ((size_t)256 << 20) /* the library's limit for a prompt file (prompts.c) */
 
 #define DEFAULT_MODEL_DIR "models/SmolLM2-135M"
 
@@ -31,7 +39,8 @@ const cli_command cli_commands[] = {
      "usage: cis2 run [--prompt TEXT | --prompt-file F | --prompt-ids IDS] [--gen-toks N] [options]\n"
      "  --prompt TEXT       the prompt (default \"Once upon a time\")\n"
      "  --prompt-file F     several prompts, one per line or a JSON array of strings: they\n"
-     "                      decode together, one result block each (prompt_idx=i)\n"
+     "                      decode together, one result block each (prompt_idx=i); F may\n"
+     "                      be a pipe or FIFO (/dev/stdin), or - for stdin\n"
      "  --prompt-ids IDS    the prompt as token ids: 1,2,3 or a JSON array\n"
      "  --gen-toks N        tokens to generate (default 16; EOS is not special, §3.4)\n"
      "  --json              print the fields as JSON (an array for --prompt-file)\n"
@@ -335,6 +344,79 @@ int cli_read_stdin(size_t limit, char **buf, size_t *len, cis2_error *err)
     *buf = b;
     *len = n;
     return CIS2_OK;
+}
+
+/* ------------------------------------------- prompt files, output probes */
+
+/* Copies the stream `in` into a new memory file (at most PROMPT_FILE_MAX
+ * bytes, as a regular prompt file); *mfd its descriptor. */
+static int stream_to_memfd(const char *path, int in, int *mfd, cis2_error *err)
+{
+    int fd = memfd_create("cis2-prompt-file", MFD_CLOEXEC), rc = CIS2_OK;
+    if (fd < 0) return cis2_fail(err, CIS2_E_IO, "%s: cannot make a memory file to read it into: %s", path, strerror(errno));
+    char buf[1 << 16];
+    size_t total = 0;
+    for (;;) {
+        ssize_t r = read(in, buf, sizeof buf);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) { rc = cis2_fail(err, CIS2_E_IO, "%s: read error: %s", path, strerror(errno)); break; }
+        if (r == 0) break;
+        if ((total += (size_t)r) > PROMPT_FILE_MAX) {
+            rc = cis2_fail(err, CIS2_E_FORMAT, "%s: larger than %zu bytes, the limit for a prompt file", path,
+                           PROMPT_FILE_MAX);
+            break;
+        }
+        for (ssize_t w = 0, k; w < r; w += k)
+            if ((k = write(fd, buf + w, (size_t)(r - w))) < 0) {
+                if (errno == EINTR) { k = 0; continue; }
+                rc = cis2_fail(err, CIS2_E_NOMEM, "%s: cannot hold it in memory: %s", path, strerror(errno));
+                break;
+            }
+        if (rc) break;
+    }
+    if (rc) { close(fd); return rc; }
+    *mfd = fd;
+    return CIS2_OK;
+}
+
+/* err's message names `from` (the memory file); make it name `to`. */
+static void rename_in_error(cis2_error *err, const char *from, const char *to)
+{
+    size_t n = strlen(from);
+    if (strncmp(err->msg, from, n)) return;
+    char m[sizeof err->msg];
+    snprintf(m, sizeof m, "%s%s", to, err->msg + n);
+    memcpy(err->msg, m, sizeof m);
+}
+
+int cli_prompts_load(const char *path, size_t max, cis2_prompts **out, cis2_error *err)
+{
+    struct stat st;
+    int dash = !strcmp(path, "-");
+    if (!dash && (stat(path, &st) != 0 || !(S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode))))
+        return cis2_prompts_load(path, max, out, err); /* a file (or its error) */
+    const char *name = dash ? "stdin" : path;
+    int in = dash ? 0 : open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY), mfd = -1;
+    if (in < 0) return cis2_fail(err, CIS2_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    int rc = stream_to_memfd(name, in, &mfd, err);
+    if (!dash) close(in);
+    if (rc) return rc;
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", mfd);
+    rc = cis2_prompts_load(proc, max, out, err); /* a regular file: parsed as any prompt file is */
+    close(mfd);
+    if (rc) rename_in_error(err, proc, name);
+    return rc;
+}
+
+int cli_probe_output(const char *path, cis2_error *err)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return CIS2_OK; /* written in place (/dev/null, a FIFO) */
+    cis2_out *o = NULL;
+    int rc = cis2_out_open(&o, path, err);
+    if (!rc) cis2_out_abort(o);
+    return rc;
 }
 
 /* ---------------------------------------------------------- reporting */
