@@ -31,6 +31,7 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -219,6 +220,9 @@ typedef struct serve_config {
     size_t max_body;           /* request body bytes (413 beyond) */
     size_t max_connections;
     unsigned timeout_s;        /* connection idle timeout */
+    unsigned request_timeout_s;/* a whole request (headers and body) must arrive in this */
+    unsigned verify_timeout_s; /* a /v1/verify may compute this long */
+    size_t verify_max_tokens;  /* positions a /v1/verify may claim in all (413 beyond) */
     unsigned drain_s;          /* SIGTERM: in-flight requests may finish this long */
     const char *model_name;    /* the `model` clients name */
     int have_key;
@@ -240,6 +244,7 @@ typedef struct serve_ctx {
     long long created;         /* start time, for /v1/models */
     pthread_mutex_t vmu;       /* verify slots */
     size_t verifying, verify_max;
+    _Atomic int stopping;      /* shutdown past its drain: verifications end now */
 } serve_ctx;
 
 /* ------------------------------------------------------------------- api */

@@ -30,11 +30,13 @@
 
 #include <netdb.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_JSON_DEPTH 64
@@ -42,20 +44,35 @@
 enum { EP_COMPLETIONS, EP_CHAT, EP_MODELS, EP_HEALTH, EP_METRICS, EP_VERIFY, EP_OTHER };
 static const char *ep_label[] = {"completions", "chat_completions", "models", "health", "metrics", "verify", "other"};
 
+/* One open connection, as the request-time watchdog sees it. */
+typedef struct conn_watch {
+    int fd;
+    double since;              /* when the request being received was due to begin */
+    int receiving;             /* waiting for (the rest of) a request */
+    int cut;                   /* shut down by the watchdog */
+    struct conn_watch *prev, *next;
+} conn_watch;
+
 struct serve_http {
     serve_ctx *sc;
     struct MHD_Daemon *d;
-    pthread_mutex_t mu;
+    pthread_mutex_t mu;        /* everything below */
     size_t active;             /* requests in progress */
     int quiesced;
+    conn_watch *conns;         /* open connections */
+    pthread_t watchdog;
+    pthread_cond_t wake;
+    int watchdog_on, quit;
 };
 
 typedef struct req_ctx {
     serve_http *h;
+    conn_watch *w;             /* its connection's watch (NULL: none) */
     int ep;
     char *body;
     size_t len, cap;
     int too_big;
+    int close;                 /* answer with Connection: close */
     size_t discarded;
     double t0;
 } req_ctx;
@@ -71,6 +88,7 @@ static enum MHD_Result send_bytes(struct MHD_Connection *c, req_ctx *r, int stat
     if (status == 405) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->ep == EP_COMPLETIONS || r->ep == EP_CHAT || r->ep == EP_VERIFY ? "POST" : "GET");
     if (status == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (status == 429 || status == 503) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (r->close) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result q = MHD_queue_response(c, (unsigned)status, resp);
     MHD_destroy_response(resp);
     serve_metrics_request(r->h->sc->met, ep_label[r->ep], status);
@@ -272,6 +290,39 @@ static json_t *verdict_json(const cis2_verdict *v)
     return o;
 }
 
+/* The positions a receipt makes the verifier compute, at most: its prompt's
+ * bytes (no token is shorter than a byte) and the tokens it may run
+ * (max-toks of an extension receipt, else gen-toks).  Known before any
+ * work, so /v1/verify is bounded in work as well as in bytes. */
+static size_t receipt_work(const cis2_receipt *r)
+{
+    const char *hex = cis2_receipt_get(r, "prompt-hex"), *mt = cis2_receipt_get(r, "max-toks");
+    const char *gt = cis2_receipt_get(r, "gen-toks");
+    size_t bytes = hex ? strlen(hex) / 2 : 0;
+    unsigned long long toks = strtoull(mt ? mt : gt ? gt : "0", NULL, 10);
+    return bytes + (toks > SIZE_MAX / 4 ? SIZE_MAX / 4 : (size_t)toks);
+}
+
+/* What ends a verification early (cis2_verify_opts.should_stop, asked
+ * between weight passes): shutdown past its drain, the client gone, or
+ * --verify-timeout spent. */
+typedef struct verify_guard {
+    const serve_ctx *sc;
+    int fd;
+    double deadline;
+    int why;                   /* VG_* once it said stop */
+} verify_guard;
+enum { VG_NONE, VG_STOPPING, VG_GONE, VG_TIMEOUT };
+
+static int verify_should_stop(void *ctx)
+{
+    verify_guard *g = ctx;
+    if (atomic_load(&((serve_ctx *)g->sc)->stopping)) g->why = VG_STOPPING;
+    else if (client_gone(g->fd)) g->why = VG_GONE;
+    else if (serve_now() > g->deadline) g->why = VG_TIMEOUT;
+    return g->why != VG_NONE;
+}
+
 static void receipts_free(cis2_receipt **rs, size_t n)
 {
     for (size_t i = 0; rs && i < n; i++) cis2_receipt_free(rs[i]);
@@ -344,6 +395,14 @@ static enum MHD_Result do_verify(struct MHD_Connection *c, req_ctx *r)
     }
     int batch = list != NULL;
     json_decref(body);
+    size_t work = 0;
+    for (size_t i = 0; i < n; i++) work += receipt_work(rs[i]);
+    if (work > sc->cfg.verify_max_tokens) {
+        receipts_free(rs, n);
+        FAIL(c, r, 413, "verify_too_large", NULL,
+             "the receipts claim %zu prompt bytes and tokens in all; this server verifies at most %zu in one "
+             "request (--verify-max-tokens): send fewer receipts at a time", work, sc->cfg.verify_max_tokens);
+    }
     pthread_mutex_lock(&sc->vmu);
     int busy = sc->verifying >= sc->verify_max;
     if (!busy) sc->verifying++;
@@ -353,11 +412,23 @@ static enum MHD_Result do_verify(struct MHD_Connection *c, req_ctx *r)
         FAIL(c, r, 429, "verify_busy", NULL, "%zu verifications are already running: retry later", sc->verify_max);
     }
     cis2_verdict *v = NULL;
-    int rc = cis2_verify(sc->e, rs, n, NULL, &v, &err); /* the prefill replay; concurrent with the engine thread */
+    verify_guard g = {sc, conn_fd(c), serve_now() + sc->cfg.verify_timeout_s, VG_NONE};
+    cis2_verify_opts vo = {.should_stop = verify_should_stop, .should_stop_ctx = &g};
+    int rc = cis2_verify(sc->e, rs, n, &vo, &v, &err); /* the prefill replay; concurrent with the engine thread */
     pthread_mutex_lock(&sc->vmu);
     sc->verifying--;
     pthread_mutex_unlock(&sc->vmu);
     receipts_free(rs, n);
+    if (rc == CIS2_E_CANCELLED && g.why == VG_GONE) {
+        serve_metrics_request(sc->met, ep_label[r->ep], 499); /* nobody to answer */
+        return MHD_NO;
+    }
+    if (rc == CIS2_E_CANCELLED && g.why == VG_STOPPING)
+        FAIL(c, r, 503, "shutting_down", NULL, "the server is shutting down: verification cancelled");
+    if (rc == CIS2_E_CANCELLED && g.why == VG_TIMEOUT)
+        FAIL(c, r, 413, "verify_timeout", NULL,
+             "verification took longer than %u s (--verify-timeout): send fewer receipts at a time",
+             sc->cfg.verify_timeout_s);
     if (rc) FAIL(c, r, serve_status_for(rc), NULL, NULL, "verify failed: %s", err.msg);
     json_t *o;
     if (!batch) o = verdict_json(v);
@@ -501,7 +572,134 @@ static enum MHD_Result do_generate(struct MHD_Connection *c, req_ctx *r, int kin
     return q;
 }
 
+/* --------------------------------------------------- the request clock
+ *
+ * libmicrohttpd's --timeout is an idle timeout: a client that sends one
+ * byte a second (slowloris) is never idle, and --max-connections of them
+ * lock every other client out.  So each connection is also on a clock
+ * that runs while a request is being received: from the connection's
+ * start, and again from the end of each response (keep-alive), a whole
+ * request, headers and body, must arrive within --request-timeout; once
+ * it has (the handler's last upload call), the clock stops until the
+ * response is done.  A watchdog thread shuts down the socket of a
+ * connection past its time (shutdown(2) wakes the connection's thread,
+ * which then closes it); the socket stays open until libmicrohttpd's
+ * "closed" notification has removed the watch, which happens before it
+ * closes the descriptor, so the watchdog never touches a reused one. */
+
+static void watch_set(serve_http *h, conn_watch *w, int receiving)
+{
+    if (!w) return;
+    pthread_mutex_lock(&h->mu);
+    w->receiving = receiving;
+    w->since = serve_now();
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* The connection's request is past its time (checked on each upload too,
+ * so a slow body ends as soon as its next bytes arrive). */
+static int watch_late(serve_http *h, const conn_watch *w)
+{
+    if (!w) return 0;
+    pthread_mutex_lock(&h->mu);
+    int late = w->receiving && serve_now() - w->since > h->sc->cfg.request_timeout_s;
+    pthread_mutex_unlock(&h->mu);
+    return late;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    serve_http *h = cls;
+    conn_watch *w = *socket_context;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        if (!(w = calloc(1, sizeof *w))) return; /* no watch: only the idle timeout */
+        w->fd = conn_fd(c);
+        w->since = serve_now();
+        w->receiving = 1;
+        pthread_mutex_lock(&h->mu);
+        w->next = h->conns;
+        if (h->conns) h->conns->prev = w;
+        h->conns = w;
+        pthread_mutex_unlock(&h->mu);
+        *socket_context = w;
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED && w) {
+        pthread_mutex_lock(&h->mu);
+        if (w->prev) w->prev->next = w->next;
+        else h->conns = w->next;
+        if (w->next) w->next->prev = w->prev;
+        pthread_mutex_unlock(&h->mu);
+        free(w);
+        *socket_context = NULL;
+    }
+}
+
+static void *watchdog_main(void *arg)
+{
+    serve_http *h = arg;
+    pthread_mutex_lock(&h->mu);
+    while (!h->quit) {
+        double now = serve_now();
+        for (conn_watch *w = h->conns; w; w = w->next)
+            if (w->receiving && !w->cut && w->fd >= 0 && now - w->since > h->sc->cfg.request_timeout_s) {
+                shutdown(w->fd, SHUT_RDWR);
+                w->cut = 1;
+            }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 200 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&h->wake, &h->mu, &ts);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+static conn_watch *conn_watch_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
 /* ---------------------------------------------------------------- handler */
+
+/* Content-Length and Transfer-Encoding headers as sent (libmicrohttpd
+ * keeps every copy). */
+typedef struct framing { int n_cl, cl_differ, te; const char *cl; } framing;
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    framing *f = cls;
+    (void)kind;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+        if (f->n_cl++ && strcmp(f->cl, value ? value : "")) f->cl_differ = 1;
+        f->cl = value ? value : "";
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) f->te = 1;
+    return MHD_YES;
+}
+
+/* A body whose length two headers tell differently (two disagreeing
+ * Content-Lengths, or one beside Transfer-Encoding) is where a proxy in
+ * front and this server could split the stream differently (request
+ * smuggling, RFC 9112 §6.3): refused, and the connection closed. */
+static int ambiguous_length(struct MHD_Connection *c)
+{
+    framing f = {0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, &f);
+    return f.cl_differ ? 2 : f.n_cl && f.te ? 1 : 0;
+}
+
+static enum MHD_Result refuse_ambiguous(struct MHD_Connection *c, req_ctx *r)
+{
+    framing f = {0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, &f);
+    serve_err e = {0};
+    serve_fail(&e, 400, "invalid_request", NULL, "%s",
+               f.cl_differ ? "the request has Content-Length headers that disagree"
+                           : "the request has both Content-Length and Transfer-Encoding");
+    r->close = 1;
+    return send_err(c, r, &e);
+}
 
 static enum MHD_Result first_call(serve_http *h, struct MHD_Connection *c, req_ctx *r, const char *url,
                                   const char *method)
@@ -510,6 +708,7 @@ static enum MHD_Result first_call(serve_http *h, struct MHD_Connection *c, req_c
     int st = route(url, method, &r->ep);
     if (st == 404) FAIL(c, r, 404, "not_found", NULL, "no such endpoint: %s %.200s", method, url);
     if (st == 405) FAIL(c, r, 405, "method_not_allowed", NULL, "%s is not allowed on %.200s", method, url);
+    if (ambiguous_length(c)) return refuse_ambiguous(c, r);
     if (r->ep == EP_HEALTH) return do_health(c, r);
     if (r->ep == EP_METRICS) return do_metrics(c, r);
     if (!authorized(sc, c)) FAIL(c, r, 401, "invalid_api_key", NULL, "Incorrect API key provided");
@@ -541,6 +740,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!(r = calloc(1, sizeof *r))) return MHD_NO;
         r->h = h;
         r->t0 = serve_now();
+        r->w = conn_watch_of(c);
         *con_cls = r;
         pthread_mutex_lock(&h->mu);
         h->active++;
@@ -550,6 +750,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
+        if (watch_late(h, r->w)) return MHD_NO; /* a body dribbled past --request-timeout */
         if (r->too_big || r->len + n > h->sc->cfg.max_body) {
             r->too_big = 1;
             r->discarded += n;
@@ -568,6 +769,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         r->body[r->len] = 0;
         return MHD_YES;
     }
+    watch_set(h, r->w, 0); /* the whole request is here: its clock stops */
     if (r->too_big)
         FAIL(c, r, 413, "request_too_large", NULL, "the request body is larger than %zu bytes", h->sc->cfg.max_body);
     if (r->ep == EP_VERIFY) return do_verify(c, r);
@@ -581,6 +783,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     (void)c;
     (void)toe;
     if (!r) return;
+    watch_set(h, r->w, 1); /* the next request on this connection is due from now */
     free(r->body);
     free(r);
     *con_cls = NULL;
@@ -629,6 +832,7 @@ int serve_http_start(serve_http **out, serve_ctx *sc, unsigned *port, cis2_error
     if (!h) { freeaddrinfo(ai); return cis2_fail(err, CIS2_E_NOMEM, "out of memory"); }
     h->sc = sc;
     pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->wake, NULL);
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
@@ -640,14 +844,18 @@ int serve_http_start(serve_http **out, serve_ctx *sc, unsigned *port, cis2_error
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536,
                             MHD_OPTION_THREAD_STACK_SIZE, (size_t)1 << 20,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
                             MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!h->d) {
         pthread_mutex_destroy(&h->mu);
+        pthread_cond_destroy(&h->wake);
         free(h);
         return cis2_fail(err, CIS2_E_IO, "cannot listen on %s port %u (in use, or not an address of this machine)",
                          sc->cfg.host, sc->cfg.port);
     }
+    if (pthread_create(&h->watchdog, NULL, watchdog_main, h) == 0) h->watchdog_on = 1;
+    else fprintf(stderr, "cis2 serve: warning: no request-time watchdog (thread start failed): only --timeout bounds slow clients\n");
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
     *port = di ? di->port : sc->cfg.port;
     *out = h;
@@ -677,8 +885,16 @@ size_t serve_http_active(serve_http *h)
 void serve_http_stop(serve_http *h)
 {
     if (!h) return;
+    if (h->watchdog_on) {
+        pthread_mutex_lock(&h->mu);
+        h->quit = 1;
+        pthread_cond_signal(&h->wake);
+        pthread_mutex_unlock(&h->mu);
+        pthread_join(h->watchdog, NULL);
+    }
     MHD_stop_daemon(h->d);
     pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->wake);
     free(h);
 }
 

@@ -29,6 +29,7 @@ typedef struct serve_opts {
     cli_engine eng;
     const char *host, *api_key_file, *chat_template, *model_name;
     size_t port, max_batch, max_queue, prefill_chunk, max_tokens, max_body, max_connections, timeout, drain;
+    size_t request_timeout, verify_timeout, verify_max_tokens;
     size_t kv_budget_mib;
     int render_chat;
 } serve_opts;
@@ -46,6 +47,9 @@ static int parse_serve(int argc, char **argv, serve_opts *o)
     o->max_connections = 256;
     o->timeout = 60;
     o->drain = 10;
+    o->request_timeout = 30;
+    o->verify_timeout = 300;
+    o->verify_max_tokens = 131072;
     cli_opt opts[] = {
         CLI_ENGINE_OPTS(o->eng),
         {"--host", OPT_STR, &o->host, 0, 0},
@@ -59,6 +63,9 @@ static int parse_serve(int argc, char **argv, serve_opts *o)
         {"--max-connections", OPT_SIZE, &o->max_connections, 65536, 0},
         {"--timeout", OPT_SIZE, &o->timeout, 86400, 0},
         {"--drain-timeout", OPT_SIZE, &o->drain, 86400, 0},
+        {"--request-timeout", OPT_SIZE, &o->request_timeout, 86400, 0},
+        {"--verify-timeout", OPT_SIZE, &o->verify_timeout, 86400, 0},
+        {"--verify-max-tokens", OPT_SIZE, &o->verify_max_tokens, (size_t)1 << 30, 0},
         {"--api-key-file", OPT_STR, &o->api_key_file, 0, 0},
         {"--chat-template", OPT_STR, &o->chat_template, 0, 0},
         {"--model-name", OPT_STR, &o->model_name, 0, 0},
@@ -70,6 +77,8 @@ static int parse_serve(int argc, char **argv, serve_opts *o)
     if (o->max_tokens == 0) return cli_usage_error("serve", "--max-tokens must be at least 1");
     if (o->max_connections < 2) return cli_usage_error("serve", "--max-connections must be at least 2");
     if (o->prefill_chunk == 0) return cli_usage_error("serve", "--prefill-chunk must be at least 1");
+    if (o->request_timeout == 0) return cli_usage_error("serve", "--request-timeout must be at least 1");
+    if (o->verify_timeout == 0) return cli_usage_error("serve", "--verify-timeout must be at least 1");
     if (!*o->host) return cli_usage_error("serve", "--host is empty");
     if (o->model_name && !*o->model_name) return cli_usage_error("serve", "--model-name is empty");
     return CIS2_OK;
@@ -217,29 +226,40 @@ static int wait_signal(const sigset_t *set, double seconds)
     return s > 0 ? s : 0;
 }
 
+/* Requests still running: engine jobs and verifications (which are not jobs). */
+static size_t in_flight(serve_ctx *sc)
+{
+    size_t jobs = 0;
+    serve_engine_load(sc->eng, NULL, &jobs);
+    pthread_mutex_lock(&sc->vmu);
+    size_t v = sc->verifying;
+    pthread_mutex_unlock(&sc->vmu);
+    return jobs + v;
+}
+
+/* Stop accepting, let in-flight requests finish for up to drain_s (a
+ * second signal cuts it short), then cancel generation and verification
+ * alike and give them 5 s to end at their next step. */
 static void drain(serve_ctx *sc, serve_http *http, const sigset_t *set, unsigned drain_s)
 {
     serve_http_quiesce(http);
     serve_engine_refuse(sc->eng);
     double end = serve_now() + drain_s;
-    size_t jobs = 0;
+    size_t left = 0;
     for (;;) {
-        serve_engine_load(sc->eng, NULL, &jobs);
-        if (jobs == 0 || serve_now() >= end) break;
+        left = in_flight(sc);
+        if (left == 0 || serve_now() >= end) break;
         if (wait_signal(set, 0.05)) {
             fprintf(stderr, "cis2 serve: second signal: cancelling in-flight requests now\n");
             break;
         }
     }
-    if (jobs) {
-        fprintf(stderr, "cis2 serve: cancelling %zu in-flight request(s)\n", jobs);
+    if (left) {
+        fprintf(stderr, "cis2 serve: cancelling %zu in-flight request(s)\n", left);
+        atomic_store(&sc->stopping, 1); /* verifications stop at their next pass */
         serve_engine_cancel_all(sc->eng);
         end = serve_now() + 5;
-        while (serve_now() < end) {
-            serve_engine_load(sc->eng, NULL, &jobs);
-            if (jobs == 0) break;
-            wait_signal(set, 0.02);
-        }
+        while (serve_now() < end && in_flight(sc)) wait_signal(set, 0.02);
     }
 }
 
@@ -265,7 +285,10 @@ int cmd_serve(int argc, char **argv)
                             .max_queue = o.max_queue, .prefill_chunk = o.prefill_chunk,
                             .kv_budget = o.kv_budget_mib << 20, .max_tokens = o.max_tokens,
                             .max_body = o.max_body, .max_connections = o.max_connections,
-                            .timeout_s = (unsigned)o.timeout, .drain_s = (unsigned)o.drain};
+                            .timeout_s = (unsigned)o.timeout, .drain_s = (unsigned)o.drain,
+                            .request_timeout_s = (unsigned)o.request_timeout,
+                            .verify_timeout_s = (unsigned)o.verify_timeout,
+                            .verify_max_tokens = o.verify_max_tokens};
     sc.created = (long long)time(NULL);
     sc.verify_max = 2;
     pthread_mutex_init(&sc.vmu, NULL);
