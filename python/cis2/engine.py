@@ -8,11 +8,38 @@ plus, when asked, the logits: copied inside the token callback (the only
 place the library exposes them) into one numpy float32 array per request,
 so their bits are the engine's.  Nothing here computes anything a C user
 would also need: every number comes from the library.
+
+Callbacks (on_token, logits=True, a session's on_token, verify's on_step)
+run inside a C call.  Whatever they raise, KeyboardInterrupt from Ctrl-C
+included, is kept, the C call is cancelled (the callback returns
+nonzero) and the caller re-raises that same exception once the C call
+has returned.  A signal that arrives while C code runs is raised by
+Python at the next callback's very first instruction, before any try
+block of ours can run; ctypes then reports it as "Exception ignored on
+calling ctypes callback" and drops it.  So while such a call runs,
+sys.unraisablehook is chained (_unraisable) to take exactly those
+exceptions of our callbacks back, and hands every other one on.
+
+An engine or session is never freed under a running call of its own:
+close() from its own callback (or from another thread while it computes)
+raises UsageError instead of freeing what the call is using.
+
+Sampling floats become binary32 by one rounding of the Python float; a
+nonzero value that rounds to +0.0 is refused here (docs/sampling.md
+§S2.3: an underflow is not 0), everything else goes to the library,
+whose §S2.2 check refuses -0.0, subnormals, NaN, infinities and values
+out of range with the C API's own message.
 """
+import contextlib
+import _thread
 import ctypes
+import math
+import numbers
 import os
+import sys
+import threading
 import weakref
-from ctypes import byref, c_char, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p, POINTER
+from ctypes import byref, c_char, c_float, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p, POINTER
 
 from . import _lib
 from .errors import Error, UsageError, make_error
@@ -38,6 +65,32 @@ def _uint(name, v, bits):
     if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < (1 << bits):
         raise UsageError("cis2: %s must be an int in 0..%d, not %r" % (name, (1 << bits) - 1, v))
     return v
+
+
+_SIZE_BITS = ctypes.sizeof(c_size_t) * 8
+_F32_ONE = 0x3F800000
+
+
+def _f32(name, v):
+    """A binary32 parameter -> (its value as a Python float, its bits).
+
+    One rounding of the Python float to nearest binary32 (docs/sampling.md
+    §S2.3).  A nonzero value that rounds to +0.0 is refused: the library
+    would read +0.0 as greedy / off, so an underflow must never reach it
+    (§S2.3).  Everything else, -0.0, subnormals, NaN, infinities and values
+    out of range, is left to the library's §S2.2 check and its message."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise UsageError("cis2: %s must be a number, not %r" % (name, v))
+    try:
+        x = float(v)
+    except OverflowError:   # an int beyond the double range: an infinity, refused by §S2.2
+        x = math.copysign(math.inf, v)
+    f = c_float(x)
+    b = c_uint32.from_buffer_copy(f).value
+    if b == 0 and x != 0.0:
+        raise UsageError("cis2: %s %r is not zero but rounds to binary32 +0.0 (an underflow, refused: "
+                         "docs/sampling.md §S2.3)" % (name, v))
+    return f.value, b
 
 
 def _finish(code):
@@ -107,9 +160,12 @@ class TokenEvent:
 
 
 class _Callback:
-    """The cis2_token_fn behind on_token / logits=True.  Logit rows are
-    memmoved straight into each request's array; an exception raised by the
-    user's callback cancels the run and is re-raised by the caller."""
+    """The cis2_token_fn behind on_token / logits=True / on_step.  Logit
+    rows are memmoved straight into each request's array; any exception
+    (BaseException: KeyboardInterrupt too) raised in the callback cancels
+    the run and is re-raised by the caller.  Run the C call inside
+    ``with _catching(cb):`` so that one raised before the callback's first
+    line (a signal, see the module's docstring) is kept as well."""
 
     def __init__(self, on_token, logit_steps):
         self.on_token = on_token
@@ -122,7 +178,16 @@ class _Callback:
     def active(self):
         return self.on_token is not None or self.logit_steps is not None
 
+    def keep(self, e):
+        """Keeps the first exception; a KeyboardInterrupt (or any other
+        non-Exception) replaces an ordinary one, so Ctrl-C is never lost."""
+        old = self.exc
+        if old is None or (isinstance(old, Exception) and not isinstance(e, Exception)):
+            self.exc = e
+
     def _call(self, ctx, evp):
+        if self.exc is not None:   # already cancelled: the C side may still call for other sequences
+            return 1
         try:
             ev = evp.contents
             if self.logit_steps is not None and ev.seq in self.logit_steps:
@@ -140,8 +205,7 @@ class _Callback:
                 return 1 if stop else 0
             return 0
         except BaseException as e:  # noqa: B902 - re-raised by the caller, KeyboardInterrupt too
-            if self.exc is None:
-                self.exc = e
+            self.keep(e)
             return 1
 
     def take_logits(self, seq):
@@ -152,6 +216,56 @@ class _Callback:
             return _np.empty((0, 0), _np.float32)
         n = self.rows.get(seq, 0)
         return a if n == a.shape[0] else a[:n].copy()
+
+
+# ------------------------------------------ exceptions ctypes would drop
+_hook_lock = threading.Lock()
+_hook_prev = None        # the sys.unraisablehook ours hands on to
+_active = set()          # _Callback objects whose C call is running
+
+
+def _unraisable(u):
+    """sys.unraisablehook while a call with a callback runs: an exception
+    that escaped one of our callbacks (raised before its try block, e.g.
+    by the SIGINT handler at its first instruction) goes to that callback,
+    to be re-raised by the caller; every other one to the previous hook.
+    ctypes names the callback in u.object (Python <= 3.11) or in the
+    message (3.12+: "... ctypes callback function <bound method ...>")."""
+    obj = getattr(u, "object", None)
+    cb = getattr(obj, "__self__", None)
+    if not (isinstance(cb, _Callback) and cb in _active):
+        msg = getattr(u, "err_msg", None) or ""
+        cb = next((c for c in list(_active) if "ctypes callback" in msg and repr(c) in msg), None)
+    if cb is not None and u.exc_value is not None:
+        cb.keep(u.exc_value)
+        return
+    (_hook_prev or sys.__unraisablehook__)(u)
+
+
+@contextlib.contextmanager
+def _catching(cb):
+    """Around a C call that may call cb: chains _unraisable in (once for
+    all concurrent calls) and takes it out when the last one returns.
+    A KeyboardInterrupt may land between any two calls here, so the
+    bookkeeping is single calls (set.add / set.discard) inside the try."""
+    global _hook_prev
+    if cb is None or not cb.active():
+        yield
+        return
+    try:
+        with _hook_lock:
+            if sys.unraisablehook is not _unraisable:
+                prev = sys.unraisablehook
+                _hook_prev = prev
+                sys.unraisablehook = _unraisable
+            _active.add(cb)
+        yield
+    finally:
+        _active.discard(cb)
+        with _hook_lock:
+            if not _active and sys.unraisablehook is _unraisable:
+                sys.unraisablehook = _hook_prev or sys.__unraisablehook__
+                _hook_prev = None
 
 
 class Request:
@@ -187,12 +301,22 @@ class Request:
             r.ids = ctypes.cast(arr, POINTER(c_uint32))
             r.n_ids = n
         r.max_tokens = _uint("gen_toks", self.gen_toks, 32)   # 0: the library's own message
-        greedy = (self.temperature == 0.0 and self.top_k == 0 and self.top_p in (0.0, 1.0) and self.min_p == 0.0
-                  and self.seed == 0 and self.sequence == 0)
-        if not greedy:
-            s = _lib.Sampling(temperature=self.temperature, top_k=_uint("top_k", self.top_k, 32), top_p=self.top_p,
-                              min_p=self.min_p, seed=_uint("seed", self.seed, 64),
-                              sequence=_uint("sequence", self.sequence, 32))
+        t_bits = _f32("temperature", self.temperature)[1]
+        top_p_bits = _f32("top_p", self.top_p)[1]
+        min_p_bits = _f32("min_p", self.min_p)[1]
+        if top_p_bits == 0:
+            # the C struct's +0.0 is "not set" (off, include/cis2.h); here the
+            # default is 1.0, so 0 is a mistake: the check's own words (§S2.2)
+            raise UsageError("top_p 0x00000000 is not in (0, 1] (a positive normal; 1.0 is off; "
+                             "docs/sampling.md §S2.2)")
+        top_k, seed = _uint("top_k", self.top_k, 32), _uint("seed", self.seed, 64)
+        sequence = _uint("sequence", self.sequence, 32)
+        # greedy defaults, compared as bits (§S2.4: only +0.0 is greedy; -0.0 is refused by the library)
+        if (t_bits, top_k, top_p_bits, min_p_bits, seed, sequence) != (0, 0, _F32_ONE, 0, 0, 0):
+            s = _lib.Sampling(top_k=top_k, seed=seed, sequence=sequence)
+            for field, b in (("temperature", t_bits), ("top_p", top_p_bits), ("min_p", min_p_bits)):
+                # the checked bits themselves (no second float conversion)
+                c_uint32.from_buffer(s, getattr(_lib.Sampling, field).offset).value = b
             keep.append(s)
             r.sampling = ctypes.pointer(s)
         stop = self.stop
@@ -302,6 +426,8 @@ class Engine:
                  expect_config_sha256=None, expect_tokenizer_sha256=None):
         L = _lib.get()
         self._h = None
+        self._lock = threading.Lock()
+        self._calls = []      # one token per call running on this engine (close() refuses meanwhile)
         self._sessions = weakref.WeakSet()
         o = _lib.EngineOpts(threads=int(threads or 0), kernel=kernel.encode() if kernel else None,
                             flags=_lib.OPEN_TOKENIZER_EXT if tokenizer_ext else 0)
@@ -327,12 +453,40 @@ class Engine:
     # -------------------------------------------------------- lifetime
     def close(self):
         """Releases the engine (its weights and worker threads), closing its
-        sessions first.  Not while another thread generates with it."""
-        for s in list(getattr(self, "_sessions", ())):
-            s.close()
-        h, self._h = self._h, None
+        sessions first.  UsageError while a call on it runs (from its own
+        callback, or another thread generating with it): close it after
+        the call returns."""
+        lock = getattr(self, "_lock", None)
+        if lock is None:   # __init__ failed before there was anything to close
+            return
+        with lock:
+            if self._calls:
+                raise UsageError("cis2: Engine.close() while a call on this engine is running (from its own "
+                                 "callback, or another thread); close it after the call returns")
+            h, self._h = self._h, None
+            sessions = list(self._sessions)
+        for s in sessions:
+            s._close_for_engine()
         if h:
             _lib.get().cis2_engine_close(h)
+
+    @contextlib.contextmanager
+    def _using(self):
+        """The handle, held for a call: close() refuses until it returns.
+        The call's token goes in and out by single list operations inside
+        the try, so a KeyboardInterrupt between any two statements never
+        leaves the engine marked busy."""
+        tok = object()
+        try:
+            with self._lock:   # not closed meanwhile: close() checks _calls under the lock
+                h = self._handle()
+                self._calls.append(tok)
+            yield h
+        finally:
+            try:
+                self._calls.remove(tok)
+            except ValueError:   # interrupted before it went in
+                pass
 
     def __enter__(self):
         return self
@@ -343,6 +497,8 @@ class Engine:
     def __del__(self):
         try:
             self.close()
+        except KeyboardInterrupt:   # Ctrl-C landed in a finalizer, which would print and drop it:
+            _thread.interrupt_main()   # delivered again, at the next instruction outside
         except Exception:
             pass
 
@@ -426,13 +582,17 @@ class Engine:
         """Generates gen_toks tokens after prompt (str, bytes or ids) -> Result.
 
         on_token(event) is called for each token (a truthy return cancels:
-        Cancelled); logits=True keeps every step's logits in result.logits.
+        Cancelled; an exception it raises, KeyboardInterrupt included,
+        cancels and comes out as it was); logits=True keeps every step's
+        logits in result.logits.
         twice: the §12.4 double run, as the CLI does (NondeterminismError).
         Sampling and stop rules (docs/sampling.md): temperature, top_k,
         top_p, min_p, seed, sequence, stop (a str/bytes stop string, an int
         stop id, or a list of them), stop_at_eos, logprobs, top_logprobs;
-        the floats become binary32 by one rounding of the Python float.
-        The library validates them (UsageError)."""
+        the floats become binary32 by one rounding of the Python float
+        (a nonzero one that rounds to +0.0 is refused: only 0.0 is greedy).
+        The library validates the bits (UsageError, docs/sampling.md §S2.2:
+        -0.0, subnormals, NaN, infinities, top_p 0 are refused)."""
         if isinstance(prompt, Request):
             if kw or gen_toks != 16:
                 raise UsageError("cis2: give the options in the Request or as arguments, not both")
@@ -445,12 +605,16 @@ class Engine:
         """Generates for many prompts together, sharing every weight pass ->
         list of Result, each bit for bit its solo run.  Elements are prompts
         (options from the keyword arguments) or Request objects; on_token
-        events carry the request's index."""
+        events carry the request's index.  max_batch: sequences decoded
+        together (0: the library's 32; any size_t, and one above the number
+        of prompts means all of them)."""
         reqs = [_as_request(p, dict(kw, gen_toks=gen_toks)) for p in prompts]
         if not reqs:
             raise UsageError("cis2: generate_batch needs at least one prompt")
         if logits:
             _need_numpy()
+        # any size_t: the library reads one above the number of prompts as all of them
+        max_batch = _uint("max_batch", max_batch, _SIZE_BITS)
         keep = []
         creqs = (_lib.Request * len(reqs))(*[r._c(keep) for r in reqs])
         cb = _Callback(on_token, {i: r.gen_toks for i, r in enumerate(reqs)} if logits else None)
@@ -460,16 +624,18 @@ class Engine:
         L = _lib.get()
         res = POINTER(_lib.Result)()
         err = _lib.Err()
-        rc = L.cis2_generate(self._handle(), creqs, len(reqs), byref(o), byref(res), byref(err))
-        if cb.exc is not None:
-            if not rc:
+        with self._using() as h:
+            with _catching(cb):
+                rc = L.cis2_generate(h, creqs, len(reqs), byref(o), byref(res), byref(err))
+            if cb.exc is not None:
+                if not rc:
+                    L.cis2_results_free(res, len(reqs))
+                raise cb.exc
+            _lib.check(rc, err)
+            try:
+                return [Result(self, res[i], cb.take_logits(i)) for i in range(len(reqs))]
+            finally:
                 L.cis2_results_free(res, len(reqs))
-            raise cb.exc
-        _lib.check(rc, err)
-        try:
-            return [Result(self, res[i], cb.take_logits(i)) for i in range(len(reqs))]
-        finally:
-            L.cis2_results_free(res, len(reqs))
 
     def session(self, max_batch=0, prefill_chunk=0, on_token=None, logits=False):
         """A Session on this engine (continuous batching)."""
@@ -501,8 +667,10 @@ class Session:
             _need_numpy()
         self._engine = engine
         self._s = None
+        self._stepping = []   # a token while step() runs: close() refuses meanwhile
         self._cb = _Callback(on_token, {} if logits else None)
-        o = _lib.SessionOpts(max_batch=max_batch, prefill_chunk=prefill_chunk)
+        o = _lib.SessionOpts(max_batch=_uint("max_batch", max_batch, _SIZE_BITS),
+                             prefill_chunk=_uint("prefill_chunk", prefill_chunk, _SIZE_BITS))
         if self._cb.active():
             o.on_token = self._cb.fn
         self._keep = {}   # id -> the buffers its request points to, until taken
@@ -513,6 +681,14 @@ class Session:
         engine._sessions.add(self)
 
     def close(self):
+        """Releases the session.  UsageError during its own step() (from its
+        callback): close it after step() returns."""
+        if getattr(self, "_stepping", None):
+            raise UsageError("cis2: Session.close() while this session's step() is running (from its own "
+                             "callback?); close it after step() returns")
+        self._close_for_engine()
+
+    def _close_for_engine(self):
         h, self._s = self._s, None
         if h:
             _lib.get().cis2_session_close(h)
@@ -526,6 +702,8 @@ class Session:
     def __del__(self):
         try:
             self.close()
+        except KeyboardInterrupt:   # Ctrl-C landed in a finalizer, which would print and drop it:
+            _thread.interrupt_main()   # delivered again, at the next instruction outside
         except Exception:
             pass
 
@@ -551,7 +729,18 @@ class Session:
         """One pass of the model -> sequences still running or queued."""
         n = c_size_t()
         err = _lib.Err()
-        rc = _lib.get().cis2_session_step(self._handle(), byref(n), byref(err))
+        h = self._handle()
+        tok = object()
+        with self._engine._using():
+            try:
+                self._stepping.append(tok)
+                with _catching(self._cb):
+                    rc = _lib.get().cis2_session_step(h, byref(n), byref(err))
+            finally:
+                try:
+                    self._stepping.remove(tok)
+                except ValueError:   # interrupted before it went in
+                    pass
         if self._cb.exc is not None:
             e, self._cb.exc = self._cb.exc, None
             raise e
@@ -582,14 +771,15 @@ class Session:
         L = _lib.get()
         res = POINTER(_lib.Result)()
         err = _lib.Err()
-        _lib.check(L.cis2_session_take(self._handle(), seq_id, byref(res), byref(err)), err)
-        try:
-            self._keep.pop(seq_id, None)
-            if self._cb.logit_steps is not None:
-                self._cb.logit_steps.pop(seq_id, None)
-            return Result(self._engine, res[0], self._cb.take_logits(seq_id))
-        finally:
-            L.cis2_results_free(res, 1)
+        with self._engine._using():
+            _lib.check(L.cis2_session_take(self._handle(), seq_id, byref(res), byref(err)), err)
+            try:
+                self._keep.pop(seq_id, None)
+                if self._cb.logit_steps is not None:
+                    self._cb.logit_steps.pop(seq_id, None)
+                return Result(self._engine, res[0], self._cb.take_logits(seq_id))
+            finally:
+                L.cis2_results_free(res, 1)
 
     @property
     def pending(self):

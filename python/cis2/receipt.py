@@ -7,6 +7,7 @@ verdicts are freed.  Verdict.report() is the text `cis2 verify`, `cis2
 check` and `cis2 compare` print; Verdict.raise_for_status() raises the
 exception class of the verdict's code (Mismatch, HashMismatch, ...).
 """
+import _thread
 import ctypes
 import os
 from ctypes import byref, c_char, c_size_t, c_void_p, POINTER
@@ -124,6 +125,8 @@ class Receipt:
     def __del__(self):
         try:
             self.close()
+        except KeyboardInterrupt:   # Ctrl-C landed in a finalizer, which would print and drop it:
+            _thread.interrupt_main()   # delivered again, at the next instruction outside
         except Exception:
             pass
 
@@ -221,7 +224,7 @@ def compare(a, b):
 
 
 def verify_many(engine, receipts, replay="prefill", twice=False, on_step=None):
-    from .engine import _Callback
+    from .engine import _Callback, _catching
     rs = [as_receipt(r) for r in receipts]
     if not rs:
         raise UsageError("cis2: verify needs at least one receipt")
@@ -236,8 +239,10 @@ def verify_many(engine, receipts, replay="prefill", twice=False, on_step=None):
     L = _lib.get()
     v = POINTER(_lib.Verdict)()
     err = _lib.Err()
-    rc = L.cis2_verify(engine._handle(), arr, len(rs), byref(o), byref(v), byref(err))
-    if cb.exc is not None:
+    with engine._using() as h:   # close() from on_step: UsageError, not a freed engine
+        with _catching(cb):      # KeyboardInterrupt at on_step's entry: re-raised below
+            rc = L.cis2_verify(h, arr, len(rs), byref(o), byref(v), byref(err))
+    if cb.exc is not None:   # re-raised whether the C call stopped at once or ran to its end
         if not rc:
             L.cis2_verdicts_free(v, len(rs))
         raise cb.exc

@@ -3,6 +3,7 @@ BPE from a tokenizer.json, exact to Hugging Face `tokenizers` 0.23.1,
 without loading any weights.  An Engine tokenizes with its own copy; this
 class is for tokenizing where there is no checkpoint (datasets, checks).
 """
+import _thread
 import ctypes
 from ctypes import byref, c_size_t, c_uint32, c_void_p, POINTER
 
@@ -37,6 +38,8 @@ class Tokenizer:
     def __del__(self):
         try:
             self.close()
+        except KeyboardInterrupt:   # Ctrl-C landed in a finalizer, which would print and drop it:
+            _thread.interrupt_main()   # delivered again, at the next instruction outside
         except Exception:
             pass
 
