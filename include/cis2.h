@@ -229,20 +229,22 @@ CIS2_API int cis2_engine_detokenize(const cis2_engine *e, const uint32_t *ids, s
  * ====================================================================== */
 
 /* Seeded sampling (docs/sampling.md, an extension beyond the greedy-only
- * spec).  A zeroed struct, or a NULL pointer, is greedy (§11.2).  Floats
- * are taken by their bits and checked against docs/sampling.md §S2.2
- * (CIS2_E_USAGE naming the parameter, never clamped): -0.0, subnormals,
- * NaN and infinities are refused.  The one exception is top_p's bits
- * 0x00000000, the zeroed struct's "not set", which means off and is
- * recorded as 1.0 (0x3F800000); -0.0 and subnormal top_p are refused. */
+ * spec).  A NULL pointer is greedy (§11.2); CIS2_SAMPLING_GREEDY is the
+ * §S2.1 defaults to start from (top_p is 1.0: a zeroed struct's top_p 0
+ * is refused).  Floats are taken by their bits and checked against
+ * docs/sampling.md §S2.2 (CIS2_E_USAGE naming the parameter, never
+ * clamped or repaired): -0.0, subnormals, NaN, infinities and top_p 0 are
+ * refused. */
 typedef struct cis2_sampling {
     float temperature;      /* +0: greedy; else a positive normal finite */
     uint32_t top_k;         /* 0: off */
-    float top_p;            /* 1.0 (or +0.0 bits, "not set"): off; else in (0, 1), a positive normal */
+    float top_p;            /* 1.0: off; else in (0, 1), a positive normal */
     float min_p;            /* 0: off */
     uint64_t seed;
     uint32_t sequence;      /* the sample's index within a request (OpenAI's n) */
 } cis2_sampling;
+/* The §S2.1 defaults: greedy, every filter off (an initializer). */
+#define CIS2_SAMPLING_GREEDY {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .seed = 0, .sequence = 0}
 
 /* Stop rules (docs/sampling.md).  NULL: none (exactly max_tokens tokens,
  * EOS not special, §3.4). */

@@ -164,7 +164,7 @@ static int make_group(cis2_engine *e, size_t target, size_t gen, cis2_receipt **
     cis2_sampling s[16];
     cis2_request q[16];
     for (size_t i = 0; i < 16; i++) {
-        s[i] = (cis2_sampling){.temperature = 1.0f, .seed = 7, .sequence = (uint32_t)i};
+        s[i] = (cis2_sampling){.temperature = 1.0f, .top_p = 1.0f, .seed = 7, .sequence = (uint32_t)i};
         q[i] = (cis2_request){.text = text, .text_len = len, .max_tokens = gen, .sampling = &s[i]};
     }
     cis2_result *r = NULL;

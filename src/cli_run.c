@@ -265,6 +265,7 @@ static int check_round_trip(const cis2_engine *e, const prompt *p, cis2_error *e
 static int sampling_opts(run_opts *o, const cli_opt *opts)
 {
     int rc;
+    o->samp = (cis2_sampling)CIS2_SAMPLING_GREEDY; /* §S2.1: top_p 1.0 is off */
     if (o->temperature && (rc = cli_parse_f32("run", "--temperature", o->temperature, &o->samp.temperature))) return rc;
     if (o->top_p) {
         if ((rc = cli_parse_f32("run", "--top-p", o->top_p, &o->samp.top_p))) return rc;

@@ -63,9 +63,7 @@ int cis2_sampling_greedy(const cis2_sampling *p) /* §S2.4 */
 
 /* §S2.2 on the bit patterns, exactly: nothing outside the valid sets is
  * clamped or taken as "off".  top_p is 0x00800000..0x3F800000, so +0.0,
- * -0.0 and subnormals are refused here (the library's request structs
- * map only +0.0's bits, the zero-initialised "not set", to 1.0 before
- * this check: session.c rule_from_request). */
+ * -0.0 and subnormals are refused here; "off" is 1.0 only. */
 int cis2_sampling_check(const cis2_sampling *p, size_t V, cis2_error *err)
 {
     uint32_t t = bits(p->temperature), tp = bits(p->top_p), mp = bits(p->min_p);

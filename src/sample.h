@@ -37,8 +37,7 @@ typedef struct cis2_sample_info {
 
 /* §S2.2: refuses (CIS2_E_USAGE, naming the parameter) what the sampling
  * parameters may not be, for a vocabulary of V: exactly the bit patterns
- * outside §S2.2's sets (top_p +0.0 included; mapping the request struct's
- * "not set" to 1.0 is the caller's, session.c). */
+ * outside §S2.2's sets (top_p +0.0 included). */
 int cis2_sampling_check(const cis2_sampling *p, size_t V, cis2_error *err);
 /* §S2.4: greedy iff T is +0.0 or top_k is 1. */
 int cis2_sampling_greedy(const cis2_sampling *p);

@@ -142,15 +142,9 @@ static int rule_from_request(const cis2_engine *e, const cis2_request *q, cis2_r
     memset(r, 0, sizeof *r);
     r->max_tokens = q->max_tokens;
     if (q->max_tokens > UINT32_MAX) return cis2_fail(err, CIS2_E_USAGE, "max_tokens %zu does not fit u32", q->max_tokens);
-    if (q->sampling) r->samp = *q->sampling;
-    /* include/cis2.h: top_p's bits 0x00000000, a zero-initialised struct's
-     * "not set", mean off (1.0).  Compared as bits, not as a float: under
-     * DAZ -0.0 and every subnormal compare equal to 0.0f, and those must be
-     * refused by the check below, not repaired to 1.0 (docs/sampling.md
-     * §S2.2: refuse, never clamp or repair). */
-    uint32_t top_p_bits;
-    memcpy(&top_p_bits, &r->samp.top_p, sizeof top_p_bits);
-    if (top_p_bits == 0) r->samp.top_p = 1.0f;
+    r->samp = q->sampling ? *q->sampling : (cis2_sampling)CIS2_SAMPLING_GREEDY; /* NULL: greedy (§S2.1) */
+    /* docs/sampling.md §S2.2: top_p 0 (any zero, and every subnormal) is
+     * refused, never repaired to "off" (1.0) */
     int rc = cis2_sampling_check(&r->samp, e->m.vocab, err);
     if (rc) return rc;
     const cis2_stop *st = q->stop;

@@ -15,7 +15,7 @@
 /* A request's sampling and stop rule, owned (copied at add;
  * docs/sampling.md §S2, §S5). */
 typedef struct cis2_rule {
-    cis2_sampling samp;        /* checked; top_p's +0.0 bits ("not set") -> 1.0 */
+    cis2_sampling samp;        /* checked (§S2.2) */
     int eos;                   /* stop at the engine's eos ids */
     uint32_t eos_ids[64];      /* copied from the engine when eos */
     size_t n_eos;

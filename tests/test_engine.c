@@ -503,7 +503,7 @@ static void test_verify_shared_prefix(void **state)
     for (uint32_t i = 30; i < 34; i++) B[i] = 'A' + i - 30; /* B[30] = 'A' < A[30] = 'c' */
     for (uint32_t i = 0; i < 12; i++) C[i] = 'Z' - i;
     cis2_sampling s[4];
-    for (int i = 0; i < 4; i++) s[i] = (cis2_sampling){.temperature = 0.9f, .seed = (uint64_t)i + 1};
+    for (int i = 0; i < 4; i++) s[i] = (cis2_sampling){.temperature = 0.9f, .top_p = 1.0f, .seed = (uint64_t)i + 1};
     enum { NH = 9, NR = 13 };
     const cis2_request q[NH] = {
         {.ids = A, .n_ids = 40, .max_tokens = 20},                    /* the donor: longest, first */

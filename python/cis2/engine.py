@@ -305,8 +305,8 @@ class Request:
         top_p_bits = _f32("top_p", self.top_p)[1]
         min_p_bits = _f32("min_p", self.min_p)[1]
         if top_p_bits == 0:
-            # the C struct's +0.0 is "not set" (off, include/cis2.h); here the
-            # default is 1.0, so 0 is a mistake: the check's own words (§S2.2)
+            # §S2.2 refuses top_p 0 (off is 1.0, the default here), in the
+            # library's own words
             raise UsageError("top_p 0x00000000 is not in (0, 1] (a positive normal; 1.0 is off; "
                              "docs/sampling.md §S2.2)")
         top_k, seed = _uint("top_k", self.top_k, 32), _uint("seed", self.seed, 64)
