@@ -63,3 +63,39 @@ def test_two_threads_sharing_one_engine(engine):
     out = _race([("a", engine, PROMPTS[0]), ("b", engine, PROMPTS[1])])
     for (name, _), got in out.items():
         assert got == want[PROMPTS[0] if name == "a" else PROMPTS[1]]
+
+
+def test_verify_beside_generate_on_one_engine(tiny):
+    """A verify's background hashing once rode the engine's shared pool,
+    so a generate on another thread ran its steps too: a segfault or a
+    wrong verdict (issue 30).  Verdicts and bits equal each call alone."""
+    with cis2.Engine(tiny, threads=2) as e:
+        receipts = [cis2.Receipt.parse(e.generate(p, gen_toks=40, temperature=0.8, seed=i).receipt)
+                    for i, p in enumerate(PROMPTS * 3)]
+        want_v = [v.name for v in e.verify(receipts)]
+        want_g = {p: bits(e, p) for p in PROMPTS}
+        got_v, got_g, errors = [], [], []
+
+        def verifier():
+            try:
+                for _ in range(4):
+                    got_v.append([v.name for v in e.verify(receipts)])
+            except BaseException as ex:
+                errors.append(ex)
+
+        def generator():
+            try:
+                for _ in range(4):
+                    for p in PROMPTS:
+                        got_g.append(bits(e, p) == want_g[p])
+            except BaseException as ex:
+                errors.append(ex)
+        ts = [threading.Thread(target=verifier), threading.Thread(target=verifier), threading.Thread(target=generator)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert not errors, errors
+        assert want_v == ["OK"] * len(receipts)
+        assert got_v == [want_v] * 8
+        assert all(got_g) and len(got_g) == 4 * len(PROMPTS)
