@@ -41,7 +41,7 @@ ifeq ($(SAN),thread)
   SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
 endif
 WARN := -Wall -Wextra -Wno-unused-parameter
-CFLAGS_ALL := -std=c11 $(FPFLAGS) $(OPT) -g $(WARN) -D_DEFAULT_SOURCE -Iinclude -Isrc \
+CFLAGS_ALL := -std=c11 $(FPFLAGS) $(OPT) -g $(WARN) -D_DEFAULT_SOURCE -Iinclude \
               -pthread $(SANFLAGS) $(CFLAGS)
 LDLIBS_ALL := -lcrypto -ljansson -lpthread $(LDLIBS)
 LDFLAGS_ALL := -pthread $(SANFLAGS) $(LDFLAGS)
@@ -83,21 +83,24 @@ ifneq ($(ARCH),$(shell uname -m))
 endif
 RUNNER ?=
 
-# Per-ISA kernel files: src/kern_x86_*.c on x86-64, src/kern_neon*.c on aarch64.
-ALL_SRC := $(wildcard src/*.c)
-X86_SRC := $(wildcard src/kern_x86_*.c)
-ARM_SRC := $(wildcard src/kern_neon*.c)
-CLI_SRC := src/main.c $(wildcard src/cli_*.c) $(wildcard src/serve_*.c)
+# Sources by folder (docs/architecture.md): the engine library is src/
+# (its ISA kernels in src/kernels/, only this target's: kern_x86_*.c on
+# x86-64, kern_neon*.c on aarch64; generated tables in src/tables/); the
+# `cis2` program is cli/ and serve/, compiled with only include/ on their
+# include path, so that they are clients of the public API is a property
+# of the build, not a convention.
 ifeq ($(ARCH),x86_64)
-  LIB_SRC := $(filter-out $(CLI_SRC) $(ARM_SRC),$(ALL_SRC))
+  KERN_SRC := $(wildcard src/kernels/kern_x86_*.c)
 else
-  LIB_SRC := $(filter-out $(CLI_SRC) $(X86_SRC),$(ALL_SRC))
+  KERN_SRC := $(wildcard src/kernels/kern_neon*.c)
 endif
-LIB_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC))
-CLI_OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
+LIB_SRC := $(wildcard src/*.c) $(KERN_SRC) $(wildcard src/tables/*.c)
+CLI_SRC := $(wildcard cli/*.c) $(wildcard serve/*.c)
+LIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC))
+CLI_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 # SIMD flags only for the files that need them (never -mfma).
-$(BUILD)/obj/kern_x86_avx2.o: XFLAGS := -mavx2
-$(BUILD)/obj/kern_x86_avx512.o: XFLAGS := -mavx512f -mavx512bw -mavx512vl -mavx2
+$(BUILD)/obj/src/kernels/kern_x86_avx2.o: XFLAGS := -mavx2
+$(BUILD)/obj/src/kernels/kern_x86_avx512.o: XFLAGS := -mavx512f -mavx512bw -mavx512vl -mavx2
 
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
@@ -111,9 +114,17 @@ $(BUILD)/.flags: FORCE
 	@echo '$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) $(LDLIBS_ALL)' | cmp -s - $@ || \
 	  echo '$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) $(LDLIBS_ALL)' > $@
 
-$(LIB_OBJ): LIBF := $(LIBFLAGS)
-$(BUILD)/obj/%.o: src/%.c $(BUILD)/.flags $(wildcard src/*.h) include/cis2.h
+$(LIB_OBJ): LIBF := $(LIBFLAGS) -Isrc
+$(BUILD)/obj/src/%.o: src/%.c $(BUILD)/.flags $(wildcard src/*.h src/*/*.h) $(wildcard include/*.h)
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(LIBF) $(XFLAGS) -c $< -o $@
+# the program: include/ only
+$(BUILD)/obj/cli/%.o: cli/%.c $(BUILD)/.flags cli/cli.h $(wildcard include/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(XFLAGS) -c $< -o $@
+$(BUILD)/obj/serve/%.o: serve/%.c $(BUILD)/.flags serve/serve.h cli/cli.h $(wildcard include/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) $(XFLAGS) -c $< -o $@
 
 # every symbol: for the unit tests and fuzz targets
 $(BUILD)/libcis2-internal.a: $(LIB_OBJ)
@@ -131,29 +142,29 @@ $(BUILD)/libcis2.a: $(BUILD)/obj/libcis2-public.o
 $(BUILD)/libcis2.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,-z,defs $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
-# `cis2 serve` (src/serve_*.c) links GNU libmicrohttpd into the binary only,
+# `cis2 serve` (serve/serve_*.c) links GNU libmicrohttpd into the binary only,
 # never the libraries; a target that cannot link it (the aarch64 cross
 # build) gets a serve that says so.
 HAVE_MHD := $(shell printf '\043include <microhttpd.h>\nint main(void) { return MHD_get_version() == 0; }\n' | \
               $(CC) -x c - -o /dev/null -lmicrohttpd > /dev/null 2>&1 && echo 1)
 ifeq ($(HAVE_MHD),1)
-  $(BUILD)/obj/serve_http.o: XFLAGS := -DCIS2_HAVE_MHD
+  $(BUILD)/obj/serve/serve_http.o: XFLAGS := -DCIS2_HAVE_MHD
   CLI_LDLIBS := -lmicrohttpd
 endif
 $(BUILD)/.mhd: FORCE
 	@mkdir -p $(BUILD)
 	@echo '$(HAVE_MHD)' | cmp -s - $@ || echo '$(HAVE_MHD)' > $@
-$(BUILD)/obj/serve_http.o: $(BUILD)/.mhd
+$(BUILD)/obj/serve/serve_http.o: $(BUILD)/.mhd
 
 # the CLI sees the public archive only: nothing but the API links
 $(BUILD)/cis2: $(CLI_OBJ) $(BUILD)/libcis2.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(CLI_LDLIBS) $(LDLIBS_ALL)
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libcis2-internal.a $(wildcard tests/*.h)
-	$(CC) $(CFLAGS_ALL) -Itests -o $@ $< $(BUILD)/libcis2-internal.a $(LDFLAGS_ALL) -lcmocka $(LDLIBS_ALL)
+	$(CC) $(CFLAGS_ALL) -Isrc -Itests -o $@ $< $(BUILD)/libcis2-internal.a $(LDFLAGS_ALL) -lcmocka $(LDLIBS_ALL)
 
 # the server's buffer is compiled into its unit test (the server is not in the library)
-$(BUILD)/tests/test_serve_buf: src/serve_buf.c src/serve.h
+$(BUILD)/tests/test_serve_buf: serve/serve_buf.c serve/serve.h
 
 tests: all $(TEST_BIN)
 
@@ -200,11 +211,11 @@ FUZZ_BIN := $(patsubst %,$(FUZZ_OUT)/fuzz_%,$(FUZZ_NAMES))
 FUZZ_BASE := -std=c11 -ffp-contract=off -fno-fast-math -fno-math-errno -O1 -g $(WARN) -D_DEFAULT_SOURCE \
              -Iinclude -Isrc -pthread -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS := $(FUZZ_BASE) -fsanitize=fuzzer,address,undefined
-FUZZ_OBJ := $(patsubst src/%.c,$(FUZZ_OUT)/obj/%.o,$(LIB_SRC))
-$(FUZZ_OUT)/obj/kern_x86_avx2.o: XFLAGS := -mavx2
-$(FUZZ_OUT)/obj/kern_x86_avx512.o: XFLAGS := -mavx512f -mavx512bw -mavx512vl -mavx2
+FUZZ_OBJ := $(patsubst %.c,$(FUZZ_OUT)/obj/%.o,$(LIB_SRC))
+$(FUZZ_OUT)/obj/src/kernels/kern_x86_avx2.o: XFLAGS := -mavx2
+$(FUZZ_OUT)/obj/src/kernels/kern_x86_avx512.o: XFLAGS := -mavx512f -mavx512bw -mavx512vl -mavx2
 
-$(FUZZ_OUT)/obj/%.o: src/%.c $(wildcard src/*.h) include/cis2.h
+$(FUZZ_OUT)/obj/%.o: %.c $(wildcard src/*.h src/*/*.h) $(wildcard include/*.h)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_BASE) -fsanitize=fuzzer-no-link,address,undefined $(XFLAGS) -c $< -o $@
 

@@ -21,7 +21,7 @@
  */
 #include "nfc.h"
 #include "pretok.h"
-#include "unicode_nfc.h"
+#include "tables/unicode_nfc.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -14,7 +14,7 @@
  * the end), a second scanner over the same Unicode 16.0 tables.
  */
 #include "pretok.h"
-#include "unicode_tables.h"
+#include "tables/unicode_tables.h"
 
 int cis2_uclass(uint32_t cp)
 {

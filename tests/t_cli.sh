@@ -32,8 +32,8 @@ done
 for flag in --receipt --trace --dump-logits --kernel --threads --tokenizer-ext --progress --batch --stats --replay --twice; do
     grep -q -- "$flag" "$d/all" || fail "cis2 help omits $flag"
 done
-# every option any command parses (the option tables in src/) is in the help
-for flag in $(grep -ho '{"--[a-z0-9-]*", OPT_' src/*.c | sed 's/{"\(--[a-z0-9-]*\)".*/\1/' | sort -u); do
+# every option any command parses (the option tables in cli/ and serve/) is in the help
+for flag in $(grep -ho '{"--[a-z0-9-]*", OPT_' cli/*.c serve/*.c | sed 's/{"\(--[a-z0-9-]*\)".*/\1/' | sort -u); do
     grep -q -- "$flag" "$d/all" || fail "cis2 help omits $flag, which a command parses"
 done
 echo "ok: --help everywhere, cis2 help lists every option"

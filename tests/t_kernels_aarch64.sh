@@ -1,5 +1,5 @@
 #!/bin/sh
-# The NEON kernel variant (src/kern_neon.c) on aarch64 under qemu: builds
+# The NEON kernel variant (src/kernels/kern_neon.c) on aarch64 under qemu: builds
 # tests/kern_selfcheck.c with the kernels, the pool and the §1.3 FP pin
 # using aarch64-linux-gnu-gcc, checks the objects hold no FMA (fmla/fmadd...),
 # and runs it with qemu-aarch64-static.  Skips (77) without the cross tools.
@@ -16,7 +16,7 @@ FLAGS="-std=c11 -ffp-contract=off -fno-fast-math -fno-math-errno -fexcess-precis
 objs=""
 # pmath.c for the generic attention halves; its digest functions (OpenSSL) go
 # unused, and --gc-sections drops them
-for f in src/kernels.c src/threadpool.c src/kern_neon.c src/fpenv.c src/error.c src/pmath.c tests/kern_selfcheck.c; do
+for f in src/kernels.c src/threadpool.c src/kernels/kern_neon.c src/fpenv.c src/error.c src/pmath.c tests/kern_selfcheck.c; do
     o="$tmp/$(basename "$f" .c).o"
     $XCC $FLAGS -c "$f" -o "$o"
     objs="$objs $o"

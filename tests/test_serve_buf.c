@@ -1,5 +1,5 @@
 /*
- * test_serve_buf.c - src/serve_buf.c, the server's growing text buffer
+ * test_serve_buf.c - serve/serve_buf.c, the server's growing text buffer
  * (serve.h): appends keep every byte and the NUL after them, serve_buf_cut
  * keeps the rest at the front (the SSE stream's pending raw bytes; the
  * stopper checkpoint in t_serve streams only "A" tokens, so stale bytes
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/serve_buf.c"
+#include "../serve/serve_buf.c"
 
 static void test_put_and_cut(void **state)
 {

@@ -37,7 +37,7 @@
 #include "nfc.h"
 #include "synth.h"
 #include "tokenizer.h"
-#include "unicode_nfc.h"
+#include "tables/unicode_nfc.h"
 
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
 #define TIMED 1

@@ -17,7 +17,7 @@
  * one JSON line each, {"text": "..."} or {"error": {...}}: what the server
  * would feed the model (tests/t_serve_chat.sh compares it with Jinja).
  */
-#include "cli.h"
+#include "../cli/cli.h"
 #include "serve.h"
 
 #include <signal.h>
