@@ -102,8 +102,8 @@ CLI_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 $(BUILD)/obj/src/kernels/kern_x86_avx2.o: XFLAGS := -mavx2
 $(BUILD)/obj/src/kernels/kern_x86_avx512.o: XFLAGS := -mavx512f -mavx512bw -mavx512vl -mavx2
 
-TEST_SRC := $(wildcard tests/test_*.c)
-TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+TEST_SRC := $(wildcard tests/unit/test_*.c)
+TEST_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
 .PHONY: all check run install clean tests fuzz fuzz-build tsan FORCE
 all: $(BUILD)/cis2 $(BUILD)/libcis2.a $(BUILD)/libcis2.so
@@ -160,8 +160,9 @@ $(BUILD)/obj/serve/serve_http.o: $(BUILD)/.mhd
 $(BUILD)/cis2: $(CLI_OBJ) $(BUILD)/libcis2.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(CLI_LDLIBS) $(LDLIBS_ALL)
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libcis2-internal.a $(wildcard tests/*.h)
-	$(CC) $(CFLAGS_ALL) -Isrc -Itests -o $@ $< $(BUILD)/libcis2-internal.a $(LDFLAGS_ALL) -lcmocka $(LDLIBS_ALL)
+# unit tests (tests/unit/) reach into the engine: src/ and the internal archive
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libcis2-internal.a $(wildcard tests/unit/*.h)
+	$(CC) $(CFLAGS_ALL) -Isrc -Itests/unit -o $@ $< $(BUILD)/libcis2-internal.a $(LDFLAGS_ALL) -lcmocka $(LDLIBS_ALL)
 
 # the server's buffer is compiled into its unit test (the server is not in the library)
 $(BUILD)/tests/test_serve_buf: serve/serve_buf.c serve/serve.h
@@ -175,7 +176,7 @@ run: all
 	sh tools/run-main
 
 # One engine's every public call against every other under ThreadSanitizer
-# (issue 30): tests/test_concurrency.c, and the library's own unit tests of
+# (issue 30): tests/unit/test_concurrency.c, and the library's own unit tests of
 # threads (test_engine), in their own build dir; any report fails it.
 TSAN_BUILD ?= build/tsan
 tsan:

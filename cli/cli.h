@@ -1,6 +1,6 @@
 /*
  * cli.h - the `cis2` program: one client of the library (include/cis2.h,
- * the only cis2 header any cli_*.c file includes; tests/t_cli_client.sh
+ * the only cis2 header any cli_*.c file includes; tests/build/t_cli_client.sh
  * checks).  main.c dispatches to the cmd_* functions; cli_util.c holds
  * what they share: the usage texts, option parsing, the id-list grammar,
  * error reporting and output checks.  Each cmd_* returns a process exit

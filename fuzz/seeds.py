@@ -6,7 +6,7 @@ libFuzzer target starts from the interesting structure of its format.
 Nothing is copied from ../shared (the real model files stay outside the
 repo).  Run from the repo root: python3 fuzz/seeds.py
 Files named regress_* are inputs that once failed a target (kept by hand,
-not written here); docs/inputs.md and tests/t_hostile.sh cover them too.
+not written here); docs/inputs.md and tests/cli/t_hostile.sh cover them too.
 """
 import json, os, struct
 

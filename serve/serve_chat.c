@@ -27,7 +27,7 @@
  *
  * Messages must be objects with a string role (system, developer, user,
  * assistant, tool) and string content; the rendering is byte for byte
- * what the template renders (tests/t_serve_chat.sh compares it with
+ * what the template renders (tests/server/t_serve_chat.sh compares it with
  * python3-jinja2 rendering the template itself).
  */
 #include "serve.h"

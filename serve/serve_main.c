@@ -15,7 +15,7 @@
  * `--render-chat` renders chat requests read from stdin (one JSON object
  * per line: {"messages": [...], "add_generation_prompt": true}) and prints
  * one JSON line each, {"text": "..."} or {"error": {...}}: what the server
- * would feed the model (tests/t_serve_chat.sh compares it with Jinja).
+ * would feed the model (tests/server/t_serve_chat.sh compares it with Jinja).
  */
 #include "../cli/cli.h"
 #include "serve.h"

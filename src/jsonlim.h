@@ -8,7 +8,7 @@
  * counts the values jansson would build and refuses the input when their
  * estimated heap cost exceeds the caller's budget.  The cost model is an
  * upper bound of jansson 2.14's allocations with glibc malloc overheads
- * (measured on x86-64 and aarch64, tests/test_fileio.c checks it against
+ * (measured on x86-64 and aarch64, tests/unit/test_fileio.c checks it against
  * the real heap):
  *   object 256 + per value 32, array 160 + per value 32,
  *   string 96 + its raw length (keys too, held in the hash table),

@@ -6,7 +6,7 @@
  * The scalar reference is the contract written out: one §5.1 dot_seq per
  * output row over the packed layout.  The SIMD variants (kern_x86_avx2.c,
  * kern_x86_avx512.c, kern_neon.c) put rows in lanes and must give the same
- * bits; tests/test_kernels.c checks that.  cis2_matmul(_n) splits the
+ * bits; tests/unit/test_kernels.c checks that.  cis2_matmul(_n) splits the
  * groups of rows (of one matrix, or of several sharing one x) into
  * contiguous ranges across the pool (§5.2: rows are independent), so the
  * thread count never changes a bit; a variant that reads a transposed copy

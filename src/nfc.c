@@ -14,7 +14,7 @@
  *      ccc 0 or ccc >= ccc(C)) and (S, C) is a primary composite (not
  *      Full_Composition_Exclusion); Hangul LV / LVT algorithmically.
  * The data is Unicode 9.0 (unicode_nfc.c), the version the reference
- * carries; checked against it by tests/t_tokenizer_qwen.sh.  The text is
+ * carries; checked against it by tests/oracle/t_tokenizer_qwen.sh.  The text is
  * normalized segment by segment (see "segments" below), so the scratch is
  * bounded by the longest segment and the output grows with the text.
  * Callers: tokenizer.c.

@@ -16,7 +16,7 @@
  * same constants (bit patterns), each multiply and add separate (GCC/Clang
  * vector extensions are element-wise IEEE ops and the build has
  * -ffp-contract=off), the scalar branches as masks.  So every width gives
- * the scalar bits; tests/test_kernels.c checks each one against
+ * the scalar bits; tests/unit/test_kernels.c checks each one against
  * exp_pinned and silu_pinned on every class of input.
  */
 #ifndef LANES

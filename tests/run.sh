@@ -1,6 +1,7 @@
 #!/bin/sh
 # tests/run.sh - run every test: the cmocka unit-test binaries
-# ($BUILD/tests/test_*) and the shell tests (tests/t_*.sh), each as one unit.
+# ($BUILD/tests/test_*, from tests/unit/) and the shell tests
+# (tests/{cli,api,oracle,server,build}/t_*.sh), each as one unit.
 # Prints a summary line "check: N passed, N failed" and exits non-zero on
 # any failure.  A test that prints "SKIP:" and exits 77 counts as skipped.
 #   ONLY=pattern sh tests/run.sh   runs the tests whose name contains it.
@@ -49,7 +50,9 @@ for t in "$BUILD"/tests/test_*; do
     [ -x "$t" ] || continue
     run_one "$(basename "$t")" $RUNNER "$t"
 done
-for t in tests/t_*.sh; do
+# the shell tests by kind (tests/README.md): the program, its API clients,
+# the oracles, the server, then the build's own properties
+for t in tests/cli/t_*.sh tests/api/t_*.sh tests/oracle/t_*.sh tests/server/t_*.sh tests/build/t_*.sh; do
     [ -f "$t" ] || continue
     run_one "$(basename "$t" .sh)" sh "$t"
 done

@@ -4,7 +4,7 @@ synthetic checkpoints written by it, and engines on them.
 The tests compare the binding with the cis2 program (the reference for
 byte identity), so they need a built source tree: $CIS2 (default
 build/cis2) and the library the binding loads ($CIS2_LIBRARY, default
-build/libcis2.so).  tests/t_python.sh runs them with Debian's
+build/libcis2.so).  tests/api/t_python.sh runs them with Debian's
 /usr/bin/python3 from the repository root.
 """
 import os

@@ -6,7 +6,7 @@ independent reference's exp_pinned and ln_pinned (tests/sampling/
 sampling_ref.py) equal cis2's own src/pmath.c bit for bit on the whole of
 the sampler's domains: every binary32 z in [-88, -0] (exp, §S3.4.2 and
 §S4; about 1.1e9 values) and every binary32 in [1, 2^18] (ln, §S4; about
-1.5e8).  Needs the helper tests/t_sampling_ref.sh builds
+1.5e8).  Needs the helper tests/oracle/t_sampling_ref.sh builds
 ($BUILD/tests/pmath_dump, from tests/sampling/pmath_dump.c and a native
 libcis2.a).  Not run by `make check`: about 15 minutes.
 Usage: /usr/bin/python3 tests/sampling/pmath_exhaustive.py [PMATH_DUMP] [--stride N]

@@ -1,7 +1,7 @@
 """test_sampling_ref.py - tests of the sampling reference and its vectors.
 
 Owns: the checks `make check` runs over tests/sampling/ (through
-tests/t_sampling_ref.sh): the reference's pinned pieces against published
+tests/oracle/t_sampling_ref.sh): the reference's pinned pieces against published
 or hand-derived values (Philox known answers, FACTS.md §3's exp/ln and
 FTZ/DAZ goldens, small cases worked out by hand here in integers), the
 docs/sampling.md examples, and that tests/vectors/sampling/ equals a fresh
@@ -382,7 +382,7 @@ def test_receipt_vector_consistency():
 
 def _pmath(op, xs):
     """cis2_exp_pinned (op 0) / cis2_ln_pinned (op 1) of xs, through the
-    helper tests/t_sampling_ref.sh builds (tests/sampling/pmath_dump.c)."""
+    helper tests/oracle/t_sampling_ref.sh builds (tests/sampling/pmath_dump.c)."""
     import subprocess
     exe = os.environ.get('CIS2_PMATH_DUMP')
     xb = R.bits_arr(xs).astype('<u4')
@@ -400,7 +400,7 @@ def test_pmath_differential():
     if not os.environ.get('CIS2_PMATH_DUMP'):
         try:
             import pytest
-            pytest.skip('CIS2_PMATH_DUMP not set (tests/t_sampling_ref.sh sets it)')
+            pytest.skip('CIS2_PMATH_DUMP not set (tests/oracle/t_sampling_ref.sh sets it)')
         except ImportError:
             return
     rng = np.random.default_rng(3)

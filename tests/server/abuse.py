@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """tests/server/abuse.py PORT CHECK [ARGS...] - clients that once crashed,
-stalled or locked out `cis2 serve` (issue 30), for tests/t_serve_abuse.sh,
+stalled or locked out `cis2 serve` (issue 30), for tests/server/t_serve_abuse.sh,
 on raw sockets (every operation has a timeout; exit 1 on the first failure,
 printing why).
 

@@ -1,5 +1,5 @@
 // tests/server/client.js - the official OpenAI Node client (npm `openai`,
-// tests/server/package-lock.json) driving `cis2 serve`, for tests/t_serve.sh
+// tests/server/package-lock.json) driving `cis2 serve`, for tests/server/t_serve.sh
 // and tools/bench-serve.  Unmodified: only baseURL, apiKey and maxRetries 0.
 //
 //   node client.js concurrent BASE MODEL N OUT   N clients at once, different prompts, lengths and

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""tests/server/hostile.py PORT MODEL CHECK... - bad clients for tests/t_serve.sh,
+"""tests/server/hostile.py PORT MODEL CHECK... - bad clients for tests/server/t_serve.sh,
 on raw sockets (every operation has a timeout; exit 1 on the first failure).
 
   slow-headers T    headers that never end: closed within T+3 s

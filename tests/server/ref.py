@@ -21,7 +21,7 @@ index among its prompt's n as --sequence, max_tokens as --gen-toks, stop strings
 stop_token_ids (and, for chat, the id of <|im_end|> after them) as
 --stop-id, stop_at_eos, and logprobs N (completions) or top_logprobs N
 (chat) as --logprobs N+1.  A chat case's prompt is the rendered prompt
-the server reports (tests/t_serve_chat.sh checks the rendering).
+the server reports (tests/server/t_serve_chat.sh checks the rendering).
 """
 import json
 import os

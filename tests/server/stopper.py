@@ -2,7 +2,7 @@
 """tests/server/stopper.py DIR TEMPLATE - turns a synthetic checkpoint made by
 `cis2 synth --config` of an untied `tiny`-like config (vocab 512, byte-level
 tokenizer, eos_token_id 257) into one whose decodes stop, for
-tests/t_serve.sh's stop-rule and chat checks:
+tests/server/t_serve.sh's stop-rule and chat checks:
 
   - tokenizer.json gains the added tokens <|im_start|> (256) and <|im_end|>
     (257), so ChatML renders and <|im_end|> is one token;

@@ -1,0 +1,139 @@
+/*
+ * kern_selfcheck.c - a dependency-free check of the matrix kernels
+ * (src/kernels.h; spec §4.1, §5.1, §5.2) for targets where cmocka is not
+ * installed, chiefly the NEON variant under qemu (tests/build/t_kernels_aarch64.sh).
+ * Links only kernels.c, threadpool.c, kern_*.c, fpenv.c and error.c.
+ *
+ * Oracles: FACTS.md §4's 3x3 matvec; a plain row-major §5.1 loop written
+ * here; the scalar reference, bit for bit, for every variant and 1..4
+ * threads.  Exit 0 and "kern_selfcheck: ok" on success.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cis2.h"
+#include "kernels.h"
+
+#define CHECK(c, ...)                                                        \
+    do {                                                                     \
+        if (!(c)) {                                                          \
+            fprintf(stderr, "kern_selfcheck: FAIL %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                    \
+            fprintf(stderr, "\n");                                           \
+            exit(1);                                                         \
+        }                                                                    \
+    } while (0)
+
+static const char *const NAMES[] = {"scalar", "avx2", "avx512", "neon"};
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static uint64_t rnd(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng; }
+static float fbits(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
+static uint32_t bitsf(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }
+
+static float rnd_val(void)
+{
+    uint64_t r = rnd();
+    float mag = (float)((r >> 11) & 0xFFFFF) / 1048576.0f, sgn = (r & 1) ? -1.0f : 1.0f;
+    switch ((r >> 40) % 16) {
+    case 0: return sgn * mag * 1.0e8f;
+    case 1: return sgn * mag * 3.0e7f;
+    case 2: return sgn * mag * 1.0e-20f;
+    case 3: return 0.0f;
+    default: return sgn * mag * 2.0f;
+    }
+}
+
+static void sel(const char *k, int t)
+{
+    cis2_error err = {0};
+    CHECK(cis2_kernel_select(k, &err) == CIS2_OK, "select %s: %s", k, err.msg);
+    CHECK(cis2_threads_set(t, &err) == CIS2_OK, "threads %d: %s", t, err.msg);
+}
+
+int main(void)
+{
+    cis2_error err = {0};
+    CHECK(cis2_fpenv_pin(&err) == CIS2_OK, "%s", err.msg);
+    CHECK(cis2_fpenv_selftest(&err) == CIS2_OK, "%s", err.msg);
+    int nvar = 0;
+    char names[64] = "";
+    for (int v = 0; v < 4; v++)
+        if (cis2_kernel_available(NAMES[v])) { nvar++; strcat(names, " "); strcat(names, NAMES[v]); }
+#if defined(__aarch64__)
+    CHECK(cis2_kernel_available("neon"), "neon must be available on aarch64");
+    CHECK(!cis2_kernel_available("avx2"), "avx2 on aarch64?");
+    CHECK(cis2_kernel_select("avx512", &err) == CIS2_E_UNSUPPORTED, "avx512 not refused");
+#endif
+
+    /* FACTS.md §4 matvec 3x3, f32 matrix */
+    static const uint32_t W3[9] = {0x4CBEBC20, 0x3F800000, 0xCCBEBC20, 0x3F800000, 0x40000000,
+                                   0x40400000, 0x3F000000, 0xBFC00000, 0x40800000};
+    static const uint32_t WANT3[3] = {0x00000000, 0x40C00000, 0x40400000};
+    uint8_t src3[36];
+    for (int k = 0; k < 9; k++)
+        for (int q = 0; q < 4; q++) src3[4 * k + q] = (uint8_t)(W3[k] >> (8 * q));
+    cis2_pmat m3;
+    CHECK(cis2_pmat_pack(&m3, CIS2_W_F32, src3, 3, 3, &err) == CIS2_OK, "%s", err.msg);
+    float one[3] = {1, 1, 1}, y3[3];
+    for (int v = 0; v < 4; v++) {
+        if (!cis2_kernel_available(NAMES[v])) continue;
+        sel(NAMES[v], 1);
+        cis2_matmul(&m3, one, 1, y3);
+        for (int o = 0; o < 3; o++)
+            CHECK(bitsf(y3[o]) == WANT3[o], "%s 3x3 row %d: %08X want %08X", NAMES[v], o, bitsf(y3[o]), WANT3[o]);
+    }
+    cis2_pmat_free(&m3);
+
+    static const size_t ROWS[] = {1, 2, 5, 15, 16, 17, 31, 33, 64, 65, 100, 130};
+    static const size_t COLS[] = {1, 2, 3, 7, 16, 63, 300, 576, 1001, 1537};
+    for (int it = 0; it < 40; it++) {
+        cis2_wtype t = (it & 1) ? CIS2_W_BF16 : CIS2_W_F32;
+        size_t rows = ROWS[rnd() % 12], cols = COLS[rnd() % 10], npos = 1 + rnd() % 9;
+        size_t es = t == CIS2_W_BF16 ? 2 : 4;
+        uint8_t *src = malloc(rows * cols * es);
+        float *wide = malloc(rows * cols * 4), *x = malloc(npos * cols * 4);
+        float *want = malloc(npos * rows * 4), *y = malloc(npos * rows * 4);
+        CHECK(src && wide && x && want && y, "out of memory");
+        for (size_t k = 0; k < rows * cols; k++) {
+            uint32_t b = bitsf(rnd_val());
+            if (t == CIS2_W_BF16) {
+                b &= 0xFFFF0000u; /* §4.1: a bf16 is the top half of an f32 */
+                src[2 * k] = (uint8_t)(b >> 16); src[2 * k + 1] = (uint8_t)(b >> 24);
+            } else {
+                for (int q = 0; q < 4; q++) src[4 * k + q] = (uint8_t)(b >> (8 * q));
+            }
+            wide[k] = fbits(b);
+        }
+        for (size_t k = 0; k < npos * cols; k++) x[k] = rnd_val();
+        for (size_t p = 0; p < npos; p++) /* §5.1, row-major, written here */
+            for (size_t o = 0; o < rows; o++) {
+                float acc = 0.0f;
+                for (size_t i = 0; i < cols; i++) {
+                    float prod = wide[o * cols + i] * x[p * cols + i];
+                    acc = acc + prod;
+                }
+                want[p * rows + o] = acc;
+            }
+        cis2_pmat m;
+        CHECK(cis2_pmat_pack(&m, t, src, rows, cols, &err) == CIS2_OK, "%s", err.msg);
+        for (int v = 0; v < 4; v++) {
+            if (!cis2_kernel_available(NAMES[v])) continue;
+            for (int th = 1; th <= 4; th += (it % 8 == 0 ? 1 : 3)) {
+                sel(NAMES[v], th);
+                memset(y, 0xFF, npos * rows * 4);
+                cis2_matmul(&m, x, npos, y);
+                for (size_t k = 0; k < npos * rows; k++)
+                    CHECK(bitsf(y[k]) == bitsf(want[k]), "%s threads %d %s %zux%zu npos %zu: y[%zu] %08X want %08X",
+                          NAMES[v], th, t == CIS2_W_BF16 ? "bf16" : "f32", rows, cols, npos, k, bitsf(y[k]),
+                          bitsf(want[k]));
+            }
+        }
+        cis2_pmat_free(&m);
+        free(src); free(wide); free(x); free(want); free(y);
+    }
+    sel("auto", 1);
+    printf("kern_selfcheck: ok (%s; variants:%s)\n", cis2_isa_name(), names);
+    return 0;
+}
