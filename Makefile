@@ -192,6 +192,7 @@ install: all
 	install -m 755 $(BUILD)/libcis2.so $(DESTDIR)$(PREFIX)/lib/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libcis2.so
 	install -m 644 include/cis2.h $(DESTDIR)$(PREFIX)/include/cis2.h
+	install -m 644 include/cis2_toolkit.h $(DESTDIR)$(PREFIX)/include/cis2_toolkit.h
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/.*CIS2_VERSION "\(.*\)"/\1/p' include/cis2.h)|g' \
 	  cis2.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/cis2.pc
 

@@ -1,7 +1,7 @@
 /*
- * cli.h - the `cis2` program: one client of the library (include/cis2.h,
- * the only cis2 header any cli_*.c file includes; tests/build/t_cli_client.sh
- * checks).  main.c dispatches to the cmd_* functions; cli_util.c holds
+ * cli.h - the `cis2` program: one client of the library (include/cis2.h
+ * and include/cis2_toolkit.h, the only cis2 headers any cli_*.c file
+ * includes; they compile with include/ alone, tests/build/t_cli_client.sh).  main.c dispatches to the cmd_* functions; cli_util.c holds
  * what they share: the usage texts, option parsing, the id-list grammar,
  * error reporting and output checks.  Each cmd_* returns a process exit
  * code (enum cis2_status).
@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "cis2.h"
+#include "cis2_toolkit.h" /* and cis2.h */
 
 int cmd_selftest(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);

@@ -17,7 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "cis2.h"
+#include "cis2_toolkit.h"
 
 /* Writes data to the process's scratch memfd (truncated to exactly size
  * bytes) and returns its /proc/self/fd path. */

@@ -27,7 +27,7 @@
 #ifndef CIS2_SERVE_H
 #define CIS2_SERVE_H
 
-#include "cis2.h"
+#include "cis2_toolkit.h" /* and cis2.h */
 
 #include <jansson.h>
 #include <pthread.h>

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cis2.h"
+#include "cis2_toolkit.h" /* and cis2.h */
 
 typedef struct cis2_config {
     int64_t hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,

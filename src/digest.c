@@ -7,7 +7,7 @@
  * cis2_sha open, update it in order and finalize once.
  */
 #include "digest.h"
-#include "cis2.h"
+#include "cis2_toolkit.h" /* and cis2.h */
 #include "fileio.h"
 
 #include <errno.h>

@@ -19,7 +19,7 @@
 #define CIS2_ENGINE_H
 
 #include "api.h"
-#include "cis2.h"
+#include "cis2_toolkit.h" /* and cis2.h */
 #include "model.h"
 #include "threadpool.h"
 

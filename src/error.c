@@ -6,7 +6,7 @@
  * (README "Exit codes").  The first recorded error wins so that a low-level
  * message (naming the file and the problem) is not overwritten by callers.
  */
-#include "cis2.h"
+#include "cis2_toolkit.h" /* and cis2.h */
 
 #include <stdarg.h>
 #include <stdio.h>

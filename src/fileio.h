@@ -34,7 +34,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
-#include "cis2.h"
+#include "cis2_toolkit.h" /* and cis2.h */
 
 /* ---- inputs ---- */
 

@@ -22,7 +22,7 @@
  * apply) and mask a broken pin.
  */
 #include "api.h"
-#include "cis2.h"
+#include "cis2_toolkit.h" /* and cis2.h */
 #include "threadpool.h"
 
 #include <string.h>

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cis2.h"
+#include "cis2_toolkit.h" /* and cis2.h */
 
 typedef struct cis2_json_cost {
     uint64_t objects, arrays, strings, string_bytes, numbers, literals;

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "cis2.h"
+#include "cis2_toolkit.h" /* and cis2.h */
 
 static inline float f32_from_bits(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
 static inline uint32_t f32_bits(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }

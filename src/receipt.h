@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cis2.h"
+#include "cis2_toolkit.h" /* and cis2.h */
 
 #define CIS2_RECEIPT_MAGIC "CIS-2-RECEIPT v1"
 #define CIS2_RECEIPT_EXT_MAGIC "CIS-2-RECEIPT ext-sampling-1"

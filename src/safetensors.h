@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cis2.h"
+#include "cis2_toolkit.h" /* and cis2.h */
 #include "digest.h"
 #include "fileio.h"
 

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cis2.h"
+#include "cis2_toolkit.h" /* and cis2.h */
 
 /* §S3.5: Philox4x32-10, counter c[4] and key k[2] -> out[4]. */
 void cis2_philox4x32_10(const uint32_t c[4], const uint32_t k[2], uint32_t out[4]);

@@ -4,7 +4,7 @@
  * §7.2 inv_freq_table_digest for rope_theta 100000 / head_dim 64, §6.1
  * rsqrt(64) and the §5.1 cancellation regression).
  */
-#include "cis2.h"
+#include "cis2_toolkit.h" /* and cis2.h */
 #include "pmath.h"
 
 #include <string.h>

@@ -9,7 +9,7 @@
 #ifndef CIS2_SESSION_H
 #define CIS2_SESSION_H
 
-#include "cis2.h"
+#include "cis2_toolkit.h" /* and cis2.h */
 #include "engine.h"
 
 /* A request's sampling and stop rule, owned (copied at add;

@@ -4,7 +4,7 @@
  */
 #include "strbuf.h"
 
-#include "cis2.h"
+#include "cis2_toolkit.h" /* and cis2.h */
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cis2.h"
+#include "cis2_toolkit.h" /* and cis2.h */
 
 /* cis2_synth_shape and the functions below are public: include/cis2.h, section 12. */
 

@@ -21,7 +21,7 @@
 
 #include <stddef.h>
 
-#include "cis2.h"
+#include "cis2_toolkit.h" /* and cis2.h */
 
 typedef struct cis2_pool cis2_pool;
 typedef struct cis2_exec cis2_exec;

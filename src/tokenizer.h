@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "cis2.h"
+#include "cis2_toolkit.h" /* and cis2.h */
 
 /* Limits (docs/inputs.md): a tokenizer.json larger than CIS2_TOK_MAX_FILE
  * or whose JSON would cost more than CIS2_TOK_MAX_JSON_COST of jansson

@@ -24,7 +24,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "cis2.h"
+#include "cis2_toolkit.h" /* and cis2.h */
 
 #define CIS2_TRACE_MAGIC "CIS-2-TRACE v1"
 #define CIS2_TRACE_MAX_LINES (64u << 20) /* larger traces are refused */

@@ -6,7 +6,7 @@
 #ifndef CIS2_VERDICT_H
 #define CIS2_VERDICT_H
 
-#include "cis2.h"
+#include "cis2_toolkit.h" /* and cis2.h */
 
 /* Starts an empty verdict (kind OK, code 0, no fields); source is copied. */
 int cis2_vd_init(cis2_verdict *v, const char *source);

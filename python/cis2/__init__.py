@@ -27,7 +27,7 @@ from .errors import (Cancelled, Error, FileError, FormatError, FPEnvError, HashM
 from .receipt import Field, Receipt, Verdict, compare
 from .tokenizer import Tokenizer
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 SPEC_VERSION = "0.3b"
 
 __all__ = ["Engine", "Config", "Request", "Result", "Session", "TokenEvent", "Tokenizer", "Receipt", "Verdict", "Field",
@@ -38,7 +38,7 @@ __all__ = ["Engine", "Config", "Request", "Result", "Session", "TokenEvent", "To
 
 
 def library_version():
-    """The loaded libcis2's CIS2_VERSION ("0.2.0")."""
+    """The loaded libcis2's CIS2_VERSION ("0.3.0")."""
     return _lib.get().cis2_version().decode()
 
 

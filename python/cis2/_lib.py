@@ -37,7 +37,7 @@ from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_float, c_
 from .errors import LibraryNotFound, make_error
 
 ENV_VAR = "CIS2_LIBRARY"
-ABI_VERSION = "0.2"   # major.minor of CIS2_VERSION these structs mirror
+ABI_VERSION = "0.3"   # major.minor of CIS2_VERSION these structs mirror
 STRUCT_ABI = 3        # CIS2_ABI_VERSION (include/cis2.h) of the structs mirrored below
 SONAME = "libcis2.so.0"
 

@@ -13,7 +13,7 @@ from conftest import ROOT
 from cis2 import _lib
 from cis2.receipt import FIELD_STATUS
 
-HEADER = os.path.join(ROOT, "include", "cis2.h")
+HEADERS = [os.path.join(ROOT, "include", h) for h in ("cis2.h", "cis2_toolkit.h")]  # the engine and its toolkit
 
 CONSTANTS = {"CIS2_E_MISMATCH": _lib.E_MISMATCH, "CIS2_E_CANCELLED": _lib.E_CANCELLED,
              "CIS2_OPEN_TOKENIZER_EXT": _lib.OPEN_TOKENIZER_EXT,
@@ -29,7 +29,7 @@ def c_layout(tmp_path_factory):
     if not shutil.which(cc.split()[0]):
         pytest.skip("no C compiler (%s)" % cc)
     d = tmp_path_factory.mktemp("abi")
-    lines = ['#include <cis2.h>', '#include <stddef.h>', '#include <stdio.h>', 'int main(void) {']
+    lines = ['#include <cis2_toolkit.h>', '#include <stddef.h>', '#include <stdio.h>', 'int main(void) {']
     for cname, st in _lib.STRUCTS.items():
         lines.append('printf("%s sizeof %%zu\\n", sizeof(%s));' % (cname, cname))
         for f in st._fields_:
@@ -78,7 +78,7 @@ def test_constants_and_version(c_layout):
 def test_prototypes_match_the_header():
     """Each function the package declares exists in the header with as many
     parameters (argtypes) as the C declaration has."""
-    text = open(HEADER).read()
+    text = "".join(open(h).read() for h in HEADERS)
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
     decls = {}
     for m in re.finditer(r"CIS2_API\s+[^;(]*?\b(cis2_\w+)\s*\(([^)]*)\)", text):

@@ -13,7 +13,7 @@ a=$BUILD/libcis2.a
 d=$(mktemp -d) || exit 1
 trap 'rm -rf "$d"' EXIT
 # declared: 'CIS2_API <type> [*]name(' in the header, possibly across lines
-grep -v '^#define CIS2_API' include/cis2.h | tr '\n' ' ' | grep -o 'CIS2_API [^;{(]*(' | sed 's/($//; s/.*[ *]//' | sort -u > "$d/declared"
+cat include/cis2.h include/cis2_toolkit.h | grep -v '^#define CIS2_API' | tr '\n' ' ' | grep -o 'CIS2_API [^;{(]*(' | sed 's/($//; s/.*[ *]//' | sort -u > "$d/declared"
 [ "$(wc -l < "$d/declared")" -ge 60 ] || fail "found only $(wc -l < "$d/declared") CIS2_API declarations"
 NM=${NM:-nm}
 $NM -D --defined-only "$so" | awk '$2 ~ /^[TDBRVW]$/ {print $3}' | sort -u > "$d/so"

@@ -6,7 +6,7 @@
  * 1 = ln), n, then n input bit patterns; output: n result bit patterns.
  * FTZ/DAZ are pinned first (§1.3), as for a decode.
  */
-#include "cis2.h"
+#include "cis2_toolkit.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -28,7 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cis2.h"
+#include "cis2_toolkit.h"
 #include "fileio.h"
 #include "jsonlim.h"
 

@@ -23,7 +23,7 @@
 #include <cmocka.h>
 #include <fenv.h>
 
-#include "cis2.h"
+#include "cis2_toolkit.h"
 
 #if defined(__x86_64__)
 typedef uint32_t ctl_t;

@@ -28,7 +28,7 @@
 
 #include <cmocka.h>
 
-#include "cis2.h"
+#include "cis2_toolkit.h"
 
 static float f32(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
 static uint32_t bits(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "cis2.h"
+#include "cis2_toolkit.h"
 
 static float F(uint32_t b) { volatile uint32_t vb = b; float f; uint32_t t = vb; memcpy(&f, &t, 4); return f; }
 static uint32_t B(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }

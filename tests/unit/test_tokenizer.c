@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cis2.h"
+#include "cis2_toolkit.h"
 #include "nfc.h"
 #include "pretok.h"
 #include "tokenizer.h"

@@ -33,7 +33,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cis2.h"
+#include "cis2_toolkit.h"
 #include "nfc.h"
 #include "synth.h"
 #include "tokenizer.h"
