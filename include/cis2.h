@@ -251,6 +251,12 @@ typedef struct cis2_sampling {
 } cis2_sampling;
 /* The §S2.1 defaults: greedy, every filter off (an initializer). */
 #define CIS2_SAMPLING_GREEDY {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .seed = 0, .sequence = 0}
+/* docs/sampling.md §S2.2 on s for the engine's vocabulary: the one check
+ * (generation makes the same), for a client that refuses a request before
+ * queueing it.  CIS2_OK, or CIS2_E_USAGE with *param (may be NULL) the
+ * parameter's name ("temperature", "top_k", "top_p", "min_p") and the
+ * reason in err. */
+CIS2_API int cis2_sampling_validate(const cis2_engine *e, const cis2_sampling *s, const char **param, cis2_error *err);
 
 /* Stop rules (docs/sampling.md).  NULL: none (exactly max_tokens tokens,
  * EOS not special, §3.4). */
@@ -352,6 +358,11 @@ typedef struct cis2_result {
 CIS2_API int cis2_generate(cis2_engine *e, const cis2_request *reqs, size_t n, const cis2_gen_opts *opts,
                            cis2_result **results, cis2_error *err);
 CIS2_API void cis2_results_free(cis2_result *results, size_t n);
+/* 1 if the run is an extension run (docs/sampling.md §S7.1: T > 0 or a stop
+ * rule; its receipt is ext-sampling-1 and it has a finish reason), 0 if it
+ * is the spec's §3.4 run (a CIS-2-RECEIPT v1).  The library decides; a
+ * client never needs to. */
+CIS2_API int cis2_result_is_extension(const cis2_result *r);
 
 /* ======================================================================
  * 6. Sessions (continuous batching)

@@ -11,6 +11,7 @@
  *      functions one by one, for tests and independent checks)
  *   3. The tokenizer on its own (§3.1), without weights
  *   4. Synthetic checkpoints (for tests and benchmarks)
+ *   5. UTF-8: the library's one decoder
  *
  * The conventions of cis2.h hold (status codes, cis2_error, cis2_free,
  * the floating-point environment restored on return).
@@ -171,6 +172,19 @@ CIS2_API int cis2_synth_write(const char *shape, uint64_t seed, const char *out_
 /* The same for the shape a real config.json describes (copied byte for byte). */
 CIS2_API int cis2_synth_write_config(const char *config_path, uint64_t seed, const char *out_dir,
                                      const char *tokenizer_src, cis2_error *err);
+
+/* ======================================================================
+ * 5. UTF-8: the library's one decoder, for clients that show or cut text
+ * ====================================================================== */
+
+/* The unit at s[0..n) (n >= 1): its length, *cp and *valid 1 for a valid
+ * sequence; else *cp U+FFFD and *valid 0 for an ill-formed one, whose
+ * length is its maximal subpart (at least 1 byte: the library's lossy
+ * display text replaces each with one U+FFFD), or -1 for a valid start
+ * that the end of the input cut short (its length: the bytes there). */
+CIS2_API size_t cis2_utf8_unit(const unsigned char *s, size_t n, uint32_t *cp, int *valid);
+/* Code points of valid UTF-8 text (the bytes that are not continuations). */
+CIS2_API size_t cis2_utf8_chars(const char *s, size_t n);
 
 #ifdef __cplusplus
 }

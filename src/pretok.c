@@ -29,45 +29,6 @@ int cis2_uclass(uint32_t cp)
     return UC_OTHER;
 }
 
-uint32_t cis2_utf8_next(const unsigned char *s, size_t *len)
-{
-    unsigned char c = s[0];
-    if (c < 0x80) { *len = 1; return c; }
-    if (c < 0xE0) { *len = 2; return ((uint32_t)(c & 0x1F) << 6) | (s[1] & 0x3F); }
-    if (c < 0xF0) {
-        *len = 3;
-        return ((uint32_t)(c & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
-    }
-    *len = 4;
-    return ((uint32_t)(c & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) |
-           ((uint32_t)(s[2] & 0x3F) << 6) | (s[3] & 0x3F);
-}
-
-int cis2_utf8_validate(const unsigned char *s, size_t n, size_t *bad)
-{
-    size_t i = 0;
-    while (i < n) {
-        unsigned char c = s[i];
-        if (c < 0x80) { i++; continue; }
-        size_t k; uint32_t min, cp;
-        if (c >= 0xC2 && c <= 0xDF) { k = 1; min = 0x80; cp = c & 0x1F; }
-        else if (c >= 0xE0 && c <= 0xEF) { k = 2; min = 0x800; cp = c & 0x0F; }
-        else if (c >= 0xF0 && c <= 0xF4) { k = 3; min = 0x10000; cp = c & 0x07; }
-        else goto fail;
-        if (n - i <= k) goto fail;
-        for (size_t j = 1; j <= k; j++) {
-            if ((s[i + j] & 0xC0) != 0x80) goto fail;
-            cp = (cp << 6) | (s[i + j] & 0x3F);
-        }
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) goto fail;
-        i += k + 1;
-    }
-    return 0;
-fail:
-    if (bad) *bad = i;
-    return -1;
-}
-
 /* Class of the character at p (< end), its byte length in *len. */
 static inline int cls_at(const unsigned char *p, size_t *len)
 {

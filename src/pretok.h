@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "utf8.h"
+
 enum cis2_digits_mode {
     CIS2_DIGITS_NONE = 0,       /* no Digits pre-tokenizer                */
     CIS2_DIGITS_INDIVIDUAL = 1, /* individual_digits=true: each digit alone */
@@ -21,12 +23,7 @@ enum cis2_digits_mode {
 /* Class of a code point: UC_L, UC_N, UC_S or UC_OTHER (unicode_tables.h). */
 int cis2_uclass(uint32_t cp);
 
-/* Decodes the (valid) UTF-8 sequence at s; stores its length in *len. */
-uint32_t cis2_utf8_next(const unsigned char *s, size_t *len);
-
-/* Returns 0 if s[0..n) is valid UTF-8 (no overlongs, surrogates or values
- * above U+10FFFF), else -1 and the offset of the first bad byte in *bad. */
-int cis2_utf8_validate(const unsigned char *s, size_t n, size_t *bad);
+/* cis2_utf8_next and cis2_utf8_validate: utf8.h, the one decoder. */
 
 /* Splits s[0..n) (valid UTF-8) into pre-tokens: first the Digits split
  * (mode), then, if use_regex, the GPT-2 pattern on each piece; calls
