@@ -340,24 +340,18 @@ static int parse_run(int argc, char **argv, run_opts *o)
     return CIS2_OK;
 }
 
-/* A sampled or stopped run (docs/sampling.md §S7.1) also prints its finish reason. */
-static int run_is_ext(const run_opts *o)
-{
-    return o->samp.temperature != 0.0f || o->stop.eos || o->stop.n_ids || o->stop.n_strings;
-}
-
 static int print_results(const cis2_engine *e, const run_opts *o, const cis2_result *res, size_t np)
 {
     const cis2_model_info *mi = cis2_engine_info(e);
     if (!o->json) {
         for (size_t i = 0; i < np; i++) {
             if (i) printf("\n");
-            print_text(mi, &res[i], i, run_is_ext(o));
+            print_text(mi, &res[i], i, cis2_result_is_extension(&res[i])); /* §S7.1: the library decides */
         }
         return CIS2_OK;
     }
     json_t *arr = json_array();
-    for (size_t i = 0; i < np; i++) json_array_append_new(arr, result_json(mi, &res[i], i, run_is_ext(o)));
+    for (size_t i = 0; i < np; i++) json_array_append_new(arr, result_json(mi, &res[i], i, cis2_result_is_extension(&res[i])));
     json_t *outj = np == 1 && !o->prompt_file ? json_array_get(arr, 0) : arr;
     char *s = json_dumps(outj, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     printf("%s\n", s ? s : "null");
