@@ -4,10 +4,13 @@
  * never leaves the caller's floating-point environment changed.
  *
  *   cis2_frame f;
- *   if (cis2_api_enter(&f, &engine->exec)) ... CIS2_E_FPENV ...
- *   ... work: FTZ/DAZ/RNE pinned, the engine's pool and kernel current ...
- *   cis2_api_leave(&f);   // the caller's MXCSR/FPCR (flags included) and
- *                         // context as they were
+ *   if (cis2_api_enter(&f)) ... CIS2_E_FPENV ...
+ *   ... work: FTZ/DAZ/RNE pinned ...
+ *   cis2_api_leave(&f);   // the caller's MXCSR/FPCR as it was (flags included)
+ *
+ * A frame is only the floating-point environment: the pool and kernel a
+ * call computes with are its explicit context (kernels.h's cis2_ctx, built
+ * from the engine at the entry, engine.h).
  *
  * A callback into the caller's code is bracketed by callout_begin/end: the
  * caller's register is restored for the call and the pin put back after.
@@ -18,17 +21,15 @@
 
 #include <stdint.h>
 
-struct cis2_exec;
 typedef struct cis2_frame {
     uint64_t ctl;                /* the caller's control register */
-    struct cis2_exec *exec;      /* the caller's current context */
     struct cis2_frame *prev;
     void *held;                  /* engine.h: the engine lock ENGINE_ENTER took */
 } cis2_frame;
 
-/* exec NULL: the default context.  Returns CIS2_OK or CIS2_E_FPENV (the pin
- * did not read back); cis2_api_leave must be called either way. */
-int cis2_api_enter(cis2_frame *f, struct cis2_exec *exec);
+/* Returns CIS2_OK or CIS2_E_FPENV (the pin did not read back);
+ * cis2_api_leave must be called either way. */
+int cis2_api_enter(cis2_frame *f);
 void cis2_api_leave(cis2_frame *f);
 uint64_t cis2_api_callout_begin(void);
 void cis2_api_callout_end(uint64_t pinned);

@@ -7,6 +7,13 @@
  * control register restored on return.  So a program that never pins gets
  * the pinned bits, and its own arithmetic is untouched.  The library itself
  * calls the pmath.h names directly, inside its own frames.
+ *
+ * No execution context (kernels.h's cis2_ctx) is involved: these compute
+ * without an engine, on the calling thread, with pmath.c's own code
+ * (the vector forms in its 4 lanes), whose bits are the scalar
+ * reference's, which every kernel variant's lanes reproduce too; so a
+ * context of no pool and any variant would give the same bits, and none
+ * is made.
  */
 #include "api.h"
 #include "pmath.h"
@@ -14,7 +21,7 @@
 #define WRAP(ret, call)                     \
     do {                                    \
         cis2_frame f_;                      \
-        cis2_api_enter(&f_, NULL);          \
+        cis2_api_enter(&f_);                \
         ret call;                           \
         cis2_api_leave(&f_);                \
     } while (0)

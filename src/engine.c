@@ -4,8 +4,8 @@
  * detokenize through it, change its kernel and threads.
  *
  * Open order: the §1.3 self-test under the pin (a broken pin refuses to
- * run), the engine's execution context (its own worker pool and kernel,
- * threadpool.h), the model (model.c: config.json, tokenizer.json and
+ * run), the engine's kernel variant and its own worker pool (what every
+ * call's context is made of, engine.h's cis2_engine_ctx), the model (model.c: config.json, tokenizer.json and
  * model.safetensors hashed, §2.1, and the weights packed), the optional
  * expected hashes, then the tokenizer.  A tokenizer the loader refuses
  * does not fail the open: prompts given as ids still run (the file is
@@ -77,15 +77,17 @@ int cis2_engine_open(cis2_engine **out, const char *model_dir, const cis2_engine
         free(e);
         return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
     }
-    cis2_exec_init(&e->exec, opts->threads);
+    e->kern = cis2_kernel_auto();
     pthread_rwlock_init(&e->calls, NULL);
     cis2_frame f;
+    cis2_ctx cx;
     int rc = CIS2_OK;
     ENGINE_ENTER(e, f, err, rc, out);
     if ((rc = cis2_fpenv_selftest(err))) goto out; /* §1.3: before any decode-path arithmetic */
-    if ((rc = cis2_kernel_select(opts->kernel ? opts->kernel : "auto", err))) goto out;
-    if ((rc = cis2_exec_set_threads(&e->exec, opts->threads, err))) goto out;
-    if ((rc = cis2_model_load(&e->m, model_dir, err))) goto out;
+    if ((rc = cis2_kernel_find(opts->kernel ? opts->kernel : "auto", &e->kern, err))) goto out;
+    if ((rc = cis2_pool_create(&e->pool, opts->threads, err))) goto out;
+    cx = cis2_engine_ctx(e);
+    if ((rc = cis2_model_load(&cx, &e->m, model_dir, err))) goto out;
     if ((rc = check_hash("model.safetensors", opts->expect_weights_sha256, e->m.weights_sha, err)) ||
         (rc = check_hash("config.json", opts->expect_config_sha256, e->m.config_sha, err)) ||
         (rc = check_hash("tokenizer.json", opts->expect_tokenizer_sha256, e->m.tokenizer_sha, err)))
@@ -106,8 +108,8 @@ int cis2_engine_open(cis2_engine **out, const char *model_dir, const cis2_engine
         free(path);
     }
     fill_info(e);
-    e->info.kernel = cis2_kernel_name();
-    e->info.threads = cis2_pool_size(cis2_exec_pool(&e->exec));
+    e->info.kernel = cis2_kernel_name(e->kern);
+    e->info.threads = cis2_pool_size(e->pool);
 out:
     ENGINE_LEAVE(f);
     if (rc) {
@@ -123,7 +125,7 @@ void cis2_engine_close(cis2_engine *e)
     if (!e) return;
     cis2_model_free(&e->m);
     cis2_tokenizer_free(e->tok);
-    cis2_exec_free(&e->exec);
+    cis2_pool_destroy(e->pool);
     pthread_rwlock_destroy(&e->calls);
     free(e->dir);
     free(e);
@@ -146,12 +148,11 @@ int cis2_engine_set_kernel(cis2_engine *e, const char *kernel, cis2_error *err)
 {
     int rc = engine_change_begin(e, "cis2_engine_set_kernel", err);
     if (rc) return rc;
-    cis2_frame f;
-    if (cis2_api_enter(&f, &e->exec))
-        rc = cis2_fail(err, CIS2_E_FPENV, "FTZ/DAZ pin did not read back (%s)", cis2_isa_name());
-    else if (!(rc = cis2_kernel_select(kernel ? kernel : "auto", err)))
-        e->info.kernel = cis2_kernel_name();
-    cis2_api_leave(&f);
+    const struct cis2_variant *k;
+    if (!(rc = cis2_kernel_find(kernel ? kernel : "auto", &k, err))) { /* refused: the kernel stays */
+        e->kern = k;
+        e->info.kernel = cis2_kernel_name(k);
+    }
     pthread_rwlock_unlock(&e->calls);
     return rc;
 }
@@ -160,8 +161,10 @@ int cis2_engine_set_threads(cis2_engine *e, int threads, cis2_error *err)
 {
     int rc = engine_change_begin(e, "cis2_engine_set_threads", err);
     if (rc) return rc;
-    rc = cis2_exec_set_threads(&e->exec, threads, err);
-    e->info.threads = cis2_pool_size(e->exec.pool);
+    cis2_pool_destroy(e->pool);
+    e->pool = NULL; /* if no thread can start, calls run on their caller's thread */
+    rc = cis2_pool_create(&e->pool, threads, err);
+    e->info.threads = cis2_pool_size(e->pool);
     pthread_rwlock_unlock(&e->calls);
     return rc;
 }

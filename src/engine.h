@@ -3,9 +3,11 @@
  * session.c, verify.c and results.c reach into it).
  *
  * An engine is a loaded model (model.h), its tokenizer (or the reason it
- * has none), and its own execution context (threadpool.h: worker pool and
- * kernel).  Every public entry point that computes with an engine wraps
- * its work in ENGINE_ENTER / ENGINE_LEAVE (api.h frames).
+ * has none), and what its calls compute with: its own worker pool
+ * (threadpool.h) and kernel variant (kernels.h).  Every public entry point
+ * that computes with an engine wraps its work in ENGINE_ENTER /
+ * ENGINE_LEAVE (api.h frames) and passes cis2_engine_ctx(e), a copy of
+ * the pool and kernel taken inside the frame, to everything it calls.
  *
  * Threads (cis2.h Conventions): any number of calls may compute with one
  * engine at once; they share its pool (one job at a time, the others run
@@ -20,6 +22,7 @@
 
 #include "api.h"
 #include "cis2_toolkit.h" /* and cis2.h */
+#include "kernels.h"
 #include "model.h"
 #include "threadpool.h"
 
@@ -29,19 +32,21 @@ struct cis2_engine {
     cis2_model m;
     cis2_tokenizer *tok;      /* NULL: tok_err says why */
     cis2_error tok_err;
-    cis2_exec exec;
+    cis2_pool *pool;          /* its threads (--threads); changed only under `calls` held exclusively */
+    const struct cis2_variant *kern; /* its kernel variant (--kernel); likewise */
     char *dir;
     cis2_model_info info;
     pthread_rwlock_t calls;   /* shared: a computing call; exclusive: set_kernel/threads */
 };
 
-/* Opens an API frame on the engine's context; on a pin failure records
- * CIS2_E_FPENV and jumps to label `out` (which must ENGINE_LEAVE). */
+/* Takes the engine for a computing call and opens an API frame; on a pin
+ * failure records CIS2_E_FPENV and jumps to label `out` (which must
+ * ENGINE_LEAVE).  Inside, cis2_engine_ctx(e) is the call's context. */
 #define ENGINE_ENTER(e, frame, err, rc, out)                                                 \
     do {                                                                                     \
         pthread_rwlock_rdlock(&((cis2_engine *)(e))->calls);                                 \
         (frame).held = &((cis2_engine *)(e))->calls;                                         \
-        if (cis2_api_enter(&(frame), &((cis2_engine *)(e))->exec)) {                         \
+        if (cis2_api_enter(&(frame))) {                                                      \
             rc = cis2_fail(err, CIS2_E_FPENV, "FTZ/DAZ pin did not read back (%s)", cis2_isa_name()); \
             goto out;                                                                        \
         }                                                                                    \
@@ -51,6 +56,14 @@ struct cis2_engine {
         cis2_api_leave(&(frame));                                                            \
         pthread_rwlock_unlock((frame).held);                                                 \
     } while (0)
+
+/* The execution context of a call with e (kernels.h): the engine's pool
+ * and kernel, no background work.  Taken inside ENGINE_ENTER, where
+ * neither can change. */
+static inline cis2_ctx cis2_engine_ctx(const cis2_engine *e)
+{
+    return (cis2_ctx){.pool = e->pool, .kern = e->kern, .bg = NULL};
+}
 
 /* The bytes of ids (raw, no U+FFFD), NUL-terminated; CIS2_E_USAGE without a
  * tokenizer.  Inside a frame. */
@@ -64,12 +77,5 @@ int cis2_engine_encode(const cis2_engine *e, const char *text, size_t len, uint3
  * by max_ids, not by the text. */
 int cis2_engine_encode_max(const cis2_engine *e, const char *text, size_t len, size_t max_ids, uint32_t **ids,
                            size_t *n, cis2_error *err);
-
-/* Tests only (verify.c): a prefill verify pass's most rows and logits rows
- * (0: the defaults), so that small models take many passes.  Process-wide;
- * set it while no verify runs. */
-void cis2_verify_limits(size_t rows, size_t logit_rows);
-/* Tests only: the rows the last prefill verify computed (process-wide). */
-size_t cis2_verify_rows_computed(void);
 
 #endif

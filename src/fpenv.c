@@ -16,6 +16,8 @@
  * caller's control register, pins, and restores it on return, so an
  * embedder's own arithmetic is never affected (and around callbacks into
  * the caller the caller's register is put back for the call's duration).
+ * A frame is the floating-point environment and nothing else: which pool
+ * and kernel a call computes with is its explicit context (kernels.h).
  *
  * The adversarial self-test passes every operand through `volatile` so the
  * compiler cannot fold the arithmetic at compile time (where FTZ does not
@@ -23,7 +25,6 @@
  */
 #include "api.h"
 #include "cis2_toolkit.h" /* and cis2.h */
-#include "threadpool.h"
 
 #include <string.h>
 
@@ -88,12 +89,11 @@ int cis2_fpenv_pin(cis2_error *err)
 
 static _Thread_local cis2_frame *tls_frame; /* innermost open frame */
 
-int cis2_api_enter(cis2_frame *f, struct cis2_exec *exec)
+int cis2_api_enter(cis2_frame *f)
 {
     ctl_t c = read_ctl();
     f->ctl = (uint64_t)c;
     f->prev = tls_frame;
-    f->exec = cis2_exec_swap(exec);
     tls_frame = f;
     if (!ctl_pinned(c)) {
         write_ctl((c | CANON_SET) & ~(ctl_t)CANON_CLEAR);
@@ -105,7 +105,6 @@ int cis2_api_enter(cis2_frame *f, struct cis2_exec *exec)
 void cis2_api_leave(cis2_frame *f)
 {
     if (read_ctl() != (ctl_t)f->ctl) write_ctl((ctl_t)f->ctl); /* also the caller's sticky flags */
-    cis2_exec_swap(f->exec);
     tls_frame = f->prev;
 }
 
@@ -170,9 +169,9 @@ static int probes(cis2_error *err)
 int cis2_fpenv_selftest(cis2_error *err)
 {
     cis2_frame f;
-    int rc = cis2_api_enter(&f, NULL) ? cis2_fail(err, CIS2_E_FPENV, "FTZ/DAZ pin did not read back set (%s)",
-                                                   cis2_isa_name())
-                                      : probes(err);
+    int rc = cis2_api_enter(&f) ? cis2_fail(err, CIS2_E_FPENV, "FTZ/DAZ pin did not read back set (%s)",
+                                             cis2_isa_name())
+                                : probes(err);
     cis2_api_leave(&f);
     return rc;
 }

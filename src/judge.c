@@ -141,7 +141,7 @@ int cis2_check(const cis2_receipt *r, const char *tok_path, const char *cfg_path
     uint8_t table[32], digest[32];
     int rc = CIS2_OK;
     cis2_frame f;
-    if (cis2_api_enter(&f, NULL)) { rc = cis2_fail(err, CIS2_E_FPENV, "FTZ/DAZ pin did not read back"); goto out; }
+    if (cis2_api_enter(&f)) { rc = cis2_fail(err, CIS2_E_FPENV, "FTZ/DAZ pin did not read back"); goto out; }
     if (cis2_vd_supported(v, r)) goto done;
     if (cfg_path && (rc = read_config(cfg_path, &c, err))) goto out;
     if (tok_path) {

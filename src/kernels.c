@@ -3,6 +3,11 @@
  * reference of the matrix kernel contract (kernels.h; spec §4.1, §5.1,
  * §5.2).
  *
+ * Everything here runs on the context its caller passes (cis2_ctx,
+ * kernels.h): its variant, its pool, its background work.  The variants
+ * are objects their ISA files define (kernels/variant.h); this file lists
+ * them and holds the loops around their micro-kernels, once.
+ *
  * The scalar reference is the contract written out: one §5.1 dot_seq per
  * output row over the packed layout.  The SIMD variants (kern_x86_avx2.c,
  * kern_x86_avx512.c, kern_neon.c) put rows in lanes and must give the same
@@ -12,14 +17,14 @@
  * thread count never changes a bit; a variant that reads a transposed copy
  * of x (AVX-512 from 8 positions on) gets it made once per call here.
  * cis2_exp_n / cis2_silu_n (§6.2, §6.4: softmax, SwiGLU, sampling) and
- * cis2_argmax_lanes (§11.2) run the current variant's lane width of
+ * cis2_argmax_lanes (§11.2) run the context's variant's lane width of
  * pmath_lanes.h, or pmath.c's 4.
  */
 #include "kernels.h"
+#include "kernels/variant.h"
 #include "pmath.h"
 #include "threadpool.h"
 
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,13 +73,13 @@ static void pack_group(void *vctx, size_t g)
     else pack_rows(j, g, 4);
 }
 
-int cis2_pmat_pack(cis2_pmat *m, cis2_wtype type, const uint8_t *src, size_t rows, size_t cols,
-                   cis2_error *err)
+int cis2_pmat_pack(const cis2_ctx *cx, cis2_pmat *m, cis2_wtype type, const uint8_t *src, size_t rows,
+                   size_t cols, cis2_error *err)
 {
     int rc = cis2_pmat_alloc(m, type, rows, cols, err);
     if (rc) return rc;
     struct pack_job j = {m, src};
-    if (cols) cis2_parallel_for(m->groups, pack_group, &j); /* the pool also spreads the page faults */
+    if (cols) cis2_parallel_for(cx, m->groups, pack_group, &j); /* the pool also spreads the page faults */
     return CIS2_OK;
 }
 
@@ -152,7 +157,7 @@ void cis2_wmem_free(cis2_wmem *a)
     memset(a, 0, sizeof *a);
 }
 
-void cis2_pmat_pack_groups(cis2_pmat *m, const uint8_t *src, size_t g0, size_t nrows)
+void cis2_pmat_pack_groups(const cis2_ctx *cx, cis2_pmat *m, const uint8_t *src, size_t g0, size_t nrows)
 {
     size_t es = m->type == CIS2_W_BF16 ? 2 : 4;
     cis2_pmat sub = *m; /* a view of groups [g0, ...): pack_rows then sees src as its row 0 */
@@ -160,7 +165,7 @@ void cis2_pmat_pack_groups(cis2_pmat *m, const uint8_t *src, size_t g0, size_t n
     sub.groups = (nrows + CIS2_KG - 1) / CIS2_KG;
     sub.data = (uint8_t *)m->data + g0 * m->cols * CIS2_KG * es;
     struct pack_job j = {&sub, src};
-    if (m->cols && sub.groups) cis2_parallel_for(sub.groups, pack_group, &j);
+    if (m->cols && sub.groups) cis2_parallel_for(cx, sub.groups, pack_group, &j);
 }
 
 size_t cis2_pmat_bytes(const cis2_pmat *m)
@@ -182,8 +187,8 @@ void cis2_pmat_row(const cis2_pmat *m, size_t r, float *out)
 
 /* ---------------- the scalar reference ---------------- */
 
-void cis2_kern_scalar(const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0,
-                      size_t g1)
+static void kern_scalar(const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0,
+                        size_t g1)
 {
     size_t cols = w->cols, rows = w->rows;
     for (size_t p = 0; p < npos; p++) {
@@ -209,107 +214,93 @@ void cis2_kern_scalar(const cis2_pmat *w, const float *x, const float *xt, size_
     }
 }
 
-/* ---------------- dispatch ---------------- */
-
-struct cis2_variant {
-    const char *name;
-    cis2_kern_fn fn;
-    int (*avail)(void);
-    cis2_prep_fn prep; /* NULL: the variant reads x only */
-    cis2_scores_fn scores; /* attention halves; NULL: the generic ones (pmath.c) */
-    cis2_vmix_fn vmix;
-    cis2_map_fn expn, silun; /* §6.2, §6.4 lanes; NULL: pmath.c's 4 */
-    cis2_argmax_fn argmax;   /* §11.2 lanes; NULL: pmath.c's 4 */
+/* The reference as a variant (kernels/variant.h): every CPU runs it. */
+const struct cis2_variant cis2_variant_scalar = {
+    .name = "scalar",
+    .cpu_needs = 0,
+    .block = CIS2_BLOCK_SHAPE_DEFAULT,
+    .matmul = kern_scalar,
+    .prep = NULL,
+    .scores = NULL,
+    .vmix = NULL,
+    .expn = NULL,
+    .silun = NULL,
+    .argmax = NULL,
 };
 
-static int avail_yes(void) { return 1; }
-#if defined(__x86_64__)
-static int avail_avx2(void)
-{
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2");
-}
-static int avail_avx512(void)
-{
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx2");
-}
-#endif
+/* ---------------- dispatch ---------------- */
 
-/* Fastest first: "auto" takes the first available. */
-static const struct cis2_variant variants[] = {
+/* This build's variants, fastest first: "auto" takes the first available. */
+static const struct cis2_variant *const variants[] = {
 #if defined(__x86_64__)
-    /* AVX-512's 16-lane exp/SiLU leave their tails to AVX2's (avail_avx512 requires AVX2 too) */
-    {"avx512", cis2_kern_avx512, avail_avx512, cis2_prep_avx512, cis2_attn_scores_avx512, cis2_attn_vmix_avx512,
-     cis2_exp_n_avx512, cis2_silu_n_avx512, cis2_argmax_n_avx512},
-    {"avx2", cis2_kern_avx2, avail_avx2, NULL, cis2_attn_scores_avx2, cis2_attn_vmix_avx2, cis2_exp_n_avx2,
-     cis2_silu_n_avx2, cis2_argmax_n_avx2},
+    &cis2_variant_avx512,
+    &cis2_variant_avx2,
 #endif
 #if defined(__aarch64__)
-    {"neon", cis2_kern_neon, avail_yes, NULL, NULL, NULL, NULL, NULL, NULL}, /* Advanced SIMD is mandatory on aarch64 */
+    &cis2_variant_neon,
 #endif
-    {"scalar", cis2_kern_scalar, avail_yes, NULL, NULL, NULL, NULL, NULL, NULL},
+    &cis2_variant_scalar,
 };
 #define NVARIANTS (sizeof variants / sizeof variants[0])
 
-static const struct cis2_variant *pick_auto(void)
+/* The CIS2_CPU_* features this CPU has (compiled for the baseline ISA). */
+static unsigned cpu_features(void)
 {
-    for (size_t i = 0; i < NVARIANTS; i++)
-        if (variants[i].avail()) return &variants[i];
-    return &variants[NVARIANTS - 1];
+    unsigned f = 0;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2")) f |= CIS2_CPU_AVX2;
+    if (__builtin_cpu_supports("avx512f")) f |= CIS2_CPU_AVX512F;
+    if (__builtin_cpu_supports("avx512bw")) f |= CIS2_CPU_AVX512BW;
+    if (__builtin_cpu_supports("avx512vl")) f |= CIS2_CPU_AVX512VL;
+#endif
+    return f;
 }
 
-/* The current execution context's kernel (threadpool.h): an engine's own
- * choice inside its calls and on its workers, else the default context's. */
-static const struct cis2_variant *cur(void)
+static int runs_here(const struct cis2_variant *v) { return (v->cpu_needs & ~cpu_features()) == 0; }
+
+const struct cis2_variant *cis2_kernel_auto(void)
 {
-    cis2_exec *e = cis2_exec_current();
-    const struct cis2_variant *v = atomic_load_explicit(&e->kernel, memory_order_acquire);
-    if (!v) {
-        v = pick_auto();
-        atomic_store_explicit(&e->kernel, v, memory_order_release);
-    }
-    return v;
+    for (size_t i = 0; i < NVARIANTS; i++)
+        if (runs_here(variants[i])) return variants[i];
+    return &cis2_variant_scalar;
 }
+
+cis2_ctx cis2_ctx_solo(void) { return (cis2_ctx){.pool = NULL, .kern = cis2_kernel_auto(), .bg = NULL}; }
 
 int cis2_kernel_available(const char *name)
 {
     if (!strcmp(name, "auto")) return 1;
     for (size_t i = 0; i < NVARIANTS; i++)
-        if (!strcmp(name, variants[i].name)) return variants[i].avail();
+        if (!strcmp(name, variants[i]->name)) return runs_here(variants[i]);
     return 0;
 }
 
-int cis2_kernel_select(const char *name, cis2_error *err)
+int cis2_kernel_find(const char *name, const struct cis2_variant **out, cis2_error *err)
 {
-    cis2_exec *e = cis2_exec_current();
     if (!strcmp(name, "auto")) {
-        atomic_store(&e->kernel, pick_auto());
+        *out = cis2_kernel_auto();
         return CIS2_OK;
     }
     for (size_t i = 0; i < NVARIANTS; i++)
-        if (!strcmp(name, variants[i].name)) {
-            if (!variants[i].avail())
+        if (!strcmp(name, variants[i]->name)) {
+            if (!runs_here(variants[i]))
                 return cis2_fail(err, CIS2_E_UNSUPPORTED, "kernel '%s': this CPU lacks the instructions", name);
-            atomic_store(&e->kernel, &variants[i]);
+            *out = variants[i];
             return CIS2_OK;
         }
     return cis2_fail(err, CIS2_E_UNSUPPORTED, "kernel '%s' not available in this build (%s)", name,
                      cis2_isa_name());
 }
 
-const char *cis2_kernel_name(void) { return cur()->name; }
+const char *cis2_kernel_name(const struct cis2_variant *v) { return v->name; }
 
 /* ---------------- threads ---------------- */
 
-int cis2_threads_set(int n, cis2_error *err) { return cis2_exec_set_threads(cis2_exec_current(), n, err); }
-int cis2_threads_get(void) { return cis2_pool_size(cis2_exec_pool(cis2_exec_current())); }
-
-void cis2_parallel_for(size_t n, void (*fn)(void *ctx, size_t i), void *ctx)
+void cis2_parallel_for(const cis2_ctx *cx, size_t n, void (*fn)(void *arg, size_t i), void *arg)
 {
     if (n == 0) return;
-    cis2_pool_run(n > 1 ? cis2_exec_pool(cis2_exec_current()) : NULL, n, fn, ctx);
+    cis2_pool_run(n > 1 ? cx->pool : NULL, n, fn, arg);
 }
 
 /* Below this many multiply-adds a matmul stays on the calling thread. */
@@ -320,12 +311,13 @@ void cis2_parallel_for(size_t n, void (*fn)(void *ctx, size_t i), void *ctx)
  * hashes 2-3 times the logits it makes and the step never dominates. */
 #define BG_MACS_PER_BYTE 256
 
-/* Chunk edges fall on whole register blocks: 4 groups (the widest narrow
- * block) below 8 positions, single groups from 8 positions on (every
- * variant then runs one group at a time); positions split in blocks of 4,
- * or 16 (the AVX-512 wide block) from 16 positions on. */
-#define GROUP_ALIGN(npos) ((npos) >= 8 ? 1u : 4u)
-#define POS_ALIGN(npos) ((npos) >= 16 ? 16u : 4u)
+/* Chunk edges fall on whole register blocks of the variant (its block
+ * shape, kernels/variant.h). */
+static size_t group_align(const cis2_block_shape *b, size_t npos)
+{
+    return b->groups[npos >= b->groups_wide_from];
+}
+static size_t pos_align(const cis2_block_shape *b, size_t npos) { return b->pos[npos >= b->pos_wide_from]; }
 
 struct mm_job {
     const cis2_pmat *const *w; /* nw matrices, all with the same cols */
@@ -333,6 +325,7 @@ struct mm_job {
     size_t nw, total;          /* total = groups of all matrices, end to end */
     const float *x, *xt;
     size_t npos, gchunks, pchunks;
+    size_t ga, pa;             /* chunk edges: group_align, pos_align */
     cis2_kern_fn fn;
     cis2_bg *bg;               /* item 0 is its step when not NULL */
     size_t bg_bytes;
@@ -346,7 +339,7 @@ static void mm_chunk(void *vctx, size_t c)
 {
     const struct mm_job *j = vctx;
     size_t gc = c / j->pchunks, pc = c % j->pchunks;
-    size_t ga = GROUP_ALIGN(j->npos), pa = POS_ALIGN(j->npos);
+    size_t ga = j->ga, pa = j->pa;
     size_t blocks = (j->total + ga - 1) / ga;
     size_t f0 = blocks * gc / j->gchunks * ga;
     size_t f1 = gc + 1 == j->gchunks ? j->total : blocks * (gc + 1) / j->gchunks * ga;
@@ -384,22 +377,23 @@ static void prep_block(void *vctx, size_t i)
     j->prep(j->x + p * j->cols, n, j->cols, j->xt + p * j->cols);
 }
 
-void cis2_matmul_n(const cis2_pmat *const *w, size_t nw, const float *x, size_t npos, float *const *y)
+void cis2_matmul_n(const cis2_ctx *cx, const cis2_pmat *const *w, size_t nw, const float *x, size_t npos,
+                   float *const *y)
 {
-    const struct cis2_variant *v = cur();
-    cis2_kern_fn fn = v->fn;
+    const struct cis2_variant *v = cx->kern;
+    cis2_kern_fn fn = v->matmul;
     float *xt = NULL; /* the variant's transposed copy of x, shared by all chunks */
     size_t cols = nw ? w[0]->cols : 0;
     if (v->prep && npos >= CIS2_XT_MIN_POS && cols) {
         xt = aligned_alloc(64, (npos + 15) / 16 * 16 * cols * sizeof(float)); /* NULL: x alone */
         struct prep_job pj = {v->prep, x, npos, cols, xt};
-        if (xt) cis2_parallel_for((npos + 15) / 16, prep_block, &pj);
+        if (xt) cis2_parallel_for(cx, (npos + 15) / 16, prep_block, &pj);
     }
-    cis2_pool *pool = cis2_exec_pool(cis2_exec_current());
+    cis2_pool *pool = cx->pool;
     size_t nt = (size_t)cis2_pool_size(pool), total = 0;
     for (size_t m = 0; m < nw; m++) total += w[m]->groups;
     size_t work = total * CIS2_KG * cols * npos;
-    size_t ga = GROUP_ALIGN(npos), pa = POS_ALIGN(npos);
+    size_t ga = group_align(&v->block, npos), pa = pos_align(&v->block, npos);
     size_t blocks = (total + ga - 1) / ga, pblocks = (npos + pa - 1) / pa;
     if (nt <= 1 || work < PAR_MIN_WORK || (blocks < 2 && pblocks < 2)) {
         for (size_t m = 0; m < nw; m++) fn(w[m], x, xt, npos, y[m], 0, w[m]->groups);
@@ -416,16 +410,18 @@ void cis2_matmul_n(const cis2_pmat *const *w, size_t nw, const float *x, size_t 
     size_t gch = per * nt < blocks ? per * nt : blocks;
     size_t pch = 1;
     while (gch * pch < 4 * nt && pch < pblocks) pch++;
-    cis2_bg *bg = cis2_bg_current(); /* this thread's, never another caller's */
-    if (bg && !bg->more) bg = NULL;
-    struct mm_job j = {w, y, nw, total, x, xt, npos, gch, pch, fn, bg, work / BG_MACS_PER_BYTE};
+    /* the call's background work, never from inside a job: there another
+     * thread may be running a step of it (threadpool.h) */
+    cis2_bg *bg = cx->bg;
+    if (bg && (!bg->more || cis2_pool_in_job())) bg = NULL;
+    struct mm_job j = {w, y, nw, total, x, xt, npos, gch, pch, ga, pa, fn, bg, work / BG_MACS_PER_BYTE};
     cis2_pool_run(pool, gch * pch + (bg != NULL), mm_item, &j);
     free(xt);
 }
 
-void cis2_matmul(const cis2_pmat *w, const float *x, size_t npos, float *y)
+void cis2_matmul(const cis2_ctx *cx, const cis2_pmat *w, const float *x, size_t npos, float *y)
 {
-    cis2_matmul_n(&w, 1, x, npos, &y);
+    cis2_matmul_n(cx, &w, 1, x, npos, &y);
 }
 
 /* ---------------- exp and SiLU, attention ---------------- */
@@ -433,24 +429,24 @@ void cis2_matmul(const cis2_pmat *w, const float *x, size_t npos, float *y)
 /* A variant's §6.2 exp of n floats: its own lanes, or pmath.c's 4. */
 static cis2_map_fn exp_of(const struct cis2_variant *var) { return var->expn ? var->expn : exp_pinned_n; }
 
-void cis2_exp_n(const float *x, float *out, size_t n) { exp_of(cur())(x, out, n); } /* §6.2 */
+void cis2_exp_n(const cis2_ctx *cx, const float *x, float *out, size_t n) { exp_of(cx->kern)(x, out, n); } /* §6.2 */
 
-void cis2_silu_n(const float *x, float *out, size_t n)
+void cis2_silu_n(const cis2_ctx *cx, const float *x, float *out, size_t n)
 {
-    const struct cis2_variant *var = cur();
+    const struct cis2_variant *var = cx->kern;
     (var->silun ? var->silun : silu_pinned_n)(x, out, n); /* §6.4 */
 }
 
-size_t cis2_argmax_lanes(const float *v, size_t n)
+size_t cis2_argmax_lanes(const cis2_ctx *cx, const float *v, size_t n)
 {
-    const struct cis2_variant *var = cur();
+    const struct cis2_variant *var = cx->kern;
     return (var->argmax ? var->argmax : argmax_n)(v, n); /* §11.2 */
 }
 
-void cis2_attend_group(const float *q, size_t G, const float *kt, const float *v, size_t v_stride, size_t len,
-                       size_t head_dim, float *scores, float *out)
+void cis2_attend_group(const cis2_ctx *cx, const float *q, size_t G, const float *kt, const float *v,
+                       size_t v_stride, size_t len, size_t head_dim, float *scores, float *out)
 {
-    const struct cis2_variant *var = cur();
+    const struct cis2_variant *var = cx->kern;
     float scale = rsqrt_cr((float)head_dim); /* §9.2 */
     (var->scores ? var->scores : cis2_attn_scores_generic)(q, G, kt, len, head_dim, scale, scores);
     softmax_seq_rows(scores, G, len, exp_of(var)); /* §9.3, head by head */

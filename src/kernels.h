@@ -14,6 +14,12 @@
  * lives at data[((o / KG) * cols + i) * KG + (o % KG)].  The tail group is
  * zero-padded.  BF16 weights stay bf16 in memory and are widened exactly
  * (§4.1: bits << 16) inside the kernel.
+ *
+ * Execution context: every entry point that computes takes a cis2_ctx as
+ * its first argument, so which threads and which variant run a call can be
+ * followed through the code (`--threads`, `--kernel`: engine.c keeps them
+ * in the engine, each API entry copies them into the context it passes
+ * down).  There is no current or default context anywhere.
  */
 #ifndef CIS2_KERNELS_H
 #define CIS2_KERNELS_H
@@ -22,8 +28,32 @@
 #include <stdint.h>
 
 #include "cis2_toolkit.h" /* and cis2.h */
+#include "threadpool.h"
 
 #define CIS2_KG 16
+
+struct cis2_variant; /* one kernel variant: src/kernels/variant.h */
+
+/* The execution context of a computation, passed by the caller (a plain
+ * value: callers copy it freely; nothing in it is owned).
+ *   pool  the threads that share the call's parallel jobs; NULL: the
+ *         calling thread alone.  The bits never depend on it (§5.2).
+ *   kern  the kernel variant (cis2_kernel_find / cis2_kernel_auto); never
+ *         NULL.  The bits never depend on it either: every variant gives
+ *         the scalar reference's.
+ *   bg    the call's background work (threadpool.h), or NULL.  Only a
+ *         call that owns some (a verify) sets it, in its own copy.
+ * An engine's context is its pool and kernel (engine.h, cis2_engine_ctx);
+ * a computation without an engine uses cis2_ctx_solo() or makes its own. */
+typedef struct cis2_ctx {
+    cis2_pool *pool;
+    const struct cis2_variant *kern;
+    cis2_bg *bg;
+} cis2_ctx;
+
+/* No pool, the "auto" variant, no background work: a context for a
+ * computation outside any engine (the same bits as any other context). */
+cis2_ctx cis2_ctx_solo(void);
 
 typedef enum { CIS2_W_BF16 = 1, CIS2_W_F32 = 2 } cis2_wtype;
 
@@ -58,56 +88,57 @@ int cis2_pmat_alloc_in(cis2_pmat *m, cis2_wmem *a, cis2_wtype type, size_t rows,
 
 /* Packs a row-major [rows, cols] matrix given as little-endian bf16 (type
  * CIS2_W_BF16) or f32 (CIS2_W_F32) bytes at any alignment. */
-int cis2_pmat_pack(cis2_pmat *m, cis2_wtype type, const uint8_t *src, size_t rows, size_t cols,
-                   cis2_error *err);
+int cis2_pmat_pack(const cis2_ctx *cx, cis2_pmat *m, cis2_wtype type, const uint8_t *src, size_t rows,
+                   size_t cols, cis2_error *err);
 void cis2_pmat_free(cis2_pmat *m);
 /* The same packing in pieces (additive, for a streaming loader):
  * cis2_pmat_alloc allocates m for a [rows, cols] matrix (padding zeroed,
  * nothing packed); cis2_pmat_pack_groups packs rows [g0*KG, g0*KG + nrows)
  * given as src (just those rows, row-major little-endian bytes, any
  * alignment), with nrows a multiple of CIS2_KG unless the range ends at the
- * last row.  Every group packed this way holds cis2_pmat_pack's bits. */
+ * last row, across cx's pool.  Every group packed this way holds
+ * cis2_pmat_pack's bits. */
 int cis2_pmat_alloc(cis2_pmat *m, cis2_wtype type, size_t rows, size_t cols, cis2_error *err);
-void cis2_pmat_pack_groups(cis2_pmat *m, const uint8_t *src, size_t g0, size_t nrows);
+void cis2_pmat_pack_groups(const cis2_ctx *cx, cis2_pmat *m, const uint8_t *src, size_t g0, size_t nrows);
 /* Row r widened to f32 (embedding lookup of a tied/packed table). */
 void cis2_pmat_row(const cis2_pmat *m, size_t r, float *out);
 size_t cis2_pmat_bytes(const cis2_pmat *m);
 
-/* The contract above, for npos positions (prefill, or a batch of sequences). */
-void cis2_matmul(const cis2_pmat *w, const float *x, size_t npos, float *y);
+/* The contract above, for npos positions (prefill, or a batch of
+ * sequences), with cx's variant across cx's pool (cx->bg: threadpool.h). */
+void cis2_matmul(const cis2_ctx *cx, const cis2_pmat *w, const float *x, size_t npos, float *y);
 /* The same for nw matrices with the same cols sharing one x (q/k/v,
  * gate/up): y[m] gets matrix m's rows; one pass over the pool for all. */
-void cis2_matmul_n(const cis2_pmat *const *w, size_t nw, const float *x, size_t npos, float *const *y);
+void cis2_matmul_n(const cis2_ctx *cx, const cis2_pmat *const *w, size_t nw, const float *x, size_t npos,
+                   float *const *y);
 
 /* Kernel choice: "auto", "scalar", "avx2", "avx512", "neon".  Refuses a
  * kernel this build or CPU cannot run (CIS2_E_UNSUPPORTED). */
-int cis2_kernel_select(const char *name, cis2_error *err);
-const char *cis2_kernel_name(void);
+int cis2_kernel_find(const char *name, const struct cis2_variant **out, cis2_error *err);
+/* The fastest variant this build and CPU can run (what "auto" finds). */
+const struct cis2_variant *cis2_kernel_auto(void);
+const char *cis2_kernel_name(const struct cis2_variant *v);
 
-/* Worker threads (a persistent pool; every worker pins FTZ/DAZ, §1.3).
- * n <= 0 means the number of online CPUs.  Results are identical for any n. */
-int cis2_threads_set(int n, cis2_error *err);
-int cis2_threads_get(void);
-/* Runs fn(ctx, i) for i in [0, n) across the pool; returns when all done. */
-void cis2_parallel_for(size_t n, void (*fn)(void *ctx, size_t i), void *ctx);
+/* Runs fn(arg, i) for i in [0, n) across cx's pool; returns when all done. */
+void cis2_parallel_for(const cis2_ctx *cx, size_t n, void (*fn)(void *arg, size_t i), void *arg);
 
 /* §9.2-§9.4 for the G query heads that share one KV head (GQA): q and out
  * hold G heads of head_dim floats, scores G rows of len (the
  * probabilities); keys in the cache's blocked layout (cis2_attend_head_kt,
- * cis2.h), values v[j * v_stride + d].  Each head's bits are
+ * cis2_toolkit.h), values v[j * v_stride + d].  Each head's bits are
  * cis2_attend_head_kt's whatever the kernel variant: the variants' halves
- * below keep the generic lanes (pmath.h) and their order. */
-void cis2_attend_group(const float *q, size_t G, const float *kt, const float *v, size_t v_stride, size_t len,
-                       size_t head_dim, float *scores, float *out);
+ * (kernels/variant.h) keep the generic lanes (pmath.h) and their order. */
+void cis2_attend_group(const cis2_ctx *cx, const float *q, size_t G, const float *kt, const float *v,
+                       size_t v_stride, size_t len, size_t head_dim, float *scores, float *out);
 
-/* §6.2 exp_pinned / §6.4 silu_pinned of n floats (out may be x), in the
- * current variant's lanes (pmath_lanes.h): the scalar bits whatever the
- * variant. */
-void cis2_exp_n(const float *x, float *out, size_t n);
-void cis2_silu_n(const float *x, float *out, size_t n);
+/* §6.2 exp_pinned / §6.4 silu_pinned of n floats (out may be x), in
+ * cx's variant's lanes (pmath_lanes.h): the scalar bits whatever the
+ * variant.  On the calling thread. */
+void cis2_exp_n(const cis2_ctx *cx, const float *x, float *out, size_t n);
+void cis2_silu_n(const cis2_ctx *cx, const float *x, float *out, size_t n);
 /* §11.2 argmax's index (pmath.h's argmax: strict >, the first maximum)
- * in the current variant's lanes (pmath_lanes.h). */
-size_t cis2_argmax_lanes(const float *v, size_t n);
+ * in cx's variant's lanes (pmath_lanes.h). */
+size_t cis2_argmax_lanes(const cis2_ctx *cx, const float *v, size_t n);
 
 /* ---- Additions (fast-kernels work) ---- */
 
@@ -117,7 +148,9 @@ int cis2_kernel_available(const char *name);
 
 /* Internal: one kernel variant computes output groups [g0, g1) of the
  * contract for every position (x and y as in cis2_matmul).  The pool splits
- * a matmul into group ranges; the variants never see threads.
+ * a matmul into group ranges; the variants never see threads.  The
+ * variants themselves (their objects, what each ISA file gives) are
+ * src/kernels/variant.h's.
  *
  * xt is NULL, or (for a variant with a prep function, from 8 positions on)
  * the same x transposed in blocks of 16 positions: position 16q+b, column i
@@ -133,29 +166,5 @@ typedef void (*cis2_vmix_fn)(const float *s, size_t G, const float *v, size_t v_
 typedef void (*cis2_map_fn)(const float *x, float *out, size_t n); /* exp or SiLU of n floats */
 typedef size_t (*cis2_argmax_fn)(const float *v, size_t n);
 #define CIS2_XT_MIN_POS 8
-#define KERN_ARGS const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0, size_t g1
-void cis2_kern_scalar(KERN_ARGS);
-#if defined(__x86_64__)
-void cis2_kern_avx2(KERN_ARGS);
-void cis2_attn_scores_avx2(const float *q, size_t G, const float *kt, size_t len, size_t hd, float scale, float *s);
-void cis2_attn_vmix_avx2(const float *s, size_t G, const float *v, size_t v_stride, size_t len, size_t hd,
-                         float *out);
-void cis2_exp_n_avx2(const float *x, float *out, size_t n);
-void cis2_silu_n_avx2(const float *x, float *out, size_t n);
-size_t cis2_argmax_n_avx2(const float *v, size_t n);
-void cis2_kern_avx512(KERN_ARGS);
-void cis2_prep_avx512(const float *x, size_t npos, size_t cols, float *xt);
-void cis2_attn_scores_avx512(const float *q, size_t G, const float *kt, size_t len, size_t hd, float scale,
-                             float *s);
-void cis2_attn_vmix_avx512(const float *s, size_t G, const float *v, size_t v_stride, size_t len, size_t hd,
-                           float *out);
-void cis2_exp_n_avx512(const float *x, float *out, size_t n);
-void cis2_silu_n_avx512(const float *x, float *out, size_t n);
-size_t cis2_argmax_n_avx512(const float *v, size_t n);
-#endif
-#if defined(__aarch64__)
-void cis2_kern_neon(KERN_ARGS);
-#endif
-#undef KERN_ARGS
 
 #endif

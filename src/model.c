@@ -55,6 +55,7 @@ typedef struct job {
 } job;
 
 typedef struct loader {
+    const cis2_ctx *cx;     /* the pool that packs (kernels.h) */
     cis2_st_file st;
     const char *path;
     job *jobs;              /* one per tensor of st.t */
@@ -184,7 +185,7 @@ static void step_item(void *ctx, size_t i)
     size_t g = (i - 1) * S->groups_per_item, r = g * CIS2_KG; /* relative to the segment */
     if (r >= S->cur->nr) return;
     size_t nr = S->cur->nr - r < S->groups_per_item * CIS2_KG ? S->cur->nr - r : S->groups_per_item * CIS2_KG;
-    cis2_pmat_pack_groups(j->dest, S->cur_buf + r * rowbytes, (S->cur->r0 + r) / CIS2_KG, nr);
+    cis2_pmat_pack_groups(S->L->cx, j->dest, S->cur_buf + r * rowbytes, (S->cur->r0 + r) / CIS2_KG, nr);
 }
 
 /* Reads the data area in file order, each tensor straight into its packed
@@ -242,7 +243,7 @@ static int stream_tensors(cis2_model *m, loader *L, cis2_error *err)
             S.groups_per_item = gbytes >= ((size_t)64 << 10) ? 1 : ((size_t)64 << 10) / gbytes;
             size_t groups = (cur->nr + CIS2_KG - 1) / CIS2_KG;
             S.items = 1 + (groups + S.groups_per_item - 1) / S.groups_per_item;
-            cis2_parallel_for(S.items, step_item, &S);
+            cis2_parallel_for(L->cx, S.items, step_item, &S);
         }
         if (S.read_rc) rc = cis2_fail(err, S.read_rc, "%s", S.read_err.msg);
     }
@@ -253,7 +254,7 @@ static int stream_tensors(cis2_model *m, loader *L, cis2_error *err)
     return rc;
 }
 
-static int model_load(cis2_model *m, const char *dir, cis2_error *err)
+static int model_load(const cis2_ctx *cx, cis2_model *m, const char *dir, cis2_error *err)
 {
     char path[4096];
     int rc;
@@ -283,7 +284,7 @@ static int model_load(cis2_model *m, const char *dir, cis2_error *err)
     cis2_inv_freq_table_digest(m->inv_freq, m->head_dim / 2, m->inv_freq_digest); /* §7.2 */
     cis2_table_digest(m->table_digest); /* §6.6 */
 
-    loader L = {0};
+    loader L = {.cx = cx};
     if ((rc = path_join(path, sizeof path, dir, "model.safetensors", err))) return rc;
     L.path = path;
     if ((rc = cis2_st_open_stream(&L.st, path, err))) return rc;
@@ -305,10 +306,10 @@ static int model_load(cis2_model *m, const char *dir, cis2_error *err)
 }
 
 /* A failed load frees what it had built (every pointer is NULL or owned). */
-int cis2_model_load(cis2_model *m, const char *dir, cis2_error *err)
+int cis2_model_load(const cis2_ctx *cx, cis2_model *m, const char *dir, cis2_error *err)
 {
     memset(m, 0, sizeof *m);
-    int rc = model_load(m, dir, err);
+    int rc = model_load(cx, m, dir, err);
     if (rc) cis2_model_free(m);
     return rc;
 }
@@ -370,6 +371,7 @@ void cis2_kv_copy_prefix(cis2_kv *dst, const cis2_kv *src, const cis2_model *m, 
 /* --------------------------------------------------------------- forward */
 
 typedef struct fwd {
+    const cis2_ctx *cx;    /* the call's pool and kernel (kernels.h) */
     const cis2_model *m;
     cis2_row *rows;
     size_t n, layer;
@@ -493,7 +495,7 @@ static void stage_task(void *ctx, size_t blk)
 static void run_rows(fwd *F, row_fn a, row_fn b)
 {
     stage s = {F, a, b};
-    cis2_parallel_for((F->n + ROW_BLOCK - 1) / ROW_BLOCK, stage_task, &s); /* one block: this thread */
+    cis2_parallel_for(F->cx, (F->n + ROW_BLOCK - 1) / ROW_BLOCK, stage_task, &s); /* one block: this thread */
 }
 
 /* §9.2-§9.4 for one row and one KV head: the G query heads that share it
@@ -513,21 +515,21 @@ static void attend_task(void *ctx, size_t idx)
     float stackbuf[4096];
     float *s = G * len <= 4096 ? stackbuf : malloc(G * len * sizeof(float));
     if (!s) { F->oom = 1; return; }
-    cis2_attend_group(F->q + r * m->q_dim + h0 * hd, G, kt, vc, hd, len, hd, s, F->att + r * m->q_dim + h0 * hd);
+    cis2_attend_group(F->cx, F->q + r * m->q_dim + h0 * hd, G, kt, vc, hd, len, hd, s, F->att + r * m->q_dim + h0 * hd);
     if (F->probs) memcpy(F->probs + r * F->probs_stride + h0 * len, s, G * len * sizeof(float));
     if (s != stackbuf) free(s);
 }
 
 /* §10: hid[i] = silu_pinned(gate[i]) * up[i], elementwise, in chunks across threads. */
 #define SWIGLU_CHUNK 2048
-typedef struct swiglu_ctx { float *g; const float *u; size_t n; } swiglu_ctx;
+typedef struct swiglu_ctx { const cis2_ctx *cx; float *g; const float *u; size_t n; } swiglu_ctx;
 
 static void swiglu_task(void *ctx, size_t c)
 {
     swiglu_ctx *s = ctx;
     size_t hi = (c + 1) * SWIGLU_CHUNK < s->n ? (c + 1) * SWIGLU_CHUNK : s->n;
     size_t lo = c * SWIGLU_CHUNK;
-    cis2_silu_n(s->g + lo, s->g + lo, hi - lo); /* §6.4, in place */
+    cis2_silu_n(s->cx, s->g + lo, s->g + lo, hi - lo); /* §6.4, in place */
     mul_n(s->g + lo, s->u + lo, hi - lo); /* silu(gate) * up */
 }
 
@@ -554,8 +556,8 @@ static float *carve(char **at, size_t n)
     return p;
 }
 
-int cis2_forward(const cis2_model *m, cis2_ws *ws, cis2_row *rows, size_t n, cis2_trace_fn trace, void *tctx,
-                 cis2_error *err)
+int cis2_forward(const cis2_ctx *cx, const cis2_model *m, cis2_ws *ws, cis2_row *rows, size_t n,
+                 cis2_trace_fn trace, void *tctx, cis2_error *err)
 {
     const size_t H = m->hidden, Q = m->q_dim, KV = m->kv_dim, I = m->inter, half = m->head_dim / 2;
     size_t maxlen = 0, nlog = 0;
@@ -602,7 +604,7 @@ int cis2_forward(const cis2_model *m, cis2_ws *ws, cis2_row *rows, size_t n, cis
     size_t *lrow = (size_t *)at;
     int rc = CIS2_OK;
     for (size_t r = 0, j = 0; r < n; r++) lrow[r] = rows[r].logits ? j++ : 0;
-    fwd F = {.m = m, .rows = rows, .n = n, .x = x, .xn = xn, .q = q, .k = k, .v = v, .att = att, .g = g,
+    fwd F = {.cx = cx, .m = m, .rows = rows, .n = n, .x = x, .xn = xn, .q = q, .k = k, .v = v, .att = att, .g = g,
              .cs = cs, .fin = fin, .probs = probs, .probs_stride = m->n_heads * maxlen, .lrow = lrow};
     F.ly = &m->layers[0];
     run_rows(&F, r_embed, r_ln1); /* layer 0's ln1; the later ones follow each layer's residual */
@@ -613,7 +615,7 @@ int cis2_forward(const cis2_model *m, cis2_ws *ws, cis2_row *rows, size_t n, cis
         TRACE("ln1", xn, H);
         const cis2_pmat *qkv_w[3] = {&ly->q, &ly->k, &ly->v};
         float *const qkv_y[3] = {q, k, v};
-        cis2_matmul_n(qkv_w, 3, xn, n, qkv_y); /* §9.1 */
+        cis2_matmul_n(cx, qkv_w, 3, xn, n, qkv_y); /* §9.1 */
         if (!trace) run_rows(&F, r_bias, r_rope_store);
         else {
             run_rows(&F, r_bias, NULL);
@@ -625,7 +627,7 @@ int cis2_forward(const cis2_model *m, cis2_ws *ws, cis2_row *rows, size_t n, cis
         TRACE("q_rope", q, Q);
         TRACE("k_rope", k, KV);
         F.oom = 0;
-        cis2_parallel_for(n * m->n_kv, attend_task, &F); /* §9.2-§9.4 */
+        cis2_parallel_for(cx, n * m->n_kv, attend_task, &F); /* §9.2-§9.4 */
         if (F.oom) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory in attention"); goto out; }
         if (trace)
             for (size_t r = 0; r < n; r++)
@@ -633,7 +635,7 @@ int cis2_forward(const cis2_model *m, cis2_ws *ws, cis2_row *rows, size_t n, cis
                     trace(tctx, rows[r].step, rows[r].pos, (int)l, "scores", probs + r * F.probs_stride,
                           m->n_heads * (rows[r].pos + 1));
         TRACE("attn_out", att, Q);
-        cis2_matmul(&ly->o, att, n, g); /* §9.5 */
+        cis2_matmul(cx, &ly->o, att, n, g); /* §9.5 */
         TRACE("o_proj", g, H);
         if (!trace) run_rows(&F, r_resid_o, r_ln2);
         else {
@@ -644,13 +646,13 @@ int cis2_forward(const cis2_model *m, cis2_ws *ws, cis2_row *rows, size_t n, cis
         TRACE("ln2", xn, H);
         const cis2_pmat *gu_w[2] = {&ly->gate, &ly->up};
         float *const gu_y[2] = {g, u};
-        cis2_matmul_n(gu_w, 2, xn, n, gu_y); /* §10 */
+        cis2_matmul_n(cx, gu_w, 2, xn, n, gu_y); /* §10 */
         TRACE("gate", g, I);
         TRACE("up", u, I);
-        swiglu_ctx sw = {g, u, n * I};
-        cis2_parallel_for((n * I + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK, swiglu_task, &sw); /* §10 */
+        swiglu_ctx sw = {cx, g, u, n * I};
+        cis2_parallel_for(cx, (n * I + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK, swiglu_task, &sw); /* §10 */
         TRACE("act", g, I);
-        cis2_matmul(&ly->down, g, n, xn);
+        cis2_matmul(cx, &ly->down, g, n, xn);
         TRACE("down", xn, H);
         if (!trace) run_rows(&F, r_resid_down, r_next_norm);
         else {
@@ -661,7 +663,7 @@ int cis2_forward(const cis2_model *m, cis2_ws *ws, cis2_row *rows, size_t n, cis
     }
     /* §11.1: the final norm (above, into fin) and the LM head */
     if (nlog) {
-        cis2_matmul(m->tied ? &m->embed : &m->lm_head, fin, nlog, lg);
+        cis2_matmul(cx, m->tied ? &m->embed : &m->lm_head, fin, nlog, lg);
         if (trace)
             for (size_t r = 0; r < n; r++)
                 if (rows[r].logits && rows[r].traced) {

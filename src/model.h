@@ -48,8 +48,8 @@ typedef struct cis2_model {
  * (fileio.h): hashes all three from the bytes read (§2.1), validates every
  * tensor name and shape against the config and its family's semantics
  * (config.h) before reading any weight, then packs the weights from a
- * bounded staging buffer as they stream in. */
-int cis2_model_load(cis2_model *m, const char *dir, cis2_error *err);
+ * bounded staging buffer as they stream in, across cx's pool. */
+int cis2_model_load(const cis2_ctx *cx, cis2_model *m, const char *dir, cis2_error *err);
 void cis2_model_free(cis2_model *m);
 
 /* Per-sequence KV cache of post-RoPE keys and values (§3.5), each KV
@@ -98,8 +98,9 @@ void cis2_ws_free(cis2_ws *ws);
  * in this call).  Fills each row's KV slot and its logits if requested:
  * the rows that want logits must have their buffers end to end in row
  * order (the LM head writes them in place).  ws may be NULL (scratch for
- * this call only). */
-int cis2_forward(const cis2_model *m, cis2_ws *ws, cis2_row *rows, size_t n, cis2_trace_fn trace,
-                 void *trace_ctx, cis2_error *err);
+ * this call only).  Every stage runs on cx (kernels.h): its pool, its
+ * kernel variant, and its background work between the matrix items. */
+int cis2_forward(const cis2_ctx *cx, const cis2_model *m, cis2_ws *ws, cis2_row *rows, size_t n,
+                 cis2_trace_fn trace, void *trace_ctx, cis2_error *err);
 
 #endif

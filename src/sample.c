@@ -150,15 +150,15 @@ static size_t candidate_order(const float *x, size_t V, cis2_sample_ws *ws)
 
 /* ---------------------------------------------------------- one step */
 
-int cis2_sample_step(const float *x, size_t V, const cis2_sampling *p, uint32_t step, cis2_sample_ws *ws,
-                     uint32_t *token, cis2_sample_info *info)
+int cis2_sample_step(const cis2_ctx *cx, const float *x, size_t V, const cis2_sampling *p, uint32_t step,
+                     cis2_sample_ws *ws, uint32_t *token, cis2_sample_info *info)
 {
     cis2_sample_info dummy;
     cis2_sample_info *in = info ? info : &dummy;
     memset(in, 0, sizeof *in);
     if (cis2_sampling_greedy(p)) { /* §S3.2: §11.2 exactly */
         in->greedy = 1;
-        *token = (uint32_t)cis2_argmax_lanes(x, V); /* the variant's lanes, argmax's index */
+        *token = (uint32_t)cis2_argmax_lanes(cx, x, V); /* the variant's lanes, argmax's index */
         return CIS2_OK;
     }
     if (ws_reserve(ws, V)) return CIS2_E_NOMEM;
@@ -174,7 +174,7 @@ int cis2_sample_step(const float *x, size_t V, const cis2_sampling *p, uint32_t 
         float d = xj == m ? 0.0f : xj - m;
         w[j] = d / T; /* z */
     }
-    cis2_exp_n(w, w, K); /* w = exp_pinned(z): the scalar bits in the kernel's lanes */
+    cis2_exp_n(cx, w, w, K); /* w = exp_pinned(z): the scalar bits in the kernel's lanes */
     float S = sum_seq(w, K);
     size_t F = K; /* §S3.4.3 top-p: a prefix */
     if (bits(p->top_p) != F_ONE) { /* checked: in (0, 1], §S2.2 */
@@ -237,8 +237,8 @@ static int before(const float *x, uint32_t a, uint32_t b)
     return x[a] > x[b] || (x[a] == x[b] && a < b);
 }
 
-int cis2_logprobs(const float *x, size_t V, uint32_t token, size_t top_n, cis2_sample_ws *ws, float *lp,
-                  uint32_t *top_ids, float *top_lp, size_t *n_top)
+int cis2_logprobs(const cis2_ctx *cx, const float *x, size_t V, uint32_t token, size_t top_n, cis2_sample_ws *ws,
+                  float *lp, uint32_t *top_ids, float *top_lp, size_t *n_top)
 {
     float qnan;
     uint32_t qb = CIS2_QNAN_BITS;
@@ -267,7 +267,7 @@ int cis2_logprobs(const float *x, size_t V, uint32_t token, size_t top_n, cis2_s
     size_t k = 0;
     for (size_t i = 0; i < V; i++)
         if (x[i] == x[i]) d[k++] = x[i] == M ? 0.0f : x[i] - M;
-    cis2_exp_n(d, d, k); /* §6.2, the scalar bits */
+    cis2_exp_n(cx, d, d, k); /* §6.2, the scalar bits */
     float E = sum_seq(d, k); /* vocab order, NaN ids skipped */
     float L = ln_pinned(E);
 #define LOGPROB(i) (x[i] != x[i] ? qnan : ((x[i] == M ? 0.0f : x[i] - M) - L))

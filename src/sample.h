@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "cis2_toolkit.h" /* and cis2.h */
+#include "kernels.h"
 
 /* §S3.5: Philox4x32-10, counter c[4] and key k[2] -> out[4]. */
 void cis2_philox4x32_10(const uint32_t c[4], const uint32_t k[2], uint32_t out[4]);
@@ -43,14 +44,16 @@ int cis2_sampling_check(const cis2_sampling *p, size_t V, cis2_error *err);
 int cis2_sampling_greedy(const cis2_sampling *p);
 
 /* §S3: the token of generation step `step`.  info may be NULL.  Returns
- * CIS2_OK or CIS2_E_NOMEM (scratch). */
-int cis2_sample_step(const float *x, size_t V, const cis2_sampling *p, uint32_t step, cis2_sample_ws *ws,
-                     uint32_t *token, cis2_sample_info *info);
+ * CIS2_OK or CIS2_E_NOMEM (scratch).  cx's kernel variant runs the argmax
+ * and exp lanes (the scalar bits whatever the variant; no pool: the
+ * calling thread). */
+int cis2_sample_step(const cis2_ctx *cx, const float *x, size_t V, const cis2_sampling *p, uint32_t step,
+                     cis2_sample_ws *ws, uint32_t *token, cis2_sample_info *info);
 
 /* §S4: the logprob of `token` and of the first top_n candidates (ids and
  * logprobs into top_ids / top_lp; *n_top gets how many). */
-int cis2_logprobs(const float *x, size_t V, uint32_t token, size_t top_n, cis2_sample_ws *ws, float *lp,
-                  uint32_t *top_ids, float *top_lp, size_t *n_top);
+int cis2_logprobs(const cis2_ctx *cx, const float *x, size_t V, uint32_t token, size_t top_n, cis2_sample_ws *ws,
+                  float *lp, uint32_t *top_ids, float *top_lp, size_t *n_top);
 
 #endif
 

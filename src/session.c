@@ -469,17 +469,17 @@ static int grow(void **p, size_t *cap, size_t want, size_t elem)
 /* One sequence's choice for this step: the token (§11.2 argmax, or the
  * sampler of docs/sampling.md §S3), its logprobs when asked (§S4), then
  * the witness items 7a, 7b.  Runs across the pool, one sequence per item. */
-typedef struct pick_ctx { cis2_session *s; size_t vocab; } pick_ctx;
+typedef struct pick_ctx { const cis2_ctx *cx; cis2_session *s; size_t vocab; } pick_ctx;
 
 static void pick_task(void *vctx, size_t i)
 {
     pick_ctx *c = vctx;
     sseq *q = c->s->picks[i];
     size_t step = q->n_gen;
-    q->pick_rc = cis2_sample_step(q->logits, c->vocab, &q->rule.samp, (uint32_t)step, &q->sws, &q->pick, NULL);
+    q->pick_rc = cis2_sample_step(c->cx, q->logits, c->vocab, &q->rule.samp, (uint32_t)step, &q->sws, &q->pick, NULL);
     if (!q->pick_rc && q->want_lp) {
         size_t nt;
-        q->pick_rc = cis2_logprobs(q->logits, c->vocab, q->pick, q->top_n, &q->sws, &q->lp[step],
+        q->pick_rc = cis2_logprobs(c->cx, q->logits, c->vocab, q->pick, q->top_n, &q->sws, &q->lp[step],
                                    q->top_ids ? q->top_ids + step * q->top_n : NULL,
                                    q->top_lp ? q->top_lp + step * q->top_n : NULL, &nt);
         for (size_t k = nt; k < q->top_n; k++) { /* fewer candidates than asked: marked by id 2^32-1 */
@@ -504,7 +504,7 @@ static int stop_reason(const cis2_session *s, sseq *q, size_t step)
 
 static float wants_logits;
 
-int cis2_session_step_framed(cis2_session *s, size_t *running, cis2_error *err)
+int cis2_session_step_framed(cis2_session *s, const cis2_ctx *cx, size_t *running, cis2_error *err)
 {
     const cis2_model *m = &s->e->m;
     const size_t V = m->vocab;
@@ -578,10 +578,10 @@ int cis2_session_step_framed(cis2_session *s, size_t *running, cis2_error *err)
             s->picks[k++]->logits = s->rows[r].logits;
         }
     size_t j = nlog;
-    if ((rc = cis2_forward(m, &s->ws, s->rows, nrows, s->in.trace, s->in.trace_ctx, err))) return rc;
+    if ((rc = cis2_forward(cx, m, &s->ws, s->rows, nrows, s->in.trace, s->in.trace_ctx, err))) return rc;
     s->steps++;
-    pick_ctx pc = {s, V};
-    cis2_parallel_for(j, pick_task, &pc); /* each sequence its own stream */
+    pick_ctx pc = {cx, s, V};
+    cis2_parallel_for(cx, j, pick_task, &pc); /* each sequence its own stream */
     for (size_t i = 0; i < j; i++)
         if (s->picks[i]->pick_rc) return cis2_fail(err, CIS2_E_NOMEM, "out of memory in the sampler");
     for (size_t i = 0; i < j; i++) {
@@ -612,7 +612,8 @@ int cis2_session_step(cis2_session *s, size_t *running, cis2_error *err)
     cis2_frame f;
     int rc = CIS2_OK;
     ENGINE_ENTER(s->e, f, err, rc, out);
-    rc = cis2_session_step_framed(s, running, err);
+    cis2_ctx cx = cis2_engine_ctx(s->e);
+    rc = cis2_session_step_framed(s, &cx, running, err);
 out:
     ENGINE_LEAVE(f);
     return rc;
@@ -783,8 +784,10 @@ int cis2_generate(cis2_engine *e, const cis2_request *reqs, size_t n, const cis2
     cis2_result *res = calloc(n, sizeof *res), **twin = calloc(n, sizeof *twin);
     unsigned char *have = calloc(n, 1);
     cis2_frame f;
+    cis2_ctx cx;
     int rc = CIS2_OK;
     ENGINE_ENTER(e, f, err, rc, out);
+    cx = cis2_engine_ctx(e);
     if (!res || !twin || !have) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); goto out; }
     if ((rc = cis2_session_open_internal(&s, e, &so, &in, err))) goto out;
     if (n > 1 && (rc = validate_all(s, reqs, n, err))) goto out;
@@ -799,7 +802,7 @@ int cis2_generate(cis2_engine *e, const cis2_request *reqs, size_t n, const cis2
             if (rc) goto out;
             next++;
         }
-        if ((rc = cis2_session_step_framed(s, NULL, err))) break;
+        if ((rc = cis2_session_step_framed(s, &cx, NULL, err))) break;
         if (cb.cancelled) { rc = cis2_fail(err, CIS2_E_CANCELLED, "cancelled by the token callback"); break; }
         for (sseq *q; !rc && (q = first_done(s)); done++) {
             size_t i = q->index;

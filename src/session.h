@@ -56,7 +56,8 @@ int cis2_session_open_internal(cis2_session **out, cis2_engine *e, const cis2_se
  * events (the second §12.4 copy), `traced` reports its rows. */
 int cis2_session_add_internal(cis2_session *s, const cis2_request *req, uint64_t index, int quiet, int traced,
                               uint64_t *id, cis2_error *err);
-/* Steps inside an already open frame (no frame of its own). */
-int cis2_session_step_framed(cis2_session *s, size_t *running, cis2_error *err);
+/* Steps inside an already open frame (no frame of its own), on the
+ * caller's context (kernels.h; the engine's, cis2_engine_ctx). */
+int cis2_session_step_framed(cis2_session *s, const cis2_ctx *cx, size_t *running, cis2_error *err);
 
 #endif

@@ -1,8 +1,9 @@
 /*
- * threadpool.c - persistent pthread pools and execution contexts
- * (threadpool.h).  Owns the worker threads, the job hand-off, the §1.3
- * per-thread FTZ/DAZ pin of every worker and the thread-local "current
- * context" that routes cis2_parallel_for and the kernel choice.
+ * threadpool.c - persistent pthread pools (threadpool.h).  Owns the worker
+ * threads, the job hand-off and the §1.3 per-thread FTZ/DAZ pin of every
+ * worker.  Its only thread-local state is the private in-job flag (a job
+ * started from inside a job runs serially); which pool and kernel a
+ * computation uses is the caller's explicit context (kernels.h).
  *
  * Hand-off: one job slot per pool.  The caller writes fn/ctx/n, resets the
  * claim counter and makes `gen` odd (open); workers spin on `gen` for a
@@ -48,14 +49,11 @@ struct cis2_pool {
     _Atomic(void *) ctx;
     _Atomic size_t n;
     pthread_mutex_t run_lock;  /* one job at a time */
-    cis2_exec *owner;          /* every worker's current context */
     int nworkers;              /* threads besides the caller */
     pthread_t workers[MAX_THREADS];
 };
 
-static _Thread_local int in_job;          /* nested jobs run serially */
-static _Thread_local cis2_exec *tls_exec; /* NULL: the default context */
-static _Thread_local cis2_bg *tls_bg;     /* this thread's background work */
+static _Thread_local int in_job; /* nested jobs run serially */
 
 static void futex_wait(_Atomic unsigned *addr, unsigned val)
 {
@@ -97,7 +95,6 @@ static void *worker_main(void *arg)
         abort();
     }
     in_job = 1;
-    tls_exec = p->owner;
     unsigned seen = atomic_load(&p->gen) & ~1u; /* jobs open at start are not ours to miss */
     for (;;) {
         unsigned g;
@@ -134,7 +131,7 @@ void cis2_pool_destroy(cis2_pool *p)
     free(p);
 }
 
-int cis2_pool_create(cis2_pool **out, int n, cis2_exec *owner, cis2_error *err)
+int cis2_pool_create(cis2_pool **out, int n, cis2_error *err)
 {
     *out = NULL;
     if (n <= 0) n = cis2_pool_cpus();
@@ -142,7 +139,6 @@ int cis2_pool_create(cis2_pool **out, int n, cis2_exec *owner, cis2_error *err)
     cis2_pool *p = calloc(1, sizeof *p);
     if (!p) return cis2_fail(err, CIS2_E_NOMEM, "threadpool: out of memory");
     pthread_mutex_init(&p->run_lock, NULL);
-    p->owner = owner;
     for (int i = 0; i < n - 1; i++) {
         if (pthread_create(&p->workers[i], NULL, worker_main, p) != 0) {
             cis2_pool_destroy(p);
@@ -155,6 +151,8 @@ int cis2_pool_create(cis2_pool **out, int n, cis2_exec *owner, cis2_error *err)
 }
 
 int cis2_pool_size(const cis2_pool *p) { return p ? p->nworkers + 1 : 1; }
+
+int cis2_pool_in_job(void) { return in_job; }
 
 void cis2_pool_run(cis2_pool *p, size_t n, void (*fn)(void *ctx, size_t i), void *ctx)
 {
@@ -178,67 +176,4 @@ void cis2_pool_run(cis2_pool *p, size_t n, void (*fn)(void *ctx, size_t i), void
         if (spins < 1000) CPU_RELAX(); else sched_yield();
     }
     pthread_mutex_unlock(&p->run_lock);
-}
-
-/* ---------------------------------------------------- execution contexts */
-
-static cis2_exec default_exec;              /* threads 0: online CPUs */
-static pthread_mutex_t exec_lock = PTHREAD_MUTEX_INITIALIZER; /* pool (re)starts */
-
-cis2_exec *cis2_exec_current(void) { return tls_exec ? tls_exec : &default_exec; }
-
-cis2_exec *cis2_exec_swap(cis2_exec *e)
-{
-    cis2_exec *old = tls_exec;
-    tls_exec = e;
-    return old;
-}
-
-void cis2_exec_init(cis2_exec *e, int threads)
-{
-    e->pool = NULL;
-    e->threads = threads;
-    atomic_store(&e->kernel, NULL);
-}
-
-cis2_bg *cis2_bg_current(void) { return tls_bg; }
-
-cis2_bg *cis2_bg_swap(cis2_bg *bg)
-{
-    cis2_bg *old = tls_bg;
-    tls_bg = bg;
-    return old;
-}
-
-void cis2_exec_free(cis2_exec *e)
-{
-    cis2_pool_destroy(e->pool);
-    e->pool = NULL;
-}
-
-int cis2_exec_set_threads(cis2_exec *e, int n, cis2_error *err)
-{
-    pthread_mutex_lock(&exec_lock);
-    cis2_pool_destroy(e->pool);
-    e->pool = NULL;
-    e->threads = n;
-    int rc = cis2_pool_create(&e->pool, n, e, err);
-    pthread_mutex_unlock(&exec_lock);
-    return rc;
-}
-
-cis2_pool *cis2_exec_pool(cis2_exec *e)
-{
-    cis2_pool *p = __atomic_load_n(&e->pool, __ATOMIC_ACQUIRE);
-    if (p) return p;
-    pthread_mutex_lock(&exec_lock);
-    if (!e->pool) {
-        cis2_error err = {0};
-        cis2_pool *np = NULL;
-        if (cis2_pool_create(&np, e->threads, e, &err) == CIS2_OK) __atomic_store_n(&e->pool, np, __ATOMIC_RELEASE);
-        /* if no worker can start, jobs run on the caller (pool stays NULL) */
-    }
-    p = e->pool;
-    pthread_mutex_unlock(&exec_lock);
-    return p;
 }

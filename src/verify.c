@@ -1,8 +1,9 @@
 /*
  * verify.c - cis2_verify (include/cis2.h section 7): a receipt's every
- * field recomputed from the engine's files.  Spec §2.1 (artifact hashes),
- * §3.1 (the prompt's ids come from its bytes), §6.6/§7.2 (table digests),
- * §11.2, §12.1, §12.2, §12.4; docs/sampling.md §S8 for extension receipts.
+ * field recomputed from the engine's files.  This file owns the replays
+ * and the call; verify_plan.c plans them (preparing each receipt's run,
+ * shared prompt prefixes) and judges the verdicts (verify.h).  Spec §3.4,
+ * §3.5, §11.2, §12.1, §12.2, §12.4; docs/sampling.md §S3, §S5.
  *
  * verify trusts nothing in a receipt but its inputs (prompt-hex, the
  * number of tokens, and for the extension the sampling parameters and stop
@@ -36,27 +37,23 @@
  * threads take it between the matrix items, see the hasher below): the
  * logits live in two halves, one being hashed while the other fills.
  *
- * Receipts that begin with the same prompt ids (the samples of one prompt)
- * compute those positions once: one of them does, the others copy its KV
- * there (plan_sharing below).
+ * Execution context (kernels.h): the call computes on a copy of the
+ * engine's (cis2_engine_ctx) whose bg is the call's own hasher, so only
+ * this call's matrix jobs carry its hashing, never another caller's on
+ * the shared pool.
  *
  * Memory (docs/inputs.md): a prefill pass holds at most VERIFY_ROWS rows
  * and half of VERIFY_LOGIT_BYTES of logits; receipts are admitted while
  * their KV caches fit in VERIFY_KV_BUDGET (always at least one).
  */
+#include "verify.h"
 #include "digest.h"
-#include "engine.h"
 #include "kernels.h"
 #include "pmath.h"
-#include "receipt.h"
-#include "sample.h"
 #include "session.h"
 #include "threadpool.h"
 #include "tokenizer.h"
-#include "verdict.h"
-#include "witness.h"
 
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,60 +62,6 @@
 #define VERIFY_LOGIT_BYTES ((size_t)64 << 20)
 #define VERIFY_KV_BUDGET ((size_t)1 << 30)
 #define CHOOSE_CHUNKS 8 /* parallel token choice: items (each its sampler workspace) */
-
-typedef struct vjob {
-    const cis2_receipt *r;
-    cis2_verdict *v;
-    size_t index;              /* in the cis2_verify call */
-    int skip;                  /* the verdict is final already */
-    uint32_t *ids;             /* the prompt's recomputed ids */
-    size_t nids;
-    /* the run the receipt's inputs describe */
-    cis2_sampling samp;        /* greedy for v1 */
-    cis2_stop_rule stop;       /* max_tokens: gen-toks (v1) or max-toks (ext) */
-    int ext;
-    uint8_t params[32];        /* ext: the digest of the run's parameter block (§S7.5) */
-    uint8_t params_lines[32];  /* ext: of the receipt's own lines */
-    size_t claimed;            /* gen-toks */
-    size_t oov_step;           /* first claimed id >= vocab (claimed: none) */
-    /* replay outputs */
-    uint32_t *decoded;         /* the run's tokens */
-    size_t ndec;
-    int finish;
-    long long bad_step;        /* first step whose claim is not the run's token */
-    uint32_t claimed_tok, expected_tok, claimed_bits, expected_bits;
-    uint8_t witness[32], argmax[32];
-    /* prefill replay state */
-    int state;                 /* J_WAIT, J_FORCED, J_DECODE, J_DONE */
-    cis2_kv kv;
-    cis2_sha w;
-    int w_open;
-    cis2_stop_state sst;
-    int rc;                    /* CIS2_E_NOMEM inside a task */
-    size_t next_pos, forced_end; /* teacher-forced rows: positions [next_pos, forced_end) */
-    size_t kv_bytes;
-    float *lg0;                /* this pass's first logits row */
-    size_t step0, nlog;
-    /* a prompt prefix shared with another receipt (plan_sharing): while
-     * donor is set, this job waits, then takes positions [0, shared) of
-     * its KV from donor's cache and starts its rows there */
-    struct vjob *donor;
-    size_t shared;
-} vjob;
-
-enum { J_WAIT, J_FORCED, J_DECODE, J_DONE };
-
-/* Tests only (engine.h): smaller passes, so that small models take many. */
-static size_t test_rows, test_logit_rows;
-
-void cis2_verify_limits(size_t rows, size_t logit_rows)
-{
-    test_rows = rows <= VERIFY_ROWS ? rows : VERIFY_ROWS;
-    test_logit_rows = logit_rows;
-}
-
-static _Atomic size_t rows_computed;
-size_t cis2_verify_rows_computed(void) { return rows_computed; }
 
 static uint32_t bits(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }
 
@@ -170,6 +113,7 @@ static void decide(vjob *j, const cis2_engine *e, const float *lg, size_t V, uin
  * alone, so rows go in parallel (rows past a receipt's first bad step are
  * chosen too, and dropped by check). */
 typedef struct choose_ctx {
+    const cis2_ctx *cx;
     const float *logits;
     size_t V, nrows, nchunks;
     vjob *const *rowjob;   /* each row's receipt */
@@ -183,7 +127,7 @@ static void choose_task(void *vctx, size_t c)
 {
     choose_ctx *x = vctx;
     for (size_t r = x->nrows * c / x->nchunks; r < x->nrows * (c + 1) / x->nchunks; r++) {
-        int rc = cis2_sample_step(x->logits + r * x->V, x->V, &x->rowjob[r]->samp, (uint32_t)x->rowstep[r],
+        int rc = cis2_sample_step(x->cx, x->logits + r * x->V, x->V, &x->rowjob[r]->samp, (uint32_t)x->rowstep[r],
                                   &x->ws[c], &x->tok[r], NULL);
         if (rc) x->rc[c] = rc;
     }
@@ -206,15 +150,17 @@ static void check(vjob *j, const cis2_engine *e, size_t V, const uint32_t *tok)
  * background of the next pass.  One pass is hashed at a time, in pass
  * order, so each receipt's stream takes its steps in order; its rows'
  * logits half is not refilled until the hasher is joined.  The hashing is
- * the calling thread's background work (threadpool.h): the next pass's
- * matrix jobs each carry a step of it, taken by whichever pool thread is
- * free, and hasher_join finishes what is left on the caller.  A step
+ * the call's background work (threadpool.h), set in the call's own
+ * context: the next pass's matrix jobs each carry a step of it, taken by
+ * whichever pool thread is free, and hasher_join finishes what is left on
+ * the caller.  A step
  * hashes a budget of bytes from a cursor (item, row, offset), splitting a
  * row where the budget ends: the stream is the same bytes. ---- */
 typedef struct hash_item { vjob *j; const float *lg; size_t step0, n; } hash_item;
 typedef struct hasher {
     cis2_bg bg;            /* first: step() gets &h->bg */
-    int set;               /* it is this thread's background work */
+    cis2_ctx *cx;          /* the call's context: bg is set there while hashing */
+    int set;               /* cx->bg is this hasher's */
     hash_item *items;
     size_t n, V;
     size_t i, k, off;      /* cursor: item, its row, the floats of the row hashed */
@@ -251,7 +197,7 @@ static void hasher_join(hasher *h)
 {
     if (!h->set) return;
     while (h->bg.more) hash_step(&h->bg, SIZE_MAX);
-    cis2_bg_swap(NULL);
+    h->cx->bg = NULL;
     h->set = 0;
 }
 
@@ -264,8 +210,8 @@ static void hasher_start(hasher *h)
     h->bg.step = hash_step;
     h->bg.more = h->n > 0;
     if (!h->bg.more) return;
-    if (cis2_threads_get() > 1) {
-        cis2_bg_swap(&h->bg); /* this thread's jobs only (threadpool.h) */
+    if (cis2_pool_size(h->cx->pool) > 1) {
+        h->cx->bg = &h->bg; /* this call's jobs only (threadpool.h) */
         h->set = 1;
     } else
         while (h->bg.more) hash_step(&h->bg, SIZE_MAX);
@@ -316,81 +262,6 @@ static size_t kv_need(const cis2_model *m, const vjob *j)
     return 2 * m->n_layers * ((j->nids + j->stop.max_tokens + 15) / 16 * 16) * m->kv_dim * sizeof(float);
 }
 
-/* ---- shared prompt prefixes.  Receipts of one prompt (an RL group: many
- * samples of one prompt; or one system prompt before many questions) have
- * the same KV over their common prefix (§3.5), so a batch computes it
- * once.  Sorted by their prompts' ids, jobs fall into runs whose
- * neighbours share at least SHARE_MIN leading ids.  A run's longest prompt
- * is its donor and is admitted first; every other job of the run that
- * shares SHARE_MIN ids with it waits until the donor has computed them,
- * copies them (cis2_kv_copy_prefix) and goes on from there.  Only
- * positions before either's last prompt token are shared: they give no
- * logits, so each job's steps, hashing and verdict are its own, and every
- * row computed is the same arithmetic as without sharing. ---- */
-#define SHARE_MIN 16
-
-static size_t common_prefix(const vjob *a, const vjob *b)
-{
-    size_t n = a->nids < b->nids ? a->nids : b->nids, i = 0;
-    while (i < n && a->ids[i] == b->ids[i]) i++;
-    return i;
-}
-
-static int by_prompt(const void *pa, const void *pb)
-{
-    const vjob *a = *(vjob *const *)pa, *b = *(vjob *const *)pb;
-    size_t i = common_prefix(a, b);
-    if (i < a->nids && i < b->nids) return a->ids[i] < b->ids[i] ? -1 : 1;
-    if (a->nids != b->nids) return a->nids < b->nids ? -1 : 1;
-    return a->index < b->index ? -1 : a->index > b->index; /* the caller's order among equals */
-}
-
-/* Fills ord with every job in admission order, and sets the donors. */
-static void plan_sharing(vjob *jobs, size_t n, vjob **ord)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        jobs[i].donor = NULL;
-        jobs[i].shared = 0;
-        if (!jobs[i].skip) ord[k++] = &jobs[i];
-    }
-    qsort(ord, k, sizeof *ord, by_prompt);
-    for (size_t a = 0, b; a < k; a = b) {
-        size_t top = a; /* the run [a, b) and its longest prompt */
-        for (b = a + 1; b < k && common_prefix(ord[b - 1], ord[b]) >= SHARE_MIN; b++)
-            if (ord[b]->nids > ord[top]->nids) top = b;
-        vjob *d = ord[top];
-        ord[top] = ord[a];
-        ord[a] = d;
-        for (size_t i = a + 1; i < b; i++) {
-            vjob *j = ord[i];
-            size_t c = common_prefix(d, j);
-            if (c > j->nids - 1) c = j->nids - 1;
-            if (c > d->nids - 1) c = d->nids - 1;
-            if (c >= SHARE_MIN) {
-                j->donor = d;
-                j->shared = c;
-            }
-        }
-    }
-    for (size_t i = 0; i < n; i++)
-        if (jobs[i].skip) ord[k++] = &jobs[i];
-}
-
-/* A waiting job takes its prefix once the donor's completed passes hold
- * it; a donor that has stopped (freed before this job was admitted) leaves
- * the job to compute every row itself.  Called only between passes. */
-static void share_take(vjob *j, const cis2_model *m)
-{
-    vjob *d = j->donor;
-    if (!d || j->state != J_FORCED) return;
-    if (d->state != J_FORCED && d->state != J_DECODE) { j->donor = NULL; return; }
-    if (d->next_pos < j->shared) return;
-    cis2_kv_copy_prefix(&j->kv, &d->kv, m, j->shared);
-    j->next_pos = j->shared;
-    j->donor = NULL;
-}
-
 /* The caller's cancellation point (cis2_verify_opts.should_stop): its
  * code, so with the caller's floating-point environment (api.h). */
 static int should_stop(const cis2_verify_opts *o)
@@ -406,14 +277,15 @@ static int should_stop(const cis2_verify_opts *o)
 
 /* Teacher-forced replay of every job (see the top of the file), the
  * decodes after a bad step included; VERIFY_ROWS rows per weight pass. */
-static int replay_prefill(cis2_engine *e, vjob *jobs, size_t n, const cis2_verify_opts *o, cis2_error *err)
+static int replay_prefill(cis2_engine *e, cis2_ctx *cx, vjob *jobs, size_t n, const cis2_verify_opts *o,
+                          const cis2_verify_limits *lim, size_t *rows_computed, cis2_error *err)
 {
     const cis2_model *m = &e->m;
     const size_t V = m->vocab;
-    size_t max_rows = test_rows ? test_rows : VERIFY_ROWS;
+    size_t max_rows = lim->rows && lim->rows < VERIFY_ROWS ? lim->rows : VERIFY_ROWS;
     size_t max_log = VERIFY_LOGIT_BYTES / 2 / (V * sizeof(float)); /* per half */
     if (max_log < 8) max_log = 8; /* the largest vocabulary (2^22): 2 x 8 rows, 256 MiB */
-    if (test_logit_rows) max_log = test_logit_rows;
+    if (lim->logit_rows) max_log = lim->logit_rows;
     if (max_log > max_rows) max_log = max_rows;
     cis2_row *rows = malloc(VERIFY_ROWS * sizeof *rows);
     float *logits = malloc(2 * max_log * V * sizeof(float));
@@ -423,7 +295,7 @@ static int replay_prefill(cis2_engine *e, vjob *jobs, size_t n, const cis2_verif
     uint32_t *tok = malloc(max_log * sizeof *tok);
     hash_item *items = malloc((n ? n : 1) * sizeof *items);
     cis2_sample_ws sws[CHOOSE_CHUNKS] = {{0}};
-    hasher h = {.items = items, .V = V};
+    hasher h = {.cx = cx, .items = items, .V = V};
     cis2_ws ws = {0};
     size_t kv_used = 0, running = 0, pass = 0, computed = 0;
     int rc = CIS2_OK;
@@ -432,7 +304,7 @@ static int replay_prefill(cis2_engine *e, vjob *jobs, size_t n, const cis2_verif
         goto out;
     }
     for (size_t i = 0; i < n; i++) jobs[i].state = jobs[i].skip ? J_DONE : J_WAIT;
-    plan_sharing(jobs, n, ord);
+    cis2_verify_plan_sharing(jobs, n, ord);
     for (;;) {
         if (should_stop(o)) { rc = CANCELLED(err); goto out; } /* between passes: nothing half done */
         float *half = logits + (pass & 1) * max_log * V; /* the other half may be the hasher's */
@@ -441,7 +313,7 @@ static int replay_prefill(cis2_engine *e, vjob *jobs, size_t n, const cis2_verif
             if (j->state != J_WAIT) continue;
             if (running && kv_used + kv_need(m, j) > VERIFY_KV_BUDGET) break;
             if ((rc = job_start(m, j, &kv_used, err))) goto out;
-            share_take(j, m);
+            cis2_verify_share_take(j, m);
             running++;
         }
         size_t nact = 0, nrows = 0, nlog = 0;
@@ -490,13 +362,13 @@ static int replay_prefill(cis2_engine *e, vjob *jobs, size_t n, const cis2_verif
             if (!waiting) break;
             continue;
         }
-        if ((rc = cis2_forward(m, &ws, rows, nrows, NULL, NULL, err))) goto out;
+        if ((rc = cis2_forward(cx, m, &ws, rows, nrows, NULL, NULL, err))) goto out;
         computed += nrows;
-        for (size_t i = 0; i < n; i++) share_take(ord[i], m); /* before any donor stops */
+        for (size_t i = 0; i < n; i++) cis2_verify_share_take(ord[i], m); /* before any donor stops */
         size_t nch = nlog < CHOOSE_CHUNKS ? nlog : CHOOSE_CHUNKS;
-        choose_ctx cc = {.logits = half, .V = V, .nrows = nlog, .nchunks = nch, .rowjob = rowjob,
+        choose_ctx cc = {.cx = cx, .logits = half, .V = V, .nrows = nlog, .nchunks = nch, .rowjob = rowjob,
                          .rowstep = rowstep, .tok = tok, .ws = sws};
-        cis2_parallel_for(nch, choose_task, &cc);
+        cis2_parallel_for(cx, nch, choose_task, &cc);
         for (size_t c = 0; c < nch; c++)
             if (cc.rc[c]) { rc = cis2_fail(err, cc.rc[c], "out of memory in verify"); goto out; }
         for (size_t i = 0; i < nact; i++)
@@ -529,7 +401,7 @@ static int replay_prefill(cis2_engine *e, vjob *jobs, size_t n, const cis2_verif
         pass++;
     }
     hasher_join(&h);
-    rows_computed = computed;
+    if (rows_computed) *rows_computed = computed;
     for (size_t i = 0; i < n; i++) { /* §12.2 over prompt ++ the run's ids */
         vjob *j = &jobs[i];
         job_witness(j);
@@ -633,179 +505,6 @@ out:
     return rc;
 }
 
-/* --------------------------------------------------------------- verdicts */
-
-#define ART(key, w, g) do { if (cis2_vd_digest(v, key, w, g)) cis2_vd_name(art, sizeof art, key); } while (0)
-#define OUT(cond, key) do { if (cond) cis2_vd_name(outs, sizeof outs, key); } while (0)
-
-static void bad_step_note(cis2_verdict *v, const vjob *j)
-{
-    if (j->bad_step < 0) return;
-    if (j->expected_tok == UINT32_MAX)
-        cis2_vd_field(v, "first-bad-step", CIS2_FIELD_NOTE, "%lld: claimed %u, but the run stops before it",
-                      j->bad_step, j->claimed_tok);
-    else if (j->claimed_tok == UINT32_MAX)
-        cis2_vd_field(v, "first-bad-step", CIS2_FIELD_NOTE, "%lld: no token claimed, but the run goes on with %u (logit 0x%08x)",
-                      j->bad_step, j->expected_tok, j->expected_bits);
-    else
-        cis2_vd_field(v, "first-bad-step", CIS2_FIELD_NOTE,
-                      "%lld: claimed %u (logit 0x%08x), the run's token %u (logit 0x%08x)", j->bad_step,
-                      j->claimed_tok, j->claimed_bits, j->expected_tok, j->expected_bits);
-}
-
-/* The verdict of one replayed receipt: every field as the run gives it. */
-static void judge(const cis2_engine *e, vjob *j)
-{
-    const cis2_model *m = &e->m;
-    const cis2_receipt *r = j->r;
-    cis2_verdict *v = j->v;
-    char art[256] = "", outs[512] = "";
-    ART("weights-sha256", r->weights_sha, m->weights_sha); /* recomputed from the files, never trusted */
-    ART("config-sha256", r->config_sha, m->config_sha);
-    ART("tokenizer-sha256", r->tokenizer_sha, m->tokenizer_sha);
-    cis2_vd_field(v, "prompt-hex", CIS2_FIELD_INPUT, "input (%zu bytes)", r->prompt_len);
-    OUT(cis2_vd_ids(v, "prompt-token-ids", r->prompt_ids, r->n_prompt, j->ids, j->nids), "prompt-token-ids");
-    if (!r->ext) {
-        cis2_vd_field(v, "gen-toks", CIS2_FIELD_INPUT, "input (%u)", r->gen_toks);
-        cis2_vd_field(v, "dtype", CIS2_FIELD_OK, "ok");
-    } else { /* docs/sampling.md §S8 */
-        cis2_vd_field(v, "dtype", CIS2_FIELD_OK, "ok");
-        cis2_vd_field(v, "max-toks", CIS2_FIELD_INPUT, "input (%u)", r->max_toks);
-        static const char *const ins[] = {"sampler", "temperature"};
-        for (int k = 0; k < 2; k++) cis2_vd_field(v, ins[k], CIS2_FIELD_INPUT, "input");
-        if (r->samp.top_k > m->vocab) {
-            cis2_vd_field(v, "top-k", CIS2_FIELD_MISMATCH, "MISMATCH %u is larger than the vocabulary (%zu)", r->samp.top_k,
-                          m->vocab);
-            cis2_vd_name(outs, sizeof outs, "top-k");
-        } else cis2_vd_field(v, "top-k", CIS2_FIELD_INPUT, "input");
-        static const char *const ins2[] = {"top-p", "min-p", "seed", "sequence"};
-        for (int k = 0; k < 4; k++) cis2_vd_field(v, ins2[k], CIS2_FIELD_INPUT, "input");
-        if (r->has_eos)
-            OUT(cis2_vd_ids(v, "stop-eos", r->stop_eos, r->n_stop_eos, e->info.eos_ids, e->info.n_eos), "stop-eos");
-        else cis2_vd_field(v, "stop-eos", CIS2_FIELD_INPUT, "input (none)");
-        cis2_vd_field(v, "stop-ids", CIS2_FIELD_INPUT, "input");
-        cis2_vd_field(v, "stop-strings", CIS2_FIELD_INPUT, "input");
-        OUT(cis2_vd_digest(v, "params-digest", r->params_digest, j->params_lines), "params-digest");
-    }
-    OUT(cis2_vd_digest(v, "table-digest", r->table_digest, m->table_digest), "table-digest");
-    OUT(cis2_vd_digest(v, "inv-freq-table-digest", r->inv_freq_digest, m->inv_freq_digest), "inv-freq-table-digest");
-    if (r->ext) {
-        uint32_t got = (uint32_t)j->ndec;
-        if (got == r->gen_toks) cis2_vd_field(v, "gen-toks", CIS2_FIELD_OK, "ok");
-        else {
-            cis2_vd_field(v, "gen-toks", CIS2_FIELD_MISMATCH, "MISMATCH expected=%u got=%u", r->gen_toks, got);
-            cis2_vd_name(outs, sizeof outs, "gen-toks");
-        }
-        const char *want = cis2_finish_name(r->finish), *gotf = cis2_finish_name(j->finish);
-        if (r->finish == j->finish) cis2_vd_field(v, "finish-reason", CIS2_FIELD_OK, "ok");
-        else {
-            cis2_vd_field(v, "finish-reason", CIS2_FIELD_MISMATCH, "MISMATCH expected=%s got=%s", want, gotf);
-            cis2_vd_name(outs, sizeof outs, "finish-reason");
-        }
-    }
-    OUT(cis2_vd_ids(v, "generated-token-ids", r->generated, r->gen_toks, j->decoded, j->ndec), "generated-token-ids");
-    bad_step_note(v, j);
-    const char *dk = r->ext ? "token-digest" : "argmax-digest";
-    OUT(cis2_vd_digest(v, dk, r->argmax, j->argmax), dk);
-    int wbad = cis2_vd_digest(v, "witness-digest", r->witness, j->witness);
-    OUT(wbad, "witness-digest");
-    if (wbad && j->bad_step < 0)
-        cis2_vd_field(v, "note", CIS2_FIELD_NOTE, "every claimed token is the decode's; the witness differs");
-    v->first_bad_step = j->bad_step;
-    v->claimed_token = j->claimed_tok;
-    v->expected_token = j->expected_tok;
-    v->claimed_logit_bits = j->claimed_bits;
-    v->expected_logit_bits = j->expected_bits;
-    if (art[0])
-        cis2_vd_set(v, CIS2_VERDICT_ARTIFACT_MISMATCH, CIS2_E_HASH, "ARTIFACT-MISMATCH", "(%s)%s%s", art,
-                    outs[0] ? "; outputs differ too: " : "", outs);
-    else if (outs[0])
-        cis2_vd_set(v, CIS2_VERDICT_OUTPUT_MISMATCH, CIS2_E_MISMATCH, "OUTPUT-MISMATCH", "(%s)", outs);
-    else
-        cis2_vd_set(v, CIS2_VERDICT_OK, CIS2_OK, "OK", "(all fields recomputed from %s)", e->dir);
-}
-
-/* ------------------------------------------------------------ preparing */
-
-static void malformed(cis2_verdict *v, int code, const char *msg)
-{
-    v->n_fields = 0; /* no field report: the receipt cannot be replayed */
-    cis2_vd_set(v, CIS2_VERDICT_MALFORMED, code, "MALFORMED", "(%s)", msg);
-}
-
-/* A receipt's run: its spec version and dtype, recomputed prompt ids, the
- * sampling and stop rules its inputs give (docs/sampling.md §S8). */
-static void prepare(const cis2_engine *e, vjob *j)
-{
-    const cis2_receipt *r = j->r;
-    cis2_verdict *v = j->v;
-    char msg[700];
-    if (cis2_vd_supported(v, r)) { j->skip = 1; return; }
-    cis2_error e2 = {0};
-    /* §3.1: the prompt bytes are the input; their ids are recomputed */
-    if (cis2_engine_encode(e, (const char *)r->prompt, r->prompt_len, &j->ids, &j->nids, &e2)) {
-        if (e2.code == CIS2_E_UNSUPPORTED) { /* a tokenizer.json outside what this engine runs */
-            v->n_fields = 0;
-            cis2_vd_set(v, CIS2_VERDICT_UNSUPPORTED, CIS2_E_UNSUPPORTED, "UNSUPPORTED", "(%s)", e2.msg);
-        } else {
-            snprintf(msg, sizeof msg, "%s: prompt-hex: %s", v->source, e2.msg);
-            malformed(v, e2.code == CIS2_E_USAGE ? CIS2_E_FORMAT : e2.code, msg);
-        }
-        j->skip = 1;
-        return;
-    }
-    size_t maxpos = (size_t)e->m.cfg.max_position_embeddings;
-    if (j->nids == 0) {
-        snprintf(msg, sizeof msg, "%s: prompt-hex encodes to no tokens", v->source);
-        malformed(v, CIS2_E_FORMAT, msg);
-        j->skip = 1;
-        return;
-    }
-    for (size_t i = 0; i < j->nids; i++)
-        if (j->ids[i] >= e->m.vocab) {
-            malformed(v, CIS2_E_FORMAT, "the tokenizer gives ids outside the model's vocabulary");
-            j->skip = 1;
-            return;
-        }
-    j->claimed = r->gen_toks;
-    j->ext = r->ext;
-    j->stop = (cis2_stop_rule){.max_tokens = r->ext ? r->max_toks : r->gen_toks};
-    if (r->ext) {
-        j->samp = r->samp;
-        if (r->has_eos) { j->stop.eos = e->info.eos_ids; j->stop.n_eos = e->info.n_eos; } /* the config's list */
-        j->stop.ids = r->stop_ids;
-        j->stop.n_ids = r->n_stop_ids;
-        j->stop.strings = (char *const *)r->stop_str;
-        j->stop.lens = r->stop_len;
-        j->stop.n_strings = r->n_stop_str;
-        if (r->n_stop_str && !e->tok) {
-            v->n_fields = 0;
-            cis2_vd_set(v, CIS2_VERDICT_UNSUPPORTED, CIS2_E_UNSUPPORTED, "UNSUPPORTED",
-                        "(stop strings need the model's tokenizer: %s)", e->tok_err.msg);
-            j->skip = 1;
-            return;
-        }
-        char *lines = cis2_receipt_params_block(r), *run = cis2_params_block(&j->samp, &j->stop);
-        if (!lines || !run) { free(lines); free(run); malformed(v, CIS2_E_NOMEM, "out of memory"); j->skip = 1; return; }
-        cis2_sha256(lines, strlen(lines), j->params_lines); /* §S7.5 */
-        cis2_sha256(run, strlen(run), j->params);
-        free(lines);
-        free(run);
-        if (r->samp.top_k > e->m.vocab) j->samp.top_k = 0; /* reported as a mismatch; the run needs a valid k */
-    }
-    if (j->nids + j->stop.max_tokens > maxpos) {
-        v->n_fields = 0;
-        cis2_vd_set(v, CIS2_VERDICT_UNSUPPORTED, CIS2_E_UNSUPPORTED, "UNSUPPORTED",
-                    "(%zu prompt tokens + %zu tokens exceed max_position_embeddings %zu)", j->nids,
-                    j->stop.max_tokens, maxpos);
-        j->skip = 1;
-        return;
-    }
-    j->oov_step = j->claimed;
-    for (size_t i = 0; i < j->claimed; i++)
-        if (r->generated[i] >= e->m.vocab) { j->oov_step = i; break; }
-}
-
 static int same_replay(const vjob *a, const vjob *b)
 {
     return a->ndec == b->ndec && a->bad_step == b->bad_step && a->finish == b->finish &&
@@ -819,18 +518,24 @@ static void job_free(vjob *j)
     cis2_stop_state_free(&j->sst);
 }
 
-int cis2_verify(cis2_engine *e, cis2_receipt *const *receipts, size_t n, const cis2_verify_opts *opts,
-                cis2_verdict **verdicts, cis2_error *err)
+int cis2_verify_ex(cis2_engine *e, cis2_receipt *const *receipts, size_t n, const cis2_verify_opts *opts,
+                   const cis2_verify_limits *limits, size_t *rows_computed, cis2_verdict **verdicts,
+                   cis2_error *err)
 {
     *verdicts = NULL;
+    if (rows_computed) *rows_computed = 0;
     cis2_verify_opts dflt = {0};
     const cis2_verify_opts *o = opts ? opts : &dflt;
+    const cis2_verify_limits no_limits = {0, 0};
+    const cis2_verify_limits *lim = limits ? limits : &no_limits;
     if (n == 0) return cis2_fail(err, CIS2_E_USAGE, "verify: no receipts");
     cis2_verdict *v = calloc(n, sizeof *v);
     vjob *jobs = calloc(n, sizeof *jobs), *again = NULL;
     cis2_frame f;
+    cis2_ctx cx; /* this call's own copy: its bg is the call's hasher (replay_prefill) */
     int rc = CIS2_OK;
     ENGINE_ENTER(e, f, err, rc, out);
+    cx = cis2_engine_ctx(e);
     if (!v || !jobs) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); goto out; }
     for (size_t i = 0; i < n; i++) {
         const char *name = receipts[i]->source && receipts[i]->source[0] ? receipts[i]->source : "receipt";
@@ -838,11 +543,11 @@ int cis2_verify(cis2_engine *e, cis2_receipt *const *receipts, size_t n, const c
         jobs[i].r = receipts[i];
         jobs[i].v = &v[i];
         jobs[i].index = i;
-        prepare(e, &jobs[i]);
+        cis2_verify_prepare(e, &jobs[i]);
     }
     if (o->replay == CIS2_REPLAY_DECODE) rc = replay_decode(e, jobs, n, o, err);
     else {
-        rc = replay_prefill(e, jobs, n, o, err);
+        rc = replay_prefill(e, &cx, jobs, n, o, lim, rows_computed, err);
         if (!rc && o->twice) { /* §12.4 on the verifier's own recomputation */
             if (!(again = calloc(n, sizeof *again))) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); goto out; }
             for (size_t i = 0; i < n; i++) {
@@ -854,7 +559,7 @@ int cis2_verify(cis2_engine *e, cis2_receipt *const *receipts, size_t n, const c
             }
             cis2_verify_opts quiet = *o;
             quiet.on_step = NULL;
-            if (!(rc = replay_prefill(e, again, n, &quiet, err)))
+            if (!(rc = replay_prefill(e, &cx, again, n, &quiet, lim, rows_computed, err)))
                 for (size_t i = 0; i < n && !rc; i++)
                     if (!jobs[i].skip && !same_replay(&jobs[i], &again[i]))
                         rc = cis2_fail(err, CIS2_E_NONDET, "§12.4 determinism check failed: the two replays of %s differ",
@@ -863,7 +568,7 @@ int cis2_verify(cis2_engine *e, cis2_receipt *const *receipts, size_t n, const c
     }
     if (rc) goto out;
     for (size_t i = 0; i < n; i++)
-        if (!jobs[i].skip) judge(e, &jobs[i]);
+        if (!jobs[i].skip) cis2_verify_judge(e, &jobs[i]);
     for (size_t i = 0; i < n && !rc; i++) rc = cis2_vd_finish(&v[i], err);
 out:
     ENGINE_LEAVE(f);
@@ -880,4 +585,10 @@ out:
     }
     *verdicts = v;
     return CIS2_OK;
+}
+
+int cis2_verify(cis2_engine *e, cis2_receipt *const *receipts, size_t n, const cis2_verify_opts *opts,
+                cis2_verdict **verdicts, cis2_error *err)
+{
+    return cis2_verify_ex(e, receipts, n, opts, NULL, NULL, verdicts, err);
 }

@@ -17,6 +17,7 @@
 
 #include "cis2.h"
 #include "kernels.h"
+#include "threadpool.h"
 
 static double now(void)
 {
@@ -29,6 +30,24 @@ static double now(void)
 static const size_t SHAPES[7][2] = {{576, 576}, {192, 576}, {192, 576}, {576, 576},
                                     {1536, 576}, {1536, 576}, {576, 1536}};
 static cis2_pmat W[NL][7], HEAD;
+
+/* The context every call runs on (kernels.h): its kernel and pool change
+ * between measurements. */
+static cis2_ctx X;
+
+static void use_threads(int n)
+{
+    cis2_error err = {0};
+    cis2_pool_destroy(X.pool);
+    X.pool = NULL;
+    if (cis2_pool_create(&X.pool, n, &err)) fprintf(stderr, "threads %d: %s\n", n, err.msg);
+}
+
+static void use_kernel(const char *name)
+{
+    cis2_error err = {0};
+    if (cis2_kernel_find(name, &X.kern, &err)) fprintf(stderr, "%s\n", err.msg);
+}
 
 /* ---- streaming read ---- */
 struct rd { const uint8_t *buf; size_t bytes, chunks; unsigned long long sink[64]; };
@@ -66,7 +85,7 @@ static double stream_gbs(size_t bytes, int threads)
     double best = 1e9;
     for (int rep = 0; rep < 8; rep++) {
         double t0 = now();
-        cis2_parallel_for(r.chunks, rd_chunk, &r);
+        cis2_parallel_for(&X, r.chunks, rd_chunk, &r);
         double t = now() - t0;
         if (t < best) best = t;
     }
@@ -78,8 +97,8 @@ static double token(float **x, float **y, size_t npos)
 {
     double t0 = now();
     for (int l = 0; l < NL; l++)
-        for (int k = 0; k < 7; k++) cis2_matmul(&W[l][k], x[k], npos, y[k]);
-    cis2_matmul(&HEAD, x[0], npos, y[7]);
+        for (int k = 0; k < 7; k++) cis2_matmul(&X, &W[l][k], x[k], npos, y[k]);
+    cis2_matmul(&X, &HEAD, x[0], npos, y[7]);
     return now() - t0;
 }
 
@@ -97,14 +116,15 @@ int main(int argc, char **argv)
         s ^= s << 13; s ^= s >> 7; s ^= s << 17;
         src[k] = (uint16_t)((s & 0x8000) | (0x70 + (s >> 20) % 32) << 7 | ((s >> 32) & 0x7F));
     }
-    cis2_threads_set(maxt, &err);
+    X = cis2_ctx_solo();
+    use_threads(maxt);
     double t0 = now();
     for (int l = 0; l < NL; l++)
         for (int k = 0; k < 7; k++) {
-            cis2_pmat_pack(&W[l][k], CIS2_W_BF16, (const uint8_t *)src, SHAPES[k][0], SHAPES[k][1], &err);
+            cis2_pmat_pack(&X, &W[l][k], CIS2_W_BF16, (const uint8_t *)src, SHAPES[k][0], SHAPES[k][1], &err);
             total += cis2_pmat_bytes(&W[l][k]);
         }
-    cis2_pmat_pack(&HEAD, CIS2_W_BF16, (const uint8_t *)src, 49152, 576, &err);
+    cis2_pmat_pack(&X, &HEAD, CIS2_W_BF16, (const uint8_t *)src, 49152, 576, &err);
     total += cis2_pmat_bytes(&HEAD);
     double tpack = now() - t0;
     printf("packed %.1f MB of bf16 weights (%zu weights) in %.3f s with %d threads\n", total / 1e6,
@@ -121,13 +141,13 @@ int main(int argc, char **argv)
 
     double bw[65] = {0};
     for (int t = 1; t <= maxt; t++) {
-        cis2_threads_set(t, &err);
+        use_threads(t);
         bw[t] = stream_gbs(total, t);
         printf("streaming read, %d thread(s), %.0f MB: %.1f GB/s\n", t, total / 1e6, bw[t]);
     }
 
-    cis2_kernel_select("scalar", &err);
-    cis2_threads_set(1, &err);
+    use_kernel("scalar");
+    use_threads(1);
     double tscalar = token(x, y, 1);
     printf("\n%-7s thr npos  ms/call  ms/token   GB/s  x-bound  x-scalar\n", "kernel");
     printf("%-7s %3d %4d %8.1f %9.2f %6.1f %8.2f %9.1f\n", "scalar", 1, 1, tscalar * 1e3, tscalar * 1e3,
@@ -135,9 +155,9 @@ int main(int argc, char **argv)
     const char *ks[] = {"avx2", "avx512", "neon"};
     for (int v = 0; v < 3; v++) {
         if (!cis2_kernel_available(ks[v])) continue;
-        cis2_kernel_select(ks[v], &err);
+        use_kernel(ks[v]);
         for (int t = 1; t <= maxt; t++) {
-            cis2_threads_set(t, &err);
+            use_threads(t);
             for (size_t npos = 1; npos <= 16; npos += 15) {
                 double best = 1e9;
                 for (int rep = 0; rep < (npos == 1 ? 10 : 4); rep++) {

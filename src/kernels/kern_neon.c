@@ -10,7 +10,7 @@
  * groups at npos == 1, or one group times 4 positions sharing each widened
  * weight vector.  bf16 is widened exactly: ushll by 16 (§4.1).
  */
-#include "kernels.h"
+#include "variant.h"
 
 #include <arm_neon.h>
 #include <string.h>
@@ -98,8 +98,8 @@ AI void block(const cis2_pmat *w, const float *x, float *y, size_t g, size_t p, 
 BLOCKS(0)
 BLOCKS(1)
 
-void cis2_kern_neon(const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0,
-                    size_t g1)
+static void kern_neon(const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0,
+                      size_t g1)
 {
     int bf = w->type == CIS2_W_BF16;
     size_t g = g0;
@@ -113,3 +113,18 @@ void cis2_kern_neon(const cis2_pmat *w, const float *x, const float *xt, size_t 
             if (bf) blk1_1(w, x, y, g, p, P); else blk1_0(w, x, y, g, p, P);
         }
 }
+
+/* The variant (variant.h): Advanced SIMD is mandatory on aarch64, so any
+ * CPU runs it; attention, exp, SiLU and argmax are the generic lanes. */
+const struct cis2_variant cis2_variant_neon = {
+    .name = "neon",
+    .cpu_needs = 0,
+    .block = CIS2_BLOCK_SHAPE_DEFAULT,
+    .matmul = kern_neon,
+    .prep = NULL,
+    .scores = NULL,
+    .vmix = NULL,
+    .expn = NULL,
+    .silun = NULL,
+    .argmax = NULL,
+};

@@ -2,7 +2,7 @@
  * kern_selfcheck.c - a dependency-free check of the matrix kernels
  * (src/kernels.h; spec §4.1, §5.1, §5.2) for targets where cmocka is not
  * installed, chiefly the NEON variant under qemu (tests/build/t_kernels_aarch64.sh).
- * Links only kernels.c, threadpool.c, kern_*.c, fpenv.c and error.c.
+ * Links only kernels.c, threadpool.c, kern_*.c, fpenv.c, error.c and pmath.c.
  *
  * Oracles: FACTS.md §4's 3x3 matvec; a plain row-major §5.1 loop written
  * here; the scalar reference, bit for bit, for every variant and 1..4
@@ -15,6 +15,7 @@
 
 #include "cis2.h"
 #include "kernels.h"
+#include "threadpool.h"
 
 #define CHECK(c, ...)                                                        \
     do {                                                                     \
@@ -45,11 +46,17 @@ static float rnd_val(void)
     }
 }
 
+/* The context the kernels run on (kernels.h): sel() picks its kernel and
+ * gives it a fresh pool of t threads. */
+static cis2_ctx X;
+
 static void sel(const char *k, int t)
 {
     cis2_error err = {0};
-    CHECK(cis2_kernel_select(k, &err) == CIS2_OK, "select %s: %s", k, err.msg);
-    CHECK(cis2_threads_set(t, &err) == CIS2_OK, "threads %d: %s", t, err.msg);
+    CHECK(cis2_kernel_find(k, &X.kern, &err) == CIS2_OK, "select %s: %s", k, err.msg);
+    cis2_pool_destroy(X.pool);
+    X.pool = NULL;
+    CHECK(cis2_pool_create(&X.pool, t, &err) == CIS2_OK, "threads %d: %s", t, err.msg);
 }
 
 int main(void)
@@ -57,6 +64,7 @@ int main(void)
     cis2_error err = {0};
     CHECK(cis2_fpenv_pin(&err) == CIS2_OK, "%s", err.msg);
     CHECK(cis2_fpenv_selftest(&err) == CIS2_OK, "%s", err.msg);
+    X = cis2_ctx_solo();
     int nvar = 0;
     char names[64] = "";
     for (int v = 0; v < 4; v++)
@@ -64,7 +72,8 @@ int main(void)
 #if defined(__aarch64__)
     CHECK(cis2_kernel_available("neon"), "neon must be available on aarch64");
     CHECK(!cis2_kernel_available("avx2"), "avx2 on aarch64?");
-    CHECK(cis2_kernel_select("avx512", &err) == CIS2_E_UNSUPPORTED, "avx512 not refused");
+    const struct cis2_variant *none;
+    CHECK(cis2_kernel_find("avx512", &none, &err) == CIS2_E_UNSUPPORTED, "avx512 not refused");
 #endif
 
     /* FACTS.md §4 matvec 3x3, f32 matrix */
@@ -75,12 +84,12 @@ int main(void)
     for (int k = 0; k < 9; k++)
         for (int q = 0; q < 4; q++) src3[4 * k + q] = (uint8_t)(W3[k] >> (8 * q));
     cis2_pmat m3;
-    CHECK(cis2_pmat_pack(&m3, CIS2_W_F32, src3, 3, 3, &err) == CIS2_OK, "%s", err.msg);
+    CHECK(cis2_pmat_pack(&X, &m3, CIS2_W_F32, src3, 3, 3, &err) == CIS2_OK, "%s", err.msg);
     float one[3] = {1, 1, 1}, y3[3];
     for (int v = 0; v < 4; v++) {
         if (!cis2_kernel_available(NAMES[v])) continue;
         sel(NAMES[v], 1);
-        cis2_matmul(&m3, one, 1, y3);
+        cis2_matmul(&X, &m3, one, 1, y3);
         for (int o = 0; o < 3; o++)
             CHECK(bitsf(y3[o]) == WANT3[o], "%s 3x3 row %d: %08X want %08X", NAMES[v], o, bitsf(y3[o]), WANT3[o]);
     }
@@ -117,13 +126,13 @@ int main(void)
                 want[p * rows + o] = acc;
             }
         cis2_pmat m;
-        CHECK(cis2_pmat_pack(&m, t, src, rows, cols, &err) == CIS2_OK, "%s", err.msg);
+        CHECK(cis2_pmat_pack(&X, &m, t, src, rows, cols, &err) == CIS2_OK, "%s", err.msg);
         for (int v = 0; v < 4; v++) {
             if (!cis2_kernel_available(NAMES[v])) continue;
             for (int th = 1; th <= 4; th += (it % 8 == 0 ? 1 : 3)) {
                 sel(NAMES[v], th);
                 memset(y, 0xFF, npos * rows * 4);
-                cis2_matmul(&m, x, npos, y);
+                cis2_matmul(&X, &m, x, npos, y);
                 for (size_t k = 0; k < npos * rows; k++)
                     CHECK(bitsf(y[k]) == bitsf(want[k]), "%s threads %d %s %zux%zu npos %zu: y[%zu] %08X want %08X",
                           NAMES[v], th, t == CIS2_W_BF16 ? "bf16" : "f32", rows, cols, npos, k, bitsf(y[k]),
@@ -134,6 +143,7 @@ int main(void)
         free(src); free(wide); free(x); free(want); free(y);
     }
     sel("auto", 1);
+    cis2_pool_destroy(X.pool);
     printf("kern_selfcheck: ok (%s; variants:%s)\n", cis2_isa_name(), names);
     return 0;
 }

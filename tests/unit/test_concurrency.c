@@ -34,13 +34,16 @@
 #include <cmocka.h>
 
 #include "cis2.h"
-#include "engine.h"  /* cis2_verify_limits: many small passes, so the hasher runs */
+#include "verify.h"  /* cis2_verify_ex: many small passes, so the hasher runs */
 #include "receipt.h" /* struct cis2_receipt: a claim doctored in place */
 
 #define ROUNDS 3
 #define NPROMPT 2
 
 static char root[4096], dir_tiny[4200];
+/* Every verify here runs in many passes (cis2_verify_ex's limits, per
+ * call): the hashing runs in the background of the next pass. */
+static const cis2_verify_limits small = {16, 4};
 static cis2_engine *eng;
 static atomic_int failures;
 
@@ -143,7 +146,7 @@ static void call_verify_with(int replay)
     cis2_verdict *v = NULL;
     cis2_error err = {0};
     cis2_verify_opts o = {.replay = replay};
-    int rc = cis2_verify(eng, rcpts, 3, &o, &v, &err);
+    int rc = cis2_verify_ex(eng, rcpts, 3, &o, &small, NULL, &v, &err);
     CHECK(rc == CIS2_OK, "verify: %s", err.msg);
     check_verdicts(v, 3, replay == CIS2_REPLAY_DECODE);
     cis2_verdicts_free(v, 3);
@@ -244,7 +247,6 @@ static int setup(void **state)
     if (cis2_synth_write("tiny", 11, dir_tiny, NULL, &err)) { fprintf(stderr, "synth: %s\n", err.msg); return -1; }
     cis2_engine_opts o = {.threads = 2};
     if (cis2_engine_open(&eng, dir_tiny, &o, &err)) { fprintf(stderr, "open: %s\n", err.msg); return -1; }
-    cis2_verify_limits(16, 4); /* many passes: the hashing runs in the background of the next */
     make_requests();
     /* the references, each call alone */
     cis2_result *res = NULL;
@@ -263,11 +265,11 @@ static int setup(void **state)
     rcpts[2]->generated[5] ^= 1; /* a claim the sampler does not make at step 5 */
     cis2_results_free(res, NPROMPT);
     cis2_verdict *v = NULL;
-    if (cis2_verify(eng, rcpts, 3, NULL, &v, &err)) { fprintf(stderr, "verify: %s\n", err.msg); return -1; }
+    if (cis2_verify_ex(eng, rcpts, 3, NULL, &small, NULL, &v, &err)) { fprintf(stderr, "verify: %s\n", err.msg); return -1; }
     save_verdicts(v, 0);
     cis2_verdicts_free(v, 3);
     cis2_verify_opts dec = {.replay = CIS2_REPLAY_DECODE};
-    if (cis2_verify(eng, rcpts, 3, &dec, &v, &err)) { fprintf(stderr, "verify: %s\n", err.msg); return -1; }
+    if (cis2_verify_ex(eng, rcpts, 3, &dec, &small, NULL, &v, &err)) { fprintf(stderr, "verify: %s\n", err.msg); return -1; }
     save_verdicts(v, 1);
     cis2_verdicts_free(v, 3);
     return 0;
@@ -396,7 +398,7 @@ static void test_verify_cancel(void **state)
         /* never stopping: polled at every pass or step, the verdicts unchanged */
         stopper never = {0, -1, NULL};
         cis2_verify_opts o = {.replay = replay, .should_stop = stop_after, .should_stop_ctx = &never};
-        assert_int_equal(cis2_verify(eng, rcpts, 3, &o, &v, &err), CIS2_OK);
+        assert_int_equal(cis2_verify_ex(eng, rcpts, 3, &o, &small, NULL, &v, &err), CIS2_OK);
         check_verdicts(v, 3, replay == CIS2_REPLAY_DECODE);
         cis2_verdicts_free(v, 3);
         assert_int_equal(atomic_load(&failures), 0);
@@ -408,7 +410,7 @@ static void test_verify_cancel(void **state)
         o.should_stop_ctx = &two;
         v = NULL;
         memset(&err, 0, sizeof err);
-        assert_int_equal(cis2_verify(eng, rcpts, 3, &o, &v, &err), CIS2_E_CANCELLED);
+        assert_int_equal(cis2_verify_ex(eng, rcpts, 3, &o, &small, NULL, &v, &err), CIS2_E_CANCELLED);
         assert_null(v);
         assert_int_equal(two.polls, 2);
         assert_non_null(strstr(err.msg, "cancelled"));
@@ -416,7 +418,7 @@ static void test_verify_cancel(void **state)
         int steps = 0;
         cis2_verify_opts os = {.replay = replay, .on_step = step_stop, .on_step_ctx = &steps};
         memset(&err, 0, sizeof err);
-        assert_int_equal(cis2_verify(eng, rcpts, 3, &os, &v, &err), CIS2_E_CANCELLED);
+        assert_int_equal(cis2_verify_ex(eng, rcpts, 3, &os, &small, NULL, &v, &err), CIS2_E_CANCELLED);
         assert_int_equal(steps, 3);
     }
 }
@@ -440,14 +442,13 @@ static void test_verify_cancel_from_thread(void **state)
     atomic_int flag = 0;
     stopper s = {0, -1, &flag};
     cis2_verify_opts o = {.should_stop = stop_after, .should_stop_ctx = &s};
-    cis2_verify_limits(4, 2); /* many more passes than 20 ms of work */
+    const cis2_verify_limits tiny = {4, 2}; /* many more passes than 20 ms of work */
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, raise_flag, &flag), 0);
     cis2_verdict *v = NULL;
     cis2_error err = {0};
-    int rc = cis2_verify(eng, many, N, &o, &v, &err);
+    int rc = cis2_verify_ex(eng, many, N, &o, &tiny, NULL, &v, &err);
     pthread_join(t, NULL);
-    cis2_verify_limits(16, 4);
     if (rc == CIS2_OK) cis2_verdicts_free(v, N);
     assert_int_equal(rc, CIS2_E_CANCELLED);
 }

@@ -25,7 +25,7 @@
 #include <openssl/evp.h>
 
 #include "cis2.h"
-#include "engine.h"  /* cis2_verify_limits */
+#include "verify.h"  /* cis2_verify_ex: pass limits, rows computed */
 #include "receipt.h" /* struct cis2_receipt: claims doctored in place */
 
 static char root[4096], dir_tiny[4200], dir_qwen[4200], dir_odd[4200];
@@ -377,7 +377,7 @@ static void test_bad_requests(void **state)
     cis2_engine_close(e);
 }
 
-/* The prefill replay in many small passes (cis2_verify_limits): claims
+/* The prefill replay in many small passes (cis2_verify_ex's limits): claims
  * judged across pass edges, the decode after a bad step, stop rules, and
  * each pass's §12.1 hashing on the hasher thread while the next pass
  * computes.  Every verdict, field by field, is the decode replay's (the
@@ -455,25 +455,24 @@ static void test_verify_passes(void **state)
     assert_int_equal(ref[11]->kind, CIS2_VERDICT_OUTPUT_MISMATCH);
     static const size_t limits[][2] = {{0, 0}, {16, 5}, {7, 3}, {40, 1}, {256, 16}};
     for (size_t l = 0; l < sizeof limits / sizeof limits[0]; l++) {
-        cis2_verify_limits(limits[l][0], limits[l][1]);
+        const cis2_verify_limits lim = {limits[l][0], limits[l][1]};
         cis2_verdict *v;
-        assert_int_equal(cis2_verify(e, rc, NR, NULL, &v, &err), CIS2_OK); /* all together */
+        assert_int_equal(cis2_verify_ex(e, rc, NR, NULL, &lim, NULL, &v, &err), CIS2_OK); /* all together */
         for (int i = 0; i < NR; i++) same_verdict(&v[i], ref[i]);
         cis2_verdicts_free(v, NR);
         for (int i = 0; i < NR; i++) { /* and each alone */
-            assert_int_equal(cis2_verify(e, &rc[i], 1, NULL, &v, &err), CIS2_OK);
+            assert_int_equal(cis2_verify_ex(e, &rc[i], 1, NULL, &lim, NULL, &v, &err), CIS2_OK);
             same_verdict(v, ref[i]);
             cis2_verdicts_free(v, 1);
         }
     }
     cis2_engine *one = open_engine(dir_tiny, 1, NULL); /* one thread: the hashing inline */
-    cis2_verify_limits(16, 5);
+    const cis2_verify_limits small = {16, 5};
     cis2_verdict *v1;
-    assert_int_equal(cis2_verify(one, rc, NR, NULL, &v1, &err), CIS2_OK);
+    assert_int_equal(cis2_verify_ex(one, rc, NR, NULL, &small, NULL, &v1, &err), CIS2_OK);
     for (int i = 0; i < NR; i++) same_verdict(&v1[i], ref[i]);
     cis2_verdicts_free(v1, NR);
     cis2_engine_close(one);
-    cis2_verify_limits(0, 0);
     for (int i = 0; i < NR; i++) {
         cis2_verdicts_free(ref[i], 1);
         cis2_receipt_free(rc[i]);
@@ -543,17 +542,17 @@ static void test_verify_shared_prefix(void **state)
     cis2_engine *one = open_engine(dir_tiny, 1, NULL); /* and on one thread */
     for (size_t l = 0; l < 2 * sizeof limits / sizeof limits[0]; l++) {
         cis2_engine *x = l % 2 ? one : e;
-        cis2_verify_limits(limits[l / 2][0], limits[l / 2][1]);
+        const cis2_verify_limits lim = {limits[l / 2][0], limits[l / 2][1]};
         cis2_verdict *v;
-        assert_int_equal(cis2_verify(x, rc, NH, NULL, &v, &err), CIS2_OK); /* the honest ones */
-        assert_int_equal(cis2_verify_rows_computed(), alone - share);
+        size_t rows = 0;
+        assert_int_equal(cis2_verify_ex(x, rc, NH, NULL, &lim, &rows, &v, &err), CIS2_OK); /* the honest ones */
+        assert_int_equal(rows, alone - share);
         for (int i = 0; i < NH; i++) same_verdict(&v[i], ref[i]);
         cis2_verdicts_free(v, NH);
-        assert_int_equal(cis2_verify(x, rc, NR, NULL, &v, &err), CIS2_OK); /* with the doctored */
+        assert_int_equal(cis2_verify_ex(x, rc, NR, NULL, &lim, NULL, &v, &err), CIS2_OK); /* with the doctored */
         for (int i = 0; i < NR; i++) same_verdict(&v[i], ref[i]);
         cis2_verdicts_free(v, NR);
     }
-    cis2_verify_limits(0, 0);
     cis2_engine_close(one);
     for (int i = 0; i < NR; i++) {
         cis2_verdicts_free(ref[i], 1);

@@ -23,6 +23,7 @@
 #include "cis2.h"
 #include "kernels.h"
 #include "pmath.h"
+#include "threadpool.h"
 
 static const char *const NAMES[] = {"scalar", "avx2", "avx512", "neon"};
 #define NNAMES (sizeof NAMES / sizeof NAMES[0])
@@ -72,21 +73,43 @@ static uint8_t *rnd_matrix(cis2_wtype t, size_t rows, size_t cols, float *wide)
     return src;
 }
 
+/* The context every call below runs on (kernels.h): the tests change its
+ * kernel and its pool between calls. */
+static cis2_ctx X;
+
+static int use_kernel(const char *name, cis2_error *err) { return cis2_kernel_find(name, &X.kern, err); }
+
+/* A fresh pool of n threads (n <= 0: the online CPUs). */
+static int use_threads(int n, cis2_error *err)
+{
+    cis2_pool_destroy(X.pool);
+    X.pool = NULL;
+    return cis2_pool_create(&X.pool, n, err);
+}
+
 static int setup(void **state)
 {
     (void)state;
     cis2_error err = {0};
     assert_int_equal(cis2_fpenv_pin(&err), CIS2_OK);
+    X = cis2_ctx_solo();
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    cis2_pool_destroy(X.pool);
     return 0;
 }
 
 static void run_with(const char *kernel, int threads, const cis2_pmat *m, const float *x, size_t npos, float *y)
 {
     cis2_error err = {0};
-    assert_int_equal(cis2_kernel_select(kernel, &err), CIS2_OK);
-    assert_int_equal(cis2_threads_set(threads, &err), CIS2_OK);
-    assert_int_equal(cis2_threads_get(), threads);
-    cis2_matmul(m, x, npos, y);
+    assert_int_equal(use_kernel(kernel, &err), CIS2_OK);
+    assert_int_equal(use_threads(threads, &err), CIS2_OK);
+    assert_int_equal(cis2_pool_size(X.pool), threads);
+    cis2_matmul(&X, m, x, npos, y);
 }
 
 /* FACTS.md §4: matvec 3x3 as an f32 matrix, x = (1,1,1). */
@@ -101,7 +124,7 @@ static void test_facts_matvec(void **state)
         for (int q = 0; q < 4; q++) src[4 * k + q] = (uint8_t)(W[k] >> (8 * q));
     cis2_pmat m;
     cis2_error err = {0};
-    assert_int_equal(cis2_pmat_pack(&m, CIS2_W_F32, src, 3, 3, &err), CIS2_OK);
+    assert_int_equal(cis2_pmat_pack(&X, &m, CIS2_W_F32, src, 3, 3, &err), CIS2_OK);
     float x[3] = {1.0f, 1.0f, 1.0f};
     for (size_t v = 0; v < NNAMES; v++) {
         if (!cis2_kernel_available(NAMES[v])) continue;
@@ -137,7 +160,7 @@ static void make_case(struct case_ *c, cis2_wtype t, size_t rows, size_t cols, s
     uint8_t *odd = malloc(rows * cols * 4 + 8);
     assert_non_null(odd);
     memcpy(odd + 1, src, rows * cols * (t == CIS2_W_BF16 ? 2 : 4));
-    assert_int_equal(cis2_pmat_pack(&c->m, t, odd + 1, rows, cols, &err), CIS2_OK);
+    assert_int_equal(cis2_pmat_pack(&X, &c->m, t, odd + 1, rows, cols, &err), CIS2_OK);
     free(odd); free(src);
 }
 
@@ -228,8 +251,8 @@ static void test_threads_identical(void **state)
         free(ref); free(y); free_case(&c);
     }
     cis2_error err = {0};
-    assert_int_equal(cis2_kernel_select("auto", &err), CIS2_OK);
-    assert_int_equal(cis2_threads_set(1, &err), CIS2_OK);
+    assert_int_equal(use_kernel("auto", &err), CIS2_OK);
+    assert_int_equal(use_threads(1, &err), CIS2_OK);
 }
 
 /* Clears this thread's FTZ/DAZ bits, so that workers created now would not
@@ -273,21 +296,21 @@ static void test_workers_pinned(void **state)
     for (size_t k = 0; k < rows * cols; k++) w[k] = fbits(0x1E000000u + (uint32_t)(k % 977)); /* ~6.8e-21 */
     for (size_t i = 0; i < cols; i++) x[i] = fbits(0x1E000000u + (uint32_t)i);
     cis2_pmat m;
-    assert_int_equal(cis2_pmat_pack(&m, CIS2_W_F32, (const uint8_t *)w, rows, cols, &err), CIS2_OK);
+    assert_int_equal(cis2_pmat_pack(&X, &m, CIS2_W_F32, (const uint8_t *)w, rows, cols, &err), CIS2_OK);
     float *ref = malloc(rows * 4), *y = malloc(rows * 4);
     run_with("scalar", 1, &m, x, 1, ref);
     for (size_t o = 0; o < rows; o++) assert_int_equal(bitsf(ref[o]), 0); /* every product flushes */
     for (int t = 2; t <= 4; t++) {
         unpin_this_thread();
         assert_false(cis2_fpenv_is_pinned());
-        assert_int_equal(cis2_threads_set(t, &err), CIS2_OK);
+        assert_int_equal(use_threads(t, &err), CIS2_OK);
         assert_int_equal(cis2_fpenv_pin(&err), CIS2_OK);
         struct pin_ctx c;
         atomic_init(&c.unpinned, 0);
         atomic_init(&c.on_workers, 0);
         c.self = pthread_self();
         for (int rep = 0; rep < 1000 && atomic_load(&c.on_workers) == 0; rep++)
-            cis2_parallel_for(4096, pin_fn, &c);
+            cis2_parallel_for(&X, 4096, pin_fn, &c);
         assert_true(atomic_load(&c.on_workers) > 0);
         assert_int_equal(atomic_load(&c.unpinned), 0);
         for (int rep = 0; rep < 50; rep++) {
@@ -298,7 +321,7 @@ static void test_workers_pinned(void **state)
         }
     }
     cis2_pmat_free(&m); free(w); free(ref); free(y);
-    assert_int_equal(cis2_threads_set(1, &err), CIS2_OK);
+    assert_int_equal(use_threads(1, &err), CIS2_OK);
 }
 
 /* cis2_matmul_n (several matrices sharing x, chunks spanning matrix
@@ -325,18 +348,18 @@ static void test_matmul_n(void **state)
             if (!cis2_kernel_available(NAMES[v])) continue;
             for (int th = 1; th <= 4; th++) {
                 cis2_error err = {0};
-                assert_int_equal(cis2_kernel_select(NAMES[v], &err), CIS2_OK);
-                assert_int_equal(cis2_threads_set(th, &err), CIS2_OK);
+                assert_int_equal(use_kernel(NAMES[v], &err), CIS2_OK);
+                assert_int_equal(use_threads(th, &err), CIS2_OK);
                 for (int k = 0; k < 3; k++) memset(y[k], 0xFF, npos * rows[k] * sizeof(float));
-                cis2_matmul_n(w, 3, c[0].x, npos, y);
+                cis2_matmul_n(&X, w, 3, c[0].x, npos, y);
                 for (int k = 0; k < 3; k++) cmp_bits(y[k], ref[k], npos * rows[k], NAMES[v], &c[k]);
             }
         }
         for (int k = 0; k < 3; k++) { free(ref[k]); free(y[k]); free_case(&c[k]); }
     }
     cis2_error err = {0};
-    assert_int_equal(cis2_kernel_select("auto", &err), CIS2_OK);
-    assert_int_equal(cis2_threads_set(1, &err), CIS2_OK);
+    assert_int_equal(use_kernel("auto", &err), CIS2_OK);
+    assert_int_equal(use_threads(1, &err), CIS2_OK);
 }
 
 /* cis2_attend_group under every variant equals, head by head, the
@@ -366,10 +389,10 @@ static void test_attention_variants(void **state)
         for (size_t n = 0; n < NNAMES; n++) {
             if (!cis2_kernel_available(NAMES[n])) continue;
             cis2_error err = {0};
-            assert_int_equal(cis2_kernel_select(NAMES[n], &err), CIS2_OK);
+            assert_int_equal(use_kernel(NAMES[n], &err), CIS2_OK);
             memset(s, 0xFF, G * len * 4);
             memset(o, 0xFF, G * hd * 4);
-            cis2_attend_group(q, G, kt, v, vs, len, hd, s, o);
+            cis2_attend_group(&X, q, G, kt, v, vs, len, hd, s, o);
             for (size_t i = 0; i < G * len; i++)
                 if (bitsf(s[i]) != bitsf(s_ref[i]))
                     fail_msg("%s: G %zu hd %zu len %zu: prob[%zu] = %08X, want %08X", NAMES[n], G, hd, len, i,
@@ -383,7 +406,7 @@ static void test_attention_variants(void **state)
         free(q); free(k); free(v); free(kt); free(s); free(o); free(s_ref); free(o_ref);
     }
     cis2_error err = {0};
-    assert_int_equal(cis2_kernel_select("auto", &err), CIS2_OK);
+    assert_int_equal(use_kernel("auto", &err), CIS2_OK);
     print_message("attention compared: %d case-variant pairs\n", pairs);
 }
 
@@ -506,13 +529,13 @@ static void test_argmax_lanes(void **state)
         for (size_t k = 0; k < NNAMES; k++) {
             cis2_error err = {0};
             if (!cis2_kernel_available(NAMES[k])) continue;
-            assert_int_equal(cis2_kernel_select(NAMES[k], &err), CIS2_OK);
-            got = cis2_argmax_lanes(v, n);
+            assert_int_equal(use_kernel(NAMES[k], &err), CIS2_OK);
+            got = cis2_argmax_lanes(&X, v, n);
             if (got != want) fail_msg("%s argmax: n %zu kind %d: %zu, want %zu", NAMES[k], n, kind, got, want);
         }
     }
     cis2_error err = {0};
-    assert_int_equal(cis2_kernel_select("auto", &err), CIS2_OK);
+    assert_int_equal(use_kernel("auto", &err), CIS2_OK);
 }
 
 /* cis2_exp_n / cis2_silu_n under every variant (each its own lane width,
@@ -544,12 +567,12 @@ static void test_exp_silu_variants(void **state)
         for (size_t v = 0; v < NNAMES; v++) {
             if (!cis2_kernel_available(NAMES[v])) continue;
             cis2_error err = {0};
-            assert_int_equal(cis2_kernel_select(NAMES[v], &err), CIS2_OK);
+            assert_int_equal(use_kernel(NAMES[v], &err), CIS2_OK);
             for (size_t len = 0; len <= 40; len++) { /* every tail, at an offset that misaligns */
                 size_t o = (size_t)rep * 41 % (N - 48) + 1;
                 memset(ye, 0xEE, sizeof ye);
-                cis2_exp_n(x + o, ye, len);
-                cis2_silu_n(x + o, ys, len);
+                cis2_exp_n(&X, x + o, ye, len);
+                cis2_silu_n(&X, x + o, ys, len);
                 for (size_t i = 0; i < len; i++) {
                     if (bitsf(ye[i]) != bitsf(cis2_exp_pinned(x[o + i])))
                         fail_msg("%s: exp_n len %zu [%zu] (0x%08X) = 0x%08X, scalar 0x%08X", NAMES[v], len, i,
@@ -560,10 +583,10 @@ static void test_exp_silu_variants(void **state)
                 }
                 assert_int_equal(bitsf(ye[len]), 0xEEEEEEEEu); /* nothing written past n */
             }
-            cis2_exp_n(x, ye, N);
-            cis2_silu_n(x, ys, N);
+            cis2_exp_n(&X, x, ye, N);
+            cis2_silu_n(&X, x, ys, N);
             memcpy(yi, x, sizeof yi);
-            cis2_exp_n(yi, yi, N); /* in place, as softmax runs it */
+            cis2_exp_n(&X, yi, yi, N); /* in place, as softmax runs it */
             for (size_t i = 0; i < N; i++) {
                 uint32_t we = bitsf(cis2_exp_pinned(x[i])), ws = bitsf(cis2_silu_pinned(x[i]));
                 if (bitsf(ye[i]) != we || bitsf(yi[i]) != we)
@@ -576,7 +599,7 @@ static void test_exp_silu_variants(void **state)
         }
     }
     cis2_error err = {0};
-    assert_int_equal(cis2_kernel_select("auto", &err), CIS2_OK);
+    assert_int_equal(use_kernel("auto", &err), CIS2_OK);
     print_message("exp/silu compared: %d rounds of %d values x variants\n", compared, N);
 }
 
@@ -590,14 +613,14 @@ static void test_exp_silu_sweep(void **state)
     for (size_t v = 0; v < NNAMES; v++) {
         if (!cis2_kernel_available(NAMES[v])) continue;
         cis2_error err = {0};
-        assert_int_equal(cis2_kernel_select(NAMES[v], &err), CIS2_OK);
+        assert_int_equal(use_kernel(NAMES[v], &err), CIS2_OK);
         for (uint32_t b0 = 0; b0 < (1u << 24); b0 += C) {
             for (uint32_t i = 0; i < C; i++) {
                 uint32_t b = b0 + i;
                 x[i] = fbits(b << 8 | ((b * 0x9Du) & 0xFFu));
             }
-            cis2_exp_n(x, ye, C);
-            cis2_silu_n(x, ys, C);
+            cis2_exp_n(&X, x, ye, C);
+            cis2_silu_n(&X, x, ys, C);
             for (uint32_t i = 0; i < C; i++) {
                 uint32_t we = bitsf(cis2_exp_pinned(x[i])), ws = bitsf(cis2_silu_pinned(x[i]));
                 if (bitsf(ye[i]) != we || bitsf(ys[i]) != ws)
@@ -607,22 +630,22 @@ static void test_exp_silu_sweep(void **state)
         }
     }
     cis2_error err = {0};
-    assert_int_equal(cis2_kernel_select("auto", &err), CIS2_OK);
+    assert_int_equal(use_kernel("auto", &err), CIS2_OK);
 }
 
 static void test_select(void **state)
 {
     (void)state;
     cis2_error err = {0};
-    assert_int_equal(cis2_kernel_select("auto", &err), CIS2_OK);
-    assert_true(cis2_kernel_available(cis2_kernel_name()));
-    assert_int_equal(cis2_kernel_select("bogus", &err), CIS2_E_UNSUPPORTED);
+    assert_int_equal(use_kernel("auto", &err), CIS2_OK);
+    assert_true(cis2_kernel_available(cis2_kernel_name(X.kern)));
+    assert_int_equal(use_kernel("bogus", &err), CIS2_E_UNSUPPORTED);
     for (size_t v = 0; v < NNAMES; v++) {
         cis2_error e2 = {0};
-        int rc = cis2_kernel_select(NAMES[v], &e2);
+        int rc = use_kernel(NAMES[v], &e2);
         if (cis2_kernel_available(NAMES[v])) {
             assert_int_equal(rc, CIS2_OK);
-            assert_string_equal(cis2_kernel_name(), NAMES[v]);
+            assert_string_equal(cis2_kernel_name(X.kern), NAMES[v]);
         } else {
             assert_int_equal(rc, CIS2_E_UNSUPPORTED);
             assert_true(strlen(e2.msg) > 0);
@@ -635,7 +658,7 @@ static void test_select(void **state)
     assert_false(cis2_kernel_available("avx2"));
     assert_true(cis2_kernel_available("neon"));
 #endif
-    assert_int_equal(cis2_kernel_select("auto", &err), CIS2_OK);
+    assert_int_equal(use_kernel("auto", &err), CIS2_OK);
 }
 
 struct pf_ctx {
@@ -656,21 +679,21 @@ static void test_parallel_for(void **state)
     cis2_error err = {0};
     static const size_t ns[] = {0, 1, 2, 3, 7, 64, 1000, 100000};
     for (int t = 1; t <= 5; t++) {
-        assert_int_equal(cis2_threads_set(t, &err), CIS2_OK);
+        assert_int_equal(use_threads(t, &err), CIS2_OK);
         for (size_t q = 0; q < sizeof ns / sizeof ns[0]; q++)
             for (int rep = 0; rep < 20; rep++) {
                 struct pf_ctx c;
                 c.hits = calloc(ns[q] + 1, sizeof(_Atomic int));
                 atomic_init(&c.unpinned, 0);
-                cis2_parallel_for(ns[q], pf_fn, &c);
+                cis2_parallel_for(&X, ns[q], pf_fn, &c);
                 for (size_t i = 0; i < ns[q]; i++) assert_int_equal(atomic_load(&c.hits[i]), 1);
                 assert_int_equal(atomic_load(&c.unpinned), 0);
                 free(c.hits);
             }
     }
-    assert_int_equal(cis2_threads_set(0, &err), CIS2_OK); /* online CPUs */
-    assert_true(cis2_threads_get() >= 1);
-    assert_int_equal(cis2_threads_set(1, &err), CIS2_OK);
+    assert_int_equal(use_threads(0, &err), CIS2_OK); /* online CPUs */
+    assert_true(cis2_pool_size(X.pool) >= 1);
+    assert_int_equal(use_threads(1, &err), CIS2_OK);
 }
 
 static void test_pack_shapes(void **state)
@@ -679,13 +702,13 @@ static void test_pack_shapes(void **state)
     cis2_error err = {0};
     cis2_pmat m;
     uint8_t b[4] = {0};
-    assert_int_equal(cis2_pmat_pack(&m, CIS2_W_BF16, b, 0, 0, &err), CIS2_OK); /* empty is fine */
+    assert_int_equal(cis2_pmat_pack(&X, &m, CIS2_W_BF16, b, 0, 0, &err), CIS2_OK); /* empty is fine */
     cis2_pmat_free(&m);
-    assert_int_equal(cis2_pmat_pack(&m, CIS2_W_BF16, b, SIZE_MAX / 4, SIZE_MAX / 8, &err), CIS2_E_NOMEM);
+    assert_int_equal(cis2_pmat_pack(&X, &m, CIS2_W_BF16, b, SIZE_MAX / 4, SIZE_MAX / 8, &err), CIS2_E_NOMEM);
     /* padding lanes of the tail group are zero */
     uint16_t src[3 * 5];
     for (int k = 0; k < 15; k++) src[k] = 0x3F80;
-    assert_int_equal(cis2_pmat_pack(&m, CIS2_W_BF16, (const uint8_t *)src, 3, 5, &err), CIS2_OK);
+    assert_int_equal(cis2_pmat_pack(&X, &m, CIS2_W_BF16, (const uint8_t *)src, 3, 5, &err), CIS2_OK);
     assert_int_equal(cis2_pmat_bytes(&m), 5 * CIS2_KG * 2);
     const uint16_t *d = m.data;
     for (size_t i = 0; i < 5; i++)
@@ -714,19 +737,19 @@ static void test_wmem(void **state)
         float *wide = malloc(rows * cols * sizeof(float));
         uint8_t *src = rnd_matrix(t, rows, cols, wide);
         cis2_pmat own, in;
-        assert_int_equal(cis2_pmat_pack(&own, t, src, rows, cols, &err), CIS2_OK);
+        assert_int_equal(cis2_pmat_pack(&X, &own, t, src, rows, cols, &err), CIS2_OK);
         memset(a.base + a.used, 0xA5, a.cap - a.used); /* no help from zeroed memory */
         assert_int_equal(cis2_pmat_alloc_in(&in, &a, t, rows, cols, &err), CIS2_OK);
         assert_int_equal((uintptr_t)in.data % 64, 0);
-        cis2_pmat_pack_groups(&in, src, 0, rows);
+        cis2_pmat_pack_groups(&X, &in, src, 0, rows);
         assert_int_equal(cis2_pmat_bytes(&in), cis2_pmat_bytes(&own));
         assert_memory_equal(in.data, own.data, (rows + CIS2_KG - 1) / CIS2_KG * CIS2_KG * cols * es);
         size_t npos = 19;
         float *x = malloc(npos * cols * sizeof(float)), *y1 = malloc(npos * rows * sizeof(float)),
               *y2 = malloc(npos * rows * sizeof(float));
         for (size_t i = 0; i < npos * cols; i++) x[i] = rnd_val();
-        cis2_matmul(&own, x, npos, y1);
-        cis2_matmul(&in, x, npos, y2);
+        cis2_matmul(&X, &own, x, npos, y1);
+        cis2_matmul(&X, &in, x, npos, y2);
         assert_memory_equal(y1, y2, npos * rows * sizeof(float));
         cis2_pmat_free(&in); /* borrowed: the block stays */
         assert_null(in.data);
@@ -758,5 +781,5 @@ int main(void)
         cmocka_unit_test(test_argmax_lanes),     cmocka_unit_test(test_wmem),
         cmocka_unit_test(test_exp_silu_variants), cmocka_unit_test(test_exp_silu_sweep),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return cmocka_run_group_tests(tests, setup, teardown);
 }

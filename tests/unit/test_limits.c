@@ -27,6 +27,7 @@
 #include <cmocka.h>
 
 #include "cis2.h"
+#include "cis2_toolkit.h" /* cis2_mkdtemp, cis2_synth_write */
 
 static char root[4096], dir_tiny[4200];
 

@@ -99,7 +99,8 @@ static void check_vector(const char *file)
     size_t i;
     cis2_sample_ws ws = {0};
     cis2_frame fr;
-    cis2_api_enter(&fr, NULL); /* the library's pinned environment (§1.3) */
+    cis2_api_enter(&fr); /* the library's pinned environment (§1.3) */
+    const cis2_ctx cx = cis2_ctx_solo(); /* the calling thread, the "auto" kernel (kernels.h) */
     json_array_foreach(cases, i, c) {
         json_t *e = json_object_get(c, "expect");
         cis2_sampling p = {.temperature = f32(hex32(json_object_get(c, "temperature"))),
@@ -112,7 +113,7 @@ static void check_vector(const char *file)
         uint32_t tok;
         cis2_sample_info info;
         assert_int_equal(cis2_sampling_check(&p, V, NULL), CIS2_OK);
-        assert_int_equal(cis2_sample_step(x, V, &p, step, &ws, &tok, &info), CIS2_OK);
+        assert_int_equal(cis2_sample_step(&cx, x, V, &p, step, &ws, &tok, &info), CIS2_OK);
         const char *sampler = json_string_value(json_object_get(e, "sampler"));
         if (!!info.greedy != !strcmp(sampler, "greedy")) fail_msg("%s case %zu: sampler", file, i);
         if (info.drew != json_is_true(json_object_get(e, "drew"))) fail_msg("%s case %zu: drew", file, i);
@@ -136,7 +137,7 @@ static void check_vector(const char *file)
         size_t top_n = (size_t)json_integer_value(json_object_get(c, "top_n")), nt;
         uint32_t ids[CIS2_MAX_TOP_LOGPROBS];
         float lp, tlp[CIS2_MAX_TOP_LOGPROBS];
-        assert_int_equal(cis2_logprobs(x, V, tok, top_n, &ws, &lp, ids, tlp, &nt), CIS2_OK);
+        assert_int_equal(cis2_logprobs(&cx, x, V, tok, top_n, &ws, &lp, ids, tlp, &nt), CIS2_OK);
         if (bits(lp) != hex32(json_object_get(e, "logprob")))
             fail_msg("%s case %zu: logprob %08x, want %s", file, i, bits(lp), json_string_value(json_object_get(e, "logprob")));
         json_t *tops = json_object_get(e, "top_logprobs");
@@ -150,7 +151,7 @@ static void check_vector(const char *file)
     for (size_t k = 0; all && k < V; k++) { /* the logprob of every id */
         float lp;
         size_t nt;
-        assert_int_equal(cis2_logprobs(x, V, (uint32_t)k, 0, &ws, &lp, NULL, NULL, &nt), CIS2_OK);
+        assert_int_equal(cis2_logprobs(&cx, x, V, (uint32_t)k, 0, &ws, &lp, NULL, NULL, &nt), CIS2_OK);
         if (bits(lp) != hex32(json_array_get(all, k))) fail_msg("%s: logprob of id %zu", file, k);
     }
     cis2_api_leave(&fr);
@@ -403,7 +404,8 @@ static void test_whole_receipts(void **state)
         cis2_sample_ws ws = {0};
         cis2_stop_state st = {0};
         cis2_frame fr;
-        cis2_api_enter(&fr, NULL);
+        cis2_api_enter(&fr);
+        const cis2_ctx cx = cis2_ctx_solo();
         int why = CIS2_FINISH_NONE;
         size_t s = 0;
         for (; s < json_array_size(steps) && !why; s++) {
@@ -412,7 +414,7 @@ static void test_whole_receipts(void **state)
             float x[64];
             for (size_t k = 0; k < V; k++) x[k] = f32(hex32(json_array_get(lg, k)));
             uint32_t tok;
-            assert_int_equal(cis2_sample_step(x, V, &r->samp, (uint32_t)s, &ws, &tok, NULL), CIS2_OK);
+            assert_int_equal(cis2_sample_step(&cx, x, V, &r->samp, (uint32_t)s, &ws, &tok, NULL), CIS2_OK);
             cis2_witness_step(&w, x, V, tok);
             r->generated[s] = tok;
             size_t nb;

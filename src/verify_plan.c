@@ -1,0 +1,276 @@
+/*
+ * verify_plan.c - the planning side of cis2_verify (verify.h): what run a
+ * receipt's inputs describe, the order receipts are admitted in and the
+ * prompt prefixes they share, and the verdict once the run is replayed.
+ * Spec §2.1 (artifact hashes), §3.1 (the prompt's ids come from its
+ * bytes), §6.6/§7.2 (table digests), §12.1, §12.2; docs/sampling.md §S8
+ * for extension receipts.  The replays themselves (the model's
+ * arithmetic, the hashing) are verify.c's; nothing here computes floats.
+ *
+ * Preparing (prepare): verify trusts nothing in a receipt but its inputs
+ * (prompt-hex, the number of tokens, and for the extension the sampling
+ * parameters and stop rules).  The prompt's ids are recomputed by the
+ * engine's tokenizer; a receipt that cannot be replayed (unsupported
+ * version, ids outside the vocabulary, positions beyond the model) gets
+ * its final verdict here and is skipped.
+ *
+ * Sharing (plan_sharing, share_take): receipts that begin with the same
+ * prompt ids (the samples of one prompt) compute those positions once:
+ * one of them does, the others copy its KV there (the essay below).
+ *
+ * Judging (judge): every field of the verdict from the replayed run,
+ * hashes from the files, never from the receipt.
+ */
+#include "verify.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- shared prompt prefixes.  Receipts of one prompt (an RL group: many
+ * samples of one prompt; or one system prompt before many questions) have
+ * the same KV over their common prefix (§3.5), so a batch computes it
+ * once.  Sorted by their prompts' ids, jobs fall into runs whose
+ * neighbours share at least SHARE_MIN leading ids.  A run's longest prompt
+ * is its donor and is admitted first; every other job of the run that
+ * shares SHARE_MIN ids with it waits until the donor has computed them,
+ * copies them (cis2_kv_copy_prefix) and goes on from there.  Only
+ * positions before either's last prompt token are shared: they give no
+ * logits, so each job's steps, hashing and verdict are its own, and every
+ * row computed is the same arithmetic as without sharing. ---- */
+#define SHARE_MIN 16
+
+static size_t common_prefix(const vjob *a, const vjob *b)
+{
+    size_t n = a->nids < b->nids ? a->nids : b->nids, i = 0;
+    while (i < n && a->ids[i] == b->ids[i]) i++;
+    return i;
+}
+
+static int by_prompt(const void *pa, const void *pb)
+{
+    const vjob *a = *(vjob *const *)pa, *b = *(vjob *const *)pb;
+    size_t i = common_prefix(a, b);
+    if (i < a->nids && i < b->nids) return a->ids[i] < b->ids[i] ? -1 : 1;
+    if (a->nids != b->nids) return a->nids < b->nids ? -1 : 1;
+    return a->index < b->index ? -1 : a->index > b->index; /* the caller's order among equals */
+}
+
+/* Fills ord with every job in admission order, and sets the donors. */
+void cis2_verify_plan_sharing(vjob *jobs, size_t n, vjob **ord)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        jobs[i].donor = NULL;
+        jobs[i].shared = 0;
+        if (!jobs[i].skip) ord[k++] = &jobs[i];
+    }
+    qsort(ord, k, sizeof *ord, by_prompt);
+    for (size_t a = 0, b; a < k; a = b) {
+        size_t top = a; /* the run [a, b) and its longest prompt */
+        for (b = a + 1; b < k && common_prefix(ord[b - 1], ord[b]) >= SHARE_MIN; b++)
+            if (ord[b]->nids > ord[top]->nids) top = b;
+        vjob *d = ord[top];
+        ord[top] = ord[a];
+        ord[a] = d;
+        for (size_t i = a + 1; i < b; i++) {
+            vjob *j = ord[i];
+            size_t c = common_prefix(d, j);
+            if (c > j->nids - 1) c = j->nids - 1;
+            if (c > d->nids - 1) c = d->nids - 1;
+            if (c >= SHARE_MIN) {
+                j->donor = d;
+                j->shared = c;
+            }
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (jobs[i].skip) ord[k++] = &jobs[i];
+}
+
+/* A waiting job takes its prefix once the donor's completed passes hold
+ * it; a donor that has stopped (freed before this job was admitted) leaves
+ * the job to compute every row itself.  Called only between passes. */
+void cis2_verify_share_take(vjob *j, const cis2_model *m)
+{
+    vjob *d = j->donor;
+    if (!d || j->state != J_FORCED) return;
+    if (d->state != J_FORCED && d->state != J_DECODE) { j->donor = NULL; return; }
+    if (d->next_pos < j->shared) return;
+    cis2_kv_copy_prefix(&j->kv, &d->kv, m, j->shared);
+    j->next_pos = j->shared;
+    j->donor = NULL;
+}
+
+/* --------------------------------------------------------------- verdicts */
+
+#define ART(key, w, g) do { if (cis2_vd_digest(v, key, w, g)) cis2_vd_name(art, sizeof art, key); } while (0)
+#define OUT(cond, key) do { if (cond) cis2_vd_name(outs, sizeof outs, key); } while (0)
+
+static void bad_step_note(cis2_verdict *v, const vjob *j)
+{
+    if (j->bad_step < 0) return;
+    if (j->expected_tok == UINT32_MAX)
+        cis2_vd_field(v, "first-bad-step", CIS2_FIELD_NOTE, "%lld: claimed %u, but the run stops before it",
+                      j->bad_step, j->claimed_tok);
+    else if (j->claimed_tok == UINT32_MAX)
+        cis2_vd_field(v, "first-bad-step", CIS2_FIELD_NOTE, "%lld: no token claimed, but the run goes on with %u (logit 0x%08x)",
+                      j->bad_step, j->expected_tok, j->expected_bits);
+    else
+        cis2_vd_field(v, "first-bad-step", CIS2_FIELD_NOTE,
+                      "%lld: claimed %u (logit 0x%08x), the run's token %u (logit 0x%08x)", j->bad_step,
+                      j->claimed_tok, j->claimed_bits, j->expected_tok, j->expected_bits);
+}
+
+/* The verdict of one replayed receipt: every field as the run gives it. */
+void cis2_verify_judge(const cis2_engine *e, vjob *j)
+{
+    const cis2_model *m = &e->m;
+    const cis2_receipt *r = j->r;
+    cis2_verdict *v = j->v;
+    char art[256] = "", outs[512] = "";
+    ART("weights-sha256", r->weights_sha, m->weights_sha); /* recomputed from the files, never trusted */
+    ART("config-sha256", r->config_sha, m->config_sha);
+    ART("tokenizer-sha256", r->tokenizer_sha, m->tokenizer_sha);
+    cis2_vd_field(v, "prompt-hex", CIS2_FIELD_INPUT, "input (%zu bytes)", r->prompt_len);
+    OUT(cis2_vd_ids(v, "prompt-token-ids", r->prompt_ids, r->n_prompt, j->ids, j->nids), "prompt-token-ids");
+    if (!r->ext) {
+        cis2_vd_field(v, "gen-toks", CIS2_FIELD_INPUT, "input (%u)", r->gen_toks);
+        cis2_vd_field(v, "dtype", CIS2_FIELD_OK, "ok");
+    } else { /* docs/sampling.md §S8 */
+        cis2_vd_field(v, "dtype", CIS2_FIELD_OK, "ok");
+        cis2_vd_field(v, "max-toks", CIS2_FIELD_INPUT, "input (%u)", r->max_toks);
+        static const char *const ins[] = {"sampler", "temperature"};
+        for (int k = 0; k < 2; k++) cis2_vd_field(v, ins[k], CIS2_FIELD_INPUT, "input");
+        if (r->samp.top_k > m->vocab) {
+            cis2_vd_field(v, "top-k", CIS2_FIELD_MISMATCH, "MISMATCH %u is larger than the vocabulary (%zu)", r->samp.top_k,
+                          m->vocab);
+            cis2_vd_name(outs, sizeof outs, "top-k");
+        } else cis2_vd_field(v, "top-k", CIS2_FIELD_INPUT, "input");
+        static const char *const ins2[] = {"top-p", "min-p", "seed", "sequence"};
+        for (int k = 0; k < 4; k++) cis2_vd_field(v, ins2[k], CIS2_FIELD_INPUT, "input");
+        if (r->has_eos)
+            OUT(cis2_vd_ids(v, "stop-eos", r->stop_eos, r->n_stop_eos, e->info.eos_ids, e->info.n_eos), "stop-eos");
+        else cis2_vd_field(v, "stop-eos", CIS2_FIELD_INPUT, "input (none)");
+        cis2_vd_field(v, "stop-ids", CIS2_FIELD_INPUT, "input");
+        cis2_vd_field(v, "stop-strings", CIS2_FIELD_INPUT, "input");
+        OUT(cis2_vd_digest(v, "params-digest", r->params_digest, j->params_lines), "params-digest");
+    }
+    OUT(cis2_vd_digest(v, "table-digest", r->table_digest, m->table_digest), "table-digest");
+    OUT(cis2_vd_digest(v, "inv-freq-table-digest", r->inv_freq_digest, m->inv_freq_digest), "inv-freq-table-digest");
+    if (r->ext) {
+        uint32_t got = (uint32_t)j->ndec;
+        if (got == r->gen_toks) cis2_vd_field(v, "gen-toks", CIS2_FIELD_OK, "ok");
+        else {
+            cis2_vd_field(v, "gen-toks", CIS2_FIELD_MISMATCH, "MISMATCH expected=%u got=%u", r->gen_toks, got);
+            cis2_vd_name(outs, sizeof outs, "gen-toks");
+        }
+        const char *want = cis2_finish_name(r->finish), *gotf = cis2_finish_name(j->finish);
+        if (r->finish == j->finish) cis2_vd_field(v, "finish-reason", CIS2_FIELD_OK, "ok");
+        else {
+            cis2_vd_field(v, "finish-reason", CIS2_FIELD_MISMATCH, "MISMATCH expected=%s got=%s", want, gotf);
+            cis2_vd_name(outs, sizeof outs, "finish-reason");
+        }
+    }
+    OUT(cis2_vd_ids(v, "generated-token-ids", r->generated, r->gen_toks, j->decoded, j->ndec), "generated-token-ids");
+    bad_step_note(v, j);
+    const char *dk = r->ext ? "token-digest" : "argmax-digest";
+    OUT(cis2_vd_digest(v, dk, r->argmax, j->argmax), dk);
+    int wbad = cis2_vd_digest(v, "witness-digest", r->witness, j->witness);
+    OUT(wbad, "witness-digest");
+    if (wbad && j->bad_step < 0)
+        cis2_vd_field(v, "note", CIS2_FIELD_NOTE, "every claimed token is the decode's; the witness differs");
+    v->first_bad_step = j->bad_step;
+    v->claimed_token = j->claimed_tok;
+    v->expected_token = j->expected_tok;
+    v->claimed_logit_bits = j->claimed_bits;
+    v->expected_logit_bits = j->expected_bits;
+    if (art[0])
+        cis2_vd_set(v, CIS2_VERDICT_ARTIFACT_MISMATCH, CIS2_E_HASH, "ARTIFACT-MISMATCH", "(%s)%s%s", art,
+                    outs[0] ? "; outputs differ too: " : "", outs);
+    else if (outs[0])
+        cis2_vd_set(v, CIS2_VERDICT_OUTPUT_MISMATCH, CIS2_E_MISMATCH, "OUTPUT-MISMATCH", "(%s)", outs);
+    else
+        cis2_vd_set(v, CIS2_VERDICT_OK, CIS2_OK, "OK", "(all fields recomputed from %s)", e->dir);
+}
+
+/* ------------------------------------------------------------ preparing */
+
+static void malformed(cis2_verdict *v, int code, const char *msg)
+{
+    v->n_fields = 0; /* no field report: the receipt cannot be replayed */
+    cis2_vd_set(v, CIS2_VERDICT_MALFORMED, code, "MALFORMED", "(%s)", msg);
+}
+
+/* A receipt's run: its spec version and dtype, recomputed prompt ids, the
+ * sampling and stop rules its inputs give (docs/sampling.md §S8). */
+void cis2_verify_prepare(const cis2_engine *e, vjob *j)
+{
+    const cis2_receipt *r = j->r;
+    cis2_verdict *v = j->v;
+    char msg[700];
+    if (cis2_vd_supported(v, r)) { j->skip = 1; return; }
+    cis2_error e2 = {0};
+    /* §3.1: the prompt bytes are the input; their ids are recomputed */
+    if (cis2_engine_encode(e, (const char *)r->prompt, r->prompt_len, &j->ids, &j->nids, &e2)) {
+        if (e2.code == CIS2_E_UNSUPPORTED) { /* a tokenizer.json outside what this engine runs */
+            v->n_fields = 0;
+            cis2_vd_set(v, CIS2_VERDICT_UNSUPPORTED, CIS2_E_UNSUPPORTED, "UNSUPPORTED", "(%s)", e2.msg);
+        } else {
+            snprintf(msg, sizeof msg, "%s: prompt-hex: %s", v->source, e2.msg);
+            malformed(v, e2.code == CIS2_E_USAGE ? CIS2_E_FORMAT : e2.code, msg);
+        }
+        j->skip = 1;
+        return;
+    }
+    size_t maxpos = (size_t)e->m.cfg.max_position_embeddings;
+    if (j->nids == 0) {
+        snprintf(msg, sizeof msg, "%s: prompt-hex encodes to no tokens", v->source);
+        malformed(v, CIS2_E_FORMAT, msg);
+        j->skip = 1;
+        return;
+    }
+    for (size_t i = 0; i < j->nids; i++)
+        if (j->ids[i] >= e->m.vocab) {
+            malformed(v, CIS2_E_FORMAT, "the tokenizer gives ids outside the model's vocabulary");
+            j->skip = 1;
+            return;
+        }
+    j->claimed = r->gen_toks;
+    j->ext = r->ext;
+    j->stop = (cis2_stop_rule){.max_tokens = r->ext ? r->max_toks : r->gen_toks};
+    if (r->ext) {
+        j->samp = r->samp;
+        if (r->has_eos) { j->stop.eos = e->info.eos_ids; j->stop.n_eos = e->info.n_eos; } /* the config's list */
+        j->stop.ids = r->stop_ids;
+        j->stop.n_ids = r->n_stop_ids;
+        j->stop.strings = (char *const *)r->stop_str;
+        j->stop.lens = r->stop_len;
+        j->stop.n_strings = r->n_stop_str;
+        if (r->n_stop_str && !e->tok) {
+            v->n_fields = 0;
+            cis2_vd_set(v, CIS2_VERDICT_UNSUPPORTED, CIS2_E_UNSUPPORTED, "UNSUPPORTED",
+                        "(stop strings need the model's tokenizer: %s)", e->tok_err.msg);
+            j->skip = 1;
+            return;
+        }
+        char *lines = cis2_receipt_params_block(r), *run = cis2_params_block(&j->samp, &j->stop);
+        if (!lines || !run) { free(lines); free(run); malformed(v, CIS2_E_NOMEM, "out of memory"); j->skip = 1; return; }
+        cis2_sha256(lines, strlen(lines), j->params_lines); /* §S7.5 */
+        cis2_sha256(run, strlen(run), j->params);
+        free(lines);
+        free(run);
+        if (r->samp.top_k > e->m.vocab) j->samp.top_k = 0; /* reported as a mismatch; the run needs a valid k */
+    }
+    if (j->nids + j->stop.max_tokens > maxpos) {
+        v->n_fields = 0;
+        cis2_vd_set(v, CIS2_VERDICT_UNSUPPORTED, CIS2_E_UNSUPPORTED, "UNSUPPORTED",
+                    "(%zu prompt tokens + %zu tokens exceed max_position_embeddings %zu)", j->nids,
+                    j->stop.max_tokens, maxpos);
+        j->skip = 1;
+        return;
+    }
+    j->oov_step = j->claimed;
+    for (size_t i = 0; i < j->claimed; i++)
+        if (r->generated[i] >= e->m.vocab) { j->oov_step = i; break; }
+}
