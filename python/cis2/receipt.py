@@ -13,6 +13,7 @@ import os
 from ctypes import byref, c_char, c_size_t, c_void_p, POINTER
 
 from . import _lib
+from ._callback import _Callback, _catching
 from .errors import UsageError, make_error
 
 FIELD_STATUS = ("ok", "mismatch", "input", "unverified", "same", "differs", "note")  # enum cis2_field_status
@@ -224,7 +225,7 @@ def compare(a, b):
 
 
 def verify_many(engine, receipts, replay="prefill", twice=False, on_step=None):
-    from .engine import _Callback, _catching
+    """Engine.verify: the receipts recomputed on engine -> list of Verdict."""
     rs = [as_receipt(r) for r in receipts]
     if not rs:
         raise UsageError("cis2: verify needs at least one receipt")
