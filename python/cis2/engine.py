@@ -49,7 +49,6 @@ def _uint(name, v, bits):
 
 
 _SIZE_BITS = ctypes.sizeof(c_size_t) * 8
-_F32_ONE = 0x3F800000
 
 
 def _f32(name, v):
@@ -141,21 +140,16 @@ class Request:
         t_bits = _f32("temperature", self.temperature)[1]
         top_p_bits = _f32("top_p", self.top_p)[1]
         min_p_bits = _f32("min_p", self.min_p)[1]
-        if top_p_bits == 0:
-            # §S2.2 refuses top_p 0 (off is 1.0, the default here), in the
-            # library's own words
-            raise UsageError("top_p 0x00000000 is not in (0, 1] (a positive normal; 1.0 is off; "
-                             "docs/sampling.md §S2.2)")
         top_k, seed = _uint("top_k", self.top_k, 32), _uint("seed", self.seed, 64)
         sequence = _uint("sequence", self.sequence, 32)
-        # greedy defaults, compared as bits (§S2.4: only +0.0 is greedy; -0.0 is refused by the library)
-        if (t_bits, top_k, top_p_bits, min_p_bits, seed, sequence) != (0, 0, _F32_ONE, 0, 0, 0):
-            s = _lib.Sampling(top_k=top_k, seed=seed, sequence=sequence)
-            for field, b in (("temperature", t_bits), ("top_p", top_p_bits), ("min_p", min_p_bits)):
-                # the checked bits themselves (no second float conversion)
-                c_uint32.from_buffer(s, getattr(_lib.Sampling, field).offset).value = b
-            keep.append(s)
-            r.sampling = ctypes.pointer(s)
+        # always the parameters as given: the library checks them (§S2.2)
+        # and decides greedy and the receipt's kind (§S2.4, §S7.1)
+        s = _lib.Sampling(top_k=top_k, seed=seed, sequence=sequence)
+        for field, b in (("temperature", t_bits), ("top_p", top_p_bits), ("min_p", min_p_bits)):
+            # the checked bits themselves (no second float conversion)
+            c_uint32.from_buffer(s, getattr(_lib.Sampling, field).offset).value = b
+        keep.append(s)
+        r.sampling = ctypes.pointer(s)
         stop = self.stop
         if stop is None:
             stop = []
