@@ -1,0 +1,111 @@
+/*
+ * tokenizer_impl.h - what the two halves of the tokenizer share, private to
+ * them: the in-memory tokenizer (struct cis2_tokenizer) that
+ * tokenizer_load.c builds from tokenizer.json and tokenizer.c reads to
+ * encode and decode (CIS-2 §3.1), and the few lookups both use (the
+ * hashes of its tables, the vocab lookup, UTF-8 output, a step of the
+ * added-token automaton).  Nothing else includes it: the rest of the
+ * engine sees the opaque cis2_tokenizer of cis2.h and tokenizer.h.
+ */
+#ifndef CIS2_TOKENIZER_IMPL_H
+#define CIS2_TOKENIZER_IMPL_H
+
+#include "tokenizer.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- hashing ---- */
+static inline uint64_t hash_bytes(const char *s, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull ^ n;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+    return h ^ (h >> 29);
+}
+static inline uint64_t hash_pair(uint64_t k)
+{
+    k *= 0x9E3779B97F4A7C15ull;
+    return k ^ (k >> 31);
+}
+
+typedef struct { uint32_t off, len, id; } vslot;             /* vocab: string -> id */
+typedef struct { uint64_t key; uint32_t rank, new_id; } mslot; /* merges: pair -> rank, id */
+#define MSLOT_EMPTY UINT64_MAX
+
+typedef struct {
+    char *s;
+    size_t len;
+    uint32_t id;
+    int normalized;
+} added_tok;
+
+/* Aho-Corasick automaton over the REVERSED contents of one group of added
+ * tokens, in breadth-first order: node 0 is the root, the children of node
+ * v are [first[v], first[v+1]), sorted by label (the byte on the edge into
+ * them).  out[v]: the added token (index) that is the longest pattern
+ * among v's suffixes in the automaton (v itself, then its failure chain),
+ * or AC_NONE. */
+#define AC_NONE UINT32_MAX
+typedef struct {
+    uint32_t n;               /* nodes; 0: no tokens in the group */
+    uint32_t *first, *fail, *out;
+    uint8_t *label;
+    uint32_t root_next[256];  /* goto from the root; 0 = stay */
+    size_t maxlen;            /* longest content in the group */
+} ac_trie;
+
+struct cis2_tokenizer {
+    char *arena;              /* vocab strings, then decode bytes */
+    size_t arena_len, arena_cap;
+    vslot *vocab; size_t vcap; size_t nvocab;
+    mslot *merges; size_t mcap; size_t nmerges;
+    uint32_t b2u[256];        /* §3.1.5.a byte -> code point */
+    int32_t byte_id[256];     /* §3.1.5.b: id of each byte's one-char token, -1 none */
+    uint32_t *dec_off, *dec_len; /* per id; dec_len UINT32_MAX = unknown id */
+    size_t nids;              /* max id + 1 */
+    added_tok *added; size_t nadded;
+    ac_trie trie[2];          /* added tokens with normalized = 0, 1 */
+    size_t max_tok_bytes;     /* most bytes one vocab token covers (encode_max's bound) */
+    int digits_mode, use_regex, ignore_merges;
+    int nfc, split_qwen;      /* non-normative extension (tokenizer_load.c, tokenizer.c) */
+};
+
+/* cp as UTF-8 into o[0..4); returns its length */
+static inline size_t utf8_put(uint32_t cp, char *o)
+{
+    if (cp < 0x80) { o[0] = (char)cp; return 1; }
+    if (cp < 0x800) { o[0] = (char)(0xC0 | (cp >> 6)); o[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | (cp >> 12)); o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (char)(0x80 | (cp & 0x3F)); return 3;
+    }
+    o[0] = (char)(0xF0 | (cp >> 18)); o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); o[3] = (char)(0x80 | (cp & 0x3F)); return 4;
+}
+
+/* the vocab slot of the string s[0..n): its id, or the empty slot (id UINT32_MAX) */
+static inline vslot *vocab_find(const cis2_tokenizer *t, const char *s, size_t n)
+{
+    size_t mask = t->vcap - 1;
+    for (size_t i = hash_bytes(s, n) & mask;; i = (i + 1) & mask) {
+        vslot *v = &t->vocab[i];
+        if (v->id == UINT32_MAX) return v; /* empty */
+        if (v->len == n && !memcmp(t->arena + v->off, s, n)) return v;
+    }
+}
+
+/* the child of node v on byte c; 0 (the root) if none */
+static inline uint32_t ac_child(const ac_trie *T, uint32_t v, uint8_t c)
+{
+    if (v == 0) return T->root_next[c];
+    uint32_t lo = T->first[v], hi = T->first[v + 1];
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (T->label[mid] < c) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < T->first[v + 1] && T->label[lo] == c ? lo : 0;
+}
+
+#endif
