@@ -5,6 +5,8 @@
 # Prints a summary line "check: N passed, N failed" and exits non-zero on
 # any failure.  A test that prints "SKIP:" and exits 77 counts as skipped.
 #   ONLY=pattern sh tests/run.sh   runs the tests whose name contains it.
+# The shell tests share tests/lib.sh (the same defaults as below, fail, skip,
+# a temporary directory, cleanup, servers); tests/README.md describes both.
 set -u
 BUILD=${BUILD:-build}
 export BUILD

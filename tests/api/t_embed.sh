@@ -7,12 +7,9 @@
 # one `cis2 run --receipt` writes, byte for byte, and `cis2 verify` must
 # accept it.
 set -u
-BUILD=${BUILD:-build}
-CIS2=${CIS2:-$BUILD/cis2}
-fail() { echo "FAIL: $*"; exit 1; }
-[ -z "${RUNNER:-}" ] || { echo "SKIP: cross build (the example is checked on the host build)"; exit 77; }
-d=$(mktemp -d) || exit 1
-trap 'rm -rf "$d"' EXIT
+. tests/lib.sh
+[ -z "${RUNNER:-}" ] || skip "cross build (the example is checked on the host build)"
+tmpdir d
 make -s install PREFIX="$d/prefix" BUILD="$BUILD" SAN="${SAN:-}" CC="${CC:-cc}" OPT="${OPT:--O2}" > "$d/install.log" 2>&1 ||
     { cat "$d/install.log"; fail "make install"; }
 for f in lib/libcis2.so lib/libcis2.so.0 lib/libcis2.a include/cis2.h lib/pkgconfig/cis2.pc bin/cis2; do

@@ -12,19 +12,16 @@
 # Skips (77) in a cross build (RUNNER set: the host interpreter cannot load
 # a target library) and when /usr/bin/python3 lacks pytest or numpy.
 set -u
-BUILD=${BUILD:-build}
-CIS2=${CIS2:-$BUILD/cis2}
+. tests/lib.sh
 PY=/usr/bin/python3
-fail() { echo "FAIL: $*"; exit 1; }
-[ -z "${RUNNER:-}" ] || { echo "SKIP: cross build (the Python package is checked on the host build)"; exit 77; }
-[ -x "$PY" ] || { echo "SKIP: no $PY"; exit 77; }
+[ -z "${RUNNER:-}" ] || skip "cross build (the Python package is checked on the host build)"
+[ -x "$PY" ] || skip "no $PY"
 for m in pytest numpy; do
     "$PY" -c "import $m" 2>/dev/null ||
-        { echo "SKIP: $PY has no $m (apt-get install python3-$m, or sh tools/install-deps)"; exit 77; }
+        skip "$PY has no $m (apt-get install python3-$m, or sh tools/install-deps)"
 done
 [ -f "$BUILD/libcis2.so" ] || fail "$BUILD/libcis2.so not built"
-d=$(mktemp -d) || exit 1
-trap 'rm -rf "$d"' EXIT INT TERM
+tmpdir d
 export PYTHONDONTWRITEBYTECODE=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore PIP_NO_INPUT=1
 
 # under `make check SAN=1` libcis2.so needs the ASan runtime loaded first;

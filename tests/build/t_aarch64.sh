@@ -12,17 +12,15 @@
 # Skips (77) off x86-64, under ASan, or without the cross toolchain/qemu
 # (tools/install-deps installs them).
 set -u
-[ "${ARCH:-x86_64}" = x86_64 ] || { echo "SKIP: the aarch64 leg runs from an x86-64 build"; exit 77; }
+. tests/lib.sh
+[ "${ARCH:-x86_64}" = x86_64 ] || skip "the aarch64 leg runs from an x86-64 build"
 for t in aarch64-linux-gnu-gcc qemu-aarch64-static; do
-    command -v $t >/dev/null 2>&1 || { echo "SKIP: $t not installed (tools/install-deps)"; exit 77; }
+    command -v $t >/dev/null 2>&1 || skip "$t not installed (tools/install-deps)"
 done
-if nm "$BUILD/cis2" 2>/dev/null | grep -q __asan_init; then
-    echo "SKIP: sanitizer build (the aarch64 leg runs once, in the plain make check)"; exit 77
-fi
+! nm "$BUILD/cis2" 2>/dev/null | grep -q __asan_init || skip "sanitizer build (the aarch64 leg runs once, in the plain make check)"
 QEMU="qemu-aarch64-static -L /usr/aarch64-linux-gnu"
 A=$BUILD/aarch64
-fail() { echo "FAIL: $*"; exit 1; }
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+tmpdir T
 
 # 1. cross build (a clean sub-make: no flags of the parent make leak in)
 env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -j2 CC=aarch64-linux-gnu-gcc OPT=-O2 BUILD="$A" tests \

@@ -8,7 +8,7 @@
 # (which has nothing else to offer, t_symbols.sh), so the CLI recomputes
 # nothing the library owns.
 set -u
-fail() { echo "FAIL: $*"; exit 1; }
+. tests/lib.sh
 for f in cli/*.c cli/*.h; do
     bad=$(grep -h '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" | sed 's/.*"\(.*\)".*/\1/' |
           grep -v -x -e cis2.h -e cis2_toolkit.h -e cli.h)

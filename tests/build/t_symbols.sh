@@ -5,13 +5,11 @@
 # function declared CIS2_API in the header, every such function is
 # exported, and the soname is libcis2.so.0.
 set -u
-BUILD=${BUILD:-build}
-fail() { echo "FAIL: $*"; exit 1; }
+. tests/lib.sh
 so=$BUILD/libcis2.so
 a=$BUILD/libcis2.a
 [ -f "$so" ] && [ -f "$a" ] || fail "$so or $a missing (make)"
-d=$(mktemp -d) || exit 1
-trap 'rm -rf "$d"' EXIT
+tmpdir d
 # declared: 'CIS2_API <type> [*]name(' in the header, possibly across lines
 cat include/cis2.h include/cis2_toolkit.h | grep -v '^#define CIS2_API' | tr '\n' ' ' | grep -o 'CIS2_API [^;{(]*(' | sed 's/($//; s/.*[ *]//' | sort -u > "$d/declared"
 [ "$(wc -l < "$d/declared")" -ge 60 ] || fail "found only $(wc -l < "$d/declared") CIS2_API declarations"

@@ -1,26 +1,27 @@
 #!/bin/sh
 # cis2 bench runs and reports every figure (a smoke test: no timing is asserted).
 set -eu
+. tests/lib.sh
 out=$($CIS2 bench --shape tiny --json --threads 2)
 echo "$out"
 for k in read_bandwidth_gb_s weight_bytes_per_token decode_ms_per_token bound_ms_per_token ratio_to_bound \
          prefill_tokens_per_s batched_tokens_per_s full_run_s speedup_vs_scalar peak_rss_mb; do
-    echo "$out" | grep -q "\"$k\"" || { echo "FAIL: bench --json lacks $k"; exit 1; }
+    echo "$out" | grep -q "\"$k\"" || fail "bench --json lacks $k"
 done
 for k in best_of generate_256_s verify_256_s verify_speedup_256 verify_16x64_together_s_per_receipt \
          verify_16x64_one_at_a_time_s_per_receipt batch_verify_gain batch_verify_gain_shortest \
          open_s verify_16x64_open_each_s_per_receipt batch_verify_gain_with_open; do
-    echo "$out" | grep -q "\"$k\"" || { echo "FAIL: bench --json lacks verify.$k"; exit 1; }
+    echo "$out" | grep -q "\"$k\"" || fail "bench --json lacks verify.$k"
 done
 # the two groups of samples of one prompt (tiny's context holds 128 + 64 tokens)
-[ "$(echo "$out" | grep -c '"prompt_tokens"')" -eq 2 ] || { echo "FAIL: bench --json lacks the two one-prompt groups"; exit 1; }
-echo "$out" | grep -q '"all_ok": true' || { echo "FAIL: a receipt bench made did not verify"; exit 1; }
+[ "$(echo "$out" | grep -c '"prompt_tokens"')" -eq 2 ] || fail "bench --json lacks the two one-prompt groups"
+echo "$out" | grep -q '"all_ok": true' || fail "a receipt bench made did not verify"
 # the kernel benchmark calls internals: it must keep building against them
 if [ -z "${RUNNER:-}" ]; then
     ${CC:-cc} -std=c11 -ffp-contract=off -fno-fast-math -O2 -D_DEFAULT_SOURCE -Iinclude -Isrc -pthread \
         -o "$BUILD/bench-kernels" tools/bench-kernels.c "$BUILD/libcis2-internal.a" $( [ "${SAN:-}" = 1 ] && echo -fsanitize=address,undefined ) \
-        -lcrypto -ljansson -lpthread || { echo "FAIL: tools/bench-kernels.c does not build"; exit 1; }
+        -lcrypto -ljansson -lpthread || fail "tools/bench-kernels.c does not build"
 fi
 set +e
-$CIS2 bench --shape no-such-shape 2>/dev/null; [ $? -eq 2 ] || { echo "FAIL: unknown shape not a usage error"; exit 1; }
+$CIS2 bench --shape no-such-shape 2>/dev/null; [ $? -eq 2 ] || fail "unknown shape not a usage error"
 echo ok

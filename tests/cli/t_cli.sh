@@ -10,10 +10,8 @@
 #  - stdout write failures are exit 3 (>/dev/full), for every command that
 #    prints a verdict or a result.
 set -u
-CIS2=${CIS2:-build/cis2}
-fail() { echo "FAIL: $*"; exit 1; }
-d=$(mktemp -d) || exit 1
-trap 'rm -rf "$d"' EXIT
+. tests/lib.sh
+tmpdir d
 # expect CODE NEEDLE CMD...: exit CODE and one stderr line containing NEEDLE
 expect() {
     code=$1; needle=$2; shift 2

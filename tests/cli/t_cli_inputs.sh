@@ -11,11 +11,8 @@
 #    results), within the same 256 MiB limit (exit 4 beyond), its errors
 #    naming what was given.
 set -u
-CIS2=${CIS2:-build/cis2}
-fail() { echo "FAIL: $*"; exit 1; }
-d=$(mktemp -d) || exit 1
-PIDS=""
-trap 'for p in $PIDS; do kill -9 $p 2> /dev/null; done; rm -rf "$d"' EXIT
+. tests/lib.sh
+tmpdir d
 # expect CODE NEEDLE CMD...: exit CODE within 60 s, one stderr line containing NEEDLE (stdin: $IN, default /dev/null)
 expect() {
     code=$1; needle=$2; shift 2

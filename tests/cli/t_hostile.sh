@@ -6,10 +6,10 @@
 # here; docs/inputs.md points every other line of the list at its test
 # (tests/unit/test_safetensors.c, test_config.c, test_tokenizer.c, t_run.sh, ...).
 set -eu
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+. tests/lib.sh
+tmpdir T
 TOK=$SHARED/models/smollm2-135m/tokenizer.json
 n=0
-fail() { echo "FAIL: $*"; exit 1; }
 # expect CODE NEEDLE cmd...: exit CODE, one stderr line containing NEEDLE.
 # Every run is bounded: 60 s wall (no hang) and, on a build without ASan
 # (which reserves terabytes of address space), 16 GiB of address space (no

@@ -13,8 +13,8 @@
 #   - a tokenizer.json of 1.4M vocab entries (just under its JSON budget);
 #   - a safetensors header of 120,000 tensors (then refused: unexpected).
 set -eu
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. tests/lib.sh
+tmpdir T
 ULIM=""
 nm "$CIS2" 2>/dev/null | grep -q __asan_init || ULIM="ulimit -v 4194304;"
 TIME=""

@@ -7,14 +7,13 @@
 # at its peak (while loading), must be about one copy of the weights, not
 # two.  Prints both.
 set -eu
-T=$(mktemp -d); pid=""
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. tests/lib.sh
+tmpdir T
 $CIS2 synth --shape smollm2-135m --seed 1 --out "$T/m" > /dev/null
 st_kb=$(( $(stat -c %s "$T/m/model.safetensors") / 1024 ))
 vocab=49152
 $CIS2 run --model-dir "$T/m" --prompt-ids 1,2,3 --gen-toks 12 --dump-logits "$T/logits" > "$T/out" 2> "$T/err" &
-pid=$!
+pid=$!; PIDS=$pid
 # wait (at most 300 s) for the first step's logits in the dump: outputs get
 # their name only when complete (fileio.h), so until then the dump is an
 # unnamed O_TMPFILE file, seen through the process's fds, or the fallback's
@@ -47,6 +46,6 @@ echo "decoding: model.safetensors not mapped; RSS ${rss_kb} kB, peak so far ${hw
 # (model.c drop_pages), so the mapping and the packed copy never coexist
 [ "$hwm_kb" -lt $((st_kb * 3 / 2)) ] || fail "peak RSS ${hwm_kb} kB is 1.5x the ${st_kb} kB weights or more (two copies while loading?)"
 wait "$pid" || { cat "$T/err"; fail "cis2 run failed"; }
-pid=""
+PIDS=""
 grep -q '^CIS2_REF ' "$T/out" || fail "no CIS2_REF line"
 echo "ok"

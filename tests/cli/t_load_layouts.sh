@@ -11,8 +11,8 @@
 #     one moved, against the bf16 original;
 # with 1 and 2 threads.
 set -eu
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. tests/lib.sh
+tmpdir T
 relayout() { # SRC DST MODE: reverse | f32
     python3 - "$1" "$2" "$3" <<'PY'
 import json, struct, sys

@@ -14,9 +14,11 @@
 # At least one trial of each kind must land during the load, or the test
 # would prove nothing.  Every run is bounded by `timeout`.
 set -eu
-T=$(mktemp -d); pids=""
-trap 'for p in $pids; do kill "$p" 2>/dev/null || true; done; rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. tests/lib.sh
+tmpdir T
+# the run in flight is `timeout`: SIGTERM, which it passes on to cis2 (PIDS' SIGKILL would leave cis2 running)
+pids=""
+at_exit 'for p in $pids; do kill "$p" 2>/dev/null || true; done'
 RUN="run --prompt-ids 1,2,3 --gen-toks 1"
 
 # ---- inputs that are not regular files ----

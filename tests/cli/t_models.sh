@@ -4,12 +4,12 @@
 # copied byte for byte by `cis2 synth --config`), run by cis2 and compared
 # with the torch fp32 oracle; tie + lm_head together is refused.
 set -u
+. tests/lib.sh
 PY=/usr/bin/python3
 ORACLE=tests/oracle/torch_ref.py
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT INT TERM
-fail() { echo "FAIL: $*"; exit 1; }
+tmpdir T
 M=$SHARED/models
-[ -f "$M/smollm2-360m/config.json" ] || { echo "SKIP: $M not found"; exit 77; }
+[ -f "$M/smollm2-360m/config.json" ] || skip "$M not found"
 echo "34f7801487078de7e434e19162c497e5cc6ff397080e40e8586627cb68a5168a  $M/smollm2-360m/config.json
 479dcf0c5286339e41ad3992cd08ae88a467c4187587936248e2b7c96283484b  $M/qwen2.5-0.5b/config.json
 9ca9acddb6525a194ec8ac7a87f24fbba7232a9a15ffa1af0c1224fcd888e47c  $M/smollm2-135m/tokenizer.json" | sha256sum -c - \

@@ -14,10 +14,10 @@
 #     tokenizer and config of the same synth), and no temporary file (the
 #     fixed NAME.tmp made each report success with the other's file).
 set -eu
-T=$(mktemp -d); M=""
-cleanup() { [ -n "$M" ] && umount "$M" 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+. tests/lib.sh
+tmpdir T
+M=""
+at_exit '[ -z "$M" ] || umount "$M" 2>/dev/null'
 TOK=$SHARED/models/smollm2-135m/tokenizer.json
 temps() { find "$1" -name '*.tmp.*' | wc -l; }
 

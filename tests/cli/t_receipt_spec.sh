@@ -7,14 +7,10 @@
 # (models/SmolLM2-135M or $CIS2_MODEL_DIR), `cis2 verify` must accept the
 # whole receipt; otherwise that part is skipped.
 set -u
-CIS2=${CIS2:-build/cis2}
-SHARED=${SHARED:-../shared}
+. tests/lib.sh
 src=$SHARED/models/smollm2-135m
-[ -f "$src/tokenizer.json" ] && [ -f "$src/config.json" ] || { echo "SKIP: no $src"; exit 77; }
-d=$(mktemp -d /tmp/cis2_t_receipt_spec.XXXXXX)
-trap 'rm -rf "$d"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+[ -f "$src/tokenizer.json" ] && [ -f "$src/config.json" ] || skip "no $src"
+tmpdir d
 cat > "$d/r" <<'EOF'
 CIS-2-RECEIPT v1
 spec-version 0.3b
@@ -33,23 +29,23 @@ witness-digest d82743059d1db929e710236fe4ec37f89e6f932524801345a006980f7c3cc9df
 EOF
 $CIS2 check "$d/r" --tokenizer "$src/tokenizer.json" --config "$src/config.json" > "$d/out"; rc=$?
 cat "$d/out"
-[ $rc -eq 0 ] || fail "check exited $rc"
+[ $rc -eq 0 ] || fail_later "check exited $rc"
 for k in spec-version config-sha256 tokenizer-sha256 prompt-token-ids dtype table-digest inv-freq-table-digest argmax-digest; do
-    grep -q "^$k ok" "$d/out" || fail "$k not confirmed"
+    grep -q "^$k ok" "$d/out" || fail_later "$k not confirmed"
 done
-grep -qx 'verdict: CONSISTENT (unverified: weights-sha256 generated-token-ids witness-digest)' "$d/out" || fail "verdict"
+grep -qx 'verdict: CONSISTENT (unverified: weights-sha256 generated-token-ids witness-digest)' "$d/out" || fail_later "verdict"
 # a wrong generated id breaks the §12.2 digest
 sed 's/^generated-token-ids 28,/generated-token-ids 29,/' "$d/r" > "$d/bad"
 $CIS2 check "$d/bad" > "$d/out"; rc=$?
-[ $rc -eq 1 ] && grep -q '^argmax-digest MISMATCH' "$d/out" || fail "doctored generated ids not caught by check (rc $rc)"
+[ $rc -eq 1 ] && grep -q '^argmax-digest MISMATCH' "$d/out" || fail_later "doctored generated ids not caught by check (rc $rc)"
 
 mdir=${CIS2_MODEL_DIR:-models/SmolLM2-135M}
 if [ -f "$mdir/model.safetensors" ]; then
     $CIS2 verify "$d/r" --model-dir "$mdir" > "$d/out"; rc=$?
     cat "$d/out"
-    [ $rc -eq 0 ] || fail "verify of the §13.1 receipt exited $rc"
+    [ $rc -eq 0 ] || fail_later "verify of the §13.1 receipt exited $rc"
 else
     echo "note: no $mdir/model.safetensors: the full verify of §13.1 is not run"
 fi
-[ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
+end_fails
 echo ok

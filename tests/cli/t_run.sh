@@ -3,9 +3,9 @@
 # witness"): the §13.1 block and its order, --json, KV cache == recompute
 # (§3.5), two processes agree, batches equal single runs, clean errors.
 set -eu
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+. tests/lib.sh
+tmpdir T
 TOK=$SHARED/models/smollm2-135m/tokenizer.json
-fail() { echo "FAIL: $*"; exit 1; }
 expect_rc() { want=$1; shift; set +e; "$@" > "$T/out" 2> "$T/err"; got=$?; set -e
     [ "$got" -eq "$want" ] || { cat "$T/err"; fail "exit $got, want $want: $*"; }
     [ "$want" -eq 0 ] || [ "$(wc -l < "$T/err")" -ge 1 ] || fail "no error message: $*"; }

@@ -12,13 +12,10 @@
 # (params.json's table); a greedy run without stop rules still writes the
 # v1 receipt whatever filters were given (§S7.1).
 set -u
-CIS2=${CIS2:-build/cis2}
-SHARED=${SHARED:-../shared}
+. tests/lib.sh
 PY=/usr/bin/python3
-fail() { echo "FAIL: $*"; exit 1; }
-$PY -c 'import numpy' 2> /dev/null || { echo "SKIP: $PY lacks numpy"; exit 77; }
-d=$(mktemp -d) || exit 1
-trap 'rm -rf "$d"' EXIT
+$PY -c 'import numpy' 2> /dev/null || skip "$PY lacks numpy"
+tmpdir d
 field() { sed -n "s/^$1 //p" "$2"; }
 f32hex() { $PY -c "import numpy as np,sys; print('%08x' % np.float32(sys.argv[1]).view(np.uint32))" "$1"; }
 

@@ -8,11 +8,9 @@
 # against §3.1.5.a and, when the node oracle is installed, loaded by Hugging
 # Face tokenizers.  --tokenizer copies the file.
 set -eu
-CIS2=${CIS2:-build/cis2}
-SHARED=${SHARED:-../shared}
-command -v python3 >/dev/null || { echo "SKIP: python3 not installed"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. tests/lib.sh
+command -v python3 >/dev/null || skip "python3 not installed"
+tmpdir tmp
 
 # The independent reader/regenerator (python, no numpy).
 cat > "$tmp/check.py" <<'EOF'
@@ -173,11 +171,11 @@ done
 # determinism, and the seed matters
 $CIS2 synth --shape tiny --seed 7 --out "$tmp/tiny-again" >/dev/null
 for f in model.safetensors config.json tokenizer.json; do
-    [ "$(sha "$tmp/tiny/$f")" = "$(sha "$tmp/tiny-again/$f")" ] || { echo "FAIL: $f differs between runs"; exit 1; }
+    [ "$(sha "$tmp/tiny/$f")" = "$(sha "$tmp/tiny-again/$f")" ] || fail "$f differs between runs"
 done
 $CIS2 synth --shape tiny --seed 8 --out "$tmp/tiny-8" >/dev/null
 [ "$(sha "$tmp/tiny/model.safetensors")" != "$(sha "$tmp/tiny-8/model.safetensors")" ] ||
-    { echo "FAIL: seed does not change the weights"; exit 1; }
+    fail "seed does not change the weights"
 
 # smollm2-135m: time it, twice for determinism; layout check without regenerating
 start=$(date +%s)
@@ -185,7 +183,7 @@ $CIS2 synth --shape smollm2-135m --seed 1 --out "$tmp/s135/a" >/dev/null
 echo "smollm2-135m synthesized in $(( $(date +%s) - start ))s"
 $CIS2 synth --shape smollm2-135m --seed 1 --out "$tmp/s135/b" >/dev/null
 [ "$(sha "$tmp/s135/a/model.safetensors")" = "$(sha "$tmp/s135/b/model.safetensors")" ] ||
-    { echo "FAIL: smollm2-135m not deterministic"; exit 1; }
+    fail "smollm2-135m not deterministic"
 python3 "$tmp/check.py" "$tmp/s135/a" smollm2-135m 1 layout
 rm -rf "$tmp/s135"
 
@@ -213,13 +211,13 @@ cmp "$src" "$tmp/withtok/tokenizer.json"
 
 # usage errors exit 2, unreadable tokenizer exits 3
 set +e
-$CIS2 synth --shape nope --seed 1 --out "$tmp/x" 2>/dev/null; [ $? -eq 2 ] || { echo "FAIL: unknown shape"; exit 1; }
-$CIS2 synth --shape tiny --seed 1 2>/dev/null; [ $? -eq 2 ] || { echo "FAIL: missing --out"; exit 1; }
-$CIS2 synth --shape tiny --seed -1 --out "$tmp/x" 2>/dev/null; [ $? -eq 2 ] || { echo "FAIL: bad seed"; exit 1; }
-$CIS2 synth --shape tiny --seed 1x --out "$tmp/x" 2>/dev/null; [ $? -eq 2 ] || { echo "FAIL: bad seed"; exit 1; }
-$CIS2 synth --shape tiny --seed 1 --out "$tmp/x" --bogus 2>/dev/null; [ $? -eq 2 ] || { echo "FAIL: bogus arg"; exit 1; }
+$CIS2 synth --shape nope --seed 1 --out "$tmp/x" 2>/dev/null; [ $? -eq 2 ] || fail "unknown shape"
+$CIS2 synth --shape tiny --seed 1 2>/dev/null; [ $? -eq 2 ] || fail "missing --out"
+$CIS2 synth --shape tiny --seed -1 --out "$tmp/x" 2>/dev/null; [ $? -eq 2 ] || fail "bad seed"
+$CIS2 synth --shape tiny --seed 1x --out "$tmp/x" 2>/dev/null; [ $? -eq 2 ] || fail "bad seed"
+$CIS2 synth --shape tiny --seed 1 --out "$tmp/x" --bogus 2>/dev/null; [ $? -eq 2 ] || fail "bogus arg"
 $CIS2 synth --shape tiny --seed 1 --out "$tmp/x" --tokenizer "$tmp/missing" 2>/dev/null
-[ $? -eq 3 ] || { echo "FAIL: missing tokenizer not an io error"; exit 1; }
+[ $? -eq 3 ] || fail "missing tokenizer not an io error"
 set -e
-$CIS2 synth --list | grep -q '^qwen2.5-0.5b ' || { echo "FAIL: --list"; exit 1; }
+$CIS2 synth --list | grep -q '^qwen2.5-0.5b ' || fail "--list"
 echo ok

@@ -8,13 +8,11 @@
 # the same pieces: zero mismatches, encode and decode (diff.js).
 # Skips without node, the oracle or the shared tokenizer.
 set -u
-CIS2=${CIS2:-build/cis2}
-SHARED=${SHARED:-../shared}
+. tests/lib.sh
 TOK=$SHARED/models/smollm2-135m/tokenizer.json
-[ -f "$TOK" ] || { echo "SKIP: $TOK missing"; exit 77; }
-command -v node >/dev/null 2>&1 || { echo "SKIP: node not installed"; exit 77; }
-[ -d tests/tokenizer/node_modules/tokenizers ] || { echo "SKIP: oracle missing (cd tests/tokenizer && npm ci)"; exit 77; }
-d=$(mktemp -d) || exit 1
-trap 'rm -rf "$d"' EXIT
-node tests/tokenizer/make-added-tok.js "$TOK" "$d/tok.json" "$d/corpus.json" || { echo "FAIL: make-added-tok.js"; exit 1; }
+[ -f "$TOK" ] || skip "$TOK missing"
+command -v node >/dev/null 2>&1 || skip "node not installed"
+[ -d tests/tokenizer/node_modules/tokenizers ] || skip "oracle missing (cd tests/tokenizer && npm ci)"
+tmpdir d
+node tests/tokenizer/make-added-tok.js "$TOK" "$d/tok.json" "$d/corpus.json" || fail "make-added-tok.js"
 node tests/tokenizer/diff.js "$CIS2" "$d/tok.json" --corpus-file "$d/corpus.json"

@@ -4,12 +4,9 @@
 # README exit codes for bad command lines, missing, malformed and
 # unsupported tokenizer.json files and invalid UTF-8 input.
 set -u
-CIS2=${CIS2:-build/cis2}
-SHARED=${SHARED:-../shared}
+. tests/lib.sh
 TOK=$SHARED/models/smollm2-135m/tokenizer.json
-fail() { echo "FAIL: $*"; exit 1; }
-d=$(mktemp -d) || exit 1
-trap 'rm -rf "$d"' EXIT
+tmpdir d
 
 # expect CODE NEEDLE cmd...: exit code CODE, exactly one stderr line containing NEEDLE
 expect() {
@@ -36,7 +33,7 @@ expect 5 "normalizer" "$CIS2" tokenize --tokenizer "$d/nfc.json" --text x
 printf '{"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false}, "model": {"type": "BPE", "vocab": {"a": 0}, "dropout": 0.5}}' > "$d/drop.json"
 expect 5 "dropout" "$CIS2" detokenize --tokenizer "$d/drop.json" 0
 
-[ -f "$TOK" ] || { echo "SKIP: $TOK missing (error tests passed)"; exit 77; }
+[ -f "$TOK" ] || skip "$TOK missing (error tests passed)"
 printf 'ab\300\200' > "$d/in"
 expect 4 "UTF-8" "$CIS2" tokenize --tokenizer "$TOK"
 printf '"ok"\n"bad \\u0000 is fine"\n42\n' > "$d/in"

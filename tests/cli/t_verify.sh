@@ -13,12 +13,9 @@
 #  3. Batch verification: one verdict line per receipt, a summary, and the
 #     highest exit code; the same verdicts as one at a time.
 set -u
-CIS2=${CIS2:-build/cis2}
-SHARED=${SHARED:-../shared}
+. tests/lib.sh
 TOK=$SHARED/models/smollm2-135m/tokenizer.json
-fail() { echo "FAIL: $*"; exit 1; }
-d=$(mktemp -d) || exit 1
-trap 'rm -rf "$d"' EXIT
+tmpdir d
 
 field() { sed -n "s/^$1 //p" "$2"; }
 doctor() { awk -v k="$1" -v v="$2" '$1 == k { print k " " v; next } { print }' "$3" > "$4"; }

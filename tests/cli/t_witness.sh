@@ -5,9 +5,10 @@
 # order of FACTS §1.11.  Also a model whose logits contain NaNs produced by
 # inf - inf: the witness hashes every NaN as 0x7FC00000 (README "Cross-ISA").
 set -eu
+. tests/lib.sh
 PY=python3
-command -v $PY > /dev/null || { echo "SKIP: no python3"; exit 77; }
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+command -v $PY > /dev/null || skip "no python3"
+tmpdir T
 $CIS2 synth --shape tiny-qwen --seed 11 --out "$T/m" > /dev/null
 cat > "$T/witness.py" <<'PYEOF'
 import hashlib, json, struct, sys
@@ -35,7 +36,7 @@ print('nan logits: %d; witness %s; argmax %s' % (nans, 'ok' if w.hexdigest() == 
 sys.exit(0 if ok else 1)
 PYEOF
 $CIS2 run --model-dir "$T/m" --prompt-ids 4,8,15,16 --gen-toks 5 --json --dump-logits "$T/l.f32" > "$T/r.json"
-$PY "$T/witness.py" "$T/m" "$T/r.json" "$T/l.f32" || { echo "FAIL: witness recomputation"; exit 1; }
+$PY "$T/witness.py" "$T/m" "$T/r.json" "$T/l.f32" || fail "witness recomputation"
 
 # two final-norm gains set to +inf (bf16 0x7F80): LM-head sums meet inf - inf
 $PY - "$T/m/model.safetensors" <<'PYEOF'
@@ -48,7 +49,7 @@ b[o:o + 4] = b'\x80\x7f\x80\x7f'
 open(p, 'wb').write(b)
 PYEOF
 $CIS2 run --model-dir "$T/m" --prompt-ids 4,8,15,16 --gen-toks 3 --json --dump-logits "$T/l2.f32" > "$T/r2.json"
-out=$($PY "$T/witness.py" "$T/m" "$T/r2.json" "$T/l2.f32") || { echo "$out"; echo "FAIL: NaN witness"; exit 1; }
+out=$($PY "$T/witness.py" "$T/m" "$T/r2.json" "$T/l2.f32") || { echo "$out"; fail "NaN witness"; }
 echo "$out"
-case "$out" in "nan logits: 0;"*) echo "FAIL: the inf weights produced no NaN logits"; exit 1 ;; esac
+case "$out" in "nan logits: 0;"*) fail "the inf weights produced no NaN logits" ;; esac
 echo ok

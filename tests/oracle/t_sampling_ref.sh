@@ -10,11 +10,9 @@
 set -u
 PY=/usr/bin/python3
 cd "$(dirname "$0")/../.." || exit 1
-BUILD=${BUILD:-build}
+. tests/lib.sh
 export PYTHONDONTWRITEBYTECODE=1
-if ! [ -x "$PY" ] || ! "$PY" -c 'import numpy' >/dev/null 2>&1; then
-    echo "SKIP: $PY cannot import numpy (apt-get install python3-numpy)"; exit 77
-fi
+[ -x "$PY" ] && "$PY" -c 'import numpy' >/dev/null 2>&1 || skip "$PY cannot import numpy (apt-get install python3-numpy)"
 # the differential helper: only for a native build (RUNNER empty)
 if [ -z "${RUNNER:-}" ] && [ -f "$BUILD/libcis2.a" ]; then
     mkdir -p "$BUILD/tests"

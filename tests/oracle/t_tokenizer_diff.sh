@@ -5,12 +5,11 @@
 # (tests/tokenizer/diff.js).  Needs node and `npm ci` in tests/tokenizer
 # (tools/install-deps does it); skips without them.
 set -u
-CIS2=${CIS2:-build/cis2}
-SHARED=${SHARED:-../shared}
+. tests/lib.sh
 TOK=$SHARED/models/smollm2-135m/tokenizer.json
-[ -f "$TOK" ] || { echo "SKIP: $TOK missing"; exit 77; }
-command -v node >/dev/null 2>&1 || { echo "SKIP: node not installed"; exit 77; }
-[ -d tests/tokenizer/node_modules/tokenizers ] || { echo "SKIP: oracle missing (cd tests/tokenizer && npm ci)"; exit 77; }
+[ -f "$TOK" ] || skip "$TOK missing"
+command -v node >/dev/null 2>&1 || skip "node not installed"
+[ -d tests/tokenizer/node_modules/tokenizers ] || skip "oracle missing (cd tests/tokenizer && npm ci)"
 sum=$(sha256sum "$TOK" | cut -d' ' -f1)
-[ "$sum" = 9ca9acddb6525a194ec8ac7a87f24fbba7232a9a15ffa1af0c1224fcd888e47c ] || { echo "FAIL: $TOK sha256 $sum (§3.1.1)"; exit 1; }
+[ "$sum" = 9ca9acddb6525a194ec8ac7a87f24fbba7232a9a15ffa1af0c1224fcd888e47c ] || fail "$TOK sha256 $sum (§3.1.1)"
 exec node tests/tokenizer/diff.js "$CIS2" "$TOK"

@@ -15,12 +15,10 @@
 #     tiny-qwen checkpoint, whose prompt ids are the tokenizer's.
 # Skips without node or the oracle (cd tests/tokenizer && npm ci).
 set -u
-CIS2=${CIS2:-build/cis2}
-fail() { echo "FAIL: $*"; exit 1; }
-command -v node >/dev/null 2>&1 || { echo "SKIP: node not installed"; exit 77; }
-[ -d tests/tokenizer/node_modules/tokenizers ] || { echo "SKIP: oracle missing (cd tests/tokenizer && npm ci)"; exit 77; }
-d=$(mktemp -d) || exit 1
-trap 'rm -rf "$d"' EXIT
+. tests/lib.sh
+command -v node >/dev/null 2>&1 || skip "node not installed"
+[ -d tests/tokenizer/node_modules/tokenizers ] || skip "oracle missing (cd tests/tokenizer && npm ci)"
+tmpdir d
 TOK=$d/tokenizer.json
 node tests/tokenizer/make-qwen-tok.js "$TOK" || fail "make-qwen-tok.js"
 

@@ -6,29 +6,22 @@
 # margin is clear.  A perturbed logits dump must be rejected.
 # Skips when Debian's python has no torch or `cis2 run`/`synth` are missing.
 set -u
+. tests/lib.sh
 PY=/usr/bin/python3
 ORACLE=tests/oracle/torch_ref.py
-SHARED=${SHARED:-../shared}
-CIS2=${CIS2:-build/cis2}
 
-if ! [ -x "$PY" ] || ! "$PY" -c 'import torch, numpy' >/dev/null 2>&1; then
-    echo "SKIP: $PY cannot import torch/numpy"; exit 77
-fi
+[ -x "$PY" ] && "$PY" -c 'import torch, numpy' >/dev/null 2>&1 || skip "$PY cannot import torch/numpy"
 # the oracle's own consistency: torch fp32 vs a numpy float64 implementation
-"$PY" "$ORACLE" selftest || { echo "FAIL: oracle selftest"; exit 1; }
+"$PY" "$ORACLE" selftest || fail "oracle selftest"
 
-[ -x "$CIS2" ] || { echo "FAIL: $CIS2 is not an executable (run make)"; exit 1; }
+[ -x "$CIS2" ] || fail "$CIS2 is not an executable (run make)"
 for sub in run synth; do
     out=$($CIS2 $sub --help 2>&1)
     rc=$?
-    if echo "$out" | grep -qi "unknown command"; then
-        echo "SKIP: '$CIS2 $sub' not implemented yet (rc=$rc)"; exit 77
-    fi
+    ! echo "$out" | grep -qi "unknown command" || skip "'$CIS2 $sub' not implemented yet (rc=$rc)"
 done
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/t_torch_oracle.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT INT TERM
-fail=0
+tmpdir tmp
 
 # one_case NAME SEED PROMPT_IDS GEN_TOKS [synth options...]
 one_case() {
@@ -36,14 +29,14 @@ one_case() {
     d=$tmp/$name
     echo "=== $name (seed $seed, prompt $ids, $n tokens)"
     if ! $CIS2 synth --shape "$name" --seed "$seed" --out "$d" "$@"; then
-        echo "FAIL: cis2 synth --shape $name"; fail=1; return
+        fail_later "cis2 synth --shape $name"; return
     fi
     if ! $CIS2 run --model-dir "$d" --prompt-ids "$ids" --gen-toks "$n" --json \
             --dump-logits "$d/logits.f32" > "$d/run.json"; then
-        echo "FAIL: cis2 run on $name"; cat "$d/run.json"; fail=1; return
+        fail_later "cis2 run on $name"; cat "$d/run.json"; return
     fi
     if ! "$PY" "$ORACLE" check --model-dir "$d" --json "$d/run.json" --logits "$d/logits.f32"; then
-        echo "FAIL: oracle rejects cis2 run on $name"; cat "$d/run.json"; fail=1; return
+        fail_later "oracle rejects cis2 run on $name"; cat "$d/run.json"; return
     fi
 }
 
@@ -63,7 +56,7 @@ a.astype("<f4").tofile(sys.argv[2])
 EOF
     if "$PY" "$ORACLE" check --model-dir "$tmp/tiny" --json "$tmp/tiny/run.json" \
             --logits "$tmp/tiny/bad.f32" > "$tmp/neg.log" 2>&1; then
-        echo "FAIL: oracle accepted a perturbed logits dump"; cat "$tmp/neg.log"; fail=1
+        fail_later "oracle accepted a perturbed logits dump"; cat "$tmp/neg.log"
     else
         echo "negative control: perturbed dump rejected: $(tail -n 1 "$tmp/neg.log")"
     fi
@@ -76,5 +69,5 @@ else
     echo "note: $tok not found, smollm2-135m case skipped"
 fi
 
-[ $fail -eq 0 ] && echo ok
-exit $fail
+end_fails
+echo ok

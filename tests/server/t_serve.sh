@@ -24,20 +24,15 @@
 #         <|im_end|>: chat ends at <|im_end|>, eos, stop ids and stop strings
 #         end completions, whole and streamed
 set -u
-BUILD=${BUILD:-build}
-CIS2=${CIS2:-$BUILD/cis2}
-SHARED=${SHARED:-../shared}
-fail() { echo "FAIL: $*"; for f in "$d"/*.err; do [ -s "$f" ] && { echo "--- $f"; tail -n 15 "$f"; }; done; exit 1; }
-skip() { echo "SKIP: $*"; exit 77; }
+. tests/lib.sh
+FAIL_TAIL=15   # fail shows the end of every $d/*.err
 [ -z "${RUNNER:-}" ] || skip "cross build (the server is tested on the host build)"
 command -v node > /dev/null || skip "node is not installed (tools/install-deps)"
 command -v curl > /dev/null || skip "curl is not installed (tools/install-deps)"
 [ -d tests/server/node_modules/openai ] || skip "the openai npm client is not installed (tools/install-deps)"
 PY=/usr/bin/python3
 TMO="timeout 60"
-d=$(mktemp -d) || exit 1
-PIDS=""
-trap 'for p in $PIDS; do kill -9 $p 2> /dev/null; done; rm -rf "$d"' EXIT
+tmpdir d
 
 # for f in the server's own modules: nothing but cis2.h, cli.h and serve.h
 for f in serve/*.c serve/*.h; do
@@ -47,21 +42,6 @@ for f in serve/*.c serve/*.h; do
 done
 ! nm -D "$BUILD/libcis2.so" 2> /dev/null | grep -q MHD_ || fail "libcis2.so links libmicrohttpd"
 
-# start NAME DIR ARGS...: a server in the background; sets port_NAME, pid_NAME
-start() {
-    name=$1; dir=$2; shift 2
-    "$CIS2" serve --model-dir "$dir" --port 0 "$@" > "$d/$name.out" 2> "$d/$name.err" &
-    pid=$!
-    PIDS="$PIDS $pid"
-    i=0
-    while ! grep -q 'listening on' "$d/$name.out" 2> /dev/null; do
-        kill -0 $pid 2> /dev/null || fail "server $name did not start: $(cat "$d/$name.err")"
-        i=$((i + 1)); [ $i -lt 300 ] || fail "server $name did not listen within 30 s"
-        sleep 0.1
-    done
-    port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$d/$name.out")
-    eval "port_$name=$port; pid_$name=$pid"
-}
 # st PORT PATH [curl args]: the HTTP status; the body in $d/body
 st() { p=$1; path=$2; shift 2; $TMO curl -s -o "$d/body" -w '%{http_code}' "$@" "http://127.0.0.1:$p$path"; }
 expect() { # expect STATUS ERROR-CODE-OR-- PORT PATH [curl args]

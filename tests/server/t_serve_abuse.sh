@@ -16,32 +16,16 @@
 #      server exits 0, the client gets 503; a second SIGTERM ends the
 #      drain at once
 set -u
-BUILD=${BUILD:-build}
-CIS2=${CIS2:-$BUILD/cis2}
-fail() { echo "FAIL: $*"; for f in "$d"/*.err; do [ -s "$f" ] && { echo "--- $f"; tail -n 15 "$f"; }; done; exit 1; }
-skip() { echo "SKIP: $*"; exit 77; }
+. tests/lib.sh
+FAIL_TAIL=15   # fail shows the end of every $d/*.err
 [ -z "${RUNNER:-}" ] || skip "cross build (the server is tested on the host build)"
 "$CIS2" serve --help 2>&1 | grep -q -- --request-timeout || skip "this cis2 has no server"
 PY=/usr/bin/python3
 ABUSE="timeout 120 $PY tests/server/abuse.py"
-d=$(mktemp -d) || exit 1
-PIDS=""
-trap 'for p in $PIDS; do kill -9 $p 2> /dev/null; done; rm -rf "$d"' EXIT
+tmpdir d
 
-start() { # start NAME ARGS...: sets port_NAME, pid_NAME
-    name=$1; shift
-    "$CIS2" serve --model-dir "$d/long" --port 0 --max-body 8388608 --model-name m "$@" > "$d/$name.out" 2> "$d/$name.err" &
-    pid=$!
-    PIDS="$PIDS $pid"
-    i=0
-    while ! grep -q 'listening on' "$d/$name.out" 2> /dev/null; do
-        kill -0 $pid 2> /dev/null || fail "server $name did not start: $(cat "$d/$name.err")"
-        i=$((i + 1)); [ $i -lt 300 ] || fail "server $name did not listen within 30 s"
-        sleep 0.1
-    done
-    port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$d/$name.out")
-    eval "port_$name=$port; pid_$name=$pid"
-}
+# start_long NAME ARGS...: a server of the long checkpoint (tests/lib.sh's start); sets port_NAME, pid_NAME
+start_long() { long_name=$1; shift; start "$long_name" "$d/long" --max-body 8388608 --model-name m "$@"; }
 # stopped PID SECS: the process exits within SECS; prints its status
 stopped() {
     i=0
@@ -86,7 +70,7 @@ for name, rs in bodies.items():
 EOF
 
 echo "== A: slowloris, framing, verify beside a stream, verify whose client left"
-start A --max-connections 8 --timeout 3 --request-timeout 4
+start_long A --max-connections 8 --timeout 3 --request-timeout 4
 $ABUSE "$port_A" slowloris 8 4 || fail "slowloris"
 $ABUSE "$port_A" framing || fail "framing"
 $ABUSE "$port_A" verify-beside "$d/beside.body" || fail "verify beside a stream"
@@ -94,14 +78,14 @@ $ABUSE "$port_A" verify-gone "$d/long.body" || fail "verify of a client that lef
 kill -0 "$pid_A" || fail "server A died"
 
 echo "== B: a verification's work and time are bounded"
-start B --verify-max-tokens 20000 --verify-timeout 1
+start_long B --verify-max-tokens 20000 --verify-timeout 1
 $ABUSE "$port_B" verify-status "$d/long.body" 413 verify_too_large 1 || fail "verify_too_large"
 $ABUSE "$port_B" verify-status "$d/eight.body" 413 verify_timeout 2.5 || fail "verify_timeout"
 kill -TERM "$pid_B"
 stopped "$pid_B" 15 || fail "server B did not stop within 15 s of SIGTERM"
 
 echo "== C: SIGTERM while verifying: the drain's end cancels it; a second signal cuts the drain"
-start C --drain-timeout 1
+start_long C --drain-timeout 1
 $ABUSE "$port_C" verify-hold "$d/long.body" > "$d/hold.out" 2>&1 &
 hold=$!
 sleep 1
@@ -109,7 +93,7 @@ kill -TERM "$pid_C"
 stopped "$pid_C" 8 || fail "server C still runs 8 s after SIGTERM (drain 1 s): a verification was not cancelled"
 wait $hold
 grep -q "verify-hold: status 503 shutting_down" "$d/hold.out" || fail "the waiting client got: $(cat "$d/hold.out")"
-start C2 --drain-timeout 60
+start_long C2 --drain-timeout 60
 $ABUSE "$port_C2" verify-hold "$d/long.body" > "$d/hold2.out" 2>&1 &
 hold=$!
 sleep 1

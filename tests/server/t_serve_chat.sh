@@ -11,13 +11,10 @@
 # with two different defaults) must be refused at load, exit 5, naming the
 # file.
 set -u
-CIS2=${CIS2:-build/cis2}
-SHARED=${SHARED:-../shared}
-fail() { echo "FAIL: $*"; exit 1; }
+. tests/lib.sh
 PY=/usr/bin/python3
-$PY -c 'import jinja2' 2>/dev/null || { echo "SKIP: python3-jinja2 is not installed (tools/install-deps)"; exit 77; }
-d=$(mktemp -d) || exit 1
-trap 'rm -rf "$d"' EXIT
+$PY -c 'import jinja2' 2>/dev/null || skip "python3-jinja2 is not installed (tools/install-deps)"
+tmpdir d
 T=tests/server/templates
 $PY tests/server/chat_cases.py 400 > "$d/cases.jsonl" || fail "chat_cases.py"
 smol=$SHARED/models/smollm2-135m-instruct/chat_template.jinja

@@ -14,36 +14,14 @@
 #   8  a chat_template.jinja (or tokenizer_config.json) that is a FIFO or a
 #      directory fails the start with exit 3, at once, naming the file
 set -u
-BUILD=${BUILD:-build}
-CIS2=${CIS2:-$BUILD/cis2}
+. tests/lib.sh
 PY=/usr/bin/python3
 TMO="timeout 30"
-fail() { echo "FAIL: $*"; for f in "$d"/*.err; do [ -s "$f" ] && { echo "--- $f"; tail -n 5 "$f"; }; done; exit 1; }
-skip() { echo "SKIP: $*"; exit 77; }
+FAIL_TAIL=5   # fail shows the end of every $d/*.err
 [ -z "${RUNNER:-}" ] || skip "cross build (the server is tested on the host build)"
 command -v curl > /dev/null || skip "curl is not installed (tools/install-deps)"
-d=$(mktemp -d) || exit 1
-PIDS=""
-trap 'for p in $PIDS; do kill -9 $p 2> /dev/null; done; rm -rf "$d"' EXIT
+tmpdir d
 
-# start NAME DIR ARGS...: a server in the background; sets port_NAME, pid_NAME
-start() {
-    name=$1; dir=$2; shift 2
-    "$CIS2" serve --model-dir "$dir" --port 0 "$@" > "$d/$name.out" 2> "$d/$name.err" &
-    pid=$!
-    PIDS="$PIDS $pid"
-    i=0
-    while ! grep -q 'listening on' "$d/$name.out" 2> /dev/null; do
-        if ! kill -0 $pid 2> /dev/null; then
-            grep -q 'built without libmicrohttpd' "$d/$name.err" && skip "cis2 was built without libmicrohttpd"
-            fail "server $name did not start: $(cat "$d/$name.err")"
-        fi
-        i=$((i + 1)); [ $i -lt 300 ] || fail "server $name did not listen within 30 s"
-        sleep 0.1
-    done
-    port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$d/$name.out")
-    eval "port_$name=$port; pid_$name=$pid"
-}
 # st PORT PATH [curl args]: the HTTP status; the body in $d/body
 st() { p=$1; path=$2; shift 2; $TMO curl -s -o "$d/body" -w '%{http_code}' "$@" "http://127.0.0.1:$p$path"; }
 jget() { $PY -c 'import json,sys; v=json.load(open(sys.argv[1])); exec("for k in sys.argv[2:]: v = v[int(k)] if isinstance(v, list) else v[k]"); print(v, end="")' "$@"; }

@@ -11,41 +11,29 @@
 # and every receipt received verifies with `cis2 verify` against a copy of
 # the checkpoint.
 set -u
-BUILD=${BUILD:-build}
-CIS2=${CIS2:-$BUILD/cis2}
+. tests/lib.sh
 SECS=${SOAK_SECONDS:-25}
-fail() { echo "FAIL: $*"; [ -s "$d/srv.err" ] && { echo "--- server stderr"; tail -n 20 "$d/srv.err"; }; exit 1; }
-skip() { echo "SKIP: $*"; exit 77; }
+FAIL_TAIL=20   # fail shows the end of the server's stderr ($d/srv.err)
 [ -z "${RUNNER:-}" ] || skip "cross build (the server is tested on the host build)"
 "$CIS2" serve --help 2>&1 | grep -q -- --request-timeout || skip "this cis2 has no server"
 PY=/usr/bin/python3
-d=$(mktemp -d) || exit 1
-pid=""
-trap '[ -n "$pid" ] && kill -9 $pid 2> /dev/null; rm -rf "$d"' EXIT
+tmpdir d
 
 "$CIS2" synth --shape tiny --seed 9 --out "$d/tiny" > /dev/null || fail "synth"
 cp -r "$d/tiny" "$d/elsewhere"
-"$CIS2" serve --model-dir "$d/tiny" --port 0 --model-name m --max-batch 8 --max-queue 16 --timeout 5 \
-    --request-timeout 5 --drain-timeout 5 > "$d/srv.out" 2> "$d/srv.err" &
-pid=$!
-i=0
-while ! grep -q 'listening on' "$d/srv.out" 2> /dev/null; do
-    kill -0 $pid 2> /dev/null || fail "the server did not start"
-    i=$((i + 1)); [ $i -lt 300 ] || fail "the server did not listen within 30 s"
-    sleep 0.1
-done
-port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$d/srv.out")
+start srv "$d/tiny" --model-name m --max-batch 8 --max-queue 16 --timeout 5 \
+    --request-timeout 5 --drain-timeout 5
 
-timeout $((SECS + 60)) $PY tests/server/soak.py "$port" "$pid" "$SECS" "$d/out" || fail "the soak's clients"
+timeout $((SECS + 60)) $PY tests/server/soak.py "$port_srv" "$pid_srv" "$SECS" "$d/out" || fail "the soak's clients"
 # the server drains (--drain-timeout 5) and exits 0 by itself
 i=0
-while kill -0 $pid 2> /dev/null; do
+while kill -0 $pid_srv 2> /dev/null; do
     i=$((i + 1)); [ $i -lt 150 ] || fail "the server still runs 15 s after SIGTERM"
     sleep 0.1
 done
-wait $pid
+wait $pid_srv
 rc=$?
-pid=""
+PIDS=""
 [ $rc -eq 0 ] || fail "the server exited $rc after SIGTERM (crash or unclean stop)"
 grep -q "cis2 serve: stopped" "$d/srv.err" || fail "the server did not report a clean stop"
 
