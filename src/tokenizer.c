@@ -389,35 +389,6 @@ int cis2_tokenizer_encode(const cis2_tokenizer *t, const char *text, size_t len,
 }
 
 /* ---- decoding ---- */
-/* Appends s[0..n) as UTF-8 with U+FFFD for each maximal invalid subpart
- * (the substitution of Rust's String::from_utf8_lossy). */
-static size_t lossy_utf8(const unsigned char *s, size_t n, char *o)
-{
-    size_t i = 0, k = 0;
-    while (i < n) {
-        unsigned char c = s[i];
-        if (c < 0x80) { o[k++] = (char)c; i++; continue; }
-        size_t need; unsigned char lo = 0x80, hi = 0xBF;
-        if (c >= 0xC2 && c <= 0xDF) need = 1;
-        else if (c == 0xE0) { need = 2; lo = 0xA0; }
-        else if (c == 0xED) { need = 2; hi = 0x9F; }
-        else if (c >= 0xE1 && c <= 0xEF) need = 2;
-        else if (c == 0xF0) { need = 3; lo = 0x90; }
-        else if (c == 0xF4) { need = 3; hi = 0x8F; }
-        else if (c >= 0xF1 && c <= 0xF3) need = 3;
-        else { k += utf8_put(0xFFFD, o + k); i++; continue; }
-        size_t j = 1;
-        for (; j <= need && i + j < n; j++) {
-            unsigned char d = s[i + j];
-            if (d < (j == 1 ? lo : 0x80) || d > (j == 1 ? hi : 0xBF)) break;
-        }
-        if (j == need + 1) { memcpy(o + k, s + i, need + 1); k += need + 1; }
-        else k += utf8_put(0xFFFD, o + k);
-        i += j;
-    }
-    return k;
-}
-
 char *cis2_tokenizer_decode(const cis2_tokenizer *t, const uint32_t *ids, size_t n)
 {
     size_t len;
@@ -437,19 +408,10 @@ char *cis2_tokenizer_decode_n(const cis2_tokenizer *t, const uint32_t *ids, size
         const char *b = cis2_tokenizer_token_bytes(t, ids[i], &l);
         if (b) { memcpy(raw + k, b, l); k += l; }
     }
-    size_t m = lossy_utf8(raw, k, o);
+    size_t m = cis2_utf8_lossy_into(raw, k, o); /* utf8.c */
     o[m] = 0;
     *len = m;
     free(raw);
     return o;
 }
 
-char *cis2_utf8_lossy(const char *s, size_t n, size_t *len)
-{
-    char *o = malloc(3 * n + 1); /* each bad byte -> 3 bytes */
-    if (!o) return NULL;
-    size_t m = lossy_utf8((const unsigned char *)s, n, o);
-    o[m] = 0;
-    *len = m;
-    return o;
-}

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "cis2_toolkit.h" /* and cis2.h */
+#include "utf8.h"
 
 /* Limits (docs/inputs.md): a tokenizer.json larger than CIS2_TOK_MAX_FILE
  * or whose JSON would cost more than CIS2_TOK_MAX_JSON_COST of jansson
@@ -45,9 +46,7 @@ uint32_t cis2_byte_to_unicode(uint8_t b);
 /* The bytes token `id` stands for (for decode); NULL if the id is unknown. */
 const char *cis2_tokenizer_token_bytes(const cis2_tokenizer *t, uint32_t id, size_t *len);
 
-/* Bytes rendered as UTF-8 with U+FFFD for each invalid sequence, as
- * cis2_tokenizer_decode renders the ids' bytes (malloc'ed, NUL-terminated). */
-char *cis2_utf8_lossy(const char *s, size_t n, size_t *len);
+/* cis2_utf8_lossy, the display text of bytes: utf8.h. */
 
 /* cis2_tokenizer_decode, also giving the length (the text may hold NULs). */
 char *cis2_tokenizer_decode_n(const cis2_tokenizer *t, const uint32_t *ids, size_t n, size_t *len);

@@ -86,3 +86,26 @@ size_t cis2_utf8_chars(const char *s, size_t n)
     for (size_t i = 0; i < n; i++) k += ((unsigned char)s[i] & 0xC0) != 0x80;
     return k;
 }
+
+size_t cis2_utf8_lossy_into(const unsigned char *s, size_t n, char *o)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        int valid;
+        size_t u = cis2_utf8_unit(s + i, n - i, &cp, &valid);
+        if (valid == 1) memcpy(o + k, s + i, u), k += u;
+        else memcpy(o + k, "\xEF\xBF\xBD", 3), k += 3; /* U+FFFD */
+        i += u;
+    }
+    return k;
+}
+
+char *cis2_utf8_lossy(const char *s, size_t n, size_t *len)
+{
+    char *o = malloc(3 * n + 1); /* each bad byte -> 3 bytes */
+    if (!o) return NULL;
+    *len = cis2_utf8_lossy_into((const unsigned char *)s, n, o);
+    o[*len] = 0;
+    return o;
+}
