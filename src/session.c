@@ -12,6 +12,9 @@
  * decoding one the row of its last token.  Rows are independent and every
  * row is the single-sequence arithmetic, so a sequence's bits never depend
  * on what else runs, how its prompt was chunked, or when it joined.
+ * A step computes on the execution context its entry passes down
+ * (kernels.h): cis2_session_step and cis2_generate take the engine's pool
+ * and kernel at entry (engine.h, cis2_engine_ctx).
  *
  * Each sequence has its own witness chain (§12.1, witness.h) and argmax
  * digest (§12.2).  Without stop rules exactly max_tokens tokens are made

@@ -7,25 +7,107 @@
  * for extension receipts.  The replays themselves (the model's
  * arithmetic, the hashing) are verify.c's; nothing here computes floats.
  *
- * Preparing (prepare): verify trusts nothing in a receipt but its inputs
- * (prompt-hex, the number of tokens, and for the extension the sampling
- * parameters and stop rules).  The prompt's ids are recomputed by the
- * engine's tokenizer; a receipt that cannot be replayed (unsupported
- * version, ids outside the vocabulary, positions beyond the model) gets
- * its final verdict here and is skipped.
+ * Preparing (cis2_verify_prepare): verify trusts nothing in a receipt
+ * but its inputs (prompt-hex, the number of tokens, and for the extension
+ * the sampling parameters and stop rules).  The prompt's ids are
+ * recomputed by the engine's tokenizer; a receipt that cannot be replayed
+ * (unsupported version, ids outside the vocabulary, positions beyond the
+ * model) gets its final verdict here and is skipped.
  *
- * Sharing (plan_sharing, share_take): receipts that begin with the same
- * prompt ids (the samples of one prompt) compute those positions once:
- * one of them does, the others copy its KV there (the essay below).
+ * Sharing (cis2_verify_plan_sharing, cis2_verify_share_take): receipts
+ * that begin with the same prompt ids (the samples of one prompt) compute
+ * those positions once: one of them does, the others copy its KV there
+ * (the essay at "shared prompt prefixes" below).
  *
- * Judging (judge): every field of the verdict from the replayed run,
- * hashes from the files, never from the receipt.
+ * Judging (cis2_verify_judge): every field of the verdict from the
+ * replayed run, hashes from the files, never from the receipt.
  */
 #include "verify.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ------------------------------------------------------------ preparing */
+
+static void malformed(cis2_verdict *v, int code, const char *msg)
+{
+    v->n_fields = 0; /* no field report: the receipt cannot be replayed */
+    cis2_vd_set(v, CIS2_VERDICT_MALFORMED, code, "MALFORMED", "(%s)", msg);
+}
+
+/* A receipt's run: its spec version and dtype, recomputed prompt ids, the
+ * sampling and stop rules its inputs give (docs/sampling.md §S8). */
+void cis2_verify_prepare(const cis2_engine *e, vjob *j)
+{
+    const cis2_receipt *r = j->r;
+    cis2_verdict *v = j->v;
+    char msg[700];
+    if (cis2_vd_supported(v, r)) { j->skip = 1; return; }
+    cis2_error e2 = {0};
+    /* §3.1: the prompt bytes are the input; their ids are recomputed */
+    if (cis2_engine_encode(e, (const char *)r->prompt, r->prompt_len, &j->ids, &j->nids, &e2)) {
+        if (e2.code == CIS2_E_UNSUPPORTED) { /* a tokenizer.json outside what this engine runs */
+            v->n_fields = 0;
+            cis2_vd_set(v, CIS2_VERDICT_UNSUPPORTED, CIS2_E_UNSUPPORTED, "UNSUPPORTED", "(%s)", e2.msg);
+        } else {
+            snprintf(msg, sizeof msg, "%s: prompt-hex: %s", v->source, e2.msg);
+            malformed(v, e2.code == CIS2_E_USAGE ? CIS2_E_FORMAT : e2.code, msg);
+        }
+        j->skip = 1;
+        return;
+    }
+    size_t maxpos = (size_t)e->m.cfg.max_position_embeddings;
+    if (j->nids == 0) {
+        snprintf(msg, sizeof msg, "%s: prompt-hex encodes to no tokens", v->source);
+        malformed(v, CIS2_E_FORMAT, msg);
+        j->skip = 1;
+        return;
+    }
+    for (size_t i = 0; i < j->nids; i++)
+        if (j->ids[i] >= e->m.vocab) {
+            malformed(v, CIS2_E_FORMAT, "the tokenizer gives ids outside the model's vocabulary");
+            j->skip = 1;
+            return;
+        }
+    j->claimed = r->gen_toks;
+    j->ext = r->ext;
+    j->stop = (cis2_stop_rule){.max_tokens = r->ext ? r->max_toks : r->gen_toks};
+    if (r->ext) {
+        j->samp = r->samp;
+        if (r->has_eos) { j->stop.eos = e->info.eos_ids; j->stop.n_eos = e->info.n_eos; } /* the config's list */
+        j->stop.ids = r->stop_ids;
+        j->stop.n_ids = r->n_stop_ids;
+        j->stop.strings = (char *const *)r->stop_str;
+        j->stop.lens = r->stop_len;
+        j->stop.n_strings = r->n_stop_str;
+        if (r->n_stop_str && !e->tok) {
+            v->n_fields = 0;
+            cis2_vd_set(v, CIS2_VERDICT_UNSUPPORTED, CIS2_E_UNSUPPORTED, "UNSUPPORTED",
+                        "(stop strings need the model's tokenizer: %s)", e->tok_err.msg);
+            j->skip = 1;
+            return;
+        }
+        char *lines = cis2_receipt_params_block(r), *run = cis2_params_block(&j->samp, &j->stop);
+        if (!lines || !run) { free(lines); free(run); malformed(v, CIS2_E_NOMEM, "out of memory"); j->skip = 1; return; }
+        cis2_sha256(lines, strlen(lines), j->params_lines); /* §S7.5 */
+        cis2_sha256(run, strlen(run), j->params);
+        free(lines);
+        free(run);
+        if (r->samp.top_k > e->m.vocab) j->samp.top_k = 0; /* reported as a mismatch; the run needs a valid k */
+    }
+    if (j->nids + j->stop.max_tokens > maxpos) {
+        v->n_fields = 0;
+        cis2_vd_set(v, CIS2_VERDICT_UNSUPPORTED, CIS2_E_UNSUPPORTED, "UNSUPPORTED",
+                    "(%zu prompt tokens + %zu tokens exceed max_position_embeddings %zu)", j->nids,
+                    j->stop.max_tokens, maxpos);
+        j->skip = 1;
+        return;
+    }
+    j->oov_step = j->claimed;
+    for (size_t i = 0; i < j->claimed; i++)
+        if (r->generated[i] >= e->m.vocab) { j->oov_step = i; break; }
+}
 
 /* ---- shared prompt prefixes.  Receipts of one prompt (an RL group: many
  * samples of one prompt; or one system prompt before many questions) have
@@ -192,85 +274,4 @@ void cis2_verify_judge(const cis2_engine *e, vjob *j)
         cis2_vd_set(v, CIS2_VERDICT_OUTPUT_MISMATCH, CIS2_E_MISMATCH, "OUTPUT-MISMATCH", "(%s)", outs);
     else
         cis2_vd_set(v, CIS2_VERDICT_OK, CIS2_OK, "OK", "(all fields recomputed from %s)", e->dir);
-}
-
-/* ------------------------------------------------------------ preparing */
-
-static void malformed(cis2_verdict *v, int code, const char *msg)
-{
-    v->n_fields = 0; /* no field report: the receipt cannot be replayed */
-    cis2_vd_set(v, CIS2_VERDICT_MALFORMED, code, "MALFORMED", "(%s)", msg);
-}
-
-/* A receipt's run: its spec version and dtype, recomputed prompt ids, the
- * sampling and stop rules its inputs give (docs/sampling.md §S8). */
-void cis2_verify_prepare(const cis2_engine *e, vjob *j)
-{
-    const cis2_receipt *r = j->r;
-    cis2_verdict *v = j->v;
-    char msg[700];
-    if (cis2_vd_supported(v, r)) { j->skip = 1; return; }
-    cis2_error e2 = {0};
-    /* §3.1: the prompt bytes are the input; their ids are recomputed */
-    if (cis2_engine_encode(e, (const char *)r->prompt, r->prompt_len, &j->ids, &j->nids, &e2)) {
-        if (e2.code == CIS2_E_UNSUPPORTED) { /* a tokenizer.json outside what this engine runs */
-            v->n_fields = 0;
-            cis2_vd_set(v, CIS2_VERDICT_UNSUPPORTED, CIS2_E_UNSUPPORTED, "UNSUPPORTED", "(%s)", e2.msg);
-        } else {
-            snprintf(msg, sizeof msg, "%s: prompt-hex: %s", v->source, e2.msg);
-            malformed(v, e2.code == CIS2_E_USAGE ? CIS2_E_FORMAT : e2.code, msg);
-        }
-        j->skip = 1;
-        return;
-    }
-    size_t maxpos = (size_t)e->m.cfg.max_position_embeddings;
-    if (j->nids == 0) {
-        snprintf(msg, sizeof msg, "%s: prompt-hex encodes to no tokens", v->source);
-        malformed(v, CIS2_E_FORMAT, msg);
-        j->skip = 1;
-        return;
-    }
-    for (size_t i = 0; i < j->nids; i++)
-        if (j->ids[i] >= e->m.vocab) {
-            malformed(v, CIS2_E_FORMAT, "the tokenizer gives ids outside the model's vocabulary");
-            j->skip = 1;
-            return;
-        }
-    j->claimed = r->gen_toks;
-    j->ext = r->ext;
-    j->stop = (cis2_stop_rule){.max_tokens = r->ext ? r->max_toks : r->gen_toks};
-    if (r->ext) {
-        j->samp = r->samp;
-        if (r->has_eos) { j->stop.eos = e->info.eos_ids; j->stop.n_eos = e->info.n_eos; } /* the config's list */
-        j->stop.ids = r->stop_ids;
-        j->stop.n_ids = r->n_stop_ids;
-        j->stop.strings = (char *const *)r->stop_str;
-        j->stop.lens = r->stop_len;
-        j->stop.n_strings = r->n_stop_str;
-        if (r->n_stop_str && !e->tok) {
-            v->n_fields = 0;
-            cis2_vd_set(v, CIS2_VERDICT_UNSUPPORTED, CIS2_E_UNSUPPORTED, "UNSUPPORTED",
-                        "(stop strings need the model's tokenizer: %s)", e->tok_err.msg);
-            j->skip = 1;
-            return;
-        }
-        char *lines = cis2_receipt_params_block(r), *run = cis2_params_block(&j->samp, &j->stop);
-        if (!lines || !run) { free(lines); free(run); malformed(v, CIS2_E_NOMEM, "out of memory"); j->skip = 1; return; }
-        cis2_sha256(lines, strlen(lines), j->params_lines); /* §S7.5 */
-        cis2_sha256(run, strlen(run), j->params);
-        free(lines);
-        free(run);
-        if (r->samp.top_k > e->m.vocab) j->samp.top_k = 0; /* reported as a mismatch; the run needs a valid k */
-    }
-    if (j->nids + j->stop.max_tokens > maxpos) {
-        v->n_fields = 0;
-        cis2_vd_set(v, CIS2_VERDICT_UNSUPPORTED, CIS2_E_UNSUPPORTED, "UNSUPPORTED",
-                    "(%zu prompt tokens + %zu tokens exceed max_position_embeddings %zu)", j->nids,
-                    j->stop.max_tokens, maxpos);
-        j->skip = 1;
-        return;
-    }
-    j->oov_step = j->claimed;
-    for (size_t i = 0; i < j->claimed; i++)
-        if (r->generated[i] >= e->m.vocab) { j->oov_step = i; break; }
 }

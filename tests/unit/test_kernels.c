@@ -672,6 +672,55 @@ static void pf_fn(void *vctx, size_t i)
     if (!cis2_fpenv_is_pinned()) atomic_fetch_add(&c->unpinned, 1);
 }
 
+/* Contexts are explicit and independent (kernels.h): two threads, each
+ * with its own context (every available variant in turn, its own pool of
+ * 2 or 3 threads, or none), run matmuls at the same time and both get the
+ * scalar reference's bits; nothing one sets reaches the other. */
+struct ctx_run {
+    const struct case_ *c;
+    const float *ref;
+    int threads, bad;
+};
+static void *ctx_thread(void *arg)
+{
+    struct ctx_run *r = arg;
+    cis2_error err = {0};
+    if (cis2_fpenv_pin(&err)) { r->bad = 1; return NULL; }
+    cis2_ctx cx = cis2_ctx_solo();
+    if (r->threads && cis2_pool_create(&cx.pool, r->threads, &err)) { r->bad = 1; return NULL; }
+    size_t n = r->c->npos * r->c->rows;
+    float *y = malloc(n * sizeof(float));
+    for (int rep = 0; rep < 6 && y; rep++)
+        for (size_t v = 0; v < NNAMES; v++) {
+            if (!cis2_kernel_available(NAMES[v]) || cis2_kernel_find(NAMES[v], &cx.kern, &err)) continue;
+            memset(y, 0xFF, n * sizeof(float));
+            cis2_matmul(&cx, &r->c->m, r->c->x, r->c->npos, y);
+            if (memcmp(y, r->ref, n * sizeof(float))) r->bad = 1;
+        }
+    free(y);
+    cis2_pool_destroy(cx.pool);
+    return NULL;
+}
+
+static void test_contexts_independent(void **state)
+{
+    (void)state;
+    static const size_t shapes[][3] = {{576, 576, 1}, {300, 999, 16}, {192, 577, 9}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        struct case_ c;
+        make_case(&c, s % 2 ? CIS2_W_F32 : CIS2_W_BF16, shapes[s][0], shapes[s][1], shapes[s][2]);
+        float *ref = malloc(c.npos * c.rows * sizeof(float));
+        run_with("scalar", 1, &c.m, c.x, c.npos, ref);
+        struct ctx_run r[2] = {{&c, ref, 2 + (int)s % 2, 0}, {&c, ref, s == 0 ? 0 : 2, 0}};
+        pthread_t t[2];
+        for (int k = 0; k < 2; k++) assert_int_equal(pthread_create(&t[k], NULL, ctx_thread, &r[k]), 0);
+        for (int k = 0; k < 2; k++) pthread_join(t[k], NULL);
+        for (int k = 0; k < 2; k++) assert_int_equal(r[k].bad, 0);
+        free(ref);
+        free_case(&c);
+    }
+}
+
 /* parallel_for runs every index exactly once, on pinned threads. */
 static void test_parallel_for(void **state)
 {
@@ -779,6 +828,7 @@ int main(void)
         cmocka_unit_test(test_matmul_n),         cmocka_unit_test(test_attention_variants),
         cmocka_unit_test(test_softmax_rows),     cmocka_unit_test(test_row_forms),
         cmocka_unit_test(test_argmax_lanes),     cmocka_unit_test(test_wmem),
+        cmocka_unit_test(test_contexts_independent),
         cmocka_unit_test(test_exp_silu_variants), cmocka_unit_test(test_exp_silu_sweep),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
