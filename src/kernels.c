@@ -187,8 +187,8 @@ void cis2_pmat_row(const cis2_pmat *m, size_t r, float *out)
 
 /* ---------------- the scalar reference ---------------- */
 
-static void kern_scalar(const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0,
-                        size_t g1)
+void cis2_kern_scalar(const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0,
+                      size_t g1)
 {
     size_t cols = w->cols, rows = w->rows;
     for (size_t p = 0; p < npos; p++) {
@@ -219,7 +219,7 @@ const struct cis2_variant cis2_variant_scalar = {
     .name = "scalar",
     .cpu_needs = 0,
     .block = CIS2_BLOCK_SHAPE_DEFAULT,
-    .matmul = kern_scalar,
+    .matmul = cis2_kern_scalar,
     .prep = NULL,
     .scores = NULL,
     .vmix = NULL,

@@ -98,8 +98,8 @@ AI void block(const cis2_pmat *w, const float *x, float *y, size_t g, size_t p, 
 BLOCKS(0)
 BLOCKS(1)
 
-static void kern_neon(const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0,
-                      size_t g1)
+void cis2_kern_neon(const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0,
+                    size_t g1)
 {
     int bf = w->type == CIS2_W_BF16;
     size_t g = g0;
@@ -120,7 +120,7 @@ const struct cis2_variant cis2_variant_neon = {
     .name = "neon",
     .cpu_needs = 0,
     .block = CIS2_BLOCK_SHAPE_DEFAULT,
-    .matmul = kern_neon,
+    .matmul = cis2_kern_neon,
     .prep = NULL,
     .scores = NULL,
     .vmix = NULL,

@@ -206,8 +206,8 @@ static void by_group(const cis2_pmat *w, const float *x, size_t npos, float *y, 
         }
 }
 
-static void kern_avx2(const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0,
-                      size_t g1)
+void cis2_kern_avx2(const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0,
+                    size_t g1)
 {
     (void)xt;
     int bf = w->type == CIS2_W_BF16;
@@ -308,7 +308,7 @@ AI void vmix_blk(const float *s, const float *v, size_t v_stride, size_t len, si
     default: C2(F, 3, N2, __VA_ARGS__) break;                                                           \
     }
 
-static void attn_scores_avx2(const float *q, size_t G, const float *kt, size_t len, size_t hd, float scale, float *s)
+void cis2_attn_scores_avx2(const float *q, size_t G, const float *kt, size_t len, size_t hd, float scale, float *s)
 {
     size_t nblk = (len + 15) / 16;
     for (size_t h0 = 0; h0 < G; h0 += 3)
@@ -318,8 +318,8 @@ static void attn_scores_avx2(const float *q, size_t G, const float *kt, size_t l
         }
 }
 
-static void attn_vmix_avx2(const float *s, size_t G, const float *v, size_t v_stride, size_t len, size_t hd,
-                           float *out)
+void cis2_attn_vmix_avx2(const float *s, size_t G, const float *v, size_t v_stride, size_t len, size_t hd,
+                         float *out)
 {
     size_t nc = hd / 16; /* whole 16-dim chunks; the rest below */
     for (size_t h0 = 0; h0 < G; h0 += 3)
@@ -347,18 +347,18 @@ void cis2_exp_n_avx2(const float *x, float *out, size_t n) { exp_n_v8(x, out, n,
 
 void cis2_silu_n_avx2(const float *x, float *out, size_t n) { silu_n_v8(x, out, n, silu_pinned_n); }
 
-static size_t argmax_n_avx2(const float *v, size_t n) { return argmax_n_v8(v, n); } /* §11.2 */
+size_t cis2_argmax_n_avx2(const float *v, size_t n) { return argmax_n_v8(v, n); } /* §11.2 */
 
 /* The variant (variant.h): one group x up to 6 positions, no transposed x. */
 const struct cis2_variant cis2_variant_avx2 = {
     .name = "avx2",
     .cpu_needs = CIS2_CPU_AVX2,
     .block = CIS2_BLOCK_SHAPE_DEFAULT,
-    .matmul = kern_avx2,
+    .matmul = cis2_kern_avx2,
     .prep = NULL,
-    .scores = attn_scores_avx2,
-    .vmix = attn_vmix_avx2,
+    .scores = cis2_attn_scores_avx2,
+    .vmix = cis2_attn_vmix_avx2,
     .expn = cis2_exp_n_avx2,
     .silun = cis2_silu_n_avx2,
-    .argmax = argmax_n_avx2,
+    .argmax = cis2_argmax_n_avx2,
 };

@@ -16,7 +16,7 @@
  *          positions of a block of 16 in accumulators.  The 16 positions'
  *          x values of a column are broadcast from one 64-byte line of the
  *          transposed copy xt (kernels.h), which cis2_matmul makes once per
- *          call with prep_avx512 (16x16 register transposes):
+ *          call with cis2_prep_avx512 (16x16 register transposes):
  *          broadcasting from 16 rows of x directly would need 16 pointer
  *          registers, and the compiler's spills cost more than the
  *          transpose.  The broadcasts ride in the multiplies' memory
@@ -267,14 +267,14 @@ static void wide_all(const cis2_pmat *w, const float *xt, float *y, size_t g0, s
         }
 }
 
-static void prep_avx512(const float *x, size_t npos, size_t cols, float *xt)
+void cis2_prep_avx512(const float *x, size_t npos, size_t cols, float *xt)
 {
     for (size_t p = 0; p < npos; p += WIDE)
         transpose_x(x + p * cols, cols, npos - p < WIDE ? (int)(npos - p) : WIDE, xt + p * cols);
 }
 
-static void kern_avx512(const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0,
-                        size_t g1)
+void cis2_kern_avx512(const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0,
+                      size_t g1)
 {
     size_t p = 0;
     if (xt && npos >= 4) { /* every position on the wide path */
@@ -371,8 +371,8 @@ AI void vmix_blk(const float *s, const float *v, size_t v_stride, size_t len, si
     default: C4(F, 4, N2, __VA_ARGS__) break;                                                           \
     }
 
-static void attn_scores_avx512(const float *q, size_t G, const float *kt, size_t len, size_t hd, float scale,
-                               float *s)
+void cis2_attn_scores_avx512(const float *q, size_t G, const float *kt, size_t len, size_t hd, float scale,
+                             float *s)
 {
     size_t nblk = (len + 15) / 16;
     for (size_t h0 = 0; h0 < G; h0 += 4)
@@ -382,8 +382,8 @@ static void attn_scores_avx512(const float *q, size_t G, const float *kt, size_t
         }
 }
 
-static void attn_vmix_avx512(const float *s, size_t G, const float *v, size_t v_stride, size_t len, size_t hd,
-                             float *out)
+void cis2_attn_vmix_avx512(const float *s, size_t G, const float *v, size_t v_stride, size_t len, size_t hd,
+                           float *out)
 {
     size_t nc = (hd + 15) / 16;
     for (size_t h0 = 0; h0 < G; h0 += 4)
@@ -399,24 +399,24 @@ static void attn_vmix_avx512(const float *s, size_t G, const float *v, size_t v_
 #define LN(f) f##_v16
 #include "pmath_lanes.h"
 
-static void exp_n_avx512(const float *x, float *out, size_t n) { exp_n_v16(x, out, n, cis2_exp_n_avx2); }
+void cis2_exp_n_avx512(const float *x, float *out, size_t n) { exp_n_v16(x, out, n, cis2_exp_n_avx2); }
 
-static void silu_n_avx512(const float *x, float *out, size_t n) { silu_n_v16(x, out, n, cis2_silu_n_avx2); }
+void cis2_silu_n_avx512(const float *x, float *out, size_t n) { silu_n_v16(x, out, n, cis2_silu_n_avx2); }
 
-static size_t argmax_n_avx512(const float *v, size_t n) { return argmax_n_v16(v, n); } /* §11.2 */
+size_t cis2_argmax_n_avx512(const float *v, size_t n) { return argmax_n_v16(v, n); } /* §11.2 */
 
 /* The variant (variant.h): the wide path reads the transposed x that
- * kernels.c makes with prep_avx512.  It needs AVX2 too (the exp/SiLU
+ * kernels.c makes with cis2_prep_avx512.  It needs AVX2 too (the exp/SiLU
  * tails above). */
 const struct cis2_variant cis2_variant_avx512 = {
     .name = "avx512",
     .cpu_needs = CIS2_CPU_AVX512F | CIS2_CPU_AVX512BW | CIS2_CPU_AVX512VL | CIS2_CPU_AVX2,
     .block = CIS2_BLOCK_SHAPE_DEFAULT,
-    .matmul = kern_avx512,
-    .prep = prep_avx512,
-    .scores = attn_scores_avx512,
-    .vmix = attn_vmix_avx512,
-    .expn = exp_n_avx512,
-    .silun = silu_n_avx512,
-    .argmax = argmax_n_avx512,
+    .matmul = cis2_kern_avx512,
+    .prep = cis2_prep_avx512,
+    .scores = cis2_attn_scores_avx512,
+    .vmix = cis2_attn_vmix_avx512,
+    .expn = cis2_exp_n_avx512,
+    .silun = cis2_silu_n_avx512,
+    .argmax = cis2_argmax_n_avx512,
 };

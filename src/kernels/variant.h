@@ -62,16 +62,35 @@ struct cis2_variant {
     cis2_argmax_fn argmax;     /* §11.2 lanes; NULL: pmath.c's 4 */
 };
 
+/* Each variant object, and the functions its file gives it (AVX-512's
+ * exp/SiLU also call AVX2's for their tails). */
+#define KERN_ARGS const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0, size_t g1
 extern const struct cis2_variant cis2_variant_scalar; /* kernels.c */
+void cis2_kern_scalar(KERN_ARGS);
 #if defined(__x86_64__)
-extern const struct cis2_variant cis2_variant_avx2;   /* kern_x86_avx2.c */
-extern const struct cis2_variant cis2_variant_avx512; /* kern_x86_avx512.c */
-/* AVX-512's 16-lane exp/SiLU leave their tails to AVX2's (it needs AVX2 too) */
+extern const struct cis2_variant cis2_variant_avx2; /* kern_x86_avx2.c */
+void cis2_kern_avx2(KERN_ARGS);
+void cis2_attn_scores_avx2(const float *q, size_t G, const float *kt, size_t len, size_t hd, float scale, float *s);
+void cis2_attn_vmix_avx2(const float *s, size_t G, const float *v, size_t v_stride, size_t len, size_t hd,
+                         float *out);
 void cis2_exp_n_avx2(const float *x, float *out, size_t n);
 void cis2_silu_n_avx2(const float *x, float *out, size_t n);
+size_t cis2_argmax_n_avx2(const float *v, size_t n);
+extern const struct cis2_variant cis2_variant_avx512; /* kern_x86_avx512.c */
+void cis2_kern_avx512(KERN_ARGS);
+void cis2_prep_avx512(const float *x, size_t npos, size_t cols, float *xt);
+void cis2_attn_scores_avx512(const float *q, size_t G, const float *kt, size_t len, size_t hd, float scale,
+                             float *s);
+void cis2_attn_vmix_avx512(const float *s, size_t G, const float *v, size_t v_stride, size_t len, size_t hd,
+                           float *out);
+void cis2_exp_n_avx512(const float *x, float *out, size_t n);
+void cis2_silu_n_avx512(const float *x, float *out, size_t n);
+size_t cis2_argmax_n_avx512(const float *v, size_t n);
 #endif
 #if defined(__aarch64__)
-extern const struct cis2_variant cis2_variant_neon;   /* kern_neon.c */
+extern const struct cis2_variant cis2_variant_neon; /* kern_neon.c */
+void cis2_kern_neon(KERN_ARGS);
 #endif
+#undef KERN_ARGS
 
 #endif
