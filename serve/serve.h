@@ -201,7 +201,7 @@ typedef struct serve_job {
     double t_submit;
     int first_token_seen;
     struct serve_job *next;    /* engine lists */
-    void *owner;               /* what the API layer allocated for it */
+    void *owner;               /* what serve_request.c allocated for it (the serve_call) */
     void (*owner_free)(void *owner);
 } serve_job;
 

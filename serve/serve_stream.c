@@ -93,6 +93,24 @@ void serve_sse_free(serve_sse *s)
     free(s);
 }
 
+/* Under the engine lock: the tokens (and logprobs) that arrived since the
+ * last call; 1 if there were any. */
+static int copy_tokens(sse_seq *t, const serve_seq *q)
+{
+    if (q->n_toks <= t->n_ids) return 0;
+    size_t a = t->n_ids, k = q->n_toks - a, nt = q->top_n;
+    memcpy(t->ids + a, q->toks + a, k * sizeof(uint32_t));
+    if (t->lp && q->lp) {
+        memcpy(t->lp + a, q->lp + a, k * sizeof(float));
+        if (nt) {
+            memcpy(t->top_ids + a * nt, q->top_ids + a * nt, k * nt * sizeof(uint32_t));
+            memcpy(t->top_lp + a * nt, q->top_lp + a * nt, k * nt * sizeof(float));
+        }
+    }
+    t->n_ids = q->n_toks;
+    return 1;
+}
+
 int serve_sse_collect(serve_sse *s)
 {
     serve_job *j = s->c->job;
@@ -109,19 +127,7 @@ int serve_sse_collect(serve_sse *s)
     for (size_t i = 0; i < s->n; i++) {
         serve_seq *q = &j->seqs[i];
         sse_seq *t = &s->s[i];
-        if (q->n_toks > t->n_ids) {
-            size_t a = t->n_ids, k = q->n_toks - a, nt = q->top_n;
-            memcpy(t->ids + a, q->toks + a, k * sizeof(uint32_t));
-            if (t->lp && q->lp) {
-                memcpy(t->lp + a, q->lp + a, k * sizeof(float));
-                if (nt) {
-                    memcpy(t->top_ids + a * nt, q->top_ids + a * nt, k * nt * sizeof(uint32_t));
-                    memcpy(t->top_lp + a * nt, q->top_lp + a * nt, k * nt * sizeof(float));
-                }
-            }
-            t->n_ids = q->n_toks;
-            changed = 1;
-        }
+        changed |= copy_tokens(t, q);
         t->finishing = q->finish != 0;
         if (q->taken && !t->ended) {
             t->ended = 1;
