@@ -1,22 +1,61 @@
 /*
  * serve.h - `cis2 serve`, the OpenAI-compatible HTTP server (issue 19): a
  * client of the library like the rest of the `cis2` program (it includes
- * no cis2 header but cis2.h and this one, and links only the public
- * libcis2.a), declared here for its modules:
+ * no cis2 header but cis2.h, cis2_toolkit.h and this one, and links only
+ * the public libcis2.a), declared here for its modules, grouped by module
+ * below in the order of this map (serve_main.c's serve_ctx, which every
+ * request path reads, before the request paths):
  *
- *   serve_main.c     cmd_serve: options, start-up, signals, shutdown
+ *   serve_buf.c      the growing text buffer the modules render into
+ *   serve_err.c      OpenAI-style errors: serve_fail, the HTTP status of a
+ *                    library code, the error object
+ *   serve_metrics.c  Prometheus counters and histograms
+ *   serve_logprobs.c logprobs in OpenAI's completions and chat schemas, with
+ *                    their exact binary32 bits
  *   serve_engine.c   the one engine thread that owns the cis2_session
  *                    (continuous batching) and the bounded job queue the
  *                    HTTP threads submit to
- *   serve_http.c     GNU libmicrohttpd: routing, bodies, auth, errors,
- *                    JSON and server-sent-event responses
- *   serve_api.c      the OpenAI schema: requests -> jobs, results -> JSON
- *   serve_logprobs.c logprobs in OpenAI's completions and chat schemas, with
- *                    their exact binary32 bits
  *   serve_chat.c     chat templates: recognizing the ChatML family and
  *                    rendering it exactly as the model's Jinja template does
- *   serve_metrics.c  Prometheus counters and histograms
- *   serve_buf.c      the growing text buffer the modules render into
+ *   serve_body.c     a body's text beneath jansson: exact decimals
+ *                    (docs/sampling.md §S2.3), numbers jansson refuses, NULs
+ *   serve_request.c  the OpenAI schema's requests: parameters -> a
+ *                    serve_call and its serve_job (serve_call_parse)
+ *   serve_response.c finished jobs -> whole JSON responses, and the pieces
+ *                    a stream shares (envelope, `cis2` object, usage)
+ *   serve_stream.c   server-sent events as tokens arrive
+ *   serve_http.c     GNU libmicrohttpd: routing, bodies, auth, errors,
+ *                    JSON and server-sent-event responses, /v1/verify
+ *   serve_main.c     cmd_serve: options, start-up, signals, shutdown
+ *
+ * Which modules' functions each one calls (from the objects' symbols; the
+ * graph is acyclic: a module calls only modules above it, in the map and
+ * here; serve_buf.c and serve_err.c are leaves, so a module that only has
+ * to say "400" depends on nothing else; serve_main.c's cmd_serve is
+ * called by cli/main.c):
+ *
+ *   serve_buf       -> (none)
+ *   serve_err       -> (none)
+ *   serve_metrics   -> serve_buf
+ *   serve_logprobs  -> (none)
+ *   serve_engine    -> serve_err, serve_metrics
+ *   serve_chat      -> serve_err, serve_buf
+ *   serve_body      -> serve_err
+ *   serve_request   -> serve_err, serve_body, serve_chat, serve_engine,
+ *                      serve_metrics
+ *   serve_response  -> serve_err, serve_logprobs
+ *   serve_stream    -> serve_err, serve_response, serve_logprobs, serve_buf
+ *   serve_http      -> serve_err, serve_request, serve_response,
+ *                      serve_stream, serve_engine, serve_chat,
+ *                      serve_metrics, serve_buf
+ *   serve_main      -> serve_err, serve_http, serve_engine, serve_chat,
+ *                      serve_metrics
+ *
+ * The rules are the library's, each in one home: §S2.2's parameter ranges
+ * (cis2_sampling_validate), §S7.1's "extension run or the spec's run"
+ * (decided by the library from the request; cis2_result_is_extension),
+ * UTF-8 decoding (cis2_utf8_unit, cis2_utf8_chars), receipts; the server
+ * converts, refuses in OpenAI's shape and renders.
  *
  * Threads: HTTP connection threads parse, validate and tokenize (the
  * engine is read-only after open, so they may), then hand a serve_job to
@@ -35,7 +74,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* --------------------------------------------------------------- buffers */
+/* -------------------------------------------------- buffers (serve_buf.c) */
 
 /* A growing byte buffer for rendering text (serve_buf.c): p[0..n), kept
  * NUL-terminated once anything is in it.  A failed allocation sets oom,
@@ -59,7 +98,7 @@ void serve_buf_printf(serve_buf *b, const char *fmt, ...)
 void serve_buf_cut(serve_buf *b, size_t k);
 void serve_buf_free(serve_buf *b);
 
-/* ---------------------------------------------------------------- errors */
+/* --------------------------------------------------- errors (serve_err.c) */
 
 /* An OpenAI-style error: {"error": {"message", "type", "param", "code"}}
  * sent with HTTP `status`. */
@@ -81,7 +120,7 @@ int serve_fail(serve_err *e, int status, const char *code, const char *param, co
 int serve_status_for(int cis2_code);
 json_t *serve_err_json(const serve_err *e);
 
-/* -------------------------------------------------------------- metrics */
+/* ---------------------------------------------- metrics (serve_metrics.c) */
 
 typedef struct serve_metrics serve_metrics;
 serve_metrics *serve_metrics_new(void);
@@ -100,7 +139,27 @@ void serve_metrics_session(serve_metrics *m, const cis2_session_stats *st, size_
 /* Prometheus text format 0.0.4 (malloc'ed). */
 char *serve_metrics_render(serve_metrics *m, size_t *len);
 
-/* ---------------------------------------------------------------- jobs */
+/* -------------------------------------------- logprobs (serve_logprobs.c) */
+
+/* The logprobs of n consecutive tokens of one choice (ids[i], lp[i], and
+ * n_top alternatives each, UINT32_MAX marking none). */
+typedef struct serve_lp_span {
+    const uint32_t *ids;
+    const float *lp;
+    const uint32_t *top_ids;
+    const float *top_lp;
+    size_t n_top;
+    size_t n;
+    size_t base;               /* code points of the choice's text before the span */
+    size_t clip;               /* text_offset is at most this (SIZE_MAX: no clip) */
+} serve_lp_span;
+/* The OpenAI `logprobs` object of a span: chat's {content, refusal} or
+ * completions' {tokens, token_logprobs, top_logprobs, text_offset}. */
+json_t *serve_lp_json(const cis2_engine *e, int chat, const serve_lp_span *sp);
+/* Adds `logprob_bits` (and `top_logprob_bits`) of a result to a cis2 object. */
+void serve_lp_bits(json_t *cis2_obj, const cis2_result *r);
+
+/* -------------------------------------------------- jobs (serve_engine.c) */
 
 enum { JOB_NEW = 0, JOB_ADMITTED, JOB_FAILED, JOB_DONE };
 
@@ -142,7 +201,7 @@ typedef struct serve_job {
     double t_submit;
     int first_token_seen;
     struct serve_job *next;    /* engine lists */
-    void *owner;               /* what the API layer allocated for it */
+    void *owner;               /* what serve_request.c allocated for it (the serve_call) */
     void (*owner_free)(void *owner);
 } serve_job;
 
@@ -154,7 +213,7 @@ int serve_job_seqs_ready(serve_job *j);
 /* Frees a job that never reached the engine (then its owner_free). */
 void serve_job_free(serve_job *j);
 
-/* --------------------------------------------------------------- engine */
+/* ------------------------------------------------ engine (serve_engine.c) */
 
 typedef struct serve_engine serve_engine;
 
@@ -187,8 +246,10 @@ void serve_engine_load(serve_engine *se, size_t *seqs, size_t *jobs);
 void serve_engine_refuse(serve_engine *se);
 /* Stops the thread (cancelling what is left) and frees everything. */
 void serve_engine_stop(serve_engine *se);
+/* monotonic seconds */
+double serve_now(void);
 
-/* ---------------------------------------------------------- chat templates */
+/* ------------------------------------------ chat templates (serve_chat.c) */
 
 typedef struct serve_chat serve_chat;
 /* Recognizes a chat template (Jinja source).  CIS2_OK with *out, or
@@ -209,7 +270,7 @@ int serve_chat_render(const serve_chat *c, const json_t *messages, int add_gener
 int serve_chat_find(const char *model_dir, const char *file, char **src, size_t *len, char *origin,
                     size_t origin_cap, cis2_error *err);
 
-/* ---------------------------------------------------------------- server */
+/* -------- the server (filled by serve_main.c, read by every request path) */
 
 typedef struct serve_config {
     const char *host;
@@ -247,11 +308,71 @@ typedef struct serve_ctx {
     _Atomic int stopping;      /* shutdown past its drain: verifications end now */
 } serve_ctx;
 
-/* ------------------------------------------------------------------- api */
+/* ----------------------------------------------- body text (serve_body.c) */
 
-/* A parsed request: the job and what the response needs. */
+/* The first number literal of a body that jansson would refuse (an
+ * integer beyond int64, a real beyond a double), zeroed before parsing. */
+typedef struct serve_big_num {
+    size_t count;
+    char key[64];              /* the top-level key of the first one */
+    char text[48];             /* its first digits */
+} serve_big_num;
+/* Parses a body's text (the numbers in big zeroed in a copy first):
+ * 0 with *body, or 400 invalid_json. */
+int serve_body_load(const char *raw, size_t len, json_t **body, serve_big_num *big, serve_err *e);
+/* 400 invalid_value for a number big noted, or for a NUL (\u0000) in a
+ * string anywhere but in stop strings. */
+int serve_body_check(json_t *body, const serve_big_num *big, serve_err *e);
+/* Exact binary32 from a JSON number's text (docs/sampling.md §S2.3):
+ * finds top-level key `key` in the raw object text.  1 found, 0 absent,
+ * -1 not a number, -2 a nonzero number that underflows to 0 or a
+ * subnormal. */
+int serve_raw_float(const char *raw, size_t len, const char *key, float *out);
+
+/* -------------------------- a parsed request (built by serve_request.c) */
+
+/* A parsed request: the job and what the response needs.  Built by
+ * serve_request.c, read by serve_response.c and serve_stream.c; the
+ * other modules hold it opaque (through the functions below). */
 typedef struct serve_call serve_call;
 enum { CALL_COMPLETION = 0, CALL_CHAT };
+
+#define SERVE_MAX_STOP_STRINGS 16
+#define SERVE_MAX_STOP_IDS 64      /* the library's limits (docs/sampling.md §S5.1) */
+
+typedef struct serve_prompt {
+    char *text;                /* UTF-8 bytes, or NULL for ids */
+    size_t len;
+    uint32_t *ids;
+    size_t n_ids;
+    size_t n_tokens;           /* the prompt's length in tokens */
+} serve_prompt;
+
+struct serve_call {
+    int kind, stream, include_usage;
+    char id[48];
+    long long created;
+    serve_prompt *prompts;
+    size_t n_prompts, n_choices;
+    serve_job *job;
+    int submitted;
+    /* rules shared by every sequence */
+    cis2_sampling samp;        /* always passed: the library decides greedy or not (§S7.1) */
+    uint32_t stop_ids[SERVE_MAX_STOP_IDS + 1];
+    size_t n_stop_ids;
+    char *stop_str[SERVE_MAX_STOP_STRINGS];
+    size_t stop_len[SERVE_MAX_STOP_STRINGS];
+    size_t n_stop_str, max_stop_len;
+    int stop_eos, any_stop;
+    char stop_desc[256];       /* the stop rule in words, "" for none */
+    int logprobs;
+    unsigned top_logprobs;
+    size_t max_tokens;
+    serve_metrics *met;        /* counts the prompt tokens once the engine admits the job */
+};
+
+/* --------------------------------------------- requests (serve_request.c) */
+
 /* Parses and validates a body (json) for CALL_COMPLETION / CALL_CHAT;
  * raw is the body text (for exact decimal floats). */
 int serve_call_parse(const serve_ctx *sc, int kind, const char *raw, size_t raw_len, serve_call **out,
@@ -262,8 +383,22 @@ serve_job *serve_call_peek_job(serve_call *c);
 /* After a successful submit: marks the job the call's owner, returns it. */
 serve_job *serve_call_job(serve_call *c);
 int serve_call_stream(const serve_call *c);
+
+/* ------------------------------------------- responses (serve_response.c) */
+
 /* The whole response of a finished job (status 200), or an error. */
 json_t *serve_call_response(const serve_ctx *sc, serve_call *c, serve_err *e);
+/* The pieces a stream shares: the object's envelope (id, object, created,
+ * model, system_fingerprint); a choice's `cis2` object (NULL, with e, when
+ * its receipt fails); usage; OpenAI's finish_reason of a cis2_finish. */
+json_t *serve_call_envelope(const serve_ctx *sc, const serve_call *c, const char *object);
+json_t *serve_call_cis2(const serve_ctx *sc, const serve_call *c, const cis2_result *r, serve_err *e);
+json_t *serve_call_usage(const serve_call *c, const serve_job *j);
+const char *serve_finish_reason(int finish);
+/* The error of a job that did not finish normally, in e (0: none). */
+int serve_job_error(const serve_job *j, serve_err *e);
+
+/* ----------------------------------------------- streams (serve_stream.c) */
 
 /* Streaming: the text not yet sent of every choice, as SSE bytes. */
 typedef struct serve_sse serve_sse;
@@ -276,40 +411,7 @@ int serve_sse_collect(serve_sse *s);
  * *done once `data: [DONE]` is written. */
 int serve_sse_format(serve_sse *s, serve_buf *out, int *done);
 
-/* Exact binary32 from a JSON number's text (docs/sampling.md §S2.3):
- * finds top-level key `key` in the raw object text.  1 found, 0 absent,
- * -1 not a number, -2 a nonzero number that underflows to 0 or a
- * subnormal. */
-int serve_raw_float(const char *raw, size_t len, const char *key, float *out);
-
-/* -------------------------------------------------------------- logprobs */
-
-/* The logprobs of n consecutive tokens of one choice (ids[i], lp[i], and
- * n_top alternatives each, UINT32_MAX marking none). */
-typedef struct serve_lp_span {
-    const uint32_t *ids;
-    const float *lp;
-    const uint32_t *top_ids;
-    const float *top_lp;
-    size_t n_top;
-    size_t n;
-    size_t base;               /* code points of the choice's text before the span */
-    size_t clip;               /* text_offset is at most this (SIZE_MAX: no clip) */
-} serve_lp_span;
-/* The OpenAI `logprobs` object of a span: chat's {content, refusal} or
- * completions' {tokens, token_logprobs, top_logprobs, text_offset}. */
-json_t *serve_lp_json(const cis2_engine *e, int chat, const serve_lp_span *sp);
-/* Adds `logprob_bits` (and `top_logprob_bits`) of a result to a cis2 object. */
-void serve_lp_bits(json_t *cis2_obj, const cis2_result *r);
-/* Code points of valid UTF-8 text. */
-size_t serve_utf8_chars(const char *s, size_t n);
-/* Length of the UTF-8 unit at s[0..n) (n >= 1): a valid sequence, else the
- * maximal subpart of one (at least 1 byte), as the library's lossy decoder
- * replaces each with one U+FFFD.  *valid: 1 a valid sequence, 0 invalid,
- * -1 a valid start that the end of the input cut short. */
-size_t serve_utf8_unit(const unsigned char *s, size_t n, int *valid);
-
-/* ------------------------------------------------------------------ http */
+/* ---------------------------------------------------- http (serve_http.c) */
 
 typedef struct serve_http serve_http;
 int serve_http_start(serve_http **out, serve_ctx *sc, unsigned *port, cis2_error *err);
@@ -318,8 +420,5 @@ void serve_http_quiesce(serve_http *h);
 /* Requests (HTTP side) still in progress. */
 size_t serve_http_active(serve_http *h);
 void serve_http_stop(serve_http *h);
-
-/* monotonic seconds */
-double serve_now(void);
 
 #endif

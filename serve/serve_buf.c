@@ -2,7 +2,7 @@
  * serve_buf.c - the server's one growing text buffer (serve.h): chat
  * template rendering (serve_chat.c), the Prometheus page
  * (serve_metrics.c), server-sent events and the streamed text
- * (serve_api.c, serve_http.c).  The server is a client of cis2.h only, so
+ * (serve_stream.c, serve_http.c).  The server is a client of cis2.h only, so
  * it keeps this instead of the library's internal string builder.
  */
 #include "serve.h"

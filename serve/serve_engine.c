@@ -32,6 +32,11 @@
  * drops its reference when done with it, and the last one frees it, so a
  * client that disconnects mid-stream leaves its sequence to be cancelled
  * and freed here.
+ *
+ * Who calls it: serve_main.c (start, stop), serve_request.c (jobs),
+ * serve_http.c (submit, wait, cancel, release).  It calls serve_err.c (a
+ * refused submit) and serve_metrics.c, and no request or response code:
+ * a job's owner is freed through the owner_free pointer it carries.
  */
 #include "serve.h"
 

@@ -2,10 +2,11 @@
  * serve_http.c - the HTTP side of `cis2 serve` (issue 19 items 1, 4, 5),
  * on GNU libmicrohttpd (Debian's libmicrohttpd-dev) in thread-per-
  * connection mode: each connection's thread parses, validates and
- * tokenizes its request (serve_api.c), submits the job to the engine
+ * tokenizes its request (serve_request.c), submits the job to the engine
  * thread (serve_engine.c) and blocks on the job until there is something
- * to send, so no HTTP thread ever runs the model and the engine thread
- * never waits for a client.
+ * to send (a whole response, serve_response.c, or the events of a stream,
+ * serve_stream.c), so no HTTP thread ever runs the model and the engine
+ * thread never waits for a client.
  *
  * Endpoints: POST /v1/completions, POST /v1/chat/completions, GET
  * /v1/models, GET /health, GET /metrics, POST /v1/verify.
@@ -20,7 +21,7 @@
  * never looks idle, while a client that stops reading still times out; a
  * client that disconnects (seen by poll() on its socket every 100 ms, or a
  * failed write) has its sequences cancelled, which frees their batch
- * slots.  Every error is an OpenAI-style JSON error (serve_api.c).
+ * slots.  Every error is an OpenAI-style JSON error (serve_err.c).
  */
 #define _GNU_SOURCE
 #include "serve.h"

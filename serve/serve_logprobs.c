@@ -29,6 +29,12 @@
  * `cis2` object carries the bits themselves: `logprob_bits` (8 hex digits
  * per generated token) and, when alternatives were asked for,
  * `top_logprob_bits` ([{"id", "bits"}, ...] per token, candidate order).
+ *
+ * Who calls it: serve_response.c (whole choices) and serve_stream.c
+ * (per chunk), on HTTP threads.  It calls no other server module; UTF-8
+ * is decoded by the library's one decoder (cis2_utf8_unit, include/
+ * cis2_toolkit.h section 5), so "valid" and a code point's bounds mean
+ * here what they mean in the library's display text.
  */
 #include "serve.h"
 
@@ -53,37 +59,6 @@ static json_t *bits_json(float f)
 
 static json_t *value_json(float f) { return isfinite(f) ? json_real((double)f) : json_null(); }
 
-size_t serve_utf8_unit(const unsigned char *s, size_t n, int *valid)
-{
-    unsigned char c = s[0];
-    *valid = 1;
-    if (c < 0x80) return 1;
-    size_t need;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) need = 1;
-    else if (c == 0xE0) { need = 2; lo = 0xA0; }
-    else if (c == 0xED) { need = 2; hi = 0x9F; }
-    else if (c >= 0xE1 && c <= 0xEF) need = 2;
-    else if (c == 0xF0) { need = 3; lo = 0x90; }
-    else if (c == 0xF4) { need = 3; hi = 0x8F; }
-    else if (c >= 0xF1 && c <= 0xF3) need = 3;
-    else { *valid = 0; return 1; }
-    size_t j = 1;
-    for (; j <= need && j < n; j++) {
-        unsigned char d = s[j];
-        if (d < (j == 1 ? lo : 0x80) || d > (j == 1 ? hi : 0xBF)) break;
-    }
-    if (j <= need) *valid = j == n ? -1 : 0; /* -1: every byte so far fits, the input ended */
-    return j;
-}
-
-size_t serve_utf8_chars(const char *s, size_t n)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) k += ((unsigned char)s[i] & 0xC0) != 0x80;
-    return k;
-}
-
 /* A token's raw bytes (cis2_free'd by the caller; NULL, 0 for none). */
 static char *token_bytes(const cis2_engine *e, uint32_t id, size_t *len)
 {
@@ -99,8 +74,9 @@ static json_t *token_string(const char *b, size_t len)
 {
     int ok = 1;
     for (size_t i = 0; i < len && ok;) {
+        uint32_t cp;
         int v;
-        i += serve_utf8_unit((const unsigned char *)b + i, len - i, &v);
+        i += cis2_utf8_unit((const unsigned char *)b + i, len - i, &cp, &v);
         ok = v == 1;
     }
     if (ok) return json_stringn(b ? b : "", len);
@@ -134,49 +110,83 @@ static json_t *chat_entry(const cis2_engine *e, uint32_t id, float lp)
     return o;
 }
 
-json_t *serve_lp_json(const cis2_engine *e, int chat, const serve_lp_span *sp)
+/* chat's {content: [entry...], refusal: null} */
+static json_t *chat_json(const cis2_engine *e, const serve_lp_span *sp)
 {
-    json_t *o = json_object();
-    if (chat) {
-        json_t *content = json_array();
-        for (size_t i = 0; i < sp->n; i++) {
-            json_t *x = chat_entry(e, sp->ids[i], sp->lp[i]);
-            json_t *top = json_array();
-            for (size_t k = 0; k < sp->n_top; k++) {
-                uint32_t id = sp->top_ids[i * sp->n_top + k];
-                if (id != UINT32_MAX) json_array_append_new(top, chat_entry(e, id, sp->top_lp[i * sp->n_top + k]));
-            }
-            json_object_set_new(x, "top_logprobs", top);
-            json_array_append_new(content, x);
+    json_t *o = json_object(), *content = json_array();
+    for (size_t i = 0; i < sp->n; i++) {
+        json_t *x = chat_entry(e, sp->ids[i], sp->lp[i]);
+        json_t *top = json_array();
+        for (size_t k = 0; k < sp->n_top; k++) {
+            uint32_t id = sp->top_ids[i * sp->n_top + k];
+            if (id != UINT32_MAX) json_array_append_new(top, chat_entry(e, id, sp->top_lp[i * sp->n_top + k]));
         }
-        json_object_set_new(o, "content", content);
-        json_object_set_new(o, "refusal", json_null());
-        return o;
+        json_object_set_new(x, "top_logprobs", top);
+        json_array_append_new(content, x);
     }
-    json_t *tokens = json_array(), *vals = json_array(), *tops = json_array(), *offs = json_array();
-    /* the span's raw bytes first, then one walk over their UTF-8 units: a
-     * token's offset is the number of units (code points) that start
-     * before its first byte */
-    char *raw = NULL;
-    size_t raw_len = 0, *starts = calloc(sp->n + 1, sizeof *starts);
+    json_object_set_new(o, "content", content);
+    json_object_set_new(o, "refusal", json_null());
+    return o;
+}
+
+/* The span's raw bytes, concatenated (*raw malloc'ed), and where each
+ * token's start: starts[i] .. starts[i + 1] (calloc'ed, n + 1; NULL out of
+ * memory). */
+static size_t *span_bytes(const cis2_engine *e, const serve_lp_span *sp, char **raw, size_t *raw_len)
+{
+    size_t *starts = calloc(sp->n + 1, sizeof *starts);
+    *raw = NULL;
+    *raw_len = 0;
     for (size_t i = 0; i < sp->n && starts; i++) {
         size_t len;
         char *b = token_bytes(e, sp->ids[i], &len);
-        char *np = len ? realloc(raw, raw_len + len) : raw;
+        char *np = len ? realloc(*raw, *raw_len + len) : *raw;
         if (np) {
-            raw = np;
-            if (len) memcpy(raw + raw_len, b, len);
-            raw_len += len;
+            *raw = np;
+            if (len) memcpy(*raw + *raw_len, b, len);
+            *raw_len += len;
         }
-        starts[i + 1] = raw_len;
+        starts[i + 1] = *raw_len;
         cis2_free(b);
     }
+    return starts;
+}
+
+/* A completions top_logprobs object {TOKEN: LOGPROB}: the first of two
+ * alternatives whose strings coincide is kept. */
+static json_t *top_object(const cis2_engine *e, const serve_lp_span *sp, size_t i)
+{
+    json_t *d = json_object();
+    for (size_t t = 0; t < sp->n_top; t++) {
+        uint32_t id = sp->top_ids[i * sp->n_top + t];
+        if (id == UINT32_MAX) continue;
+        size_t tl;
+        char *tb = token_bytes(e, id, &tl);
+        json_t *ks = token_string(tb, tl);
+        cis2_free(tb);
+        const char *key = json_string_value(ks);
+        if (key && !json_object_get(d, key)) json_object_set_new(d, key, value_json(sp->top_lp[i * sp->n_top + t]));
+        json_decref(ks);
+    }
+    return d;
+}
+
+/* completions' {tokens, token_logprobs, top_logprobs, text_offset}: the
+ * span's raw bytes first, then one walk over their UTF-8 units (the
+ * library's decoder, as its display text counts them): a token's offset
+ * is the number of units (code points) that start before its first byte */
+static json_t *completions_json(const cis2_engine *e, const serve_lp_span *sp)
+{
+    json_t *tokens = json_array(), *vals = json_array(), *tops = json_array(), *offs = json_array();
+    char *raw;
+    size_t raw_len, *starts = span_bytes(e, sp, &raw, &raw_len);
     size_t unit_pos = 0, units = 0;
     for (size_t i = 0; i < sp->n; i++) {
         size_t start = starts ? starts[i] : 0, len = starts ? starts[i + 1] - start : 0;
         while (unit_pos < start) {
+            uint32_t cp;
             int v;
-            unit_pos += serve_utf8_unit((const unsigned char *)raw + unit_pos, raw_len - unit_pos, &v);
+            unit_pos += cis2_utf8_unit((const unsigned char *)raw + unit_pos, raw_len - unit_pos, &cp, &v);
             units++;
         }
         size_t off = sp->base + units;
@@ -184,27 +194,21 @@ json_t *serve_lp_json(const cis2_engine *e, int chat, const serve_lp_span *sp)
         json_array_append_new(offs, json_integer((json_int_t)off));
         json_array_append_new(tokens, token_string(raw ? raw + start : NULL, len));
         json_array_append_new(vals, value_json(sp->lp[i]));
-        json_t *d = json_object();
-        for (size_t t = 0; t < sp->n_top; t++) {
-            uint32_t id = sp->top_ids[i * sp->n_top + t];
-            if (id == UINT32_MAX) continue;
-            size_t tl;
-            char *tb = token_bytes(e, id, &tl);
-            json_t *ks = token_string(tb, tl);
-            cis2_free(tb);
-            const char *key = json_string_value(ks);
-            if (key && !json_object_get(d, key)) json_object_set_new(d, key, value_json(sp->top_lp[i * sp->n_top + t]));
-            json_decref(ks);
-        }
-        json_array_append_new(tops, d);
+        json_array_append_new(tops, top_object(e, sp, i));
     }
     free(raw);
     free(starts);
+    json_t *o = json_object();
     json_object_set_new(o, "tokens", tokens);
     json_object_set_new(o, "token_logprobs", vals);
     json_object_set_new(o, "top_logprobs", tops);
     json_object_set_new(o, "text_offset", offs);
     return o;
+}
+
+json_t *serve_lp_json(const cis2_engine *e, int chat, const serve_lp_span *sp)
+{
+    return chat ? chat_json(e, sp) : completions_json(e, sp);
 }
 
 void serve_lp_bits(json_t *o, const cis2_result *r)

@@ -1,0 +1,175 @@
+/*
+ * serve_response.c - finished jobs to OpenAI responses (issue 19 items 1,
+ * 5; README "Serving", "Receipts"): a whole `text_completion` or
+ * `chat.completion` object once every sequence of a job has its result,
+ * and the pieces a stream's chunks share with it (the envelope, the
+ * choice's `cis2` object, usage, a failed job's error).
+ *
+ * finish_reason is "stop" for any stop rule, "length" otherwise, and
+ * cis2.finish says which rule.  Every choice carries a `cis2` object: the
+ * receipt text (the library's, byte for byte what `cis2 run` writes for
+ * the same request; v1 or ext-sampling-1 as the library decided, §S7.1),
+ * its sha256, the witness (CIS2_REF, §12.1) and argmax (§12.2) digests,
+ * the prompt and generated ids, the finish reason and the stop rule, and
+ * the logprob bits (serve_logprobs.c); in a stream it comes in the
+ * choice's finishing chunk (serve_stream.c).
+ *
+ * Who calls it: serve_http.c (serve_call_response, on the HTTP thread
+ * once the job is done) and serve_stream.c.  It calls serve_err.c and
+ * serve_logprobs.c; it reads the serve_call that serve_request.c built.
+ */
+#include "serve.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------- pieces */
+
+static json_t *ids_json(const uint32_t *ids, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(a, json_integer(ids[i]));
+    return a;
+}
+
+const char *serve_finish_reason(int f)
+{
+    return f == CIS2_FINISH_LENGTH ? "length" : f == CIS2_FINISH_CANCELLED ? "cancelled" : "stop";
+}
+
+/* The receipt's text and its digest into o (CIS2_OK or a library code). */
+static int receipt_json(const serve_ctx *sc, const cis2_result *r, json_t *o, cis2_error *err)
+{
+    cis2_receipt *rc = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    int st = cis2_receipt_make(sc->e, r, &rc, err);
+    if (!st) st = cis2_receipt_render(rc, &text, &len, err);
+    cis2_receipt_free(rc);
+    if (st) return st;
+    uint8_t d[32];
+    char h[65];
+    json_object_set_new(o, "receipt", json_stringn(text, len));
+    cis2_sha256(text, len, d);
+    cis2_hex(d, 32, h);
+    json_object_set_new(o, "receipt_sha256", json_string(h));
+    cis2_free(text);
+    return CIS2_OK;
+}
+
+json_t *serve_call_cis2(const serve_ctx *sc, const serve_call *c, const cis2_result *r, serve_err *e)
+{
+    cis2_error err = {0};
+    json_t *o = json_object();
+    if (receipt_json(sc, r, o, &err)) {
+        json_decref(o);
+        serve_fail(e, 500, NULL, NULL, "making the receipt failed: %s", err.msg);
+        return NULL;
+    }
+    char h[65];
+    cis2_hex(r->witness, 32, h);
+    json_object_set_new(o, "witness_digest", json_string(h));
+    cis2_hex(r->argmax_digest, 32, h);
+    json_object_set_new(o, "argmax_digest", json_string(h));
+    json_object_set_new(o, "prompt_token_ids", ids_json(r->prompt_ids, r->n_prompt));
+    json_object_set_new(o, "generated_token_ids", ids_json(r->tokens, r->n_tokens));
+    json_object_set_new(o, "finish", json_string(cis2_finish_name(r->finish)));
+    if (c->stop_desc[0]) json_object_set_new(o, "stop_rule", json_string(c->stop_desc));
+    else json_object_set_new(o, "stop_rule", json_null());
+    if (c->kind == CALL_CHAT)
+        json_object_set_new(o, "prompt", json_stringn(r->prompt ? r->prompt : "", r->prompt ? r->prompt_len : 0));
+    serve_lp_bits(o, r);
+    return o;
+}
+
+json_t *serve_call_usage(const serve_call *c, const serve_job *j)
+{
+    size_t pt = 0, ct = 0;
+    for (size_t i = 0; i < c->n_prompts; i++) pt += c->prompts[i].n_tokens;
+    for (size_t i = 0; i < j->n; i++) ct += j->seqs[i].res ? j->seqs[i].res->n_tokens : j->seqs[i].n_toks;
+    json_t *u = json_object();
+    json_object_set_new(u, "prompt_tokens", json_integer((json_int_t)pt));
+    json_object_set_new(u, "completion_tokens", json_integer((json_int_t)ct));
+    json_object_set_new(u, "total_tokens", json_integer((json_int_t)(pt + ct)));
+    return u;
+}
+
+json_t *serve_call_envelope(const serve_ctx *sc, const serve_call *c, const char *object)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(c->id));
+    json_object_set_new(o, "object", json_string(object));
+    json_object_set_new(o, "created", json_integer(c->created));
+    json_object_set_new(o, "model", json_string(sc->cfg.model_name));
+    json_object_set_new(o, "system_fingerprint", json_string("cis2-" CIS2_VERSION));
+    return o;
+}
+
+int serve_job_error(const serve_job *j, serve_err *e)
+{
+    if (j->shutdown_cancel) return serve_fail(e, 503, "shutting_down", NULL, "the server is shutting down");
+    if (j->state == JOB_FAILED) {
+        int st = serve_status_for(j->admit_rc);
+        const char *msg = j->admit_err.msg;
+        if (j->admit_rc == CIS2_E_UNSUPPORTED) return serve_fail(e, 501, "unsupported_parameter", NULL, "%s", msg);
+        if (st == 400) return serve_fail(e, 400, "invalid_value", NULL, "%s", msg[0] ? msg : "invalid request");
+        return serve_fail(e, st, NULL, NULL, "%s", msg[0] ? msg : cis2_status_name(j->admit_rc));
+    }
+    for (size_t i = 0; i < j->n; i++)
+        if (!j->seqs[i].res || j->seqs[i].res->finish == CIS2_FINISH_CANCELLED)
+            return serve_fail(e, 503, "cancelled", NULL, "the request was cancelled");
+    return 0;
+}
+
+/* ----------------------------------------------------- whole responses */
+
+/* A whole choice's OpenAI logprobs object (null when not asked). */
+static json_t *result_logprobs(const serve_ctx *sc, const serve_call *c, const cis2_result *r)
+{
+    if (!c->logprobs || !r->logprobs) return json_null();
+    serve_lp_span sp = {.ids = r->tokens, .lp = r->logprobs, .top_ids = r->top_ids, .top_lp = r->top_logprobs,
+                        .n_top = r->n_top, .n = r->n_tokens, .base = 0,
+                        .clip = cis2_utf8_chars(r->text ? r->text : "", r->text ? r->text_len : 0)};
+    return serve_lp_json(sc->e, c->kind == CALL_CHAT, &sp);
+}
+
+/* One choice of a whole response (NULL, with e, when its receipt fails). */
+static json_t *choice_json(const serve_ctx *sc, const serve_call *c, const serve_seq *q, serve_err *e)
+{
+    const cis2_result *r = q->res;
+    json_t *x = serve_call_cis2(sc, c, r, e);
+    if (!x) return NULL;
+    json_t *ch = json_object();
+    json_object_set_new(ch, "index", json_integer((json_int_t)q->choice));
+    json_t *text = json_stringn(r->text ? r->text : "", r->text ? r->text_len : 0);
+    if (c->kind == CALL_CHAT) {
+        json_t *m = json_object();
+        json_object_set_new(m, "role", json_string("assistant"));
+        json_object_set_new(m, "content", text);
+        json_object_set_new(m, "refusal", json_null());
+        json_object_set_new(ch, "message", m);
+    } else {
+        json_object_set_new(ch, "text", text);
+    }
+    json_object_set_new(ch, "logprobs", result_logprobs(sc, c, r));
+    json_object_set_new(ch, "finish_reason", json_string(serve_finish_reason(r->finish)));
+    json_object_set_new(ch, "cis2", x);
+    return ch;
+}
+
+json_t *serve_call_response(const serve_ctx *sc, serve_call *c, serve_err *e)
+{
+    serve_job *j = c->job;
+    if (serve_job_error(j, e)) return NULL;
+    json_t *o = serve_call_envelope(sc, c, c->kind == CALL_CHAT ? "chat.completion" : "text_completion");
+    json_t *choices = json_array();
+    for (size_t i = 0; i < j->n; i++) {
+        json_t *ch = choice_json(sc, c, &j->seqs[i], e);
+        if (!ch) { json_decref(choices); json_decref(o); return NULL; }
+        json_array_append_new(choices, ch);
+    }
+    json_object_set_new(o, "choices", choices);
+    json_object_set_new(o, "usage", serve_call_usage(c, j));
+    return o;
+}
