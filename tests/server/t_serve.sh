@@ -32,6 +32,7 @@ command -v curl > /dev/null || skip "curl is not installed (tools/install-deps)"
 [ -d tests/server/node_modules/openai ] || skip "the openai npm client is not installed (tools/install-deps)"
 PY=/usr/bin/python3
 TMO="timeout 60"
+[ -n "${SAN:-}" ] && TMO="timeout 300" # ASan/UBSan builds run several times slower
 tmpdir d
 
 # for f in the server's own modules: nothing but cis2.h, cli.h and serve.h
