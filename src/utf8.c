@@ -68,6 +68,7 @@ uint32_t cis2_utf8_next(const unsigned char *s, size_t *len)
 int cis2_utf8_validate(const unsigned char *s, size_t n, size_t *bad)
 {
     for (size_t i = 0; i < n;) {
+        if (s[i] < 0x80) { i++; continue; } /* ASCII: no call (prompts can be 100 MB) */
         uint32_t cp;
         int valid;
         size_t k = cis2_utf8_unit(s + i, n - i, &cp, &valid);
