@@ -1,6 +1,6 @@
 /*
  * fuzz_tokenizer_load.c - libFuzzer target for the tokenizer.json loader
- * (src/tokenizer.c cis2_tokenizer_load and, with the non-normative
+ * (src/tokenizer_load.c cis2_tokenizer_load and, with the non-normative
  * extension flag, cis2_tokenizer_load_ext; the input is the whole file).
  *
  * The extension admits a superset, so whatever the plain loader accepts it

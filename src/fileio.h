@@ -1,7 +1,7 @@
 /*
  * fileio.h - how cis2 reads its inputs and writes its outputs (issue 16;
  * docs/inputs.md).  Internal header of the library; callers: the loaders
- * (config.c, tokenizer.c, safetensors.c, model.c, receipt.c, trace.c,
+ * (config.c, tokenizer_load.c, safetensors.c, model.c, receipt.c, trace.c,
  * digest.c), the writers (receipt.c, trace.c, synth.c) and programs built
  * on the library (the CLI).  Nothing here knows about the command line.
  * Spec: §2.1 (an artifact's sha256 is over its bytes: the bytes read are

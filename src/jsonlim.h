@@ -14,7 +14,7 @@
  *   string 96 + its raw length (keys too, held in the hash table),
  *   number 48, true/false/null 0 (shared singletons).
  * The scan does not validate: malformed JSON is jansson's to reject.
- * Callers: config.c, tokenizer.c, safetensors.c; the CLI's prompt files.
+ * Callers: config.c, tokenizer_load.c, safetensors.c; the CLI's prompt files.
  */
 #ifndef CIS2_JSONLIM_H
 #define CIS2_JSONLIM_H

@@ -1,6 +1,6 @@
 /*
  * nfc.c - Unicode Normalization Form C (UAX #15) for the NON-NORMATIVE
- * Qwen2.5 tokenizer extension (tokenizer.c, CIS2_TOK_ALLOW_NONNORMATIVE);
+ * Qwen2.5 tokenizer extension (tokenizer_load.c, tokenizer.c, CIS2_TOK_ALLOW_NONNORMATIVE);
  * CIS-2 v0.3b §3.1.3 itself has no normalizer.
  *
  * Owns: the three NFC steps, exactly as the reference library's normalizer
@@ -17,7 +17,7 @@
  * carries; checked against it by tests/oracle/t_tokenizer_qwen.sh.  The text is
  * normalized segment by segment (see "segments" below), so the scratch is
  * bounded by the longest segment and the output grows with the text.
- * Callers: tokenizer.c.
+ * Callers: tokenizer_load.c (added tokens), tokenizer.c (encoding).
  */
 #include "nfc.h"
 #include "pretok.h"

@@ -1,6 +1,6 @@
 /*
  * test_tokenizer_limits.c - the tokenizer's work and memory bounds (issue
- * 16, src/tokenizer.c; docs/inputs.md "tokenizer.json", "Prompts"):
+ * 16, src/tokenizer_load.c and src/tokenizer.c; docs/inputs.md "tokenizer.json", "Prompts"):
  *   - 100,000 added tokens load in well under a second (was 52 s: a
  *     quadratic duplicate check and next-id scan);
  *   - 100 KB of '<' with 20,000 added tokens, and with 2,000 tokens that
