@@ -373,14 +373,22 @@ static void test_change_from_callback(void **state)
 
 /* ------------------------------------------------------- cancellation */
 
-typedef struct stopper { int polls, stop_at; atomic_int *flag; } stopper;
+typedef struct stopper { atomic_int polls; int stop_at; atomic_int *flag; } stopper;
 
 static int stop_after(void *ctx)
 {
     stopper *s = ctx;
-    s->polls++;
-    if (s->flag) return atomic_load(s->flag);
-    return s->stop_at >= 0 && s->polls > s->stop_at;
+    int polls = atomic_fetch_add(&s->polls, 1) + 1;
+    if (s->flag) {
+        /* the second poll waits (5 s at most) for the other thread's flag,
+         * so the verify is surely still running when it is raised */
+        for (int i = 0; polls == 2 && !atomic_load(s->flag) && i < 5000; i++) {
+            struct timespec ts = {0, 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        return atomic_load(s->flag);
+    }
+    return s->stop_at >= 0 && polls > s->stop_at;
 }
 
 static int step_stop(void *ctx, const cis2_token_event *ev)
@@ -427,9 +435,12 @@ static void test_verify_cancel(void **state)
  * the server does for a client that has gone, or at shutdown). */
 static void *raise_flag(void *arg)
 {
-    struct timespec ts = {0, 20 * 1000 * 1000};
-    nanosleep(&ts, NULL);
-    atomic_store((atomic_int *)arg, 1);
+    stopper *s = arg;
+    while (atomic_load(&s->polls) < 2) { /* the verify has begun its passes */
+        struct timespec ts = {0, 100 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    atomic_store(s->flag, 1);
     return NULL;
 }
 
@@ -442,15 +453,16 @@ static void test_verify_cancel_from_thread(void **state)
     atomic_int flag = 0;
     stopper s = {0, -1, &flag};
     cis2_verify_opts o = {.should_stop = stop_after, .should_stop_ctx = &s};
-    const cis2_verify_limits tiny = {4, 2}; /* many more passes than 20 ms of work */
+    const cis2_verify_limits tiny = {4, 2}; /* many passes */
     pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, raise_flag, &flag), 0);
+    assert_int_equal(pthread_create(&t, NULL, raise_flag, &s), 0);
     cis2_verdict *v = NULL;
     cis2_error err = {0};
     int rc = cis2_verify_ex(eng, many, N, &o, &tiny, NULL, &v, &err);
     pthread_join(t, NULL);
     if (rc == CIS2_OK) cis2_verdicts_free(v, N);
     assert_int_equal(rc, CIS2_E_CANCELLED);
+    assert_int_equal(atomic_load(&s.polls), 2); /* stopped at the pass the flag was raised before */
 }
 
 int main(void)
