@@ -682,24 +682,14 @@ static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const c
 /* A body whose length two headers tell differently (two disagreeing
  * Content-Lengths, or one beside Transfer-Encoding) is where a proxy in
  * front and this server could split the stream differently (request
- * smuggling, RFC 9112 §6.3): refused, and the connection closed. */
-static int ambiguous_length(struct MHD_Connection *c)
+ * smuggling, RFC 9112 §6.3): refused, and the connection closed.  NULL,
+ * or why, in one line. */
+static const char *ambiguous_length(struct MHD_Connection *c)
 {
     framing f = {0};
     MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, &f);
-    return f.cl_differ ? 2 : f.n_cl && f.te ? 1 : 0;
-}
-
-static enum MHD_Result refuse_ambiguous(struct MHD_Connection *c, req_ctx *r)
-{
-    framing f = {0};
-    MHD_get_connection_values(c, MHD_HEADER_KIND, count_framing, &f);
-    serve_err e = {0};
-    serve_fail(&e, 400, "invalid_request", NULL, "%s",
-               f.cl_differ ? "the request has Content-Length headers that disagree"
-                           : "the request has both Content-Length and Transfer-Encoding");
-    r->close = 1;
-    return send_err(c, r, &e);
+    if (f.cl_differ) return "the request has Content-Length headers that disagree";
+    return f.n_cl && f.te ? "the request has both Content-Length and Transfer-Encoding" : NULL;
 }
 
 static enum MHD_Result first_call(serve_http *h, struct MHD_Connection *c, req_ctx *r, const char *url,
@@ -709,7 +699,11 @@ static enum MHD_Result first_call(serve_http *h, struct MHD_Connection *c, req_c
     int st = route(url, method, &r->ep);
     if (st == 404) FAIL(c, r, 404, "not_found", NULL, "no such endpoint: %s %.200s", method, url);
     if (st == 405) FAIL(c, r, 405, "method_not_allowed", NULL, "%s is not allowed on %.200s", method, url);
-    if (ambiguous_length(c)) return refuse_ambiguous(c, r);
+    const char *why = ambiguous_length(c);
+    if (why) {
+        r->close = 1; /* the stream's framing cannot be trusted past this request */
+        FAIL(c, r, 400, "invalid_request", NULL, "%s", why);
+    }
     if (r->ep == EP_HEALTH) return do_health(c, r);
     if (r->ep == EP_METRICS) return do_metrics(c, r);
     if (!authorized(sc, c)) FAIL(c, r, 401, "invalid_api_key", NULL, "Incorrect API key provided");

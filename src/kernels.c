@@ -217,15 +217,9 @@ void cis2_kern_scalar(const cis2_pmat *w, const float *x, const float *xt, size_
 /* The reference as a variant (kernels/variant.h): every CPU runs it. */
 const struct cis2_variant cis2_variant_scalar = {
     .name = "scalar",
-    .cpu_needs = 0,
+    .cpu_needs = 0, /* the rest NULL: the generic lanes */
     .block = CIS2_BLOCK_SHAPE_DEFAULT,
     .matmul = cis2_kern_scalar,
-    .prep = NULL,
-    .scores = NULL,
-    .vmix = NULL,
-    .expn = NULL,
-    .silun = NULL,
-    .argmax = NULL,
 };
 
 /* ---------------- dispatch ---------------- */

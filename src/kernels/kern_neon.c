@@ -118,13 +118,7 @@ void cis2_kern_neon(const cis2_pmat *w, const float *x, const float *xt, size_t 
  * CPU runs it; attention, exp, SiLU and argmax are the generic lanes. */
 const struct cis2_variant cis2_variant_neon = {
     .name = "neon",
-    .cpu_needs = 0,
+    .cpu_needs = 0, /* the rest NULL: the generic lanes */
     .block = CIS2_BLOCK_SHAPE_DEFAULT,
     .matmul = cis2_kern_neon,
-    .prep = NULL,
-    .scores = NULL,
-    .vmix = NULL,
-    .expn = NULL,
-    .silun = NULL,
-    .argmax = NULL,
 };
