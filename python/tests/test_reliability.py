@@ -46,6 +46,10 @@ SIGINT_CHILD = r"""
 import os, signal, sys, threading, time
 import cis2
 
+# Python installs its KeyboardInterrupt handler only when SIGINT is not
+# ignored at start-up; a shell runs background jobs (`make check &`, a CI
+# step, tools/fresh-machine's chroot) with SIGINT ignored, so install it.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 e = cis2.Engine(sys.argv[1])
 mode, how = sys.argv[2], sys.argv[3]
 pid = os.getpid()
