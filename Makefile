@@ -1,7 +1,10 @@
 # cis2 - GNU Makefile.
 #
 #   make                      build build/cis2, build/libcis2.a and build/libcis2.so
-#   make check                build and run every test (tests/run.sh)
+#   make check                build and run every test (tests/run.sh;
+#                             ONLY=name: those whose name contains it)
+#   make check-cross          the aarch64 leg under qemu (tests/cross/)
+#   make matrix               every compiler x optimisation x ISA cell (tools/matrix)
 #   make run                  the main job (README)
 #   make install PREFIX=DIR   binary, library, header, pkg-config file
 #   make CC=clang OPT=-O0     any compiler / optimisation; the target ISA is
@@ -105,7 +108,7 @@ $(BUILD)/obj/src/kernels/kern_x86_avx512.o: XFLAGS := -mavx512f -mavx512bw -mavx
 TEST_SRC := $(wildcard tests/unit/test_*.c)
 TEST_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
-.PHONY: all check run install clean tests fuzz fuzz-build tsan FORCE
+.PHONY: all check check-cross run install clean tests fuzz fuzz-build tsan FORCE
 all: $(BUILD)/cis2 $(BUILD)/libcis2.a $(BUILD)/libcis2.so
 
 # Rebuild everything when the compiler or flags change.
@@ -171,6 +174,12 @@ tests: all $(TEST_BIN)
 
 check: tests
 	BUILD=$(BUILD) SAN="$(SAN)" CC="$(CC)" OPT="$(OPT)" ARCH=$(ARCH) RUNNER="$(RUNNER)" sh tests/run.sh
+
+# The aarch64 leg (tests/cross/, docs/cross-isa.md): a cross build run under
+# qemu whose receipts must equal this build's byte for byte.  Needs
+# `sh tools/install-deps all`; CI runs it beside `make check`.
+check-cross: all
+	BUILD=$(BUILD) KINDS=cross sh tests/run.sh
 
 run: all
 	sh tools/run-main

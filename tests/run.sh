@@ -5,6 +5,11 @@
 # Prints a summary line "check: N passed, N failed" and exits non-zero on
 # any failure.  A test that prints "SKIP:" and exits 77 counts as skipped.
 #   ONLY=pattern sh tests/run.sh   runs the tests whose name contains it.
+#   KINDS="cross" sh tests/run.sh  runs these kinds (folders) instead of the
+#                                  default "unit cli api oracle server build";
+#                                  `make check-cross` runs the aarch64 leg,
+#                                  tests/cross/, this way.
+# On a terminal each test's name shows while it runs.
 # The shell tests share tests/lib.sh (the same defaults as below, fail, skip,
 # a temporary directory, cleanup, servers); tests/README.md describes both.
 set -u
@@ -28,14 +33,18 @@ if [ -n "$RUNNER" ]; then
     CIS2=$wrap
     echo "run.sh: target binaries run through: $RUNNER"
 fi
+KINDS=${KINDS:-unit cli api oracle server build}
 pass=0; fail=0; skip=0; failed=""
+tty=""; [ -t 1 ] && tty=1
 run_one() {
     name=$1; shift
     case "$name" in *"${ONLY:-}"*) ;; *) return ;; esac
     start=$(date +%s)
     log=$BUILD/tests/$name.log
+    [ -z "$tty" ] || printf 'RUN   %s ...' "$name"
     "$@" > "$log" 2>&1
     rc=$?
+    [ -z "$tty" ] || printf '\r\033[K'
     secs=$(( $(date +%s) - start ))
     if [ $rc -eq 0 ]; then
         pass=$((pass + 1)); echo "PASS  $name (${secs}s)"
@@ -48,15 +57,19 @@ run_one() {
     fi
 }
 for t in "$BUILD"/tests/test_*; do
+    case " $KINDS " in *" unit "*) ;; *) break ;; esac
     case "$t" in *.log) continue ;; esac
     [ -x "$t" ] || continue
     run_one "$(basename "$t")" $RUNNER "$t"
 done
 # the shell tests by kind (tests/README.md): the program, its API clients,
 # the oracles, the server, then the build's own properties
-for t in tests/cli/t_*.sh tests/api/t_*.sh tests/oracle/t_*.sh tests/server/t_*.sh tests/build/t_*.sh; do
-    [ -f "$t" ] || continue
-    run_one "$(basename "$t" .sh)" sh "$t"
+for kind in $KINDS; do
+    [ "$kind" = unit ] && continue
+    for t in tests/"$kind"/t_*.sh; do
+        [ -f "$t" ] || continue
+        run_one "$(basename "$t" .sh)" sh "$t"
+    done
 done
 echo
 [ -n "$failed" ] && echo "failed:$failed"

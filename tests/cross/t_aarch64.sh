@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/build/t_aarch64.sh - the aarch64 leg (spec §1.3, §13.2, §15 item 2;
+# tests/cross/t_aarch64.sh - the aarch64 leg (spec §1.3, §13.2, §15 item 2;
 # docs/cross-isa.md), run from the x86-64 `make check`:
 #   cross-build cis2 and the unit tests with aarch64-linux-gnu-gcc into
 #   $BUILD/aarch64, pass the no-FMA gate on the aarch64 binary and library,
