@@ -86,6 +86,24 @@ grep -q 'line 1: CR' "$d/err" || fail_later "CRLF message"
 sed 's/^dtype fp32$/dtype fp32\n/' "$d/r" > "$d/bad"
 expect 4 $CIS2 verify "$d/bad" --model-dir "$m"
 grep -q 'line 10: blank line' "$d/err" || fail_later "blank-line message"
+# issue 32: a server's receipt saved from its JSON (the cis2.receipt string).
+# `jq -r` adds a LF after the receipt's own last LF: refused (FACTS §6: a
+# blank line), and the message says how to save it; `jq -j` writes it exactly.
+if command -v jq > /dev/null; then
+    jq -Rs '{choices: [{cis2: {receipt: .}}]}' "$d/r" > "$d/resp.json"
+    jq -r '.choices[0].cis2.receipt' "$d/resp.json" > "$d/r.jq-r"
+    jq -j '.choices[0].cis2.receipt' "$d/resp.json" > "$d/r.jq-j"
+else
+    { cat "$d/r"; printf '\n'; } > "$d/r.jq-r"; cp "$d/r" "$d/r.jq-j"
+fi
+cmp -s "$d/r.jq-j" "$d/r" || fail_later "jq -j did not give the receipt's bytes"
+expect 4 $CIS2 verify "$d/r.jq-r" --model-dir "$m"
+grep -q '^verdict: MALFORMED' "$d/out" || fail_later "a receipt saved with jq -r: no MALFORMED verdict"
+grep -q "line 15: blank line after the last key.*jq -j" "$d/err" || fail_later "the jq -r message does not say to use jq -j"
+expect 0 $CIS2 verify "$d/r.jq-j" --model-dir "$m"
+printf '%s' "$(cat "$d/r")" > "$d/r.nolf" # $(...) drops the final LF
+expect 4 $CIS2 verify "$d/r.nolf" --model-dir "$m"
+grep -q "line 14: no LF.*jq -j" "$d/err" || fail_later "the stripped-LF message does not say to use jq -j"
 expect 3 $CIS2 verify "$d/no-such-receipt" --model-dir "$m"
 expect 2 $CIS2 verify
 expect 2 $CIS2 verify "$d/r" --bogus

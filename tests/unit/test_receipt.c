@@ -165,6 +165,31 @@ static void test_reject_layout(void **s)
     cis2_error err = {0};
     assert_int_equal(cis2_receipt_parse_into(buf, n, "R", &r, &err), CIS2_E_FORMAT);
     assert_non_null(strstr(err.msg, "line 14: no LF"));
+    assert_non_null(strstr(err.msg, "jq -j")); /* issue 32: how to save one */
+    /* issue 32: `jq -r` adds one LF after the receipt's own: refused (a blank
+     * line, FACTS §6), with a message that says how to save a receipt */
+    n = strlen(good);
+    memcpy(buf, good, n);
+    buf[n] = '\n';
+    err = (cis2_error){0};
+    assert_int_equal(cis2_receipt_parse_into(buf, n + 1, "R", &r, &err), CIS2_E_FORMAT);
+    if (!strstr(err.msg, "R: line 15: blank line after the last key") || !strstr(err.msg, "jq -j"))
+        fail_msg("trailing LF message: '%s'", err.msg);
+    /* two extra LFs: the first blank line is still after the last key */
+    buf[n + 1] = '\n';
+    err = (cis2_error){0};
+    assert_int_equal(cis2_receipt_parse_into(buf, n + 2, "R", &r, &err), CIS2_E_FORMAT);
+    assert_non_null(strstr(err.msg, "R: line 15: blank line after the last key"));
+    /* a blank line before the last key is a plain blank line (nothing about jq) */
+    const char *last = strstr(good, "witness-digest ");
+    size_t k = (size_t)(last - good);
+    memcpy(buf, good, k);
+    buf[k] = '\n';
+    memcpy(buf + k + 1, last, n - k);
+    err = (cis2_error){0};
+    assert_int_equal(cis2_receipt_parse_into(buf, n + 1, "R", &r, &err), CIS2_E_FORMAT);
+    assert_non_null(strstr(err.msg, "R: line 14: blank line"));
+    assert_null(strstr(err.msg, "jq"));
     /* a NUL byte */
     memcpy(buf, good, strlen(good));
     buf[20] = 0;
