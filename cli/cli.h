@@ -53,9 +53,14 @@ typedef struct cli_multi { const char *v[16]; size_t n; } cli_multi;
 /* Parses argv[1..argc) against opts (a NULL-name-terminated array): a
  * repeated option, an unknown one, a missing or malformed value are usage
  * errors; up to pos_max positional arguments go to pos (*npos of them).
- * `--help`/`-h` prints the command's usage and returns -1 (exit 0). */
+ * Entries with the same dest are one option under several names (an alias:
+ * the name another surface uses, docs/receipts.md's glossary); giving two
+ * of them is a usage error.  `--help`/`-h` prints the command's usage and
+ * returns -1 (exit 0). */
 int cli_parse(const char *cmd, int argc, char **argv, cli_opt *opts, const char **pos, size_t pos_max,
               size_t *npos);
+/* 1 if the option writing to dest was given (under any of its names). */
+int cli_given(const cli_opt *opts, const void *dest);
 
 /* Engine options every model-running command takes. */
 typedef struct cli_engine {

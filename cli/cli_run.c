@@ -179,7 +179,8 @@ typedef struct run_opts {
     int json, recompute, trace_dump, progress;
     /* docs/sampling.md: the sampler, logprobs and stop rules */
     const char *temperature, *top_p, *min_p, *stop_ids;
-    size_t top_k, logprobs;
+    size_t top_k, logprobs;   /* --logprobs N: N alternatives (as the server's N) */
+    int want_logprobs;        /* --logprobs given (N may be 0: the chosen token's only) */
     uint64_t seed, sequence;
     int stop_eos;
     cli_multi stops;
@@ -307,6 +308,7 @@ static int parse_run(int argc, char **argv, run_opts *o)
         {"--prompt-file", OPT_STR, &o->prompt_file, 0, 0},
         {"--prompt-ids", OPT_STR, &o->prompt_ids, 0, 0},
         {"--gen-toks", OPT_SIZE, &o->gen, 1u << 24, 0},
+        {"--max-tokens", OPT_SIZE, &o->gen, 1u << 24, 0},      /* the server's and the library's name */
         {"--json", OPT_FLAG, &o->json, 0, 0},
         {"--dump-logits", OPT_STR, &o->dump, 0, 0},
         {"--receipt", OPT_STR, &o->receipt, 0, 0},
@@ -320,14 +322,17 @@ static int parse_run(int argc, char **argv, run_opts *o)
         {"--min-p", OPT_STR, &o->min_p, 0, 0},
         {"--seed", OPT_U64, &o->seed, 0, 0},
         {"--sequence", OPT_U64, &o->sequence, 0, 0},
-        {"--logprobs", OPT_SIZE, &o->logprobs, CIS2_MAX_TOP_LOGPROBS + 1, 0},
+        {"--logprobs", OPT_SIZE, &o->logprobs, CIS2_MAX_TOP_LOGPROBS, 0},
+        {"--top-logprobs", OPT_SIZE, &o->logprobs, CIS2_MAX_TOP_LOGPROBS, 0}, /* chat's top_logprobs */
         {"--stop-at-eos", OPT_FLAG, &o->stop_eos, 0, 0},
         {"--stop-id", OPT_STR, &o->stop_ids, 0, 0},
+        {"--stop-token-ids", OPT_STR, &o->stop_ids, 0, 0},    /* the server's stop_token_ids */
         {"--stop", OPT_MULTI, &o->stops, 16, 0},
         {0}};
     int rc = cli_parse("run", argc, argv, opts, NULL, 0, NULL);
     if (rc) return rc;
     if ((rc = sampling_opts(o, opts))) return rc;
+    o->want_logprobs = cli_given(opts, &o->logprobs);
     if (!!o->prompt_text + !!o->prompt_file + !!o->prompt_ids > 1)
         return cli_usage_error("run", "give at most one of --prompt, --prompt-file, --prompt-ids");
     if (o->gen == 0) return cli_usage_error("run", "--gen-toks must be at least 1");
@@ -405,8 +410,7 @@ static cis2_request *make_requests(const run_opts *o, const prompt *ps, size_t n
     for (size_t i = 0; reqs && i < np; i++)
         reqs[i] = (cis2_request){.text = ps[i].text, .text_len = ps[i].len, .ids = ps[i].text ? NULL : ps[i].ids,
                                  .n_ids = ps[i].n, .max_tokens = o->gen, .sampling = &o->samp, .stop = &o->stop,
-                                 .top_logprobs = o->logprobs ? (unsigned)o->logprobs - 1 : 0,
-                                 .logprobs = o->logprobs > 0};
+                                 .top_logprobs = (unsigned)o->logprobs, .logprobs = o->want_logprobs};
     return reqs;
 }
 

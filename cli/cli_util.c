@@ -42,7 +42,8 @@ const cli_command cli_commands[] = {
      "                      decode together, one result block each (prompt_idx=i); F may\n"
      "                      be a pipe or FIFO (/dev/stdin), or - for stdin\n"
      "  --prompt-ids IDS    the prompt as token ids: 1,2,3 or a JSON array\n"
-     "  --gen-toks N        tokens to generate (default 16; EOS is not special, §3.4)\n"
+     "  --gen-toks N        tokens to generate (default 16; EOS is not special, §3.4);\n"
+     "                      also --max-tokens N (the server's max_tokens)\n"
      "  --json              print the fields as JSON (an array for --prompt-file)\n"
      "  --receipt FILE      write a CIS-2-RECEIPT v1 (FILE.0, FILE.1, ... for --prompt-file)\n"
      "  --dump-logits FILE  every step's logits, raw f32 LE, step-major (FILE.i per prompt)\n"
@@ -55,9 +56,10 @@ const cli_command cli_commands[] = {
      "  --temperature T     0 (default) is greedy (§11.2); decimals are rounded once to binary32\n"
      "  --top-k K  --top-p P  --min-p P   filters (omit for off)\n"
      "  --seed N  --sequence N            the Philox key and sample index (default 0)\n"
-     "  --logprobs N        report each token's logprob and the top N-1 alternatives (1..21)\n"
+     "  --logprobs N        report each token's logprob and its top N alternatives (0..20),\n"
+     "                      as the server's logprobs / top_logprobs N; also --top-logprobs N\n"
      "  --stop-at-eos       stop at config.json's eos_token_id\n"
-     "  --stop-id IDS       stop at any of these token ids\n"
+     "  --stop-id IDS       stop at any of these token ids (also --stop-token-ids IDS)\n"
      "  --stop TEXT         stop when the output bytes contain TEXT (up to 16 times)\n" ENGINE_USAGE},
     {"tokenize", cmd_tokenize, "text -> token ids (§3.1)",
      "usage: cis2 tokenize --tokenizer FILE [--text TEXT] [--json] [--batch] [--stats] [--tokenizer-ext]\n"
@@ -128,6 +130,8 @@ const cli_command cli_commands[] = {
      "  --chat-template F   a Jinja chat template (default: DIR/chat_template.jinja, else\n"
      "                      DIR/tokenizer_config.json's chat_template)\n"
      "  --model-name NAME   the model clients name (default: DIR's last component)\n"
+     "  --access-log FILE|-|off  one line per finished request: appended to FILE, to\n"
+     "                      stderr (-, the default), or none (off)\n"
      "  --render-chat       print what chat requests on stdin (JSON lines) render to, and exit\n"
      ENGINE_USAGE},
 };
@@ -184,6 +188,9 @@ int cli_parse(const char *cmd, int argc, char **argv, cli_opt *opts, const char 
             while (o->name && strcmp(o->name, a)) o++;
             if (!o->name) return cli_usage_error(cmd, "unexpected argument '%s'", a);
             if (o->seen && o->kind != OPT_MULTI) return cli_usage_error(cmd, "%s given twice", a);
+            for (const cli_opt *p = opts; p->name; p++) /* an alias: another name of the same option */
+                if (p != o && p->dest == o->dest && p->seen)
+                    return cli_usage_error(cmd, "%s and %s are the same option: give one", p->name, a);
             o->seen = 1;
             if (o->kind == OPT_FLAG) { *(int *)o->dest = 1; continue; }
             if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
@@ -204,6 +211,13 @@ int cli_parse(const char *cmd, int argc, char **argv, cli_opt *opts, const char 
     }
     if (npos) *npos = np;
     return CIS2_OK;
+}
+
+int cli_given(const cli_opt *opts, const void *dest)
+{
+    for (const cli_opt *p = opts; p->name; p++)
+        if (p->dest == dest && p->seen) return 1;
+    return 0;
 }
 
 int cli_engine_open(cli_engine *c, cis2_engine **e, cis2_error *err)

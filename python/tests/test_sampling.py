@@ -89,11 +89,11 @@ SAMPLED = [
     # (CLI flags, Python keyword arguments): binary32-exact values, so the
     # CLI's decimal conversion and Python's float -> binary32 agree
     (["--temperature", "0.75", "--top-k", "40", "--top-p", "0.875", "--min-p", "0.0625", "--seed", "99",
-      "--logprobs", "3"],
+      "--logprobs", "2"],
      dict(temperature=0.75, top_k=40, top_p=0.875, min_p=0.0625, seed=99, top_logprobs=2)),
     (["--temperature", "1.5", "--seed", "7", "--sequence", "3", "--stop-id", "95,440"],
      dict(temperature=1.5, seed=7, sequence=3, stop=[95, 440])),
-    (["--stop", "__", "--logprobs", "1"], dict(stop="__", logprobs=True)),
+    (["--stop", "__", "--logprobs", "0"], dict(stop="__", logprobs=True)),
     (["--temperature", "0.5", "--seed", "1", "--stop", "_", "--stop", "q"], dict(temperature=0.5, seed=1, stop=["_", b"q"])),
 ]
 

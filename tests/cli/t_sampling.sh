@@ -35,10 +35,10 @@ check() { # label T topk topp minp seed seq topn [model] [prompt] [gen]
         "$S" "$Q" "$N" || fail "$label: cis2 and the reference disagree"
 }
 check temp     0.8  0   1    0    42 0 3
-check topk     1.3  5   1    0    7  2 1
+check topk     1.3  5   1    0    7  2 0
 check topp     1.0  0   0.8  0    1  0 5
 check minp     0.9  0   1    0.1  99 1 2
-check all      0.6  20  0.95 0.05 12345678901234567890 4294967295 21
+check all      0.6  20  0.95 0.05 12345678901234567890 4294967295 20
 check tinyT    1.17549435e-38 0 1 0 3 0 2
 check hugeT    3.4028235e38   0 1 0 3 0 2
 check greedyk1 0.7  1   1    0    5  0 2
@@ -152,12 +152,26 @@ echo "ok: stop ids, eos and stop strings"
 # 5. invalid parameters are usage errors, never clamped
 for a in "--temperature -1" "--temperature nan" "--temperature inf" "--temperature 1e-40" "--temperature 1e39" \
          "--temperature -0" "--top-p 0" "--top-p 1.5" "--top-p -0.5" "--top-k 0" "--top-k 100000" "--min-p 1e-30" \
-         "--min-p 2" "--seed 18446744073709551616" "--sequence 4294967296" "--logprobs 22" "--stop-id 1,,2"; do
+         "--min-p 2" "--seed 18446744073709551616" "--sequence 4294967296" "--logprobs 21" "--max-tokens 2 --gen-toks 2" "--top-logprobs 1 --logprobs 1" "--stop-id 1,,2"; do
     $CIS2 run --model-dir "$m" --prompt x --gen-toks 1 $a > "$d/o" 2> "$d/e"; rc=$?
     [ $rc -eq 2 ] || fail "run $a exited $rc, want 2: $(cat "$d/e")"
     [ "$(wc -l < "$d/e")" -eq 1 ] || fail "run $a: not one line on stderr"
 done
 echo "ok: invalid parameters refused"
+
+# 5b. the other surfaces' names are aliases (issue 32): --max-tokens is
+# --gen-toks, --top-logprobs is --logprobs, --stop-token-ids is --stop-id
+$CIS2 run --model-dir "$m" --prompt x --gen-toks 3 --temperature 0.5 --seed 3 --logprobs 2 --stop-id 5 --json \
+    > "$d/a1.json" || fail "run with the CLI's names"
+$CIS2 run --model-dir "$m" --prompt x --max-tokens 3 --temperature 0.5 --seed 3 --top-logprobs 2 --stop-token-ids 5 \
+    --json > "$d/a2.json" || fail "run with the aliases"
+cmp -s "$d/a1.json" "$d/a2.json" || fail "the aliases gave another run"
+$PY - "$d/a1.json" <<'EOF' || fail "--logprobs 2: not 2 alternatives a step"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert [len(s["top"]) for s in r["logprobs"]] == [2] * r["gen_toks"], r["logprobs"]
+EOF
+echo "ok: aliases; --logprobs N gives N alternatives"
 
 # 6. decimals round once (params.json's table, §S2.3); T = 0 is v1 (§S7.1)
 $PY - "$CIS2" "$m" "$d" <<'EOF' || exit 1

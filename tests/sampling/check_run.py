@@ -6,6 +6,7 @@ logits with the run's parameters, and every logprob (chosen and top
 alternatives) has the reference's bits.
 
 usage: check_run.py RUN_JSON DUMP T_BITS TOP_K TOP_P_BITS MIN_P_BITS SEED SEQUENCE TOP_N
+TOP_N: the alternatives asked per step (`cis2 run --logprobs N`, the server's N).
 Exits 0 when every step agrees, 1 (naming the step) otherwise.
 """
 import json
@@ -38,7 +39,7 @@ def main():
             print(f"step {s}: cis2 chose {gen[s]}, the reference {want}")
             return 1
         if top_n or "logprobs" in run:
-            rep = ref.logprob_report(x, gen[s], max(top_n - 1, 0))
+            rep = ref.logprob_report(x, gen[s], top_n)
             got = run["logprobs"][s]
             if int(got["bits"], 16) != rep["chosen_bits"]:
                 print(f"step {s}: logprob {got['bits']}, the reference {rep['chosen_bits']:08x}")

@@ -20,7 +20,7 @@ strings here), top_k (0 and -1: off, so omitted), seed, the choice's
 index among its prompt's n as --sequence, max_tokens as --gen-toks, stop strings as --stop,
 stop_token_ids (and, for chat, the id of <|im_end|> after them) as
 --stop-id, stop_at_eos, and logprobs N (completions) or top_logprobs N
-(chat) as --logprobs N+1.  A chat case's prompt is the rendered prompt
+(chat) as --logprobs N (the same N since issue 32).  A chat case's prompt is the rendered prompt
 the server reports (tests/server/t_serve_chat.sh checks the rendering).
 """
 import json
@@ -79,9 +79,9 @@ def cli_args(case, p, receipt):
     if p.get("stop_at_eos"):
         a.append("--stop-at-eos")
     if chat and p.get("logprobs"):
-        a += ["--logprobs", str(int(p.get("top_logprobs") or 0) + 1)]
+        a += ["--logprobs", str(int(p.get("top_logprobs") or 0))]
     elif not chat and p.get("logprobs") is not None:
-        a += ["--logprobs", str(int(p["logprobs"]) + 1)]
+        a += ["--logprobs", str(int(p["logprobs"]))]
     return a
 
 
