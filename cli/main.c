@@ -28,7 +28,7 @@ static void help(FILE *f)
     fprintf(f, "cis2 %s - canonical fp32 transformer inference (CIS-2 v%s)\n\nusage: cis2 COMMAND [options]"
                "   (cis2 COMMAND --help: every option)\n\n", CIS2_VERSION, CIS2_SPEC_VERSION);
     for (size_t i = 0; i < cli_ncommands; i++) fprintf(f, "  %-11s %s\n", cli_commands[i].name, cli_commands[i].synopsis);
-    fprintf(f, "  %-11s %s\n", "version", "print the version");
+    fprintf(f, "  %-11s %s\n", "version", "print the versions: the program's, the library's and its ABI (also --version)");
     fprintf(f, "\nExit codes: 0 ok, 1 mismatch, 2 usage, 3 io, 4 format, 5 unsupported,\n"
                "6 hash, 7 fpenv, 8 nondeterminism, 9 nomem, 10 internal, 11 cancelled.\n");
 }
@@ -49,8 +49,9 @@ int main(int argc, char **argv)
         return cli_finish_stdout(0);
     }
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
-        printf("cis2 %s (library %s, CIS-2 v%s, %s)\n", CIS2_VERSION, cis2_version(), CIS2_SPEC_VERSION,
-               cis2_isa_name());
+        /* the program's CIS2_VERSION, then what the library it runs says of itself */
+        printf("cis2 %s (library %s, ABI %u, CIS-2 v%s, %s)\n", CIS2_VERSION, cis2_version(), cis2_abi_version(),
+               CIS2_SPEC_VERSION, cis2_isa_name());
         return cli_finish_stdout(0);
     }
     const cli_command *c = cli_find(cmd);

@@ -36,6 +36,17 @@ for flag in $(grep -ho '{"--[a-z0-9-]*", OPT_' cli/*.c serve/*.c | sed 's/{"\(--
 done
 echo "ok: --help everywhere, cis2 help lists every option"
 
+# `cis2 --version` and `cis2 version` (issue 32 item 11): the version and
+# ABI include/cis2.h defines (read from the header, not from the program)
+hv=$(sed -n 's/^#define CIS2_VERSION "\(.*\)"$/\1/p' include/cis2.h)
+ha=$(sed -n 's/^#define CIS2_ABI_VERSION \([0-9]*\)u$/\1/p' include/cis2.h)
+[ -n "$hv" ] && [ -n "$ha" ] || fail "include/cis2.h: no CIS2_VERSION / CIS2_ABI_VERSION"
+"$CIS2" --version > "$d/v1" || fail "cis2 --version exited $?"
+"$CIS2" version > "$d/v2" || fail "cis2 version exited $?"
+cmp -s "$d/v1" "$d/v2" || fail "cis2 --version and cis2 version differ"
+grep -qx "cis2 $hv (library $hv, ABI $ha, CIS-2 v0.3b, [a-z0-9_-]*)" "$d/v1" || fail "cis2 --version: $(cat "$d/v1")"
+echo "ok: --version: $(cat "$d/v1")"
+
 "$CIS2" synth --shape tiny --seed 7 --out "$d/m" > /dev/null || fail synth
 m=$d/m
 expect 2 "--gen-toks given twice" "$CIS2" run --model-dir "$m" --gen-toks 2 --gen-toks 3
