@@ -8,23 +8,30 @@ one place where a status code becomes an exception (``check``).  Nothing
 here knows about engines or receipts as Python objects; engine.py and
 receipt.py build those on top.
 
-Where the library is looked for, in order (the first that loads wins):
+Where the library is looked for, in order (the first of the right
+version wins):
 
 1. ``$CIS2_LIBRARY``: the path of libcis2.so (or of a directory holding
-   it), e.g. ``build/libcis2.so`` of a build tree;
-2. ``libcis2.so.0`` through the dynamic loader's own search
-   (LD_LIBRARY_PATH, the ld.so cache after ``make install`` + ldconfig);
-3. ``ctypes.util.find_library("cis2")``;
-4. ``lib/libcis2.so.0`` of the prefix this package is installed in (so
-   ``pip install --prefix P`` finds ``make install PREFIX=P``'s library,
-   also under Debian's P/local/lib/python3.X/dist-packages), of
-   ``sys.prefix``, and of /usr/local (``make install``'s default prefix).
+   it), e.g. ``build/libcis2.so`` of a build tree; when set, nothing else
+   is tried;
+2. ``lib/libcis2.so.0`` of the prefix this package is installed in: the
+   library ``make install PREFIX=P`` put beside ``pip install --prefix P``
+   (also under Debian's P/local/lib/python3.X/dist-packages) or beside a
+   virtual environment P's site-packages.  It comes before the loader's
+   search so that an older copy elsewhere (the ld.so cache after an
+   earlier ``make install`` + ldconfig) cannot shadow the library that was
+   installed with the package (issue 32);
+3. ``libcis2.so.0`` through the dynamic loader's own search
+   (LD_LIBRARY_PATH, the ld.so cache), then ``ctypes.util.find_library``;
+4. ``lib/libcis2.so.0`` of ``sys.prefix`` and of /usr/local (``make
+   install``'s default prefix, found even before ldconfig has run).
 
 The library is loaded on first use, not at import, so ``import cis2`` and
-its exception classes work without it; a failure raises LibraryNotFound
-naming every place tried and why each failed.  The struct layouts are
-those of CIS2_VERSION ABI_VERSION below; a library of another major.minor
-version is refused.
+its exception classes work without it.  The struct layouts are those of
+CIS2_VERSION ABI_VERSION and CIS2_ABI_VERSION STRUCT_ABI below; a library
+of another version is passed over (and unloaded) for the next place.  If
+none is right, LibraryNotFound names every place tried and why each
+failed, the wrong versions with their paths first.
 """
 import ctypes
 import ctypes.util
@@ -203,39 +210,40 @@ _PROTOS = {
 
 # ---------------------------------------------------------------- loading
 
-def _candidates():
-    """(label, what to hand to CDLL) in search order."""
-    out = []
-    env = os.environ.get(ENV_VAR)
-    if env:
-        path = env
-        if os.path.isdir(path):
-            path = os.path.join(path, "libcis2.so")
-        out.append(("$%s=%s" % (ENV_VAR, env), path))
-        return out   # an explicit choice is never silently replaced by another library
-    out.append(("the dynamic loader's search for %s" % SONAME, SONAME))
-    found = ctypes.util.find_library("cis2")
-    if found and found != SONAME:
-        out.append(("ctypes.util.find_library('cis2')", found))
+def _prefix_dirs():
+    """The lib directories of the prefix this package is installed in."""
     dirs = []
-    here = os.path.dirname(os.path.abspath(__file__))
-    d = here
+    d = os.path.dirname(os.path.abspath(__file__))
     while True:   # .../PREFIX/lib/python3.X/site-packages/cis2 -> PREFIX/lib
         parent = os.path.dirname(d)
         if parent == d:
-            break
+            return dirs
         if os.path.basename(parent) in ("lib", "lib64"):
             dirs.append(parent)
             up = os.path.dirname(parent)
             if os.path.basename(up) == "local":   # Debian's pip: --prefix P puts packages in P/local/lib
                 dirs.append(os.path.join(os.path.dirname(up), os.path.basename(parent)))
         d = parent
-    dirs += [os.path.join(sys.prefix, "lib"), "/usr/local/lib"]
-    seen = set()
-    for d in dirs:
-        p = os.path.join(d, SONAME)
-        if p not in seen:
-            seen.add(p)
+
+
+def _candidates():
+    """(label, what to hand to CDLL) in search order; a path is its own label."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        path = env
+        if os.path.isdir(path):
+            path = os.path.join(path, "libcis2.so")
+        return [("$%s=%s" % (ENV_VAR, env), path)]   # an explicit choice is never replaced by another library
+    paths = [os.path.join(d, SONAME) for d in _prefix_dirs()]
+    out = [(p, p) for p in paths]
+    out.append(("the dynamic loader's search for %s" % SONAME, SONAME))
+    found = ctypes.util.find_library("cis2")
+    if found and found != SONAME:
+        out.append(("ctypes.util.find_library('cis2')", found))
+    for d in (sys.prefix, "/usr/local"):
+        p = os.path.join(d, "lib", SONAME)
+        if p not in paths:
+            paths.append(p)
             out.append((p, p))
     return out
 
@@ -255,8 +263,48 @@ def get():
     return _lib
 
 
+class _DlInfo(Structure):  # Dl_info of <dlfcn.h>
+    _fields_ = [("dli_fname", c_char_p), ("dli_fbase", c_void_p), ("dli_sname", c_char_p), ("dli_saddr", c_void_p)]
+
+
+def _file_of(lib, target):
+    """The file a loaded library came from (dladdr), else what was asked for."""
+    try:
+        dladdr = ctypes.CDLL(None).dladdr
+        dladdr.argtypes = [c_void_p, POINTER(_DlInfo)]
+        dladdr.restype = c_int
+        info = _DlInfo()
+        if dladdr(ctypes.cast(lib.cis2_version, c_void_p), ctypes.byref(info)) and info.dli_fname:
+            return os.fsdecode(info.dli_fname)
+    except (OSError, AttributeError):
+        pass
+    return target
+
+
+def _unload(lib):
+    """dlclose of a library passed over (best effort: it is never used)."""
+    try:
+        import _ctypes
+        _ctypes.dlclose(lib._handle)
+    except (ImportError, AttributeError, OSError):
+        pass
+
+
+def _versions(lib):
+    """(CIS2_VERSION, CIS2_ABI_VERSION or None) of a loaded library; AttributeError if it is not libcis2."""
+    lib.cis2_version.restype = c_char_p
+    lib.cis2_version.argtypes = []
+    version = lib.cis2_version().decode("utf-8", "replace")
+    abi = None
+    if hasattr(lib, "cis2_abi_version"):
+        lib.cis2_abi_version.restype = ctypes.c_uint
+        lib.cis2_abi_version.argtypes = []
+        abi = lib.cis2_abi_version()
+    return version, abi
+
+
 def _load():
-    tried = []
+    tried, wrong = [], []
     for label, target in _candidates():
         try:
             lib = ctypes.CDLL(target)
@@ -264,30 +312,41 @@ def _load():
             tried.append(str(e) if label == target and target in str(e) else "%s: %s" % (label, e))
             continue
         try:
-            lib.cis2_version.restype = c_char_p
-            lib.cis2_version.argtypes = []
-            version = lib.cis2_version().decode()
+            version, abi = _versions(lib)
         except AttributeError:
             tried.append("%s: not libcis2 (no cis2_version)" % label)
+            _unload(lib)
             continue
-        abi = None
-        if hasattr(lib, "cis2_abi_version"):
-            lib.cis2_abi_version.restype = ctypes.c_uint
-            lib.cis2_abi_version.argtypes = []
-            abi = lib.cis2_abi_version()
+        where = _file_of(lib, target)
         if version.split(".")[:2] != ABI_VERSION.split(".") or abi != STRUCT_ABI:
-            raise LibraryNotFound("cis2: %s is libcis2 %s (ABI %s); this package mirrors the %s.x API, ABI %d "
-                                  "(include/cis2.h): install the Python package from the same source tree as the "
-                                  "library" % (label, version, abi, ABI_VERSION, STRUCT_ABI))
+            wrong.append("%s%s is libcis2 %s (ABI %s)" % (where, "" if where == label else " (%s)" % label, version,
+                                                         abi))
+            tried.append(wrong[-1])
+            _unload(lib)
+            continue
+        missing = [name for name in _PROTOS if not hasattr(lib, name)]
+        if missing:
+            wrong.append("%s%s claims libcis2 %s (ABI %s) but lacks %s" % (
+                where, "" if where == label else " (%s)" % label, version, abi, ", ".join(missing[:3])))
+            tried.append(wrong[-1])
+            _unload(lib)
+            continue
         for name, (res, args) in _PROTOS.items():
             f = getattr(lib, name)
             f.restype = res
             f.argtypes = args
-        lib.path = getattr(lib, "_name", target)
+        lib.path = where
         return lib
-    raise LibraryNotFound("cis2: cannot load libcis2.so; set %s to its path (e.g. build/libcis2.so of a built "
-                          "source tree) or run `make install` (and ldconfig). Tried:\n  %s"
-                          % (ENV_VAR, "\n  ".join(tried)))
+    want = "libcis2 %s.x (ABI %d, include/cis2.h)" % (ABI_VERSION, STRUCT_ABI)
+    if wrong:
+        head = ("cis2: found no %s, the version this package mirrors: %s.  Install the Python package and the "
+                "library from the same source tree (`make install PREFIX=P` puts it in P/lib, where a package "
+                "installed in P looks first), or set %s to the right libcis2.so."
+                % (want, "; ".join(wrong), ENV_VAR))
+    else:
+        head = ("cis2: cannot load libcis2.so; set %s to its path (e.g. build/libcis2.so of a built source tree) "
+                "or run `make install PREFIX=P` for the P this package is installed in." % ENV_VAR)
+    raise LibraryNotFound("%s Tried:\n  %s" % (head, "\n  ".join(tried)))
 
 
 # ---------------------------------------------------------------- helpers

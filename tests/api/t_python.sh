@@ -69,6 +69,32 @@ sed -n 3p "$d/out1" | grep -qx "$ref" || fail "the installed package's witness d
 (cd "$d" && env -u CIS2_LIBRARY -u LD_LIBRARY_PATH PYTHONPATH="$psite" "$PY" -c "$probe" "$d/m" "$d/r") \
     > "$d/out2" 2>&1 || { cat "$d/out2"; fail "the --prefix install does not find $d/prefix/lib/libcis2.so.0"; }
 sed -n 2p "$d/out2" | grep -qx "$d/prefix/lib/libcis2.so.0" || fail "loaded $(sed -n 2p "$d/out2"), not the prefix's library"
+# a stale libcis2.so.0 where the dynamic loader looks first (issue 32 item 2:
+# an older `make install` in the ld.so cache; LD_LIBRARY_PATH stands in for
+# it, the system cache is left alone): one of another version, and one that
+# claims this version but is not the library make install put beside the
+# package.  The package's own prefix must win over both.
+mkdir "$d/stale" "$d/stale2"
+ver=$(sed -n 's/^#define CIS2_VERSION "\(.*\)"/\1/p' include/cis2.h)
+abi=$(sed -n 's/^#define CIS2_ABI_VERSION \([0-9]*\)u*$/\1/p' include/cis2.h)
+[ -n "$ver" ] && [ -n "$abi" ] || fail "no CIS2_VERSION / CIS2_ABI_VERSION in include/cis2.h"
+printf 'const char *cis2_version(void) { return "0.2.9"; }\nunsigned cis2_abi_version(void) { return 2; }\n' > "$d/stale.c"
+printf 'const char *cis2_version(void) { return "%s"; }\nunsigned cis2_abi_version(void) { return %s; }\n' "$ver" "$abi" > "$d/stale2.c"
+for s in stale stale2; do
+    ${CC:-cc} -shared -fPIC -Wl,-soname,libcis2.so.0 "$d/$s.c" -o "$d/$s/libcis2.so.0" || fail "cc $s.c"
+done
+for s in stale stale2; do
+    (cd "$d" && env -u CIS2_LIBRARY LD_LIBRARY_PATH="$d/$s" PYTHONPATH="$psite" "$PY" -c "$probe" "$d/m" "$d/r") \
+        > "$d/out_$s" 2>&1 || { cat "$d/out_$s"; fail "a $s libcis2.so.0 on LD_LIBRARY_PATH shadows the prefix's library"; }
+    sed -n 2p "$d/out_$s" | grep -qx "$d/prefix/lib/libcis2.so.0" ||
+        fail "with a $s copy on LD_LIBRARY_PATH: loaded $(sed -n 2p "$d/out_$s"), not the prefix's library"
+done
+# no library beside the package, only the stale one: refused, naming its path
+# and version and where the package looked
+(cd "$d" && env -u CIS2_LIBRARY LD_LIBRARY_PATH="$d/stale" PYTHONPATH="$d/site" "$PY" -c 'import cis2; cis2.Engine(".")') \
+    > "$d/out_stale3" 2>&1 && fail "a stale library alone was not refused"
+grep -q "LibraryNotFound: " "$d/out_stale3" && grep -q "$d/stale/libcis2.so.0.* 0\.2\.9 (ABI 2)" "$d/out_stale3" ||
+    { cat "$d/out_stale3"; fail "unclear error for a stale library"; }
 # python3 -m cis2 from the installed package
 (cd "$d" && env -u CIS2_LIBRARY PYTHONPATH="$psite" "$PY" -m cis2 verify "$d/r" --model-dir "$d/m") > "$d/out3" 2>&1 ||
     { cat "$d/out3"; fail "python3 -m cis2 verify"; }
