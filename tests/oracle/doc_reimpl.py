@@ -1,0 +1,622 @@
+#!/usr/bin/python3
+"""doc_reimpl.py - a second implementation of cis2's greedy decode, in numpy
+float32, written from docs/arithmetic.md alone (not from cis2's C sources).
+
+Every rule below names the docs/arithmetic.md section it follows ("doc §N");
+the spec/FACTS section the doc cites for it is in brackets.  It is a check
+of the document as much as of cis2: if the document leaves out a rule that
+decides a bit, this program and cis2 disagree.
+
+    doc_reimpl.py goldens
+        the known answers of doc §13 (single operations, small composite
+        vectors, table digests); exit 1 if any differs.
+    doc_reimpl.py run --model-dir D --prompt-ids 1,2,3 --gen-toks N --logits OUT
+        the greedy decode of doc §10 on checkpoint D: writes every step's
+        logits to OUT (raw f32 LE, step after step, as `cis2 run
+        --dump-logits`) and prints the receipt fields it can recompute
+        (doc §12) as `key value` lines: weights-sha256, config-sha256,
+        tokenizer-sha256, table-digest, inv-freq-table-digest,
+        generated-token-ids, argmax-digest, witness-digest.
+
+Not emulated: flush-to-zero / denormals-are-zero (doc §1, [§1.3]).  numpy
+keeps subnormals, so a run that produced one could differ from cis2 here
+(a false failure, never a false pass); the synthetic checkpoints of
+tests/oracle/t_doc_reimpl.sh produce none.  Python floats are f64 and numpy
+1.x promotes `np.float32 + float` to f64, so every constant below is an f32
+(`f32(...)` or a bit pattern) and every operation one rounded f32 operation,
+as the doc's Notation paragraph requires, except the f64 steps of sin/cos (doc §4.3).
+"""
+import hashlib
+import json
+import math
+import struct
+import sys
+
+import numpy as np
+
+f32 = np.float32
+np.seterr(all="ignore")   # overflow to Inf and 0/0 are intended results
+
+
+def from_bits(u):
+    return np.frombuffer(struct.pack("<I", u), dtype="<f4")[0]
+
+
+def bits(x):
+    return struct.unpack("<I", f32(x).tobytes())[0]
+
+
+def from_bits64(u):
+    return struct.unpack("<d", struct.pack("<Q", u))[0]
+
+
+def le32(x):
+    return struct.pack("<I", bits(x))
+
+
+# ---- doc §3: sums and products [§5] ---------------------------------------
+
+def sum_seq(a):
+    """doc §3 sum_seq [§5.3]: acc = +0.0, then acc = acc + a[i] in order."""
+    a = np.asarray(a, dtype=f32)
+    return np.add.accumulate(np.concatenate(([f32(0)], a)), dtype=f32)[-1]
+
+
+def matvec(W, x):
+    """doc §3 [§5.1, §5.2]: y[o] = dot_seq(W[o, :], x): one rounded product
+    per element, summed by one accumulator that starts at +0.0, in index
+    order.  (np.add.accumulate is that running sum; a column of +0.0 in
+    front makes the start +0.0, which matters only for a row of -0.0s.)"""
+    W = np.atleast_2d(W)
+    P = np.zeros((W.shape[0], W.shape[1] + 1), dtype=f32)
+    np.multiply(W, x, out=P[:, 1:])
+    return np.add.accumulate(P, axis=1, dtype=f32)[:, -1]
+
+
+def dot_seq(a, b):
+    return matvec(np.asarray(a, dtype=f32)[None, :], np.asarray(b, dtype=f32))[0]
+
+
+def argmax(v):
+    """doc §9 [§11.2]: best = 0; replace only on a strict >."""
+    best = 0
+    for i in range(1, len(v)):
+        if v[i] > v[best]:
+            best = i
+    return best
+
+
+# ---- doc §4: the pinned functions [§6] -------------------------------------
+
+def rsqrt(x):
+    """doc §4.1 [§6.1]: an IEEE f32 sqrt, then an IEEE f32 division."""
+    return f32(1) / np.sqrt(f32(x))
+
+
+EXP_LOG2E, EXP_C1, EXP_C2 = (from_bits(u) for u in (0x3FB8AA3B, 0x3F318000, 0xB95E8083))
+EXP_P = [from_bits(u) for u in (0x39506967, 0x3AB743CE, 0x3C088908,
+                                0x3D2AA9C1, 0x3E2AAAAA, 0x3F000000)]
+PLUS_INF, MINUS_INF, QNAN = (from_bits(u) for u in (0x7F800000, 0xFF800000, 0x7FC00000))
+
+
+def ldexp_exact(x, k):
+    """doc §4.2 [§6.2.1]: replace the exponent field, nothing else."""
+    if x == 0:
+        return x
+    b = bits(x)
+    e = ((b >> 23) & 0xFF) + k
+    if e <= 0:
+        return f32(0)
+    if e >= 255:
+        return from_bits((b & 0x80000000) | 0x7F800000)
+    return from_bits((b & ~(0xFF << 23) & 0xFFFFFFFF) | (e << 23))
+
+
+def exp_pinned(x):
+    """doc §4.2 [§6.2]; +Inf above 88.0 is normative [FACTS §1.5]."""
+    if x != x:
+        return x
+    if x > f32(88):
+        return PLUS_INF
+    if x < f32(-88):
+        return f32(0)
+    t = x * EXP_LOG2E
+    z0 = t + f32(0.5)
+    k = f32(math.floor(z0))
+    kc1 = k * EXP_C1
+    r0 = x - kc1
+    kc2 = k * EXP_C2
+    r = r0 - kc2
+    r2 = r * r
+    p = EXP_P[0]
+    for c in EXP_P[1:]:
+        m = p * r
+        p = m + c
+    m1 = p * r2
+    s = m1 + r
+    res = s + f32(1)
+    return ldexp_exact(res, int(k))
+
+
+PI_2 = from_bits64(0x3FF921FB54442D18)
+SIN_C = [from_bits(u) for u in (0xBE2AAAA3, 0x3C08839E, 0xB94CA1F9)]
+COS_C = [from_bits(u) for u in (0x3D2AAAA5, 0xBAB6061A, 0x37CCF5CE)]
+
+
+def round_half_away(q):
+    """doc §4.3: f64 round to the nearest integer, halves away from zero,
+    the sign of a zero kept."""
+    a = abs(q)
+    t = float(math.floor(a))
+    if a - t >= 0.5:
+        t += 1.0
+    return math.copysign(t, q)
+
+
+def reduce_quadrant(x):
+    """doc §4.3 [§6.3]: the reduction, in f64 (Python floats), one RNE
+    narrowing to f32; quadrant = k mod 4 exactly."""
+    xd = float(x)
+    q = xd / PI_2
+    k = round_half_away(q)
+    kp = k * PI_2
+    r64 = xd - kp
+    return f32(r64), int(k) % 4
+
+
+def sin_r(r):
+    r2 = r * r
+    i = SIN_C[2]
+    t = i * r2
+    i = t + SIN_C[1]
+    t = i * r2
+    i = t + SIN_C[0]
+    r3 = r2 * r
+    term = i * r3
+    return r + term
+
+
+def cos_r(r):
+    r2 = r * r
+    i = COS_C[2]
+    t = i * r2
+    i = t + COS_C[1]
+    t = i * r2
+    i = t + COS_C[0]
+    r4 = r2 * r2
+    term = i * r4
+    h = f32(0.5) * r2
+    s1 = f32(1) - h
+    return s1 + term
+
+
+def sin_pinned(x):
+    """doc §4.3 quadrant table, sin column."""
+    r, quad = reduce_quadrant(x)
+    return (sin_r(r), cos_r(r), -sin_r(r), -cos_r(r))[quad]
+
+
+def cos_pinned(x):
+    """doc §4.3 quadrant table, cos column."""
+    r, quad = reduce_quadrant(x)
+    return (cos_r(r), -sin_r(r), -cos_r(r), sin_r(r))[quad]
+
+
+def silu_pinned(x):
+    """doc §4.4 [§6.4]: x / (1 + exp(-x)), a division."""
+    n = -x
+    e = exp_pinned(n)
+    d = f32(1) + e
+    return x / d
+
+
+LOG_SQRTHF, LOG_Q1, LOG_Q2 = (from_bits(u) for u in (0x3F3504F3, 0xB95E8083, 0x3F318000))
+LOG_P = [from_bits(u) for u in (0x3D9021BB, 0xBDEBD1B8, 0x3DEF251B, 0xBDFE5D4F, 0x3E11E9BF,
+                                0xBE2AAE50, 0x3E4CCEAD, 0xBE7FFFFC, 0x3EAAAAAA)]
+
+
+def ln_pinned(x):
+    """doc §4.5 [§6.5]; the NaN is 0x7FC00000 [FACTS §1.7]."""
+    b = bits(x)
+    if (b & 0x7F800000) == 0:          # +-0 and (DAZ) subnormals
+        return MINUS_INF
+    if x != x or x < 0:
+        return QNAN
+    m = from_bits((b & 0x807FFFFF) | (126 << 23))   # frexp_exact, doc §4.5 [§6.5.1]
+    e = ((b >> 23) & 0xFF) - 126
+    if m < LOG_SQRTHF:
+        e -= 1
+        mm = m + m
+        m = mm - f32(1)
+    else:
+        m = m - f32(1)
+    z = m * m
+    p = LOG_P[0]
+    for c in LOG_P[1:]:
+        t = p * m
+        p = t + c
+    y = p * m
+    y = y * z
+    fe = f32(e)
+    t1 = fe * LOG_Q1
+    y = y + t1
+    hz = f32(0.5) * z
+    y = y - hz
+    res = m + y
+    t2 = fe * LOG_Q2
+    return res + t2
+
+
+def table_digest():
+    """doc §4.7 [§6.6]: SHA-256 of the 116-byte constant stream."""
+    s = b"".join(le32(c) for c in [EXP_LOG2E, EXP_C1, EXP_C2] + EXP_P)
+    s += struct.pack("<d", PI_2)
+    s += b"".join(le32(c) for c in SIN_C + COS_C + [LOG_SQRTHF, LOG_Q1, LOG_Q2] + LOG_P)
+    assert len(s) == 116
+    return hashlib.sha256(s).digest()
+
+
+# ---- doc §5: RoPE [§7] -----------------------------------------------------
+
+def rope_inv_freq(theta, head_dim):
+    """doc §5 [§7.1]: exp_pinned(-(2i/hd) * ln_pinned(theta))."""
+    lt = ln_pinned(f32(theta))
+    hd = f32(head_dim)
+    out = []
+    for i in range(head_dim // 2):
+        frac = f32(2 * i) / hd
+        p = frac * lt
+        a = -p
+        out.append(exp_pinned(a))
+    return np.array(out, dtype=f32)
+
+
+def inv_freq_table_digest(inv):
+    """doc §5 [§7.2]: SHA-256 of the half values, 4 LE bytes each."""
+    return hashlib.sha256(inv.astype("<f4").tobytes()).digest()
+
+
+def rope_tables(inv, pos):
+    """doc §5 [§7.3]: angle = (f32)pos * inv_freq[i]."""
+    angles = [f32(pos) * v for v in inv]
+    return (np.array([cos_pinned(a) for a in angles], dtype=f32),
+            np.array([sin_pinned(a) for a in angles], dtype=f32))
+
+
+def rope_rotate(h, cos_v, sin_v):
+    """doc §5 [§7.4]: rotate-half, pairs (i, i + half)."""
+    half = len(h) // 2
+    x1, x2 = h[:half], h[half:]
+    t1 = x1 * cos_v
+    n2 = -x2
+    t2 = n2 * sin_v
+    t3 = x2 * cos_v
+    t4 = x1 * sin_v
+    return np.concatenate([t1 + t2, t3 + t4])
+
+
+# ---- doc §6: RMSNorm [§8] --------------------------------------------------
+
+def rmsnorm(x, w, eps):
+    """doc §6 [§8]: (x[i] * inv) * w[i], never x[i] * (inv * w[i]) [FACTS §1.3]."""
+    sq = x * x
+    ss = sum_seq(sq)
+    mean = ss / f32(len(x))
+    me = mean + eps
+    inv = rsqrt(me)
+    s = x * inv
+    return s * w
+
+
+# ---- doc §7: attention [§9] ------------------------------------------------
+
+def softmax(scores):
+    """doc §7 step 5 [§9.3]: strict-> max, exp_pinned of the differences,
+    sum_seq, one division each."""
+    mx = scores[0]
+    for s in scores[1:]:
+        if s > mx:
+            mx = s
+    e = np.array([exp_pinned(s - mx) for s in scores], dtype=f32)
+    den = sum_seq(e)
+    return e / den
+
+
+def attend_head(q_head, keys, values):
+    """doc §7 steps 4-6 [§9.2-§9.4] for one query head: keys and values are
+    [pos+1, head_dim], this head's KV head, positions 0..pos."""
+    scale = rsqrt(f32(len(q_head)))
+    d = matvec(keys, q_head)
+    p = softmax(d * scale)                 # scaled after the dot
+    return matvec(values.T.copy(), p)      # out[d] = dot_seq over j of p[j]*v[j][d]
+
+
+# ---- doc §2: from files to numbers ------------------------------------------
+
+def load_checkpoint(model_dir):
+    """doc §2: safetensors tensors widened to f32 (bf16: bits << 16 [§4.2];
+    F32 as is), config numbers parsed to f64 and narrowed once to f32
+    [§2.3, §7.1]."""
+    raw = open(model_dir + "/model.safetensors", "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    base = 8 + n
+    T = {}
+    for name, v in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = v["data_offsets"]
+        buf = raw[base + a:base + b]
+        if v["dtype"] == "BF16":
+            arr = (np.frombuffer(buf, dtype="<u2").astype(np.uint32) << 16).view(f32)
+        elif v["dtype"] == "F32":
+            arr = np.frombuffer(buf, dtype="<f4").astype(f32)
+        else:
+            sys.exit("doc_reimpl: %s: dtype %s not handled" % (name, v["dtype"]))
+        T[name] = arr.reshape(v["shape"])
+    cfg = json.load(open(model_dir + "/config.json"))
+    return T, cfg
+
+
+class Model:
+    def __init__(self, model_dir):
+        T, c = load_checkpoint(model_dir)
+        self.T = T
+        self.hidden = c["hidden_size"]
+        self.layers = c["num_hidden_layers"]
+        self.heads = c["num_attention_heads"]
+        self.kv_heads = c["num_key_value_heads"]
+        self.head_dim = self.hidden // self.heads          # doc §2 [§2.2]
+        self.group = self.heads // self.kv_heads
+        self.eps = f32(float(c["rms_norm_eps"]))            # doc §2 [§2.3]
+        self.theta = f32(float(c["rope_theta"]))            # doc §2 [§7.1]
+        tied = c.get("tie_word_embeddings", False)          # doc §2 [§2.5, §11.1]
+        self.head = T["model.embed_tokens.weight"] if tied else T["lm_head.weight"]
+        self.inv_freq = rope_inv_freq(self.theta, self.head_dim)
+        self.k_cache = [[] for _ in range(self.layers)]     # doc §7 step 3 [§3.5]
+        self.v_cache = [[] for _ in range(self.layers)]
+
+    def attention(self, l, ln1, pos):
+        """doc §7 [§9.1-§9.5]: returns o_proj's output."""
+        p = "model.layers.%d.self_attn." % l
+        T, hd = self.T, self.head_dim
+        q = matvec(T[p + "q_proj.weight"], ln1)
+        k = matvec(T[p + "k_proj.weight"], ln1)
+        v = matvec(T[p + "v_proj.weight"], ln1)
+        if p + "q_proj.bias" in T:                          # Qwen2 biases, after the product
+            q = q + T[p + "q_proj.bias"]
+            k = k + T[p + "k_proj.bias"]
+            v = v + T[p + "v_proj.bias"]
+        cos_v, sin_v = rope_tables(self.inv_freq, pos)
+        q = np.concatenate([rope_rotate(q[h * hd:(h + 1) * hd], cos_v, sin_v)
+                            for h in range(self.heads)])
+        k = np.concatenate([rope_rotate(k[h * hd:(h + 1) * hd], cos_v, sin_v)
+                            for h in range(self.kv_heads)])
+        self.k_cache[l].append(k)                          # rotated keys, unrotated values
+        self.v_cache[l].append(v)
+        K = np.array(self.k_cache[l], dtype=f32)           # [pos+1, kv_heads*hd]
+        V = np.array(self.v_cache[l], dtype=f32)
+        outs = []
+        for qh in range(self.heads):
+            kv = qh // self.group                          # consecutive q heads share a KV head
+            outs.append(attend_head(q[qh * hd:(qh + 1) * hd],
+                                    K[:, kv * hd:(kv + 1) * hd], V[:, kv * hd:(kv + 1) * hd]))
+        return matvec(T[p + "o_proj.weight"], np.concatenate(outs))
+
+    def mlp(self, l, ln2):
+        """doc §8 [§10]: down(silu(gate) * up)."""
+        p = "model.layers.%d.mlp." % l
+        g = matvec(self.T[p + "gate_proj.weight"], ln2)
+        u = matvec(self.T[p + "up_proj.weight"], ln2)
+        a = np.array([silu_pinned(x) for x in g], dtype=f32)
+        hid = a * u
+        return matvec(self.T[p + "down_proj.weight"], hid)
+
+    def forward(self, token, pos):
+        """doc §10, the forward pass of one row; returns its logits [§11.1]."""
+        T = self.T
+        h = T["model.embed_tokens.weight"][token].copy()   # unscaled embedding row
+        for l in range(self.layers):
+            p = "model.layers.%d." % l
+            ln1 = rmsnorm(h, T[p + "input_layernorm.weight"], self.eps)
+            h = h + self.attention(l, ln1, pos)
+            ln2 = rmsnorm(h, T[p + "post_attention_layernorm.weight"], self.eps)
+            h = h + self.mlp(l, ln2)
+        hn = rmsnorm(h, T["model.norm.weight"], self.eps)
+        return matvec(self.head, hn)
+
+
+def decode(model, prompt, n_gen):
+    """doc §10 [§3.4]: prefill, then n_gen greedy steps; the last token is
+    never fed back.  Returns the generated ids and every step's logits."""
+    for pos, t in enumerate(prompt[:-1]):
+        model.forward(t, pos)
+    logits = model.forward(prompt[-1], len(prompt) - 1)
+    gen, steps = [], []
+    for s in range(n_gen):
+        steps.append(logits)
+        gen.append(argmax(logits))
+        if s < n_gen - 1:
+            logits = model.forward(gen[-1], len(prompt) + s)
+    return gen, steps
+
+
+def u32le(ids):
+    return b"".join(struct.pack("<I", i) for i in ids)
+
+
+def file_sha256(path):
+    return hashlib.sha256(open(path, "rb").read()).digest()
+
+
+def witness(model_dir, tdig, idig, prompt, gen, steps):
+    """doc §11 [§12.1, order per FACTS §1.11]: weights, tokenizer, config
+    hashes, table_digest, inv_freq_table_digest (all raw 32 bytes), prompt
+    ids, then per step its logits (u32 bits LE, NaN as 0x7FC00000) and its
+    chosen id."""
+    h = hashlib.sha256()
+    for name in ("model.safetensors", "tokenizer.json", "config.json"):
+        h.update(file_sha256(model_dir + "/" + name))
+    h.update(tdig)
+    h.update(idig)
+    h.update(u32le(prompt))
+    for lg, g in zip(steps, gen):
+        u = lg.astype("<f4").view("<u4").copy()
+        u[np.isnan(lg)] = 0x7FC00000
+        h.update(u.tobytes())
+        h.update(u32le([g]))
+    return h.hexdigest()
+
+
+def cmd_run(argv):
+    opts = dict(zip(argv[0::2], argv[1::2]))
+    model_dir = opts["--model-dir"]
+    prompt = [int(x) for x in opts["--prompt-ids"].split(",")]
+    n_gen = int(opts["--gen-toks"])
+    model = Model(model_dir)
+    gen, steps = decode(model, prompt, n_gen)
+    with open(opts["--logits"], "wb") as fo:
+        for lg in steps:
+            fo.write(lg.astype("<f4").tobytes())
+    tdig = table_digest()
+    idig = inv_freq_table_digest(model.inv_freq)
+    print("weights-sha256", file_sha256(model_dir + "/model.safetensors").hex())
+    print("config-sha256", file_sha256(model_dir + "/config.json").hex())
+    print("tokenizer-sha256", file_sha256(model_dir + "/tokenizer.json").hex())
+    print("table-digest", tdig.hex())
+    print("inv-freq-table-digest", idig.hex())
+    print("generated-token-ids", ",".join(map(str, gen)))
+    print("argmax-digest", hashlib.sha256(u32le(prompt + gen)).hexdigest())   # doc §11 [§12.2]
+    print("witness-digest", witness(model_dir, tdig, idig, prompt, gen, steps))
+    return 0
+
+
+# ---- doc §13: known answers --------------------------------------------------
+
+GOLD_EXP = """0x33800000->0x3F800000 0xB4200001->0x3F7FFFFE 0x42AEAD6A->0x7E8046AE
+0x3F000005->0x3FD30950 0x3F800006->0x402DF85C 0xC2800003->0x114B4D72
+0x3F800000->0x402DF854 0xBF800000->0x3EBC5AB2 0x40A00000->0x431469C5
+0xC0A00000->0x3BDCC9FF 0x41200000->0x46AC14EE 0xC1200000->0x383E6BCE
+0x41A00000->0x4DE75844 0xC1A00000->0x310DA433 0x42200000->0x5C51106A
+0xC2200000->0x229CBC92 0x42A00000->0x792ABBCE 0xC2A00000->0x05BFECBA
+0x00000000->0x3F800000 0x80000000->0x3F800000 0x00000001->0x3F800000
+0x42B00000->0x7EF882B7 0x42B00001->0x7F800000 0x42B17217->0x7F800000
+0xC2B00000->0x00000000 0xC2B00001->0x00000000 0x3F000000->0x3FD3094C"""
+GOLD_LN = """0x00800186->0xC2AEAC4A 0x3F000841->0xBF316196 0x47C35000->0x413834F1
+0x49742400->0x415D0C55 0x3F800000->0x00000000 0x40000000->0x3F317218
+0x00800000->0xC2AEAC50 0x7F7FFFFF->0x42B17218 0x00000000->0xFF800000
+0x80000000->0xFF800000 0x00000001->0xFF800000 0xBF800000->0x7FC00000"""
+GOLD_SILU = """0x3F000002->0x3E9F5981 0x3F800000->0x3F3B26A8 0xBF800000->0xBE89B2B1
+0x41851592->0x41851592 0x42800000->0x42800000 0xC2800000->0x944B4EA3
+0xC2B00000->0x83354DDC 0xC2B00001->0x80000000 0x00000000->0x00000000
+0x80000000->0x80000000"""
+GOLD_SINCOS = """0x45034E6F->0x3F3BC37A,0xBF2E0390  0x458BE628->0x33F7F000,0xBF800000
+0x467D9F8D->0x3F29198C,0xBF40337A  0x474D246F->0x3F800000,0xB28B6000
+0x47CD246F->0xB30B6000,0xBF800000  0x47FF31CE->0x3F3260D2,0x3F379F5A
+0x4943998D->0x3F800000,0x33DD4000  0x3F800000->0x3F576AA5,0x3F0A5140
+0x41980000->0x3E197969,0x3F7D1BBF  0x43C80000->0xBF59D5D9,0xBF0679D2
+0x477FFF00->0x3F7B3849,0x3E44F5D5  0x497FFFF0->0xBF1D9959,0x3F49BD22
+0x40400000->0x3E1081C3,0xBF7D7026"""
+GOLD_INV_FREQ_64 = """3F800000 3F32A506 3EF953CF 3EADFCFF 3E72D424 3E29740A 3DEC7FD5 3DA50957
+3D6655C4 3D20BC1E 3CE054D5 3C9C8B99 3C5A7BF1 3C187706 3BD4CA16 3B947DAF
+3B4F3E39 3B109EDC 3AC9D75F 3A8CD9DE 3A449490 3A092E06 39BF74DC 39859AAD
+393A7753 39021F30 38B59B1C 387D75DF 3830DF53 37F6DAA1 37AC4320 37706B78"""
+
+
+def vec(hexes):
+    return np.array([from_bits(int(h, 16)) for h in hexes.split()], dtype=f32)
+
+
+def cmd_goldens():
+    bad = [0]
+    count = [0]
+
+    def check(name, got, want):
+        got = [bits(x) for x in np.atleast_1d(np.asarray(got, dtype=f32))]
+        want = [int(w, 16) for w in want.split()] if isinstance(want, str) else list(want)
+        count[0] += 1
+        if got != want:
+            bad[0] += 1
+            print("FAIL %s: got %s, doc §13 says %s"
+                  % (name, " ".join("%08X" % g for g in got), " ".join("%08X" % w for w in want)))
+
+    def pairs(table):
+        for p in table.split():
+            a, b = p.split("->")
+            yield a, from_bits(int(a, 16)), b
+
+    for a, x, b in pairs(GOLD_EXP):
+        check("exp_pinned(%s)" % a, exp_pinned(x), b)
+    for a, x, b in pairs(GOLD_LN):
+        check("ln_pinned(%s)" % a, ln_pinned(x), b)
+    for a, x, b in pairs(GOLD_SILU):
+        check("silu_pinned(%s)" % a, silu_pinned(x), b)
+    for a, x, b in pairs(GOLD_SINCOS):
+        s, c = b.split(",")
+        check("sin_pinned(%s)" % a, sin_pinned(x), s)
+        check("cos_pinned(%s)" % a, cos_pinned(x), c)
+    check("EPS_F32", f32(float("1e-05")), "0x3727C5AC")
+    for n, want in ((24, "3E5105EB"), (64, "3E000000"), (72, "3DF15BF0"),
+                    (96, "3DD105EB"), (112, "3DC18490"), (136, "3DAF9D54")):
+        check("rsqrt(%d)" % n, rsqrt(f32(n)), want)
+    check("dot_seq([1e8,1,-1e8],[1,1,1])", dot_seq([1e8, 1, -1e8], [1, 1, 1]), "00000000")
+    am = argmax(np.array([1, 3, 3, 2, 3, -1], dtype=f32))
+    count[0] += 1
+    if am != 1:
+        bad[0] += 1
+        print("FAIL argmax([1,3,3,2,3,-1]) = %d, doc §13 says 1" % am)
+    for row in ("3EFF136D 409CE023 3F882890 402645A5", "BFB48836 3FFAD914 3F6E2B49 C02493D5",
+                "3E0DF647 3E71F232 3F8CEF0D 3D13B9C5"):
+        x, inv, w = vec(row)[:3]
+        check("(x*inv)*w " + row, (x * inv) * w, row.split()[3])
+    check("rmsnorm n=8",
+          rmsnorm(vec("3F800000 C0000000 40400000 3F000000 BF000000 40800000 BFC00000 40100000"),
+                  vec("3F000000 3FC00000 3F800000 40000000 3E800000 3F800000 40400000 3F400000"),
+                  from_bits(0x3727C5AC)),
+          "3E6B80D1 BFB0A09D 3FB0A09D 3EEB80D1 BD6B80D1 3FEB80D1 C0047876 3F46B4B1")
+    check("matrix 3x3",
+          matvec(vec("4CBEBC20 3F800000 CCBEBC20 3F800000 40000000 40400000 "
+                     "3F000000 BFC00000 40800000").reshape(3, 3), np.ones(3, dtype=f32)),
+          "00000000 40C00000 40400000")
+    check("softmax n=6", softmax(vec("3FC00000 BF000000 3F000000 3FC00000 C0400000 00000000")),
+          "3EBB08FC 3D4A7FE4 3E099CDC 3EBB08FC 3B84FA38 3DA6EEC5")
+    q = vec("3F800000 3F000000 BF000000 40000000 BF800000 3E800000 3F400000 C0000000")
+    K = vec("3F000000 3F800000 3F800000 BF800000 3F000000 3F000000 BF000000 3F800000 "
+            "3F800000 BF800000 3F000000 3F000000 3F800000 BF000000 3F000000 3F000000 "
+            "BF000000 3F000000 3F800000 3F800000 BF800000 3F800000 3F000000 BF000000").reshape(3, 8)
+    V = vec("3F800000 0 0 3F800000 3F000000 3F000000 BF000000 0 "
+            "0 3F800000 3F000000 0 3F800000 0 3F000000 3F000000 "
+            "3F000000 3F000000 3F800000 BF000000 0 3F800000 0 3F800000").reshape(3, 8)
+    check("attention head_dim 8", attend_head(q, K, V),
+          "3EE07710 3F0FC478 3F5F2076 BEB2D98A 3E429008 3F4F5BFE 3D7C477E 3F5F2076")
+    inv8 = rope_inv_freq(f32(10000), 8)
+    check("inv_freq(10000, 8)", inv8, "3F800000 3DCCCCCC 3C23D70A 3A83126E")
+    cos_v, sin_v = rope_tables(inv8, 3)
+    check("RoPE cos pos 3", cos_v, "BF7D7026 3F7490EE 3F7FE283 3F7FFFB5")
+    check("RoPE sin pos 3", sin_v, "3E1081C3 3E974E6C 3CF5B91F 3B449B92")
+    inv64 = rope_inv_freq(f32(100000), 64)
+    check("inv_freq(100000, 64)", inv64, GOLD_INV_FREQ_64)
+    for name, got, want in (
+            ("table_digest", table_digest().hex(),
+             "23c7bfaf5cef0095fd021af2eb1808abb4928bae4219756d86bdac670a06b35d"),
+            ("inv_freq_table_digest(100000, 64)", inv_freq_table_digest(inv64).hex(),
+             "da9f6dcfde0425588815509e874515cdcd3d6b8818b6d0136590052e7bbf6f12")):
+        count[0] += 1
+        if got != want:
+            bad[0] += 1
+            print("FAIL %s = %s, doc §13 says %s" % (name, got, want))
+    print("goldens: %d checked, %d wrong" % (count[0], bad[0]))
+    return 1 if bad[0] else 0
+
+
+def main(argv):
+    if argv[1:2] == ["goldens"]:
+        return cmd_goldens()
+    if argv[1:2] == ["run"] and len(argv) == 10:
+        return cmd_run(argv[2:])
+    sys.stderr.write(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
