@@ -16,6 +16,11 @@
  * old files as they were.  With several prompts each gets its own file
  * FILE.0, FILE.1, ...  --prompt-file may be a pipe or `-` (stdin), read
  * whole first (cli_prompts_load).
+ *
+ * --stream writes the completion's text before the block as its tokens
+ * become final (run_stream below).  Names other surfaces use are aliases
+ * (issue 32): --max-tokens (--gen-toks), --top-logprobs (--logprobs, N
+ * alternatives as the server's N), --stop-token-ids (--stop-id).
  */
 #include "cli.h"
 
@@ -130,11 +135,122 @@ static void print_text(const cis2_model_info *mi, const cis2_result *r, size_t i
     free(gc);
 }
 
+/* ------------------------------------------------------- --stream */
+
+/* --stream (issue 32 item 11): the completion's text on stdout as its
+ * tokens become final during the decode, before the block.  A token's
+ * text is written once nothing can change it: an incomplete UTF-8
+ * sequence waits (cis2_utf8_unit decides, so the text is the library's
+ * display text), so do bytes that may begin a stop string (the library
+ * cuts the text there, docs/sampling.md §S5.3-§S5.4), and so does the
+ * token that ends the run (an eos or stop id is not text); the rest comes
+ * from the result's own text at the end.  The streamed text is thus
+ * always a prefix of `completion`, and stdout is that text, a LF, then
+ * the block exactly as without --stream. */
+typedef struct run_stream {
+    const cis2_engine *e;
+    const cis2_stop *stop;
+    uint32_t *ids;            /* every token so far */
+    size_t *ends;             /* ends[i]: raw bytes of ids[0..i] */
+    size_t n, cap;
+    char *raw;                /* their bytes */
+    size_t raw_n, raw_cap;
+    size_t shown;             /* ids[0..shown) are written */
+    size_t sent;              /* bytes of display text written */
+    int off;                  /* out of memory or no tokenizer: the rest waits for the end */
+} run_stream;
+
+/* Room for one more token and l more bytes (-1: out of memory). */
+static int stream_room(run_stream *st, size_t l)
+{
+    if (st->n == st->cap) {
+        size_t nc = st->cap ? 2 * st->cap : 256;
+        uint32_t *ids = realloc(st->ids, nc * sizeof *ids);
+        if (ids) st->ids = ids;
+        size_t *ends = realloc(st->ends, nc * sizeof *ends);
+        if (ends) st->ends = ends;
+        if (!ids || !ends) return -1;
+        st->cap = nc;
+    }
+    if (st->raw_n + l > st->raw_cap) {
+        size_t nc = st->raw_cap ? 2 * st->raw_cap : 4096;
+        while (nc < st->raw_n + l) nc *= 2;
+        char *raw = realloc(st->raw, nc);
+        if (!raw) return -1;
+        st->raw = raw;
+        st->raw_cap = nc;
+    }
+    return 0;
+}
+
+/* Where raw[from..n) stops being final: the start of a valid UTF-8
+ * sequence cut short by the end, or of a proper prefix of a stop string. */
+static size_t final_end(const run_stream *st, size_t from)
+{
+    const unsigned char *s = (const unsigned char *)st->raw;
+    size_t n = st->raw_n, lim = n;
+    for (size_t i = from; i < n;) {
+        uint32_t cp;
+        int v;
+        size_t u = cis2_utf8_unit(s + i, n - i, &cp, &v);
+        if (v < 0) { lim = i; break; }
+        i += u;
+    }
+    for (size_t j = from; j < lim; j++)
+        for (size_t k = 0; k < st->stop->n_strings; k++)
+            if (st->stop->string_lens[k] > n - j && !memcmp(s + j, st->stop->strings[k], n - j)) return j;
+    return lim;
+}
+
+static void stream_token(run_stream *st, const cis2_token_event *ev)
+{
+    if (st->off || ev->finish) return; /* the last token: the result decides its text */
+    char *b = NULL;
+    size_t l = 0;
+    if (cis2_engine_detokenize(st->e, &ev->token, 1, 0, &b, &l, NULL) || stream_room(st, l)) {
+        cis2_free(b);
+        st->off = 1;
+        return;
+    }
+    memcpy(st->raw + st->raw_n, b, l);
+    cis2_free(b);
+    st->raw_n += l;
+    st->ids[st->n] = ev->token;
+    st->ends[st->n++] = st->raw_n;
+    size_t from = st->shown ? st->ends[st->shown - 1] : 0, lim = final_end(st, from), k = st->shown;
+    while (k < st->n && st->ends[k] <= lim) k++;
+    if (k == st->shown) return;
+    char *t = NULL;
+    size_t tl = 0;
+    if (cis2_engine_detokenize(st->e, st->ids + st->shown, k - st->shown, 1, &t, &tl, NULL)) { st->off = 1; return; }
+    fwrite(t, 1, tl, stdout);
+    fflush(stdout);
+    cis2_free(t);
+    st->sent += tl;
+    st->shown = k;
+}
+
+/* The rest of the completion (what the result's text has beyond what was
+ * written), then the LF before the block. */
+static void stream_end(run_stream *st, const cis2_result *r)
+{
+    if (r->text && st->sent < r->text_len) fwrite(r->text + st->sent, 1, r->text_len - st->sent, stdout);
+    putchar('\n');
+}
+
+static void stream_free(run_stream *st)
+{
+    free(st->ids);
+    free(st->ends);
+    free(st->raw);
+}
+
 /* ------------------------------------------------- per-token callback */
 
 typedef struct run_cb {
     cis2_out **dump;          /* one stream per prompt, or NULL */
     int dump_failed;
+    run_stream *stream;       /* --stream, else NULL */
     int progress;             /* 1: \r updates on a terminal, 2: whole lines */
     struct timespec t0, last;
     size_t steps, nprompts, done_tokens;
@@ -152,6 +268,7 @@ static int on_token(void *ctx, const cis2_token_event *ev)
         FILE *f = cis2_out_stream(c->dump[ev->seq]);
         if (fwrite(ev->logits, sizeof(float), ev->vocab, f) != ev->vocab) c->dump_failed = 1;
     }
+    if (c->stream && ev->seq == 0) stream_token(c->stream, ev);
     c->done_tokens++;
     if (c->progress) {
         struct timespec t;
@@ -176,7 +293,7 @@ typedef struct run_opts {
     cli_engine eng;
     const char *prompt_text, *prompt_file, *prompt_ids, *dump, *receipt, *trace;
     size_t gen;
-    int json, recompute, trace_dump, progress;
+    int json, recompute, trace_dump, progress, stream;
     /* docs/sampling.md: the sampler, logprobs and stop rules */
     const char *temperature, *top_p, *min_p, *stop_ids;
     size_t top_k, logprobs;   /* --logprobs N: N alternatives (as the server's N) */
@@ -315,6 +432,7 @@ static int parse_run(int argc, char **argv, run_opts *o)
         {"--trace", OPT_STR, &o->trace, 0, 0},
         {"--trace-dump", OPT_FLAG, &o->trace_dump, 0, 0},
         {"--progress", OPT_FLAG, &o->progress, 0, 0},
+        {"--stream", OPT_FLAG, &o->stream, 0, 0},
         {"--recompute", OPT_FLAG, &o->recompute, 0, 0},
         {"--temperature", OPT_STR, &o->temperature, 0, 0},
         {"--top-k", OPT_SIZE, &o->top_k, UINT32_MAX, 0},
@@ -337,6 +455,7 @@ static int parse_run(int argc, char **argv, run_opts *o)
         return cli_usage_error("run", "give at most one of --prompt, --prompt-file, --prompt-ids");
     if (o->gen == 0) return cli_usage_error("run", "--gen-toks must be at least 1");
     if (o->trace_dump && !o->trace) return cli_usage_error("run", "--trace-dump needs --trace FILE");
+    if (o->stream && o->json) return cli_usage_error("run", "--stream is for the text output, not --json");
     if (o->prompt_text && !*o->prompt_text) return cli_usage_error("run", "--prompt is empty");
     const char *paths[3] = {o->receipt, o->dump, o->trace};
     const char *names[3] = {"--receipt", "--dump-logits", "--trace"};
@@ -467,8 +586,10 @@ int cmd_run(int argc, char **argv)
     cis2_request *reqs = NULL;
     cis2_result *res = NULL;
     side_outs so = {0};
+    run_stream st = {0};
     if ((rc = get_prompts(&o, &pf, &ps, &np, &err))) goto out;
     if (o.trace && np != 1) { rc = cis2_fail(&err, CIS2_E_USAGE, "--trace needs a single prompt"); goto out; }
+    if (o.stream && np != 1) { rc = cis2_fail(&err, CIS2_E_USAGE, "--stream needs a single prompt"); goto out; }
     if (o.dump && np > DUMP_PROMPTS_MAX) {
         rc = cis2_fail(&err, CIS2_E_USAGE, "--dump-logits: at most %d prompts (one file each)", DUMP_PROMPTS_MAX);
         goto out;
@@ -482,17 +603,25 @@ int cmd_run(int argc, char **argv)
     if (o.receipt && o.prompt_ids && (rc = check_round_trip(e, &ps[0], &err))) goto out;
     if (!(reqs = make_requests(&o, ps, np))) { rc = cis2_fail(&err, CIS2_E_NOMEM, "out of memory"); goto out; }
     if ((rc = side_open(&o, np, &so, &err))) goto out;
-    run_cb cb = {.progress = o.progress ? (isatty(2) ? 1 : 2) : (isatty(2) ? 1 : 0), .steps = o.gen, .nprompts = np,
-                 .dump = so.dump};
+    /* streamed text on a terminal: no \r progress line over it unless asked */
+    run_cb cb = {.progress = o.progress ? (isatty(2) ? 1 : 2) : (isatty(2) && !o.stream ? 1 : 0), .steps = o.gen,
+                 .nprompts = np, .dump = so.dump, .stream = o.stream ? &st : NULL};
+    st.e = e;
+    st.stop = &o.stop;
     clock_gettime(CLOCK_MONOTONIC, &cb.t0);
     cb.last = cb.t0;
     cis2_gen_opts go = {.twice = 1, .on_token = on_token, .on_token_ctx = &cb, .recompute = o.recompute,
                         .on_trace = so.tw ? cis2_trace_record : NULL, .on_trace_ctx = so.tw};
-    if ((rc = cis2_generate(e, reqs, np, &go, &res, &err))) goto out;
+    if ((rc = cis2_generate(e, reqs, np, &go, &res, &err))) {
+        if (o.stream && st.sent) putchar('\n'); /* the error goes to stderr; stdout ends its line */
+        goto out;
+    }
+    if (o.stream) stream_end(&st, &res[0]);
     if ((rc = side_commit(&o, &so, cb.dump_failed, &err))) goto out;
     if (o.receipt && (rc = write_receipts(e, o.receipt, res, np, &err))) goto out;
     if ((rc = print_results(e, &o, res, np))) rc = cis2_fail(&err, rc, "out of memory");
 out:
+    stream_free(&st);
     side_abort(&so);
     cis2_results_free(res, np);
     free(reqs);

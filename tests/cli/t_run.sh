@@ -77,6 +77,77 @@ if [ -f "$TOK" ]; then
         || fail "conform did not name the weights hash"
 fi
 
+# 6b. --stream (issue 32 item 11): stdout is the completion, a LF, then the
+# block byte for byte as without --stream (the completion from --json); the
+# text comes as the tokens do (the block only after the last one)
+stream_same() { # MODEL ARGS...: --stream's stdout = completion + LF + the plain run's stdout
+    sm=$1; shift
+    $CIS2 run --model-dir "$sm" "$@" > "$T/plain"
+    $CIS2 run --model-dir "$sm" "$@" --json > "$T/sj"
+    $CIS2 run --model-dir "$sm" "$@" --stream > "$T/streamed"
+    /usr/bin/python3 - "$T/sj" "$T/plain" "$T/streamed" <<'EOF' || fail "--stream output: $*"
+import json, sys
+c = json.load(open(sys.argv[1]))["completion"].encode("utf-8", "surrogatepass")
+want = c + b"\n" + open(sys.argv[2], "rb").read()
+got = open(sys.argv[3], "rb").read()
+if got != want:
+    sys.exit("streamed %r\nwant     %r" % (got[:200], want[:200]))
+EOF
+}
+stream_same "$T/tiny" --prompt "Once upon a time" --gen-toks 40     # byte tokens: invalid and split UTF-8
+stream_same "$T/tiny-qwen" --prompt "Once upon a time" --gen-toks 20
+# a stop string (two characters from the middle of the text: the run ends there)
+# and a stop id (a token from the middle), each taken from the run without them
+pick() { # WHAT JSON: a stop string or a stop id from the run's middle
+    /usr/bin/python3 - "$1" "$2" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[2]))
+if sys.argv[1] == "id":
+    print(r["generated_token_ids"][len(r["generated_token_ids"]) // 2])
+else:
+    c = r["completion"]
+    ok = lambda ch: ch not in "\ufffd\n\r\0 "   # two characters: a proper prefix of the stop waits
+    print(next(c[i:i + 2] for i in range(len(c) // 3, len(c) - 1) if ok(c[i]) and ok(c[i + 1])))
+EOF
+}
+for mdl in tiny tiny-qwen; do
+    $CIS2 run --model-dir "$T/$mdl" --prompt "Once upon a time" --gen-toks 40 --temperature 0.9 --seed 5 --json > "$T/sj0"
+    stop=$(pick string "$T/sj0")
+    sid=$(pick id "$T/sj0")
+    stream_same "$T/$mdl" --prompt "Once upon a time" --gen-toks 40 --temperature 0.9 --seed 5 --stop "$stop"
+    grep -q '^finish_reason = stop-string$' "$T/plain" || fail "$mdl: --stop '$stop' did not stop the run"
+    stream_same "$T/$mdl" --prompt "Once upon a time" --gen-toks 40 --temperature 0.9 --seed 5 --stop-id "$sid"
+    grep -q '^finish_reason = stop-id$' "$T/plain" || fail "$mdl: --stop-id $sid did not stop the run"
+done
+expect_rc 2 $CIS2 run --model-dir "$T/tiny" --prompt x --stream --json
+expect_rc 2 $CIS2 run --model-dir "$T/tiny-qwen" --prompt-file "$T/prompts.txt" --stream
+if [ -f "$TOK" ]; then
+    # a stop string cut inside the text: the streamed text holds back its first bytes
+    $CIS2 run --model-dir "$T/s135" --gen-toks 12 --json > "$T/sj0"
+    stop=$(/usr/bin/python3 -c 'import json,sys; c = json.load(open(sys.argv[1]))["completion"]; print(c[len(c) // 2:len(c) // 2 + 3])' "$T/sj0")
+    [ -n "$stop" ] && stream_same "$T/s135" --gen-toks 12 --stop "$stop"
+    # the text arrives while the decode runs: its first byte well before the block
+    /usr/bin/python3 - "$CIS2" "$T/s135" <<'EOF' || fail "--stream did not stream"
+import os, subprocess, sys, time
+p = subprocess.Popen([sys.argv[1], "run", "--model-dir", sys.argv[2], "--gen-toks", "24", "--threads", "1", "--stream"],
+                     stdout=subprocess.PIPE)
+t0, first, block, buf = time.monotonic(), None, None, b""
+while True:
+    b = os.read(p.stdout.fileno(), 65536)
+    if not b:
+        break
+    if first is None:
+        first = time.monotonic()
+    buf += b
+    if block is None and b"weights_sha256 = " in buf:
+        block = time.monotonic()
+assert p.wait() == 0 and first is not None and block is not None
+print("first text after %.2f s, the block after %.2f s" % (first - t0, block - t0))
+sys.exit(0 if block - first >= 0.2 else "the text came with the block")
+EOF
+fi
+echo "ok: --stream"
+
 # 7. clean errors with the documented exit codes
 expect_rc 3 $CIS2 run --model-dir "$T/nonexistent" --prompt-ids 1 --gen-toks 1
 expect_rc 2 $CIS2 run --model-dir "$T/tiny" --prompt-ids 1,x --gen-toks 1
