@@ -8,7 +8,9 @@
 #      copy of python/ into a --target directory and into the prefix of a
 #      `make install`, then imported from there with $CIS2_LIBRARY unset:
 #      the library found through LD_LIBRARY_PATH and through the package's
-#      own prefix, and a clear error when it is nowhere.
+#      own prefix, the prefix's library preferred to a stale libcis2.so.0
+#      the loader would find first (issue 32 item 2), and a clear error when
+#      it is nowhere or of another version.
 # Skips (77) in a cross build (RUNNER set: the host interpreter cannot load
 # a target library) and when /usr/bin/python3 lacks pytest or numpy.
 set -u
