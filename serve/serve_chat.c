@@ -6,7 +6,8 @@
  * ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).
  * cis2 does not interpret Jinja: it recognizes the templates it can render
  * exactly and renders those in C, and refuses every other template (HTTP
- * 501 naming it), never guessing.
+ * 400 unsupported_chat_template naming it: a 4xx, since no retry can
+ * succeed), never guessing.
  *
  * Recognition is structural.  The template is lexed as Jinja lexes it
  * (newlines normalized, one trailing newline dropped, `-` trim markers,
@@ -23,7 +24,8 @@
  *                          first message is a system one (SmolLM2-Instruct,
  *                          Qwen1.5-Chat)
  *   qwen2.5                Qwen2.5-Instruct's template, without its tools
- *                          branch: requests with tools or tool_calls get 501
+ *                          branch: requests with tools or tool_calls get 400
+ *                          unsupported_parameter
  *
  * Messages must be objects with a string role (system, developer, user,
  * assistant, tool) and string content; the rendering is byte for byte
@@ -515,7 +517,7 @@ static int check_messages(const serve_chat *c, const json_t *messages, const jso
                           serve_err *e)
 {
     if (tools && !json_is_null(tools) && !(json_is_array(tools) && json_array_size(tools) == 0))
-        return serve_fail(e, c->family == F_QWEN25 ? 501 : 400, "unsupported_parameter", "tools",
+        return serve_fail(e, 400, "unsupported_parameter", "tools",
                           c->family == F_QWEN25 ? "tools: this server renders Qwen2.5's chat template without its "
                                                   "tools branch"
                                                 : "tools: this model's chat template (%s) has no tool calling",
@@ -543,7 +545,7 @@ static int check_messages(const serve_chat *c, const json_t *messages, const jso
                                  json_string_value(r));
             else if ((tc && !json_is_null(tc) && !(json_is_array(tc) && json_array_size(tc) == 0)) ||
                      (fc && !json_is_null(fc)))
-                bad = serve_fail(e, 501, "unsupported_parameter", param,
+                bad = serve_fail(e, 400, "unsupported_parameter", param,
                                  "%s: tool calls are not supported by this server's chat templates", param);
             else if (!json_is_string(ct))
                 bad = serve_fail(e, 400, "invalid_type", param,

@@ -12,6 +12,13 @@
  * serve_stream.c, serve_http.c, serve_main.c).  It calls no other module:
  * the leaf of the server's module graph (serve.h), so that no module that
  * only needs to say "400" depends on the request parser.
+ *
+ * What cis2 will never do (a parameter at a value it does not implement,
+ * tools, a chat template it cannot render) is a 400 `unsupported_parameter`
+ * or `unsupported_chat_template` naming it, never a 501: the official
+ * OpenAI clients retry every 5xx (issue 32 item 4), and no retry of these
+ * can succeed.  5xx means "try again": 503 while shutting down or out of
+ * memory, 500 for a bug.
  */
 #include "serve.h"
 
@@ -23,7 +30,6 @@ static const char *type_for(int status)
 {
     return status == 401   ? "authentication_error"
            : status == 429 ? "rate_limit_error"
-           : status == 501 ? "not_implemented_error"
            : status >= 500 ? "server_error"
            : status == 404 ? "not_found_error"
                            : "invalid_request_error";
@@ -47,7 +53,7 @@ int serve_status_for(int code)
 {
     switch (code) {
     case CIS2_E_USAGE: case CIS2_E_FORMAT: case CIS2_E_MISMATCH: return 400;
-    case CIS2_E_UNSUPPORTED: return 501;
+    case CIS2_E_UNSUPPORTED: return 400; /* never 5xx: clients retry those (issue 32) */
     case CIS2_E_NOMEM: case CIS2_E_CANCELLED: return 503;
     default: return 500;
     }

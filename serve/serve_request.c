@@ -12,7 +12,8 @@
  * requests"):
  *   - unknown parameters are refused (400), as OpenAI does; known ones with
  *     a value cis2 does not implement (echo, best_of > n, penalties, a
- *     logit_bias, suffix, tools) are refused naming them;
+ *     logit_bias, suffix, tools) are refused naming them: 400
+ *     unsupported_parameter with `param`, never a 5xx that clients retry;
  *   - temperature absent or 0 is greedy (§11.2), so a default request is
  *     bit for bit `cis2 run`; temperature/top_p/min_p are read from the
  *     body's own decimal text, one correctly rounded conversion to binary32
@@ -166,48 +167,58 @@ static int neutral_params(json_t *body, size_t n, serve_err *e)
 {
     json_t *v;
     if ((v = opt(body, "echo")) && !json_is_false(v))
-        return serve_fail(e, json_is_true(v) ? 501 : 400, "unsupported_parameter", "echo",
+        return serve_fail(e, 400, "unsupported_parameter", "echo",
                           "echo: only false is supported");
     if ((v = opt(body, "suffix")) && !(json_is_string(v) && json_string_length(v) == 0))
-        return serve_fail(e, 501, "unsupported_parameter", "suffix", "suffix is not supported");
+        return serve_fail(e, 400, "unsupported_parameter", "suffix", "suffix is not supported");
     if ((v = opt(body, "best_of")) && !(json_is_integer(v) && (size_t)json_integer_value(v) == n))
-        return serve_fail(e, 501, "unsupported_parameter", "best_of", "best_of: only best_of == n is supported");
+        return serve_fail(e, 400, "unsupported_parameter", "best_of", "best_of: only best_of == n is supported");
     const char *pen[] = {"presence_penalty", "frequency_penalty"};
     for (int i = 0; i < 2; i++)
         if ((v = opt(body, pen[i])) && !(json_is_number(v) && json_number_value(v) == 0.0))
-            return serve_fail(e, json_is_number(v) ? 501 : 400, "unsupported_parameter", pen[i],
+            return serve_fail(e, 400, "unsupported_parameter", pen[i],
                               "%s: only 0 is supported", pen[i]);
     if ((v = opt(body, "logit_bias")) && !(json_is_object(v) && json_object_size(v) == 0))
-        return serve_fail(e, json_is_object(v) ? 501 : 400, "unsupported_parameter", "logit_bias",
+        return serve_fail(e, 400, "unsupported_parameter", "logit_bias",
                           "logit_bias: only an empty object is supported");
     if ((v = opt(body, "user")) && !json_is_string(v))
         return serve_fail(e, 400, "invalid_type", "user", "user must be a string");
     if ((v = opt(body, "response_format"))) {
         json_t *t = json_object_get(v, "type");
         if (!json_is_object(v) || !json_is_string(t) || strcmp(json_string_value(t), "text"))
-            return serve_fail(e, 501, "unsupported_parameter", "response_format",
+            return serve_fail(e, 400, "unsupported_parameter", "response_format",
                               "response_format: only {\"type\": \"text\"} is supported");
     }
     if ((v = opt(body, "tool_choice")) && !(json_is_string(v) && !strcmp(json_string_value(v), "none")))
-        return serve_fail(e, 501, "unsupported_parameter", "tool_choice", "tool_choice: only \"none\" is supported");
+        return serve_fail(e, 400, "unsupported_parameter", "tool_choice", "tool_choice: only \"none\" is supported");
     if ((v = opt(body, "parallel_tool_calls")) && !json_is_boolean(v))
         return serve_fail(e, 400, "invalid_type", "parallel_tool_calls", "parallel_tool_calls must be a boolean");
     if ((v = opt(body, "store")) && !json_is_false(v))
-        return serve_fail(e, 501, "unsupported_parameter", "store", "store: only false is supported");
+        return serve_fail(e, 400, "unsupported_parameter", "store", "store: only false is supported");
     if ((v = opt(body, "metadata")) && !json_is_object(v))
         return serve_fail(e, 400, "invalid_type", "metadata", "metadata must be an object");
     return 0;
 }
 
+/* A server serves one model, named after --model-dir's last component
+ * unless --model-name says otherwise (issue 32 item 3): every refusal of
+ * `model` says which name to send, so a user who guessed it wrong sees
+ * what to put. */
 static int check_model(const serve_ctx *sc, json_t *body, serve_err *e)
 {
+    const char *name = sc->cfg.model_name;
     json_t *m = json_object_get(body, "model");
-    if (!m) return serve_fail(e, 400, "missing_parameter", "model", "you must provide a model parameter");
-    if (!json_is_string(m)) return serve_fail(e, 400, "invalid_type", "model", "model must be a string");
-    if (strcmp(json_string_value(m), sc->cfg.model_name))
+    if (!m)
+        return serve_fail(e, 400, "missing_parameter", "model",
+                          "you must provide a model parameter (this server serves \"%.100s\")", name);
+    if (!json_is_string(m))
+        return serve_fail(e, 400, "invalid_type", "model", "model must be a string (this server serves \"%.100s\")",
+                          name);
+    if (strcmp(json_string_value(m), name))
         return serve_fail(e, 404, "model_not_found", "model",
-                          "The model '%.100s' does not exist (this server serves '%.100s')", json_string_value(m),
-                          sc->cfg.model_name);
+                          "The model '%.100s' does not exist: this server serves one model, \"%.100s\" (named after "
+                          "--model-dir's last component unless --model-name says otherwise; GET /v1/models lists it)",
+                          json_string_value(m), name);
     return 0;
 }
 
@@ -298,7 +309,7 @@ static int completion_prompts(const serve_ctx *sc, json_t *body, serve_call *c, 
 static int chat_prompt(const serve_ctx *sc, json_t *body, serve_call *c, serve_err *e)
 {
     if (!sc->chat)
-        return serve_fail(e, sc->chat_status ? sc->chat_status : 501, "unsupported_chat_template", NULL, "%s",
+        return serve_fail(e, 400, "unsupported_chat_template", NULL, "%s",
                           sc->chat_error);
     json_t *m = json_object_get(body, "messages");
     if (!m) return serve_fail(e, 400, "missing_parameter", "messages", "you must provide messages");

@@ -112,7 +112,7 @@ int serve_job_error(const serve_job *j, serve_err *e)
     if (j->state == JOB_FAILED) {
         int st = serve_status_for(j->admit_rc);
         const char *msg = j->admit_err.msg;
-        if (j->admit_rc == CIS2_E_UNSUPPORTED) return serve_fail(e, 501, "unsupported_parameter", NULL, "%s", msg);
+        if (j->admit_rc == CIS2_E_UNSUPPORTED) return serve_fail(e, 400, "unsupported_parameter", NULL, "%s", msg);
         if (st == 400) return serve_fail(e, 400, "invalid_value", NULL, "%s", msg[0] ? msg : "invalid request");
         return serve_fail(e, st, NULL, NULL, "%s", msg[0] ? msg : cis2_status_name(j->admit_rc));
     }
