@@ -10,6 +10,8 @@
  *   serve_err.c      OpenAI-style errors: serve_fail, the HTTP status of a
  *                    library code, the error object
  *   serve_metrics.c  Prometheus counters and histograms
+ *   serve_log.c      the access log: one line per finished request, written
+ *                    whole (stderr, a file, or off)
  *   serve_logprobs.c logprobs in OpenAI's completions and chat schemas, with
  *                    their exact binary32 bits
  *   serve_engine.c   the one engine thread that owns the cis2_session
@@ -37,6 +39,7 @@
  *   serve_buf       -> (none)
  *   serve_err       -> (none)
  *   serve_metrics   -> serve_buf
+ *   serve_log       -> serve_buf
  *   serve_logprobs  -> (none)
  *   serve_engine    -> serve_err, serve_metrics
  *   serve_chat      -> serve_err, serve_buf
@@ -47,9 +50,9 @@
  *   serve_stream    -> serve_err, serve_response, serve_logprobs, serve_buf
  *   serve_http      -> serve_err, serve_request, serve_response,
  *                      serve_stream, serve_engine, serve_chat,
- *                      serve_metrics, serve_buf
+ *                      serve_metrics, serve_log, serve_buf
  *   serve_main      -> serve_err, serve_http, serve_engine, serve_chat,
- *                      serve_metrics
+ *                      serve_metrics, serve_log
  *
  * The rules are the library's, each in one home: §S2.2's parameter ranges
  * (cis2_sampling_validate), §S7.1's "extension run or the spec's run"
@@ -138,6 +141,27 @@ void serve_metrics_inflight(serve_metrics *m, size_t n);
 void serve_metrics_session(serve_metrics *m, const cis2_session_stats *st, size_t kv_budget);
 /* Prometheus text format 0.0.4 (malloc'ed). */
 char *serve_metrics_render(serve_metrics *m, size_t *len);
+
+/* ------------------------------------------------ access log (serve_log.c) */
+
+typedef struct serve_log serve_log;
+/* --access-log: "-" (or NULL) stderr, "off" none (*out NULL), else FILE
+ * opened for appending (CIS2_E_IO naming it when it cannot be). */
+int serve_log_open(const char *spec, serve_log **out, cis2_error *err);
+void serve_log_close(serve_log *l);
+/* One finished request (serve_log.c says what each field means). */
+typedef struct serve_log_entry {
+    double wall;               /* when it arrived, seconds since the epoch */
+    const char *client;        /* "ADDR:PORT" */
+    const char *method, *path;
+    int status;                /* 0: none sent */
+    unsigned long long bytes;  /* body bytes sent */
+    double ms;                 /* arrival to end */
+    const char *id;            /* the completion's id, or NULL */
+    const char *end;           /* "ok", "client_abort", ... */
+} serve_log_entry;
+/* Writes the entry's line whole (one write); nothing when l is NULL. */
+void serve_log_request(serve_log *l, const serve_log_entry *en);
 
 /* -------------------------------------------- logprobs (serve_logprobs.c) */
 
@@ -261,7 +285,7 @@ const char *serve_chat_family(const serve_chat *c);
 /* The default system prompt the template inserts (NULL: none). */
 const char *serve_chat_default_system(const serve_chat *c);
 /* Renders messages (a JSON array of {role, content}) as the template
- * would; *out malloc'ed.  400/501 in e for what cannot be rendered. */
+ * would; *out malloc'ed.  400 in e for what cannot be rendered. */
 int serve_chat_render(const serve_chat *c, const json_t *messages, int add_generation_prompt, const json_t *tools,
                       char **out, size_t *len, serve_err *e);
 /* Finds the template of a checkpoint: FILE if given, else
@@ -297,9 +321,9 @@ typedef struct serve_ctx {
     const cis2_model_info *mi;
     serve_engine *eng;
     serve_metrics *met;
+    serve_log *log;            /* the access log (NULL: off) */
     serve_chat *chat;          /* NULL: chat_error says why */
     char chat_error[600];
-    int chat_status;           /* HTTP status for chat requests without a template */
     int has_im_end;
     uint32_t im_end;           /* <|im_end|>'s id: the chat stop id */
     long long created;         /* start time, for /v1/models */
@@ -414,7 +438,13 @@ int serve_sse_format(serve_sse *s, serve_buf *out, int *done);
 /* ---------------------------------------------------- http (serve_http.c) */
 
 typedef struct serve_http serve_http;
-int serve_http_start(serve_http **out, serve_ctx *sc, unsigned *port, cis2_error *err);
+/* Binds and listens on cfg.host:cfg.port before the model loads (issue 32
+ * item 11), so a busy port fails at once (CIS2_E_IO) and connections made
+ * while the model loads wait in the kernel's backlog; *port is the port
+ * bound (--port 0: the kernel's choice). */
+int serve_http_bind(const serve_config *cfg, int *fd, unsigned *port, cis2_error *err);
+/* Starts answering on the bound socket (taken over, even on failure). */
+int serve_http_start(serve_http **out, serve_ctx *sc, int fd, cis2_error *err);
 /* Stops accepting connections; requests on open ones get 503. */
 void serve_http_quiesce(serve_http *h);
 /* Requests (HTTP side) still in progress. */

@@ -22,6 +22,13 @@
  * client that disconnects (seen by poll() on its socket every 100 ms, or a
  * failed write) has its sequences cancelled, which frees their batch
  * slots.  Every error is an OpenAI-style JSON error (serve_err.c).
+ *
+ * Start-up (issue 32 item 11): serve_http_bind binds and listens before
+ * the model loads, so a busy port fails at once and connections made
+ * while it loads wait in the kernel's backlog (answered once it is
+ * loaded, never refused); serve_http_start hands that socket to
+ * libmicrohttpd.  Every finished request is one access-log line
+ * (serve_log.c) from on_completed.
  */
 #define _GNU_SOURCE
 #include "serve.h"
@@ -29,7 +36,9 @@
 #ifdef CIS2_HAVE_MHD
 #include <microhttpd.h>
 
+#include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -76,6 +85,14 @@ typedef struct req_ctx {
     int close;                 /* answer with Connection: close */
     size_t discarded;
     double t0;
+    /* for the access line (serve_log.c) */
+    double wall;               /* arrival, seconds since the epoch */
+    int status;                /* sent (0: none yet; 499: the client went away) */
+    unsigned long long bytes;  /* body bytes handed to the connection */
+    char id[48];               /* the completion's id */
+    char method[17];
+    char path[260];            /* the first 259 bytes (the log cuts at 256) */
+    char client[80];
 } req_ctx;
 
 /* ------------------------------------------------------------- responses */
@@ -93,6 +110,10 @@ static enum MHD_Result send_bytes(struct MHD_Connection *c, req_ctx *r, int stat
     enum MHD_Result q = MHD_queue_response(c, (unsigned)status, resp);
     MHD_destroy_response(resp);
     serve_metrics_request(r->h->sc->met, ep_label[r->ep], status);
+    if (q == MHD_YES) {
+        r->status = status;
+        r->bytes = len;
+    }
     return q;
 }
 
@@ -422,6 +443,7 @@ static enum MHD_Result do_verify(struct MHD_Connection *c, req_ctx *r)
     receipts_free(rs, n);
     if (rc == CIS2_E_CANCELLED && g.why == VG_GONE) {
         serve_metrics_request(sc->met, ep_label[r->ep], 499); /* nobody to answer */
+        r->status = 499;
         return MHD_NO;
     }
     if (rc == CIS2_E_CANCELLED && g.why == VG_STOPPING)
@@ -454,6 +476,7 @@ static enum MHD_Result do_verify(struct MHD_Connection *c, req_ctx *r)
 
 typedef struct stream {
     serve_http *h;
+    req_ctx *r;                /* its request (bytes for the access line; read only before on_completed) */
     serve_call *call;
     serve_job *job;
     serve_sse *sse;
@@ -505,6 +528,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
     if (n > max) n = max;
     memcpy(buf, st->out.p + st->off, n);
     st->off += n;
+    st->r->bytes += n;
     st->t_write = serve_now();
     return (ssize_t)n;
 }
@@ -528,6 +552,7 @@ static enum MHD_Result do_generate(struct MHD_Connection *c, req_ctx *r, int kin
     if (json_too_deep(r->body, r->len))
         FAIL(c, r, 400, "invalid_json", NULL, "the JSON body is nested deeper than %d levels", MAX_JSON_DEPTH);
     if (serve_call_parse(sc, kind, r->body ? r->body : "", r->len, &call, &e)) return send_err(c, r, &e);
+    snprintf(r->id, sizeof r->id, "%s", call->id);
     serve_job *j = serve_call_peek_job(call);
     if (serve_engine_submit(sc->eng, j, &e)) {
         serve_call_free(call);
@@ -542,6 +567,7 @@ static enum MHD_Result do_generate(struct MHD_Connection *c, req_ctx *r, int kin
     if (gone) {
         serve_engine_release(sc->eng, j);
         serve_metrics_request(sc->met, ep_label[r->ep], 499); /* nginx's "client closed request" */
+        r->status = 499;
         return MHD_NO;
     }
     if (!stream_it || state == JOB_FAILED) {
@@ -558,6 +584,7 @@ static enum MHD_Result do_generate(struct MHD_Connection *c, req_ctx *r, int kin
         FAIL(c, r, 503, NULL, NULL, "out of memory");
     }
     st->h = r->h;
+    st->r = r;
     st->call = call;
     st->job = j;
     st->fd = fd;
@@ -570,6 +597,7 @@ static enum MHD_Result do_generate(struct MHD_Connection *c, req_ctx *r, int kin
     enum MHD_Result q = MHD_queue_response(c, 200, resp);
     MHD_destroy_response(resp);
     serve_metrics_request(sc->met, ep_label[r->ep], 200);
+    if (q == MHD_YES) r->status = 200;
     return q;
 }
 
@@ -725,6 +753,22 @@ static enum MHD_Result first_call(serve_http *h, struct MHD_Connection *c, req_c
     return MHD_YES;
 }
 
+/* What the access line says of a request, noted when it arrives. */
+static void note_request(req_ctx *r, struct MHD_Connection *c, const char *url, const char *method)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    r->wall = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    snprintf(r->method, sizeof r->method, "%s", method ? method : "");
+    snprintf(r->path, sizeof r->path, "%s", url ? url : "");
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    char host[64], port[16];
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    socklen_t len = sa && sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    if (sa && !getnameinfo(sa, len, host, sizeof host, port, sizeof port, NI_NUMERICHOST | NI_NUMERICSERV))
+        snprintf(r->client, sizeof r->client, sa->sa_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
@@ -736,6 +780,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         r->h = h;
         r->t0 = serve_now();
         r->w = conn_watch_of(c);
+        note_request(r, c, url, method);
         *con_cls = r;
         pthread_mutex_lock(&h->mu);
         h->active++;
@@ -776,8 +821,13 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     serve_http *h = cls;
     req_ctx *r = *con_cls;
     (void)c;
-    (void)toe;
     if (!r) return;
+    static const char *ends[] = {"ok", "error", "timeout", "shutdown", "read_error", "client_abort"};
+    serve_log_entry en = {.wall = r->wall, .client = r->client, .method = r->method, .path = r->path,
+                          .status = r->status, .bytes = r->bytes, .ms = (serve_now() - r->t0) * 1000.0,
+                          .id = r->id[0] ? r->id : NULL,
+                          .end = (unsigned)toe < sizeof ends / sizeof ends[0] ? ends[toe] : "other"};
+    serve_log_request(h->sc->log, &en);
     watch_set(h, r->w, 1); /* the next request on this connection is due from now */
     free(r->body);
     free(r);
@@ -815,25 +865,54 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 /* ------------------------------------------------------------- lifecycle */
 
-int serve_http_start(serve_http **out, serve_ctx *sc, unsigned *port, cis2_error *err)
+int serve_http_bind(const serve_config *cfg, int *fd, unsigned *port, cis2_error *err)
 {
-    *out = NULL;
+    *fd = -1;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
     char ps[16];
-    snprintf(ps, sizeof ps, "%u", sc->cfg.port);
-    int g = getaddrinfo(sc->cfg.host, ps, &hints, &ai);
-    if (g || !ai) return cis2_fail(err, CIS2_E_USAGE, "--host %s: %s", sc->cfg.host, gai_strerror(g));
+    snprintf(ps, sizeof ps, "%u", cfg->port);
+    int g = getaddrinfo(cfg->host, ps, &hints, &ai);
+    if (g || !ai) return cis2_fail(err, CIS2_E_USAGE, "--host %s: %s", cfg->host, gai_strerror(g));
+    int s = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1, e = 0;
+    if (s < 0) e = errno;
+    else {
+        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one); /* a restart need not wait out TIME_WAIT */
+        if (ai->ai_family == AF_INET6) setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+        if (bind(s, ai->ai_addr, ai->ai_addrlen) || listen(s, SOMAXCONN)) e = errno;
+    }
+    freeaddrinfo(ai);
+    if (e) {
+        if (s >= 0) close(s);
+        return cis2_fail(err, CIS2_E_IO, "cannot listen on %s port %u: %s%s", cfg->host, cfg->port, strerror(e),
+                         e == EADDRINUSE      ? " (another server has it: stop it, or choose another --port; "
+                                                "--port 0 takes any free one)"
+                         : e == EADDRNOTAVAIL ? " (not an address of this machine: see --host)"
+                         : e == EACCES        ? " (ports below 1024 need privileges)"
+                                              : "");
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    *port = cfg->port;
+    if (!getsockname(s, (struct sockaddr *)&ss, &sl))
+        *port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                         : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    *fd = s;
+    return CIS2_OK;
+}
+
+int serve_http_start(serve_http **out, serve_ctx *sc, int fd, cis2_error *err)
+{
+    *out = NULL;
     serve_http *h = calloc(1, sizeof *h);
-    if (!h) { freeaddrinfo(ai); return cis2_fail(err, CIS2_E_NOMEM, "out of memory"); }
+    if (!h) { close(fd); return cis2_fail(err, CIS2_E_NOMEM, "out of memory"); }
     h->sc = sc;
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->wake, NULL);
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG;
-    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    h->d = MHD_start_daemon(flags, (uint16_t)sc->cfg.port, NULL, NULL, on_request, h,
+    h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,
                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-                            MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                            MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)sc->cfg.timeout_s,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)sc->cfg.max_connections,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536,
@@ -841,22 +920,19 @@ int serve_http_start(serve_http **out, serve_ctx *sc, unsigned *port, cis2_error
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                             MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
                             MHD_OPTION_END);
-    freeaddrinfo(ai);
     if (!h->d) {
+        close(fd);
         pthread_mutex_destroy(&h->mu);
         pthread_cond_destroy(&h->wake);
         free(h);
-        return cis2_fail(err, CIS2_E_IO, "cannot listen on %s port %u (in use, or not an address of this machine)",
+        return cis2_fail(err, CIS2_E_IO, "cannot serve on %s port %u (libmicrohttpd did not start; see its message above)",
                          sc->cfg.host, sc->cfg.port);
     }
     if (pthread_create(&h->watchdog, NULL, watchdog_main, h) == 0) h->watchdog_on = 1;
     else fprintf(stderr, "cis2 serve: warning: no request-time watchdog (thread start failed): only --timeout bounds slow clients\n");
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
-    *port = di ? di->port : sc->cfg.port;
     *out = h;
     return CIS2_OK;
 }
-
 void serve_http_quiesce(serve_http *h)
 {
     pthread_mutex_lock(&h->mu);
@@ -896,10 +972,17 @@ void serve_http_stop(serve_http *h)
 #else /* built without libmicrohttpd (e.g. a cross build): serve refuses to start */
 
 struct serve_http { int unused; };
-int serve_http_start(serve_http **out, serve_ctx *sc, unsigned *port, cis2_error *err)
+int serve_http_bind(const serve_config *cfg, int *fd, unsigned *port, cis2_error *err)
+{
+    (void)cfg;
+    *fd = -1;
+    *port = 0;
+    return cis2_fail(err, CIS2_E_UNSUPPORTED, "this cis2 was built without libmicrohttpd: `serve` is not available");
+}
+int serve_http_start(serve_http **out, serve_ctx *sc, int fd, cis2_error *err)
 {
     (void)sc;
-    (void)port;
+    (void)fd;
     *out = NULL;
     return cis2_fail(err, CIS2_E_UNSUPPORTED, "this cis2 was built without libmicrohttpd: `serve` is not available");
 }

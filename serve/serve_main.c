@@ -2,12 +2,18 @@
  * serve_main.c - `cis2 serve` (issue 19): options, start-up, signals and
  * shutdown of the OpenAI-compatible server (serve.h lists its modules).
  *
- * Start-up: checks that the library runs sampling, stop rules and
- * logprobs (cis2_features()), opens the engine (once: the server keeps no other state
- * across requests, so replicas behind any load balancer serve one model),
- * finds and recognizes the chat template, starts the engine thread, then
- * listens and prints `cis2 serve: listening on http://HOST:PORT ...` (with
- * --port 0 the kernel's choice).  SIGTERM or SIGINT (taken with sigwait by
+ * Start-up (issue 32 item 11): checks what needs no model first (the key
+ * file, that the library runs sampling, stop rules and logprobs
+ * (cis2_features()), the access log, the chat template's file), then binds
+ * and listens, so a busy port or a bad --access-log fails at once with one
+ * line; prints `cis2 serve: loading DIR (http://HOST:PORT is bound; ...)`
+ * on stderr, opens the engine (once: the server keeps no other state
+ * across requests, so replicas behind any load balancer serve one model;
+ * connections made meanwhile wait in the kernel's backlog and are answered
+ * once it is loaded), starts the engine thread, then serves and prints
+ * `cis2 serve: listening on http://HOST:PORT (model NAME, ...)` on stdout
+ * (with --port 0 the kernel's choice), the line scripts wait for.  A
+ * SIGTERM/SIGINT that came while loading stops it there (exit 0).  SIGTERM or SIGINT (taken with sigwait by
  * this thread; every other thread blocks them): stop accepting, let
  * in-flight requests finish for up to --drain-timeout seconds, cancel what
  * is left (their clients get 503 or a final error event), stop, exit 0.
@@ -24,10 +30,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct serve_opts {
     cli_engine eng;
-    const char *host, *api_key_file, *chat_template, *model_name;
+    const char *host, *api_key_file, *chat_template, *model_name, *access_log;
     size_t port, max_batch, max_queue, prefill_chunk, max_tokens, max_body, max_connections, timeout, drain;
     size_t request_timeout, verify_timeout, verify_max_tokens;
     size_t kv_budget_mib;
@@ -69,6 +76,7 @@ static int parse_serve(int argc, char **argv, serve_opts *o)
         {"--api-key-file", OPT_STR, &o->api_key_file, 0, 0},
         {"--chat-template", OPT_STR, &o->chat_template, 0, 0},
         {"--model-name", OPT_STR, &o->model_name, 0, 0},
+        {"--access-log", OPT_STR, &o->access_log, 0, 0},
         {"--render-chat", OPT_FLAG, &o->render_chat, 0, 0},
         {0}};
     int rc = cli_parse("serve", argc, argv, opts, NULL, 0, NULL);
@@ -81,6 +89,7 @@ static int parse_serve(int argc, char **argv, serve_opts *o)
     if (o->verify_timeout == 0) return cli_usage_error("serve", "--verify-timeout must be at least 1");
     if (!*o->host) return cli_usage_error("serve", "--host is empty");
     if (o->model_name && !*o->model_name) return cli_usage_error("serve", "--model-name is empty");
+    if (o->access_log && !*o->access_log) return cli_usage_error("serve", "--access-log is empty (a FILE, - or off)");
     return CIS2_OK;
 }
 
@@ -94,7 +103,6 @@ static int load_chat(serve_ctx *sc, const char *dir, const char *file, cis2_erro
     size_t len = 0;
     int rc = serve_chat_find(dir, file, &src, &len, origin, sizeof origin, err);
     if (rc) return rc;
-    sc->chat_status = 501;
     if (!src) {
         snprintf(sc->chat_error, sizeof sc->chat_error,
                  "this model has no chat template (%.200s has no chat_template.jinja nor a chat_template in "
@@ -280,7 +288,9 @@ int cmd_serve(int argc, char **argv)
     serve_ctx sc;
     memset(&sc, 0, sizeof sc);
     serve_http *http = NULL;
+    int fd = -1;
     char name[256];
+    if (!o.eng.model_dir) o.eng.model_dir = "models/SmolLM2-135M"; /* cli_engine_open's default */
     sc.cfg = (serve_config){.host = o.host, .port = (unsigned)o.port, .max_batch = o.max_batch,
                             .max_queue = o.max_queue, .prefill_chunk = o.prefill_chunk,
                             .kv_budget = o.kv_budget_mib << 20, .max_tokens = o.max_tokens,
@@ -292,6 +302,7 @@ int cmd_serve(int argc, char **argv)
     sc.created = (long long)time(NULL);
     sc.verify_max = 2;
     pthread_mutex_init(&sc.vmu, NULL);
+    /* what needs no model first: each fails at once, in one line */
     if (o.api_key_file && (rc = read_api_key(o.api_key_file, &sc.cfg, &err))) goto out;
     /* the library this binary links runs sampling, stop rules and logprobs
      * (docs/sampling.md); the request paths rely on it */
@@ -301,6 +312,14 @@ int cmd_serve(int argc, char **argv)
                                                  "(cis2_features() = 0x%x, needs 0x%x)", cis2_features(), need);
         goto out;
     }
+    if ((rc = serve_log_open(o.access_log, &sc.log, &err))) goto out;
+    if ((rc = load_chat(&sc, o.eng.model_dir, o.chat_template, &err))) goto out;
+    unsigned port = 0;
+    if ((rc = serve_http_bind(&sc.cfg, &fd, &port, &err))) goto out;
+    int v6 = strchr(o.host, ':') != NULL;
+    fprintf(stderr, "cis2 serve: loading %s (http://%s%s%s:%u is bound; requests wait until the model is loaded)\n",
+            o.eng.model_dir, v6 ? "[" : "", o.host, v6 ? "]" : "", port);
+    double t_load = serve_now();
     if ((rc = cli_engine_open(&o.eng, &sc.e, &err))) goto out;
     sc.mi = cis2_engine_info(sc.e);
     if (!sc.mi->has_tokenizer) {
@@ -313,18 +332,22 @@ int cmd_serve(int argc, char **argv)
     }
     default_name(o.eng.model_dir, name, sizeof name);
     sc.cfg.model_name = o.model_name ? o.model_name : name;
-    if ((rc = load_chat(&sc, o.eng.model_dir, o.chat_template, &err))) goto out;
     setup_chat_stop(&sc);
     if (!(sc.met = serve_metrics_new())) { rc = cis2_fail(&err, CIS2_E_NOMEM, "out of memory"); goto out; }
     serve_engine_opts eo = {.max_batch = o.max_batch, .prefill_chunk = o.prefill_chunk, .max_queue = o.max_queue,
                             .kv_budget = sc.cfg.kv_budget};
     if ((rc = serve_engine_start(&sc.eng, sc.e, &eo, sc.met, &err))) goto out;
-    unsigned port = 0;
-    if ((rc = serve_http_start(&http, &sc, &port, &err))) goto out;
-    int v6 = strchr(o.host, ':') != NULL;
-    printf("cis2 serve: listening on http://%s%s%s:%u (model %s, chat template %s, max batch %zu)\n", v6 ? "[" : "",
-           o.host, v6 ? "]" : "", port, sc.cfg.model_name, sc.chat ? serve_chat_family(sc.chat) : "none",
-           o.max_batch);
+    if (wait_signal(&set, 0) > 0) { /* a signal while loading: nothing was served, nothing to drain */
+        fprintf(stderr, "cis2 serve: a signal came while loading: not serving\n");
+        rc = CIS2_OK;
+        goto out;
+    }
+    rc = serve_http_start(&http, &sc, fd, &err);
+    fd = -1; /* taken over */
+    if (rc) goto out;
+    printf("cis2 serve: listening on http://%s%s%s:%u (model %s, chat template %s, max batch %zu; loaded in %.1f s)\n",
+           v6 ? "[" : "", o.host, v6 ? "]" : "", port, sc.cfg.model_name,
+           sc.chat ? serve_chat_family(sc.chat) : "none", o.max_batch, serve_now() - t_load);
     fflush(stdout);
     if (!sc.chat) fprintf(stderr, "cis2 serve: note: chat completions are off: %s\n", sc.chat_error);
     int s = wait_signal(&set, -1);
@@ -332,10 +355,12 @@ int cmd_serve(int argc, char **argv)
     drain(&sc, http, &set, (unsigned)o.drain);
     rc = CIS2_OK;
 out:
+    if (fd >= 0) close(fd);
     serve_http_stop(http);
     serve_engine_stop(sc.eng);
     serve_chat_free(sc.chat);
     serve_metrics_free(sc.met);
+    serve_log_close(sc.log);
     cis2_engine_close(sc.e);
     pthread_mutex_destroy(&sc.vmu);
     if (rc) return cli_report(&err);

@@ -13,7 +13,11 @@
 //                                                chat ends at <|im_end|>, eos, stop ids, stop strings
 //   node client.js stopcut BASE MODEL OUT        stop strings cut from the model's own text (real
 //                                                tokenizer): first occurrence, whole and streamed
-//   node client.js errors BASE MODEL             the client's error classes for 400/404/501
+//   node client.js errors BASE MODEL             the client's error classes for 400/404
+//   node client.js refusals BASE MODEL           parameters cis2 will never accept, with the client's
+//                                                default retries (maxRetries 2): each a BadRequestError
+//                                                (400 unsupported_parameter naming it) at the first
+//                                                attempt, fast; prints the request count it made
 //   node client.js auth BASE MODEL KEY           401 without/with a wrong key, 200 with KEY
 //   node client.js load BASE MODEL C R OUT       C clients x R requests each; OUT/c-r.receipt
 //   node client.js bench BASE MODEL C TOKENS S [PARAMS]  C clients looping for S seconds: tokens/s,
@@ -332,8 +336,8 @@ async function errors() {
     OpenAI.BadRequestError, 'top_p 0');
   await expectError(c.chat.completions.create({ model, messages: [{ role: 'user', content: 'a' }], logprobs: true,
     top_logprobs: 21 }), 400, OpenAI.BadRequestError, 'top_logprobs 21');
-  await expectError(c.completions.create({ model, prompt: 'a', max_tokens: 1, echo: true }), 501,
-    OpenAI.APIError, 'echo (not implemented)');
+  await expectError(c.completions.create({ model, prompt: 'a', max_tokens: 1, echo: true }), 400,
+    OpenAI.BadRequestError, 'echo (not implemented: a 4xx, which the client does not retry)');
   // temperature 0 is greedy, 0.8 samples: both served
   const r = await c.completions.create({ model, prompt: 'a', max_tokens: 2, temperature: 0 });
   check(r.choices[0].finish_reason === 'length', 'temperature 0');
@@ -342,6 +346,47 @@ async function errors() {
   const m = await c.models.list();
   check(m.data.length === 1 && m.data[0].id === model, 'models.list');
   console.log('errors: the client raises its own error classes');
+}
+
+// Issue 32 item 4: what the server will never accept is a 4xx, so the
+// client (its default maxRetries, 2, retries every 5xx after 0.375-0.5 s,
+// then 0.75-1 s) gives up at once.  Each case: the client's own
+// BadRequestError with status 400, code unsupported_parameter and param,
+// in less than the retries' 1.125 s.  The exact count is the caller's: the
+// server's access log must show one request per case.
+async function refusals() {
+  const c = new OpenAI({ baseURL: base + '/v1', apiKey: 'unused', timeout: 60000 }); // default retries
+  check(c.maxRetries === 2, `the client's default maxRetries is ${c.maxRetries}, not 2`);
+  const msgs = [{ role: 'user', content: 'a' }];
+  const cases = [
+    ['frequency_penalty', () => c.completions.create({ model, prompt: 'a', max_tokens: 1, frequency_penalty: 0.5 })],
+    ['presence_penalty', () => c.completions.create({ model, prompt: 'a', max_tokens: 1, presence_penalty: -1 })],
+    ['logit_bias', () => c.completions.create({ model, prompt: 'a', max_tokens: 1, logit_bias: { 65: 5 } })],
+    ['echo', () => c.completions.create({ model, prompt: 'a', max_tokens: 1, echo: true })],
+    ['best_of', () => c.completions.create({ model, prompt: 'a', max_tokens: 1, best_of: 3 })],
+    ['suffix', () => c.completions.create({ model, prompt: 'a', max_tokens: 1, suffix: 'z' })],
+    ['frequency_penalty', () => c.chat.completions.create({ model, messages: msgs, frequency_penalty: 0.5 })],
+    ['response_format', () => c.chat.completions.create({ model, messages: msgs, response_format: { type: 'json_object' } })],
+    ['tool_choice', () => c.chat.completions.create({ model, messages: msgs, tool_choice: 'auto' })],
+    ['store', () => c.chat.completions.create({ model, messages: msgs, store: true })],
+    ['tools', () => c.chat.completions.create({ model, messages: msgs,
+      tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] })],
+    ['messages[0]', () => c.chat.completions.create({ model, messages: [{ role: 'assistant', content: null,
+      tool_calls: [{ id: '1', type: 'function', function: { name: 'f', arguments: '{}' } }] }] })],
+  ];
+  for (const [param, make] of cases) { // one at a time, so each one's time is its own
+    const t0 = Date.now();
+    let e = null;
+    try { await make(); } catch (x) { e = x; }
+    const ms = Date.now() - t0;
+    check(e, `${param}: no error`);
+    check(e instanceof OpenAI.BadRequestError && e.status === 400,
+      `${param}: expected a BadRequestError (400), got ${e.constructor.name} (${e.status}): ${e.message}`);
+    check(e.code === 'unsupported_parameter' && e.param === param && e.type === 'invalid_request_error',
+      `${param}: code ${e.code}, param ${e.param}, type ${e.type}`);
+    check(ms < 1000, `${param}: refused after ${ms} ms (the client's two retries wait 1.125 s at least)`);
+  }
+  console.log(`refusals: ${cases.length} requests, each a BadRequestError at its first attempt`);
 }
 
 async function auth() {
@@ -442,6 +487,6 @@ async function join() {
     decoder_gap_median_ms: med, decoder_gap_max_ms: mx }));
 }
 
-const cmds = { concurrent, choices, chat, stops, stopcut, errors, auth, load, bench, join };
+const cmds = { concurrent, choices, chat, stops, stopcut, errors, refusals, auth, load, bench, join };
 if (!cmds[cmd]) die('unknown command ' + cmd);
 cmds[cmd]().catch((e) => die(`${cmd}: ${e.status || ''} ${e.message}`));
