@@ -5,16 +5,30 @@
  * Every architecture field is read from the file (§2.2: never hard-coded).
  * Optional fields take transformers' LlamaConfig defaults:
  *   num_key_value_heads = num_attention_heads, head_dim = hidden/heads,
- *   max_position_embeddings = 2048, rope_theta = 10000.0,
+ *   max_position_embeddings = 2048, rope_theta = 10000.0 (given at the top
+ *   level, in rope_parameters (transformers 5) or in rope_scaling),
  *   tie_word_embeddings = false, hidden_act = "silu".
  * A JSON null counts as absent.
  *
+ * Every top-level key must be in the key table (KEYS below: read, inert,
+ * or neutral at one value); an unknown key is refused, never ignored
+ * (issue 33), since cis2 cannot tell whether it changes the forward pass.
+ *
  * Refused as CIS2_E_UNSUPPORTED (outside what the spec's forward pass
- * describes): rope_scaling not null, hidden_act other than silu,
- * rope_interleaved true, use_sliding_window true, use_mrope true,
- * model_type other than llama/qwen2, llama mlp_bias true (§10 has no MLP
- * biases), pretraining_tp > 1, and an explicit head_dim with
- * heads*head_dim != hidden_size (§2.5 pins q_proj/o_proj as [hidden, hidden]).
+ * describes), one line naming the file and the key: a key not in the
+ * table; a neutral key at another value (rope_interleaved or use_mrope
+ * true, soft-capping, partial_rotary_factor != 1, ...); model_type other
+ * than llama/qwen2; hidden_act other than silu; RoPE other than §7's
+ * plain construction (rope_parameters / rope_scaling with a rope_type
+ * other than "default", or any member but rope_type, rope_theta and
+ * partial_rotary_factor 1); two RoPE bases that disagree (rope_theta,
+ * rope_parameters.rope_theta, rope_scaling.rope_theta); sliding-window
+ * attention (use_sliding_window true, a sliding_window that could act,
+ * layer_types other than "full_attention"); llama mlp_bias true (§10 has
+ * no MLP biases); and an explicit head_dim with heads*head_dim !=
+ * hidden_size (§2.5 pins q_proj/o_proj as [hidden, hidden]).
+ * pretraining_tp (any positive integer) is accepted: it split a training
+ * run's matmuls, and §5 fixes every sum's order whatever it says.
  *
  * Family semantics for which tensors exist (Hugging Face's modeling code,
  * enforced by the loader in model.c): llama (also a config without
@@ -82,15 +96,6 @@ static int get_bool(json_t *root, const char *key, int *out, const char *name, c
     return CIS2_OK;
 }
 
-static int refuse_true(json_t *root, const char *key, const char *why, const char *name, cis2_error *err)
-{
-    int b = 0;
-    int rc = get_bool(root, key, &b, name, err);
-    if (rc) return rc;
-    if (b) return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s is true: %s", name, key, why);
-    return CIS2_OK;
-}
-
 uint64_t cis2_config_param_count(const cis2_config *c, int qkv_bias)
 {
     uint64_t H = (uint64_t)c->hidden_size, I = (uint64_t)c->intermediate_size, V = (uint64_t)c->vocab_size;
@@ -125,21 +130,324 @@ static void parse_eos(cis2_config *c, const json_t *v)
     else c->n_eos = 1;
 }
 
-static int parse_root(cis2_config *c, json_t *root, const char *name, cis2_error *err)
+/* ---- the key table (issue 33) ----
+ *
+ * Every top-level key cis2 knows, in one of three classes; any other key is
+ * refused (CIS2_E_UNSUPPORTED, naming it): cis2 cannot tell whether an
+ * unknown key changes the forward pass, so it never ignores one.
+ *   READ     read by parse_root below (sizes, norms, RoPE, biases, eos, ...)
+ *   INERT    accepted with any value: the forward pass of §4-§11 does not
+ *            depend on it (token ids for generation defaults, dtypes (the
+ *            weights' dtype is the file's, compute is fp32), dropout,
+ *            initialisation, caching, bookkeeping)
+ *   NEUTRAL  accepted only at the value cis2 implements (absent, null, or
+ *            the neutral value named); any other value is refused
+ * docs/inputs.md lists the table; tests/unit/test_config.c checks that the
+ * real configs in $SHARED/models/families are refused, if at all, for a
+ * reason of substance, never for an unknown key. */
+typedef enum { KEY_READ, KEY_INERT, KEY_NEUTRAL } key_class;
+typedef int (*neutral_fn)(const json_t *root, const json_t *v); /* 1: the implemented value */
+typedef struct key_rule {
+    const char *key;
+    key_class cls;
+    neutral_fn neutral; /* KEY_NEUTRAL only */
+    const char *why;    /* KEY_NEUTRAL: what another value would ask for */
+} key_rule;
+
+static int is_false(const json_t *root, const json_t *v) { (void)root; return json_is_false(v); }
+static int is_one(const json_t *root, const json_t *v) { (void)root; return json_is_number(v) && json_number_value(v) == 1.0; }
+static int is_silu(const json_t *root, const json_t *v) { (void)root; return json_is_string(v) && !strcmp(json_string_value(v), "silu"); }
+static int is_never(const json_t *root, const json_t *v) { (void)root; (void)v; return 0; }
+/* SmolLM3's no_rope_layers: 1 = this layer uses RoPE; all 1 is §7 everywhere. */
+static int all_rope(const json_t *root, const json_t *v)
+{
+    (void)root;
+    if (!json_is_array(v)) return 0;
+    for (size_t i = 0; i < json_array_size(v); i++)
+        if (!json_is_integer(json_array_get(v, i)) || json_integer_value(json_array_get(v, i)) != 1) return 0;
+    return 1;
+}
+/* no_rope_layer_interval only derives no_rope_layers when that is absent. */
+static int interval_unused(const json_t *root, const json_t *v)
+{
+    (void)v;
+    const json_t *l = json_object_get(root, "no_rope_layers");
+    return l && !json_is_null(l);
+}
+
+static const key_rule KEYS[] = {
+    /* read (§2.2 sizes, §2.3 eps, §7.1 theta, §9/§10 structure, eos for §S5.1) */
+    {"model_type", KEY_READ, NULL, NULL},
+    {"hidden_size", KEY_READ, NULL, NULL},
+    {"intermediate_size", KEY_READ, NULL, NULL},
+    {"num_hidden_layers", KEY_READ, NULL, NULL},
+    {"num_attention_heads", KEY_READ, NULL, NULL},
+    {"num_key_value_heads", KEY_READ, NULL, NULL},
+    {"head_dim", KEY_READ, NULL, NULL},
+    {"vocab_size", KEY_READ, NULL, NULL},
+    {"max_position_embeddings", KEY_READ, NULL, NULL},
+    {"rms_norm_eps", KEY_READ, NULL, NULL},
+    {"rope_theta", KEY_READ, NULL, NULL},
+    {"rope_parameters", KEY_READ, NULL, NULL},
+    {"rope_scaling", KEY_READ, NULL, NULL},
+    {"tie_word_embeddings", KEY_READ, NULL, NULL},
+    {"attention_bias", KEY_READ, NULL, NULL},
+    {"mlp_bias", KEY_READ, NULL, NULL},
+    {"hidden_act", KEY_READ, NULL, NULL},
+    {"layer_types", KEY_READ, NULL, NULL},
+    {"use_sliding_window", KEY_READ, NULL, NULL},
+    {"sliding_window", KEY_READ, NULL, NULL},
+    {"pretraining_tp", KEY_READ, NULL, NULL}, /* checked a positive integer; a training detail, §5 fixes every sum */
+    {"eos_token_id", KEY_READ, NULL, NULL},
+    /* neutral: refused unless the value is the one cis2 implements */
+    {"rope_interleaved", KEY_NEUTRAL, is_false, "interleaved RoPE is not §7's rotate-half"},
+    {"use_mrope", KEY_NEUTRAL, is_false, "multimodal RoPE is not §7"},
+    {"partial_rotary_factor", KEY_NEUTRAL, is_one, "§7 rotates every dimension of a head"},
+    {"hidden_activation", KEY_NEUTRAL, is_silu, "§10's activation is silu"},
+    {"attn_logit_softcapping", KEY_NEUTRAL, is_never, "§9 has no score soft-capping"},
+    {"final_logit_softcapping", KEY_NEUTRAL, is_never, "§11 has no logit soft-capping"},
+    {"query_pre_attn_scalar", KEY_NEUTRAL, is_never, "§9 scales scores by 1/sqrt(head_dim)"},
+    {"rope_local_base_freq", KEY_NEUTRAL, is_never, "a second RoPE base for local layers is not §7"},
+    {"sliding_window_pattern", KEY_NEUTRAL, is_never, "sliding-window attention is not §9"},
+    {"no_rope_layers", KEY_NEUTRAL, all_rope, "§7 rotates q and k in every layer"},
+    {"no_rope_layer_interval", KEY_NEUTRAL, interval_unused, "§7 rotates q and k in every layer"},
+    {"qk_norm", KEY_NEUTRAL, is_false, "§9 has no q/k norm"},
+    {"use_qk_norm", KEY_NEUTRAL, is_false, "§9 has no q/k norm"},
+    {"qk_layernorm", KEY_NEUTRAL, is_false, "§9 has no q/k norm"},
+    {"quantization_config", KEY_NEUTRAL, is_never, "quantized weights are not §4"},
+    /* inert: the forward pass does not depend on them */
+    {"architectures", KEY_INERT, NULL, NULL},
+    {"auto_map", KEY_INERT, NULL, NULL},
+    {"_name_or_path", KEY_INERT, NULL, NULL},
+    {"_commit_hash", KEY_INERT, NULL, NULL},
+    {"_attn_implementation", KEY_INERT, NULL, NULL},
+    {"_attn_implementation_autoset", KEY_INERT, NULL, NULL},
+    {"transformers_version", KEY_INERT, NULL, NULL},
+    {"torch_dtype", KEY_INERT, NULL, NULL},
+    {"dtype", KEY_INERT, NULL, NULL},
+    {"use_bfloat16", KEY_INERT, NULL, NULL},
+    {"bos_token_id", KEY_INERT, NULL, NULL},
+    {"pad_token_id", KEY_INERT, NULL, NULL},
+    {"sep_token_id", KEY_INERT, NULL, NULL},
+    {"unk_token_id", KEY_INERT, NULL, NULL},
+    {"decoder_start_token_id", KEY_INERT, NULL, NULL},
+    {"tokenizer_class", KEY_INERT, NULL, NULL},
+    {"use_cache", KEY_INERT, NULL, NULL},
+    {"cache_implementation", KEY_INERT, NULL, NULL},
+    {"initializer_range", KEY_INERT, NULL, NULL},
+    {"attention_dropout", KEY_INERT, NULL, NULL},
+    {"hidden_dropout", KEY_INERT, NULL, NULL},
+    {"embd_pdrop", KEY_INERT, NULL, NULL},
+    {"resid_pdrop", KEY_INERT, NULL, NULL},
+    {"is_llama_config", KEY_INERT, NULL, NULL},
+    {"max_window_layers", KEY_INERT, NULL, NULL},             /* acts only with use_sliding_window true (refused) */
+    {"original_max_position_embeddings", KEY_INERT, NULL, NULL}, /* acts only with scaled RoPE (refused) */
+    {"output_attentions", KEY_INERT, NULL, NULL},
+    {"output_hidden_states", KEY_INERT, NULL, NULL},
+    {"return_dict", KEY_INERT, NULL, NULL},
+    {"torchscript", KEY_INERT, NULL, NULL},
+    {"tie_encoder_decoder", KEY_INERT, NULL, NULL},
+    {"is_encoder_decoder", KEY_INERT, NULL, NULL},
+    {"is_decoder", KEY_INERT, NULL, NULL},
+    {"add_cross_attention", KEY_INERT, NULL, NULL},
+    {"chunk_size_feed_forward", KEY_INERT, NULL, NULL},
+    {"pruned_heads", KEY_INERT, NULL, NULL},
+    {"id2label", KEY_INERT, NULL, NULL},
+    {"label2id", KEY_INERT, NULL, NULL},
+    {"problem_type", KEY_INERT, NULL, NULL},
+    {"finetuning_task", KEY_INERT, NULL, NULL},
+    {"task_specific_params", KEY_INERT, NULL, NULL},
+    {"prefix", KEY_INERT, NULL, NULL},
+    {"tf_legacy_loss", KEY_INERT, NULL, NULL},
+    /* generation defaults: cis2 takes its sampling from the request (docs/sampling.md) */
+    {"max_length", KEY_INERT, NULL, NULL},
+    {"min_length", KEY_INERT, NULL, NULL},
+    {"do_sample", KEY_INERT, NULL, NULL},
+    {"early_stopping", KEY_INERT, NULL, NULL},
+    {"num_beams", KEY_INERT, NULL, NULL},
+    {"num_beam_groups", KEY_INERT, NULL, NULL},
+    {"diversity_penalty", KEY_INERT, NULL, NULL},
+    {"temperature", KEY_INERT, NULL, NULL},
+    {"top_k", KEY_INERT, NULL, NULL},
+    {"top_p", KEY_INERT, NULL, NULL},
+    {"typical_p", KEY_INERT, NULL, NULL},
+    {"repetition_penalty", KEY_INERT, NULL, NULL},
+    {"length_penalty", KEY_INERT, NULL, NULL},
+    {"no_repeat_ngram_size", KEY_INERT, NULL, NULL},
+    {"encoder_no_repeat_ngram_size", KEY_INERT, NULL, NULL},
+    {"bad_words_ids", KEY_INERT, NULL, NULL},
+    {"num_return_sequences", KEY_INERT, NULL, NULL},
+    {"output_scores", KEY_INERT, NULL, NULL},
+    {"return_dict_in_generate", KEY_INERT, NULL, NULL},
+    {"forced_bos_token_id", KEY_INERT, NULL, NULL},
+    {"forced_eos_token_id", KEY_INERT, NULL, NULL},
+    {"remove_invalid_values", KEY_INERT, NULL, NULL},
+    {"exponential_decay_length_penalty", KEY_INERT, NULL, NULL},
+    {"suppress_tokens", KEY_INERT, NULL, NULL},
+    {"begin_suppress_tokens", KEY_INERT, NULL, NULL},
+};
+
+static const key_rule *key_find(const char *key)
+{
+    for (size_t i = 0; i < sizeof KEYS / sizeof KEYS[0]; i++)
+        if (!strcmp(KEYS[i].key, key)) return &KEYS[i];
+    return NULL;
+}
+
+/* A JSON value for a message, at most 40 characters. */
+static void show(const json_t *v, char out[48])
+{
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    snprintf(out, 48, "%.40s%s", s ? s : "?", s && strlen(s) > 40 ? "..." : "");
+    free(s);
+}
+
+/* Every key is in the table; a neutral one has its implemented value. */
+static int check_keys(json_t *root, const char *name, cis2_error *err)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) {
+        const key_rule *r = key_find(key);
+        char val[48];
+        if (!r)
+            return cis2_fail(err, CIS2_E_UNSUPPORTED,
+                             "%s: key '%.60s' is not known to cis2 (a key that may change the forward pass is "
+                             "refused, never ignored)", name, key);
+        if (r->cls != KEY_NEUTRAL || json_is_null(v) || r->neutral(root, v)) continue;
+        show(v, val);
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s = %s is not implemented (%s)", name, key, val, r->why);
+    }
+    return CIS2_OK;
+}
+
+/* ---- RoPE (§7): the base, and only the plain construction ----
+ * The base may be given as rope_theta, inside rope_parameters (transformers
+ * 5) or inside rope_scaling (its older name); every one given must agree.
+ * rope_parameters / rope_scaling may name only rope_type (or type)
+ * "default", rope_theta, and partial_rotary_factor 1. */
+typedef struct theta_src { double v; const char *from; } theta_src;
+
+static int theta_take(theta_src *t, const json_t *v, const char *from, const char *name, cis2_error *err)
+{
+    if (!json_is_number(v)) return cis2_fail(err, CIS2_E_FORMAT, "%s: %s must be a number", name, from);
+    double x = json_number_value(v);
+    if (t->from && x != t->v)
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s (%.17g) and %s (%.17g) disagree: which base is meant?",
+                         name, t->from, t->v, from, x);
+    if (!t->from) { t->v = x; t->from = from; }
+    return CIS2_OK;
+}
+
+static int rope_object(json_t *root, const char *key, theta_src *th, const char *name, cis2_error *err)
+{
+    const char *from = !strcmp(key, "rope_scaling") ? "rope_scaling.rope_theta" : "rope_parameters.rope_theta";
+    json_t *o = opt(root, key);
+    if (!o) return CIS2_OK;
+    if (!json_is_object(o)) return cis2_fail(err, CIS2_E_FORMAT, "%s: %s must be an object or null", name, key);
+    const char *type = NULL, *sub;
+    json_t *v;
+    char val[48];
+    const char *spelling = NULL;
+    for (int i = 0; i < 2; i++) { /* rope_type, or its older spelling type; both must agree */
+        const char *k = i ? "type" : "rope_type";
+        json_t *t = opt(o, k);
+        if (!t) continue;
+        if (!json_is_string(t)) return cis2_fail(err, CIS2_E_FORMAT, "%s: %s.%s must be a string", name, key, k);
+        if (type && strcmp(type, json_string_value(t)))
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: %s.rope_type and %s.type disagree", name, key, key);
+        type = json_string_value(t);
+        spelling = k;
+    }
+    if (type && strcmp(type, "default"))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED,
+                         "%s: %s.%s \"%.40s\" is not implemented (cis2 runs plain RoPE, §7: rope_type \"default\")",
+                         name, key, spelling, type);
+    json_object_foreach(o, sub, v) {
+        if (!strcmp(sub, "rope_type") || !strcmp(sub, "type") || json_is_null(v)) continue;
+        if (!strcmp(sub, "rope_theta")) {
+            int rc = theta_take(th, v, from, name, err);
+            if (rc) return rc;
+            continue;
+        }
+        if (!strcmp(sub, "partial_rotary_factor") && is_one(root, v)) continue;
+        show(v, val);
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s.%.40s = %s is not implemented (plain RoPE, §7, takes "
+                         "only rope_theta)", name, key, sub, val);
+    }
+    return CIS2_OK;
+}
+
+static int parse_rope(cis2_config *c, json_t *root, const char *name, cis2_error *err)
+{
+    theta_src th = {10000.0, NULL}; /* LlamaConfig's default base */
+    json_t *top = opt(root, "rope_theta");
+    int rc;
+    if ((top && (rc = theta_take(&th, top, "rope_theta", name, err))) ||
+        (rc = rope_object(root, "rope_parameters", &th, name, err)) ||
+        (rc = rope_object(root, "rope_scaling", &th, name, err)))
+        return rc;
+    c->rope_theta_f64 = th.v;
+    c->rope_theta = (float)c->rope_theta_f64; /* §7.1: rope_theta as f32 */
+    if (!finite_pos(c->rope_theta_f64) || !finite_pos((double)c->rope_theta))
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: %s must be finite and > 0 (also as f32)", name,
+                         th.from ? th.from : "rope_theta");
+    return CIS2_OK;
+}
+
+/* ---- attention layout (§9 attends to every earlier position) ----
+ * use_sliding_window true is refused; sliding_window is inert only where
+ * it cannot act: use_sliding_window present and false, or qwen2 (whose
+ * default is false); layer_types must be num_hidden_layers entries, all
+ * "full_attention". */
+static int parse_layout(cis2_config *c, json_t *root, const char *name, cis2_error *err)
+{
+    int use = -1, rc;
+    if ((rc = get_bool(root, "use_sliding_window", &use, name, err))) return rc;
+    if (use == 1)
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: use_sliding_window is true: sliding-window attention is not "
+                         "implemented (§9)", name);
+    json_t *sw = opt(root, "sliding_window");
+    if (sw && use != 0 && strcmp(c->model_type, "qwen2")) {
+        char val[48];
+        show(sw, val);
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: sliding_window = %s is not implemented (§9 attends to every "
+                         "earlier position)", name, val);
+    }
+    json_t *lt = opt(root, "layer_types");
+    if (!lt) return CIS2_OK;
+    if (!json_is_array(lt) || (int64_t)json_array_size(lt) != c->num_hidden_layers)
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: layer_types must be a list of num_hidden_layers (%lld) strings",
+                         name, (long long)c->num_hidden_layers);
+    for (size_t i = 0; i < json_array_size(lt); i++) {
+        json_t *t = json_array_get(lt, i);
+        if (!json_is_string(t))
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: layer_types[%zu] must be a string", name, i);
+        if (strcmp(json_string_value(t), "full_attention"))
+            return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: layer_types[%zu] \"%.40s\" is not implemented (§9 is "
+                             "full attention: \"full_attention\" only)", name, i, json_string_value(t));
+    }
+    return CIS2_OK;
+}
+
+/* model_type: llama (also absent) or qwen2. */
+static int parse_family(cis2_config *c, json_t *root, const char *name, cis2_error *err)
+{
+    json_t *mt = opt(root, "model_type");
+    if (!mt) return CIS2_OK;
+    if (!json_is_string(mt)) return cis2_fail(err, CIS2_E_FORMAT, "%s: model_type must be a string", name);
+    const char *s = json_string_value(mt);
+    if (strcmp(s, "llama") && strcmp(s, "qwen2"))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: model_type '%.40s' not supported (llama or qwen2 only)", name,
+                         s);
+    snprintf(c->model_type, sizeof c->model_type, "%s", s);
+    return CIS2_OK;
+}
+
+/* hidden_act, the biases, pretraining_tp. */
+static int parse_features(cis2_config *c, json_t *root, const char *name, cis2_error *err)
 {
     int rc;
-    if (!json_is_object(root)) return cis2_fail(err, CIS2_E_FORMAT, "%s: not a JSON object", name);
-
-    /* Family and the features the spec's forward pass does not describe. */
-    json_t *mt = opt(root, "model_type");
-    if (mt) {
-        if (!json_is_string(mt)) return cis2_fail(err, CIS2_E_FORMAT, "%s: model_type must be a string", name);
-        const char *s = json_string_value(mt);
-        if (strcmp(s, "llama") && strcmp(s, "qwen2"))
-            return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: model_type '%.40s' not supported (llama or qwen2 only)",
-                             name, s);
-        snprintf(c->model_type, sizeof c->model_type, "%s", s);
-    }
     json_t *act = opt(root, "hidden_act");
     if (act) {
         if (!json_is_string(act)) return cis2_fail(err, CIS2_E_FORMAT, "%s: hidden_act must be a string", name);
@@ -147,27 +455,21 @@ static int parse_root(cis2_config *c, json_t *root, const char *name, cis2_error
             return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: hidden_act '%.40s' not supported (silu only, §6.4)", name,
                              json_string_value(act));
     }
-    if (opt(root, "rope_scaling"))
-        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: rope_scaling is set; only plain RoPE (§7) is supported", name);
-    if ((rc = refuse_true(root, "rope_interleaved", "interleaved RoPE is not §7's rotate-half", name, err)) ||
-        (rc = refuse_true(root, "use_sliding_window", "sliding-window attention is not supported (§9)", name, err)) ||
-        (rc = refuse_true(root, "use_mrope", "multimodal RoPE is not supported", name, err)))
-        return rc;
     if ((rc = get_bool(root, "attention_bias", &c->attention_bias, name, err)) ||
         (rc = get_bool(root, "mlp_bias", &c->mlp_bias, name, err)))
         return rc;
     if (c->mlp_bias && strcmp(c->model_type, "qwen2"))
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: mlp_bias is true: MLP biases are not part of §10", name);
-    json_t *tp = opt(root, "pretraining_tp");
-    if (tp) {
-        if (!json_is_integer(tp) || json_integer_value(tp) < 1)
-            return cis2_fail(err, CIS2_E_FORMAT, "%s: pretraining_tp must be a positive integer", name);
-        if (json_integer_value(tp) > 1)
-            return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: pretraining_tp = %lld > 1 is not supported", name,
-                             (long long)json_integer_value(tp));
-    }
+    json_t *tp = opt(root, "pretraining_tp"); /* any value computes the same: §5 fixes every sum's order */
+    if (tp && (!json_is_integer(tp) || json_integer_value(tp) < 1))
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: pretraining_tp must be a positive integer", name);
+    return CIS2_OK;
+}
 
-    /* Sizes (§2.2). */
+/* §2.2 sizes and the derived head_dim. */
+static int parse_sizes(cis2_config *c, json_t *root, const char *name, cis2_error *err)
+{
+    int rc;
     if ((rc = get_size(root, "hidden_size", 1, CIS2_CFG_MAX_HIDDEN, &c->hidden_size, name, err)) ||
         (rc = get_size(root, "intermediate_size", 1, CIS2_CFG_MAX_INTER, &c->intermediate_size, name, err)) ||
         (rc = get_size(root, "num_hidden_layers", 1, CIS2_CFG_MAX_LAYERS, &c->num_hidden_layers, name, err)) ||
@@ -200,8 +502,20 @@ static int parse_root(cis2_config *c, json_t *root, const char *name, cis2_error
     if (c->head_dim % 2)
         return cis2_fail(err, CIS2_E_FORMAT, "%s: head_dim %lld is odd (RoPE §7 rotates halves)", name,
                          (long long)c->head_dim);
+    return CIS2_OK;
+}
 
-    /* §2.3 eps and §7.1 theta. */
+static int parse_root(cis2_config *c, json_t *root, const char *name, cis2_error *err)
+{
+    int rc;
+    if (!json_is_object(root)) return cis2_fail(err, CIS2_E_FORMAT, "%s: not a JSON object", name);
+    /* The family first, then every key against the table, then each part. */
+    if ((rc = parse_family(c, root, name, err)) || (rc = check_keys(root, name, err)) ||
+        (rc = parse_features(c, root, name, err)) || (rc = parse_sizes(c, root, name, err)) ||
+        (rc = parse_layout(c, root, name, err)) || (rc = parse_rope(c, root, name, err)))
+        return rc;
+
+    /* §2.3 eps */
     json_t *eps = opt(root, "rms_norm_eps");
     if (!eps) return cis2_fail(err, CIS2_E_FORMAT, "%s: missing required field rms_norm_eps", name);
     if (!json_is_number(eps)) return cis2_fail(err, CIS2_E_FORMAT, "%s: rms_norm_eps must be a number", name);
@@ -209,15 +523,6 @@ static int parse_root(cis2_config *c, json_t *root, const char *name, cis2_error
     c->rms_norm_eps = (float)c->rms_norm_eps_f64; /* §2.3: one RNE f64 -> f32 narrowing */
     if (!finite_pos(c->rms_norm_eps_f64) || !finite_pos((double)c->rms_norm_eps))
         return cis2_fail(err, CIS2_E_FORMAT, "%s: rms_norm_eps must be finite and > 0 (also as f32)", name);
-    c->rope_theta_f64 = 10000.0;
-    json_t *th = opt(root, "rope_theta");
-    if (th) {
-        if (!json_is_number(th)) return cis2_fail(err, CIS2_E_FORMAT, "%s: rope_theta must be a number", name);
-        c->rope_theta_f64 = json_number_value(th);
-    }
-    c->rope_theta = (float)c->rope_theta_f64; /* §7.1: rope_theta as f32 */
-    if (!finite_pos(c->rope_theta_f64) || !finite_pos((double)c->rope_theta))
-        return cis2_fail(err, CIS2_E_FORMAT, "%s: rope_theta must be finite and > 0 (also as f32)", name);
 
     c->tie_word_embeddings = 0;
     if ((rc = get_bool(root, "tie_word_embeddings", &c->tie_word_embeddings, name, err))) return rc;
