@@ -3,7 +3,9 @@
  *
  * Owns: loading (§2.1 the three artifact hashes, §2.2/§2.5 tensor names and
  * shapes against config.json, with each family's semantics for which
- * tensors exist), packing the weights once (kernels.h), and the per-row
+ * tensors exist), packing the weights once (kernels.h: BF16 stays bf16
+ * and F32 f32; F16 is widened exactly to f32 as it is packed, issue 33;
+ * each tensor may have its own dtype), and the per-row
  * arithmetic of §7 (RoPE), §8 (RMSNorm), §9 (GQA attention), §10 (SwiGLU
  * MLP) and §11.1 (final norm, tied or untied LM head).  Matrix products go
  * through cis2_matmul (§5.2); everything else is written out here in the
@@ -137,7 +139,9 @@ static int plan_tensors(cis2_model *m, loader *L, cis2_error *err)
     return CIS2_OK;
 }
 
-/* The packed matrices' type: bf16 stays bf16 (§4.1), anything else is f32. */
+/* The packed matrices' type: bf16 stays bf16 (§4.1, the kernels widen it);
+ * f32 stays f32; f16 is widened exactly to f32 while packing (issue 33:
+ * f16 -> bf16 would round), so an F16 matrix costs twice its file bytes. */
 static cis2_wtype packed_type(const cis2_st_tensor *t) { return t->dtype == CIS2_ST_BF16 ? CIS2_W_BF16 : CIS2_W_F32; }
 
 /* One block of weight memory for every matrix the plan calls for
@@ -168,6 +172,7 @@ typedef struct step {
     const seg *cur, *next;
     const uint8_t *cur_buf;
     uint8_t *next_buf;
+    uint8_t *wide;          /* an F16 segment's rows widened to f32 (twice a staging buffer) */
     size_t groups_per_item, items;
     int read_rc;
     cis2_error read_err;
@@ -181,11 +186,18 @@ static void step_item(void *ctx, size_t i)
         return;
     }
     const job *j = &S->L->jobs[S->cur->t];
-    size_t rowbytes = j->cols * cis2_st_dtype_size(S->L->st.t[S->cur->t].dtype);
+    cis2_st_dtype dt = S->L->st.t[S->cur->t].dtype;
+    size_t rowbytes = j->cols * cis2_st_dtype_size(dt);
     size_t g = (i - 1) * S->groups_per_item, r = g * CIS2_KG; /* relative to the segment */
     if (r >= S->cur->nr) return;
     size_t nr = S->cur->nr - r < S->groups_per_item * CIS2_KG ? S->cur->nr - r : S->groups_per_item * CIS2_KG;
-    cis2_pmat_pack_groups(S->L->cx, j->dest, S->cur_buf + r * rowbytes, (S->cur->r0 + r) / CIS2_KG, nr);
+    const uint8_t *src = S->cur_buf + r * rowbytes;
+    if (dt == CIS2_ST_F16) { /* these rows widened exactly (safetensors.h), then packed as f32 */
+        float *w = (float *)(S->wide + r * j->cols * sizeof(float));
+        cis2_st_widen_f32(dt, src, nr * j->cols, w);
+        src = (const uint8_t *)w;
+    }
+    cis2_pmat_pack_groups(S->L->cx, j->dest, src, (S->cur->r0 + r) / CIS2_KG, nr);
 }
 
 /* Reads the data area in file order, each tensor straight into its packed
@@ -207,10 +219,13 @@ static int stream_tensors(cis2_model *m, loader *L, cis2_error *err)
         size_t batch = cap / (j->cols * cis2_st_dtype_size(st->t[i].dtype)) / CIS2_KG * CIS2_KG;
         nseg += (j->rows + batch - 1) / batch;
     }
+    int f16 = 0;
+    for (size_t i = 0; i < st->n; i++) f16 |= L->jobs[i].kind == J_MAT && st->t[i].dtype == CIS2_ST_F16;
     seg *sg = malloc((nseg ? nseg : 1) * sizeof *sg);
-    uint8_t *buf[2] = {malloc(cap), malloc(cap)};
+    uint8_t *buf[2] = {malloc(cap), malloc(cap)}, *wide = f16 ? malloc(2 * cap) : NULL;
     int rc = CIS2_OK;
-    if (!sg || !buf[0] || !buf[1]) rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory for the staging buffers");
+    if (!sg || !buf[0] || !buf[1] || (f16 && !wide))
+        rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory for the staging buffers");
     size_t k = 0;
     for (size_t o = 0; !rc && o < st->n; o++) {
         size_t i = st->order[o];
@@ -229,7 +244,7 @@ static int stream_tensors(cis2_model *m, loader *L, cis2_error *err)
         const job *j = &L->jobs[cur->t];
         const cis2_st_tensor *t = &st->t[cur->t];
         step S = {.L = L, .cur = cur, .next = s + 1 < nseg ? &sg[s + 1] : NULL, .cur_buf = buf[s & 1],
-                  .next_buf = buf[(s + 1) & 1]};
+                  .next_buf = buf[(s + 1) & 1], .wide = wide};
         if (j->kind == J_VEC) {
             float **v = j->dest;
             if (!(*v = malloc(j->rows * sizeof(float)))) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); break; }
@@ -250,6 +265,7 @@ static int stream_tensors(cis2_model *m, loader *L, cis2_error *err)
     free(sg);
     free(buf[0]);
     free(buf[1]);
+    free(wide);
     if (!rc) rc = cis2_st_finish(st, m->weights_sha, err); /* §2.1 over every byte read */
     return rc;
 }

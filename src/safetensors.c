@@ -80,9 +80,10 @@ static int parse_entry(const char *path, const char *name, json_t *e, cis2_st_te
     const char *ds = json_string_value(dt);
     if (!strcmp(ds, "BF16")) t->dtype = CIS2_ST_BF16;
     else if (!strcmp(ds, "F32")) t->dtype = CIS2_ST_F32;
+    else if (!strcmp(ds, "F16")) t->dtype = CIS2_ST_F16;
     else
         return cis2_fail(err, CIS2_E_UNSUPPORTED,
-                         "%s: tensor '%s': dtype '%.32s' not supported (only BF16 and F32)", path, name, ds);
+                         "%s: tensor '%s': dtype '%.32s' not supported (only BF16, F16 and F32)", path, name, ds);
 
     if (!json_is_array(sh))
         return cis2_fail(err, CIS2_E_FORMAT, "%s: tensor '%s': shape is not an array", path, name);
@@ -324,9 +325,32 @@ const cis2_st_tensor *cis2_st_expect(const cis2_st_file *f, const char *name, in
     return t;
 }
 
+/* IEEE binary16 -> binary32, exactly, by integer operations (never a
+ * conversion instruction, whose subnormal handling the §1.3 pin could
+ * change): every binary16 is a binary32.  Normal: rebias the exponent
+ * (15 -> 127) and shift the 10 mantissa bits to the top of the 23;
+ * subnormal (m x 2^-24): normalised, a normal binary32; +-0 stays +-0;
+ * Inf stays Inf and a NaN keeps its sign and payload (quiet bit
+ * included), as numpy's half -> float conversion does. */
+uint32_t cis2_f16_to_f32_bits(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+    if (e == 0x1F) return sign | 0x7F800000u | m << 13;
+    if (e) return sign | (e + 112) << 23 | m << 13; /* 112 = 127 - 15 */
+    if (!m) return sign;
+    int32_t ex = 113; /* the exponent of 2^-14, the binary16 subnormals' scale, plus one shift */
+    while (!(m & 0x400u)) { m <<= 1; ex--; }
+    return sign | (uint32_t)ex << 23 | (m & 0x3FFu) << 13;
+}
+
 void cis2_st_widen_f32(cis2_st_dtype dtype, const uint8_t *p, uint64_t n, float *out)
 {
-    if (dtype == CIS2_ST_BF16) {
+    if (dtype == CIS2_ST_F16) {
+        for (uint64_t i = 0; i < n; i++, p += 2) {
+            uint32_t bits = cis2_f16_to_f32_bits((uint16_t)(p[0] | p[1] << 8));
+            memcpy(&out[i], &bits, 4);
+        }
+    } else if (dtype == CIS2_ST_BF16) {
         for (uint64_t i = 0; i < n; i++, p += 2) {
             uint32_t bits = ((uint32_t)p[0] | (uint32_t)p[1] << 8) << 16; /* §4.1: (b as u32) << 16 */
             memcpy(&out[i], &bits, 4);

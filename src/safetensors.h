@@ -20,7 +20,9 @@
  *  - cis2_st_open reads the whole file into memory the process owns and
  *    points each tensor's data into it (tests, fuzzing, small files).
  * Tensor offsets are any byte offset (the header length is arbitrary), so
- * no alignment is ever assumed.  Only BF16 and F32 tensors are accepted.
+ * no alignment is ever assumed.  BF16, F16 and F32 tensors are accepted
+ * (issue 33), each widened exactly to f32 (cis2_st_widen_f32); any other
+ * dtype is CIS2_E_UNSUPPORTED naming the tensor.
  */
 #ifndef CIS2_SAFETENSORS_H
 #define CIS2_SAFETENSORS_H
@@ -38,7 +40,7 @@
  * a model cis2 can run has at most 3 + 13 x 1024 of them. */
 #define CIS2_ST_MAX_HEADER_COST (256ull << 20)
 
-typedef enum { CIS2_ST_BF16 = 1, CIS2_ST_F32 = 2 } cis2_st_dtype;
+typedef enum { CIS2_ST_BF16 = 1, CIS2_ST_F32 = 2, CIS2_ST_F16 = 3 } cis2_st_dtype;
 
 typedef struct cis2_st_tensor {
     char *name;
@@ -93,11 +95,14 @@ const cis2_st_tensor *cis2_st_expect(const cis2_st_file *f, const char *name, in
                                      uint64_t d0, uint64_t d1, cis2_error *err);
 
 /* Exact f32 values of elements [first, first+count) of bytes src laid out
- * as t's dtype: BF16 widened by (b << 16) (§4.1), F32 copied bit for bit;
- * both read little-endian bytes one element at a time, so any alignment is
- * fine.  cis2_st_read_f32 reads t->data (cis2_st_open); precondition:
+ * as t's dtype: BF16 widened by (b << 16) (§4.1), F16 by
+ * cis2_f16_to_f32_bits, F32 copied bit for bit; all read little-endian
+ * bytes one element at a time, so any alignment is fine.  cis2_st_read_f32 reads t->data (cis2_st_open); precondition:
  * first + count <= cis2_st_numel(t); elements past the end read as +0. */
 void cis2_st_read_f32(const cis2_st_tensor *t, uint64_t first, uint64_t count, float *out);
 void cis2_st_widen_f32(cis2_st_dtype dtype, const uint8_t *src, uint64_t count, float *out);
+/* The binary32 bits of a binary16 value (exact: every binary16 is a
+ * binary32; subnormals become normal binary32s, a NaN keeps its payload). */
+uint32_t cis2_f16_to_f32_bits(uint16_t h);
 
 #endif

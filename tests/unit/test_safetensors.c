@@ -85,6 +85,79 @@ static void expect_reject(const char *p, int code, const char *substr)
 
 static const uint8_t data6[12] = {0x80, 0x3F, 0x49, 0xC0, 0x01, 0x00, 0xFF, 0x7F, 0x00, 0x80, 0xA0, 0x40};
 
+/* ---- F16 (issue 33): widened exactly to f32 ---- */
+
+/* Expected binary32 bits from an independent route: numpy 1.24's
+ * np.array(h, np.uint16).view(np.float16).astype(np.float32) (Debian's
+ * python3-numpy): zeros, subnormals (normal binary32s), normals, the
+ * largest finite, infinities, and NaNs, a signalling one included, whose
+ * payload (and quiet bit) numpy keeps as they are. */
+static const struct { uint16_t h; uint32_t f; } F16_NUMPY[] = {
+    {0x0000, 0x00000000}, {0x8000, 0x80000000}, {0x0001, 0x33800000}, {0x8001, 0xB3800000},
+    {0x0002, 0x34000000}, {0x0155, 0x37AA8000}, {0x0200, 0x38000000}, {0x03FF, 0x387FC000},
+    {0x0400, 0x38800000}, {0x3555, 0x3EAAA000}, {0x3C00, 0x3F800000}, {0xBC00, 0xBF800000},
+    {0x3C01, 0x3F802000}, {0x7BFF, 0x477FE000}, {0xFBFF, 0xC77FE000}, {0x7C00, 0x7F800000},
+    {0xFC00, 0xFF800000}, {0x7C01, 0x7F802000}, {0x7D55, 0x7FAAA000}, {0x7E00, 0x7FC00000},
+    {0xFE00, 0xFFC00000}, {0x7FFF, 0x7FFFE000}, {0xFFFF, 0xFFFFE000},
+};
+#define N_F16 (sizeof F16_NUMPY / sizeof F16_NUMPY[0])
+
+/* An F16 tensor at an odd offset beside a BF16 one, read through the file. */
+static void valid_f16(void **s)
+{
+    (void)s;
+    uint8_t data[2 + 2 * N_F16];
+    data[0] = 0x80; data[1] = 0x3F; /* BF16 1.0 */
+    for (size_t i = 0; i < N_F16; i++) {
+        data[2 + 2 * i] = (uint8_t)F16_NUMPY[i].h;
+        data[3 + 2 * i] = (uint8_t)(F16_NUMPY[i].h >> 8);
+    }
+    char hdr[256];
+    snprintf(hdr, sizeof hdr,
+             "{\"b\":{\"dtype\":\"BF16\",\"shape\":[1],\"data_offsets\":[0,2]},"
+             "\"h\":{\"dtype\":\"F16\",\"shape\":[%zu],\"data_offsets\":[2,%zu]}} ", N_F16, 2 + 2 * N_F16);
+    const char *p = write_st("f16.st", hdr, data, sizeof data);
+    cis2_st_file f;
+    cis2_error e = {0};
+    if (cis2_st_open(&f, p, NULL, &e)) fail_msg("%s", e.msg);
+    const cis2_st_tensor *h = cis2_st_find(&f, "h");
+    assert_non_null(h);
+    assert_int_equal(h->dtype, CIS2_ST_F16);
+    assert_int_equal(h->nbytes, 2 * N_F16);
+    assert_int_equal(cis2_st_dtype_size(CIS2_ST_F16), 2);
+    float out[N_F16];
+    cis2_st_read_f32(h, 0, N_F16, out);
+    for (size_t i = 0; i < N_F16; i++)
+        if (bits(out[i]) != F16_NUMPY[i].f)
+            fail_msg("f16 %04X -> %08X, numpy %08X", F16_NUMPY[i].h, bits(out[i]), F16_NUMPY[i].f);
+    cis2_st_close(&f);
+}
+
+/* Every one of the 65536 binary16 patterns: finite ones against their value
+ * computed arithmetically ((-1)^s x m x 2^-24, or (1024 + m) x 2^(e-25),
+ * exact in a double and in a binary32), the rest (exponent 31) against the
+ * rule numpy follows in the table above (sign, all-ones exponent, the 10
+ * mantissa bits at the top of the 23). */
+static void f16_exhaustive(void **s)
+{
+    (void)s;
+    for (uint32_t h = 0; h < 65536; h++) {
+        uint32_t sign = h >> 15, e = (h >> 10) & 31, m = h & 1023, want;
+        if (e == 31) {
+            want = sign << 31 | 0x7F800000u | m << 13;
+        } else {
+            double p2 = 0x1p-24; /* 2^-24 x 2^(max(e, 1) - 1), exact */
+            for (uint32_t k = 1; k < e; k++) p2 *= 2;
+            double v = (double)(e ? 1024 + m : m) * p2;
+            float f = (float)(sign ? -v : v); /* exact: |v| >= 2^-24 is a normal binary32, or 0 */
+            want = bits(f);
+        }
+        uint32_t got = cis2_f16_to_f32_bits((uint16_t)h);
+        if (got != want) fail_msg("f16 %04X -> %08X, want %08X", h, got, want);
+    }
+    for (size_t i = 0; i < N_F16; i++) assert_int_equal(cis2_f16_to_f32_bits(F16_NUMPY[i].h), F16_NUMPY[i].f);
+}
+
 /* ---- valid files ---- */
 
 static void valid_basic(void **s)
@@ -271,8 +344,12 @@ static void rej_missing_offsets(void **s)
 static void rej_unknown_dtype(void **s)
 {
     (void)s;
-    expect_reject(write_st("f16", "{\"w16\":{\"dtype\":\"F16\",\"shape\":[1],\"data_offsets\":[0,2]}}", zeros, 2),
-                  CIS2_E_UNSUPPORTED, "tensor 'w16': dtype 'F16' not supported");
+    expect_reject(write_st("i16", "{\"w16\":{\"dtype\":\"I16\",\"shape\":[1],\"data_offsets\":[0,2]}}", zeros, 2),
+                  CIS2_E_UNSUPPORTED, "tensor 'w16': dtype 'I16' not supported (only BF16, F16 and F32)");
+    expect_reject(write_st("f64", "{\"d\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}", zeros, 8),
+                  CIS2_E_UNSUPPORTED, "tensor 'd': dtype 'F64' not supported");
+    expect_reject(write_st("f8", "{\"q\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]}}", zeros, 2),
+                  CIS2_E_UNSUPPORTED, "tensor 'q': dtype 'F8_E4M3'");
     expect_reject(write_st("i8", "{\"q\":{\"dtype\":\"I8\",\"shape\":[2],\"data_offsets\":[0,2]}}", zeros, 2),
                   CIS2_E_UNSUPPORTED, "tensor 'q': dtype 'I8'");
     expect_reject(write_st("dtnum", "{\"q\":{\"dtype\":7,\"shape\":[1],\"data_offsets\":[0,2]}}", zeros, 2),
@@ -537,7 +614,7 @@ static void synth_deterministic(void **s)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(valid_basic),
+        cmocka_unit_test(valid_basic), cmocka_unit_test(valid_f16), cmocka_unit_test(f16_exhaustive),
         cmocka_unit_test(valid_odd_offset),
         cmocka_unit_test(valid_scalar_empty_padding),
         cmocka_unit_test(rej_short_file),
