@@ -15,7 +15,8 @@
  * Loading reads every input exactly once (fileio.h, issue 16): config.json
  * and tokenizer.json into owned buffers that are both hashed and parsed
  * (the tokenizer's bytes stay in the model for the caller to parse, see
- * model.h); model.safetensors as one sequential stream: the header is
+ * model.h); model.safetensors, or a sharded checkpoint's shards one after
+ * another (shards.h), as one sequential stream: the header(s) are
  * validated and every tensor matched to the config before any weight is
  * read, then the data area is consumed in offset order through a bounded
  * staging buffer, each byte hashed (§2.1) and packed from exactly the
@@ -29,6 +30,7 @@
 #include "fileio.h"
 #include "pmath.h"
 #include "safetensors.h"
+#include "shards.h"
 #include "tokenizer.h"
 
 #include <stdatomic.h>
@@ -58,16 +60,16 @@ typedef struct job {
 
 typedef struct loader {
     const cis2_ctx *cx;     /* the pool that packs (kernels.h) */
-    cis2_st_file st;
+    cis2_wset w;            /* the weights: one file or shards (shards.h); w.st their tensors */
     const char *path;
-    job *jobs;              /* one per tensor of st.t */
+    job *jobs;              /* one per tensor of w.st.t */
 } loader;
 
 /* Records that the config calls for `name` with this shape (checked). */
 static const cis2_st_tensor *want(loader *L, const char *name, uint64_t d0, uint64_t d1, int ndim, int kind,
                                   void *dest, cis2_error *err)
 {
-    const cis2_st_tensor *t = cis2_st_find(&L->st, name);
+    const cis2_st_tensor *t = cis2_st_find(&L->w.st, name);
     if (!t) { cis2_fail(err, CIS2_E_FORMAT, "%s: missing tensor %s", L->path, name); return NULL; }
     int ok = t->ndim == ndim && t->shape[0] == d0 && (ndim == 1 || t->shape[1] == d1);
     if (!ok) {
@@ -77,7 +79,7 @@ static const cis2_st_tensor *want(loader *L, const char *name, uint64_t d0, uint
                   ndim > 1 ? "," : "", ndim > 1 ? (unsigned long long)d1 : 0ull);
         return NULL;
     }
-    L->jobs[t - L->st.t] = (job){kind, dest, (size_t)d0, ndim > 1 ? (size_t)d1 : 1};
+    L->jobs[t - L->w.st.t] = (job){kind, dest, (size_t)d0, ndim > 1 ? (size_t)d1 : 1};
     return t;
 }
 
@@ -94,7 +96,7 @@ static int plan_tensors(cis2_model *m, loader *L, cis2_error *err)
 #define VEC(p, n) if (!want(L, name, n, 0, 1, J_VEC, p, err)) return err->code
     NAME("model.embed_tokens.weight"); MAT(&m->embed, m->vocab, m->hidden);
     NAME("model.norm.weight"); VEC(&m->norm, m->hidden);
-    int has_head = cis2_st_find(&L->st, "lm_head.weight") != NULL;
+    int has_head = cis2_st_find(&L->w.st, "lm_head.weight") != NULL;
     if (m->cfg.tie_word_embeddings && has_head)
         return cis2_fail(err, CIS2_E_UNSUPPORTED,
                          "%s: tie_word_embeddings is true but lm_head.weight is present (the spec does not say which wins)",
@@ -122,7 +124,7 @@ static int plan_tensors(cis2_model *m, loader *L, cis2_error *err)
             NAME("model.layers.%zu.self_attn.k_proj.bias", i); VEC(&ly->bk, m->kv_dim);
             NAME("model.layers.%zu.self_attn.v_proj.bias", i); VEC(&ly->bv, m->kv_dim);
         }
-        if (obias && cis2_st_find(&L->st, NAME("model.layers.%zu.self_attn.o_proj.bias", i)))
+        if (obias && cis2_st_find(&L->w.st, NAME("model.layers.%zu.self_attn.o_proj.bias", i)))
             return cis2_fail(err, CIS2_E_UNSUPPORTED,
                              "%s: tensor %s (llama attention_bias is true) is not supported: §9.5 has no "
                              "output-projection bias", L->path, name);
@@ -130,10 +132,10 @@ static int plan_tensors(cis2_model *m, loader *L, cis2_error *err)
 #undef NAME
 #undef MAT
 #undef VEC
-    for (size_t i = 0; i < L->st.n; i++)
+    for (size_t i = 0; i < L->w.st.n; i++)
         if (L->jobs[i].kind == J_NONE)
             return cis2_fail(err, CIS2_E_FORMAT, "%s: unexpected tensor %s (not part of a %zu-layer %s model%s)",
-                             L->path, L->st.t[i].name, m->n_layers, family,
+                             L->path, L->w.st.t[i].name, m->n_layers, family,
                              !strcmp(family, "qwen2") ? "" : qkv ? " with attention_bias true"
                                                                  : " with attention_bias false");
     return CIS2_OK;
@@ -149,10 +151,10 @@ static cis2_wtype packed_type(const cis2_st_tensor *t) { return t->dtype == CIS2
 static int wmem_plan(cis2_model *m, loader *L, cis2_error *err)
 {
     size_t total = 0;
-    for (size_t i = 0; i < L->st.n; i++) {
+    for (size_t i = 0; i < L->w.st.n; i++) {
         const job *j = &L->jobs[i];
         if (j->kind != J_MAT) continue;
-        size_t need = cis2_wmem_need(packed_type(&L->st.t[i]), j->rows, j->cols);
+        size_t need = cis2_wmem_need(packed_type(&L->w.st.t[i]), j->rows, j->cols);
         if (!need || need > SIZE_MAX - total)
             return cis2_fail(err, CIS2_E_NOMEM, "%s: the weights are too large to pack", L->path);
         total += need;
@@ -182,11 +184,11 @@ static void step_item(void *ctx, size_t i)
 {
     step *S = ctx;
     if (i == 0) {
-        if (S->next) S->read_rc = cis2_st_read(&S->L->st, S->next_buf, S->next->bytes, &S->read_err);
+        if (S->next) S->read_rc = cis2_wset_read(&S->L->w, S->next_buf, S->next->bytes, &S->read_err);
         return;
     }
     const job *j = &S->L->jobs[S->cur->t];
-    cis2_st_dtype dt = S->L->st.t[S->cur->t].dtype;
+    cis2_st_dtype dt = S->L->w.st.t[S->cur->t].dtype;
     size_t rowbytes = j->cols * cis2_st_dtype_size(dt);
     size_t g = (i - 1) * S->groups_per_item, r = g * CIS2_KG; /* relative to the segment */
     if (r >= S->cur->nr) return;
@@ -205,7 +207,7 @@ static void step_item(void *ctx, size_t i)
  * packed while the next is read and hashed). */
 static int stream_tensors(cis2_model *m, loader *L, cis2_error *err)
 {
-    cis2_st_file *st = &L->st;
+    cis2_st_file *st = &L->w.st;
     size_t cap = STAGE_BYTES, nseg = 0;
     for (size_t i = 0; i < st->n; i++) {
         const job *j = &L->jobs[i];
@@ -238,7 +240,7 @@ static int stream_tensors(cis2_model *m, loader *L, cis2_error *err)
             sg[k++] = (seg){i, r0, nr, nr * rowbytes};
         }
     }
-    if (!rc && nseg) rc = cis2_st_read(st, buf[0], sg[0].bytes, err);
+    if (!rc && nseg) rc = cis2_wset_read(&L->w, buf[0], sg[0].bytes, err);
     for (size_t s = 0; !rc && s < nseg; s++) {
         const seg *cur = &sg[s];
         const job *j = &L->jobs[cur->t];
@@ -266,7 +268,7 @@ static int stream_tensors(cis2_model *m, loader *L, cis2_error *err)
     free(buf[0]);
     free(buf[1]);
     free(wide);
-    if (!rc) rc = cis2_st_finish(st, m->weights_sha, err); /* §2.1 over every byte read */
+    if (!rc) rc = cis2_wset_finish(&L->w, m->weights_sha, err); /* §2.1 over every byte read (shards.h) */
     return rc;
 }
 
@@ -301,14 +303,13 @@ static int model_load(const cis2_ctx *cx, cis2_model *m, const char *dir, cis2_e
     cis2_table_digest(m->table_digest); /* §6.6 */
 
     loader L = {.cx = cx};
-    if ((rc = path_join(path, sizeof path, dir, "model.safetensors", err))) return rc;
-    L.path = path;
-    if ((rc = cis2_st_open_stream(&L.st, path, err))) return rc;
-    L.jobs = calloc(L.st.n ? L.st.n : 1, sizeof *L.jobs);
+    if ((rc = cis2_wset_open(&L.w, dir, err))) return rc; /* headers only, every shard checked */
+    L.path = L.w.label;
+    L.jobs = calloc(L.w.st.n ? L.w.st.n : 1, sizeof *L.jobs);
     if (!L.jobs) rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
     else if (!(rc = plan_tensors(m, &L, err)) && !(rc = wmem_plan(m, &L, err))) rc = stream_tensors(m, &L, err);
     free(L.jobs);
-    cis2_st_close(&L.st);
+    cis2_wset_close(&L.w);
     if (rc) return rc;
 
     m->weight_bytes = cis2_pmat_bytes(m->tied ? &m->embed : &m->lm_head);

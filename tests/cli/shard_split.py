@@ -1,0 +1,98 @@
+#!/usr/bin/python3
+"""tests/cli/shard_split.py SRC_DIR DST_DIR N - split SRC_DIR/model.safetensors
+into a Hugging Face style sharded checkpoint in DST_DIR: N shards
+model-0000i-of-0000N.safetensors (the tensors in name order, cut into N runs
+of about equal bytes, each shard its own header with offsets from 0, the
+tensor bytes copied unchanged) and model.safetensors.index.json
+({"metadata": {"total_size": bytes}, "weight_map": {tensor: shard}}, as
+transformers' save_pretrained writes it).  config.json and tokenizer.json
+are copied.  Written from the safetensors format alone (8-byte LE header
+length, JSON header, data area), independently of cis2's reader and
+writer, so that t_shards.sh compares cis2 against a second route.
+
+tests/cli/shard_split.py --weights-sha DIR prints the weights_sha256 a
+sharded checkpoint must have by docs/inputs.md's rule: the sha256 of the
+lines "<sha256 hex>  <name>\\n", the index first, then every shard the
+index names, in the byte order of their names (sha256sum's output).
+"""
+import hashlib
+import json
+import os
+import shutil
+import struct
+import sys
+
+
+def read_st(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    hdr = json.loads(raw[8:8 + n])
+    data = raw[8 + n:]
+    hdr.pop("__metadata__", None)
+    return hdr, data
+
+
+def write_st(path, tensors):
+    """tensors: list of (name, dtype, shape, bytes)."""
+    hdr, off = {}, 0
+    for name, dtype, shape, b in tensors:
+        hdr[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(b)]}
+        off += len(b)
+    js = json.dumps(hdr, separators=(",", ":")).encode()
+    js += b" " * (-len(js) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(js)) + js)
+        for t in tensors:
+            f.write(t[3])
+
+
+def split(src, dst, n):
+    hdr, data = read_st(os.path.join(src, "model.safetensors"))
+    names = sorted(hdr)
+    items = []
+    for k in names:
+        b, e = hdr[k]["data_offsets"]
+        items.append((k, hdr[k]["dtype"], hdr[k]["shape"], data[b:e]))
+    total = sum(len(t[3]) for t in items)
+    os.makedirs(dst, exist_ok=True)
+    groups, cur, acc = [], [], 0
+    for t in items:  # cut when the running total passes the next i/n of the bytes
+        cur.append(t)
+        acc += len(t[3])
+        if len(groups) < n - 1 and acc >= total * (len(groups) + 1) / n:
+            groups.append(cur)
+            cur = []
+    groups.append(cur)
+    groups = [g for g in groups if g]
+    weight_map = {}
+    for i, g in enumerate(groups):
+        fn = "model-%05d-of-%05d.safetensors" % (i + 1, len(groups))
+        write_st(os.path.join(dst, fn), g)
+        for t in g:
+            weight_map[t[0]] = fn
+    index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
+    with open(os.path.join(dst, "model.safetensors.index.json"), "w") as f:
+        json.dump(index, f, indent=2)
+        f.write("\n")
+    for fn in ("config.json", "tokenizer.json"):
+        shutil.copyfile(os.path.join(src, fn), os.path.join(dst, fn))
+
+
+def weights_sha(d):
+    def h(fn):
+        with open(os.path.join(d, fn), "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+
+    idx = "model.safetensors.index.json"
+    with open(os.path.join(d, idx), "rb") as f:
+        shards = sorted(set(json.loads(f.read())["weight_map"].values()), key=lambda s: s.encode())
+    text = "".join("%s  %s\n" % (h(fn), fn) for fn in [idx] + shards)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--weights-sha":
+        print(weights_sha(sys.argv[2]))
+    else:
+        split(sys.argv[1], sys.argv[2], int(sys.argv[3]))
