@@ -422,7 +422,7 @@ CIS2_API void cis2_session_stats_get(const cis2_session *s, cis2_session_stats *
 /* ======================================================================
  * 7. Receipts and verdicts
  *
- * A receipt (FACTS.md §6, README "Receipts") records one run's inputs and
+ * A receipt (FACTS.md §6, docs/receipts.md) records one run's inputs and
  * every digest, as text: `CIS-2-RECEIPT v1` for a greedy run without stop
  * rules (byte for byte the existing verifiers' format), or the
  * `CIS-2-RECEIPT ext-sampling-1` extension (docs/sampling.md) otherwise.
@@ -539,7 +539,7 @@ CIS2_API int cis2_compare(const cis2_receipt *a, const cis2_receipt *b, cis2_ver
 CIS2_API void cis2_verdicts_free(cis2_verdict *v, size_t n);
 
 /* ======================================================================
- * 8. Traces ("CIS-2-TRACE v1", README "Traces")
+ * 8. Traces ("CIS-2-TRACE v1", docs/receipts.md "Traces")
  * ====================================================================== */
 
 typedef struct cis2_trace_writer cis2_trace_writer;

@@ -1,6 +1,6 @@
 /*
  * serve_body.c - a request body's text beneath jansson (issue 19 item 5;
- * README "Serving"; docs/inputs.md "HTTP requests"): what the server
+ * docs/serving.md; docs/inputs.md "HTTP requests"): what the server
  * reads from the bytes themselves because a parsed JSON value has lost
  * it, or because jansson would refuse the whole body for one value.
  *
@@ -128,7 +128,7 @@ int serve_raw_float(const char *raw, size_t n, const char *key, float *out)
 /* jansson refuses, while parsing, an integer beyond int64 ("seed":
  * 1e30 written out) and a real that overflows a double (1e999): the whole
  * body would be invalid_json with no param, though such a value is only
- * out of range (README: 400 invalid_value naming the parameter).  So
+ * out of range (docs/serving.md: 400 invalid_value naming the parameter).  So
  * before parsing, body_numbers finds every number literal (outside
  * strings, starting after a delimiter) that jansson would refuse and, in
  * a copy, writes a 0 padded with spaces over it: a number token for a

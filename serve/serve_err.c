@@ -1,5 +1,5 @@
 /*
- * serve_err.c - the errors of `cis2 serve` (issue 19; README "Serving"):
+ * serve_err.c - the errors of `cis2 serve` (issue 19; docs/serving.md):
  * every refusal is OpenAI's shape, {"error": {"message", "type", "param",
  * "code"}}, sent with an HTTP status.  A module fills a serve_err with
  * serve_fail (the first error wins, so a caller may go on and check once);

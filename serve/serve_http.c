@@ -291,7 +291,7 @@ static const char *field_status(int s)
 
 #define SERVE_VERIFY_BATCH 256 /* receipts in one /v1/verify */
 
-/* One verdict as /v1/verify reports it (README "Serving"). */
+/* One verdict as /v1/verify reports it (docs/serving.md). */
 static json_t *verdict_json(const cis2_verdict *v)
 {
     json_t *o = json_object();

@@ -3,7 +3,7 @@
  * per finished request, to stderr (`--access-log -`, the default), appended
  * to a file (`--access-log FILE`) or nowhere (`--access-log off`).
  *
- * A line is nine fields separated by single spaces (README "Serving"):
+ * A line is nine fields separated by single spaces (docs/serving.md):
  *
  *   TIME CLIENT METHOD PATH STATUS BYTES MS ID END
  *   2025-06-01T10:00:00.123Z 127.0.0.1:40312 POST /v1/completions 200 812 35.1 cmpl-9f0c... ok

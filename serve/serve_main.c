@@ -169,7 +169,7 @@ static int render_chat_lines(const serve_opts *o)
 
 /* ------------------------------------------------------------- start-up */
 
-/* --api-key-file: the key is the file's first line (README "Hygiene"),
+/* --api-key-file: the key is the file's first line (docs/serving.md),
  * without its LF or CR LF and without surrounding spaces and tabs, which
  * the Authorization header's value cannot carry either (serve_http.c
  * `authorized` trims them).  An empty first line, or one holding a NUL,

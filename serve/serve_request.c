@@ -8,7 +8,7 @@
  * Calls serve_err.c, serve_body.c (the body's text), serve_chat.c (chat
  * prompts), serve_engine.c (jobs) and serve_metrics.c (prompt tokens).
  *
- * Parameters and cis2's choices (README "Serving"; docs/inputs.md "HTTP
+ * Parameters and cis2's choices (docs/serving.md; docs/inputs.md "HTTP
  * requests"):
  *   - unknown parameters are refused (400), as OpenAI does; known ones with
  *     a value cis2 does not implement (echo, best_of > n, penalties, a
@@ -243,7 +243,7 @@ static int text_prompt(const serve_ctx *sc, const char *s, size_t len, serve_pro
 }
 
 /* Ids must be in the vocabulary and round-trip through the tokenizer:
- * the receipt records the bytes they decode to (README "Receipts"). */
+ * the receipt records the bytes they decode to (docs/receipts.md). */
 static int ids_prompt(const serve_ctx *sc, json_t *a, serve_prompt *p, const char *param, serve_err *e)
 {
     size_t n = json_array_size(a);

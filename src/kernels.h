@@ -69,7 +69,7 @@ typedef struct cis2_pmat {
  * (madvise(MADV_HUGEPAGE) where Linux has it; plain memory elsewhere).
  * Decode streams every weight once per token, and through 4 KiB pages
  * that cost a TLB miss every 4 KiB: ~10% of a SmolLM2-135M token on the
- * Sapphire Rapids machine (README "Performance").  Small matrices (most
+ * Sapphire Rapids machine (docs/performance.md).  Small matrices (most
  * of a 135M model's are under 2 MiB) only get huge pages when they share
  * one block.  The layout and the bits are cis2_pmat_pack's. */
 typedef struct cis2_wmem {

@@ -17,7 +17,7 @@
  * order, one space between.  CSV elements are non-empty, have no leading
  * zeros ("0" itself is fine), and are at most 4294967295.  Values contain
  * no whitespace.  The parser refuses anything render would not produce
- * (README "Receipts", docs/sampling.md §S7.3-§S7.4).
+ * (docs/receipts.md, docs/sampling.md §S7.3-§S7.4).
  */
 #ifndef CIS2_RECEIPT_H
 #define CIS2_RECEIPT_H

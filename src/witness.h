@@ -9,7 +9,7 @@
  *   (6b) for an extension run, the params digest (docs/sampling.md)
  *   7    per step: the full logit vector (f32 bits, u32 LE, vocab order;
  *        a NaN as the canonical 0x7FC00000, so the witness does not depend
- *        on the ISA's default NaN, README "Cross-ISA"), then the chosen id.
+ *        on the ISA's default NaN, docs/cross-isa.md), then the chosen id.
  */
 #ifndef CIS2_WITNESS_H
 #define CIS2_WITNESS_H

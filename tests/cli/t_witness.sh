@@ -3,7 +3,7 @@
 # independent route: python's hashlib over the artifact files, the printed
 # table digests, the prompt ids, cis2's --dump-logits and its tokens, in the
 # order of FACTS §1.11.  Also a model whose logits contain NaNs produced by
-# inf - inf: the witness hashes every NaN as 0x7FC00000 (README "Cross-ISA").
+# inf - inf: the witness hashes every NaN as 0x7FC00000 (docs/cross-isa.md).
 set -eu
 . tests/lib.sh
 PY=python3

@@ -94,7 +94,7 @@ static int wcb(void *ctx, const cis2_token_event *ev)
     c->events++;
     if (ev->token != argmax_here(ev->logits, ev->vocab)) c->argmax_bad = 1;
     EVP_MD_CTX *w = c->w[ev->seq];
-    for (size_t i = 0; i < ev->vocab; i++) { /* §12.1 7a: bits LE; NaN as 0x7FC00000 (README) */
+    for (size_t i = 0; i < ev->vocab; i++) { /* §12.1 7a: bits LE; NaN as 0x7FC00000 (docs/arithmetic.md) */
         uint32_t b;
         memcpy(&b, &ev->logits[i], 4);
         if (ev->logits[i] != ev->logits[i]) b = 0x7FC00000u;
