@@ -182,8 +182,21 @@ write_st(s, [x for x in shard(s) if x[0] != 'model.norm.weight'])"
 hostile "shard with a broken header" 4 "$S3: header length" "
 b = open('$S3', 'rb').read(); open('$S3', 'wb').write(b'\xff' * 8 + b[8:])"
 
-# a checkpoint that is not sharded is unchanged: no index, as before
-rm -f "$T/one/model.safetensors.index.json"
-rc=0; $CIS2 run --model-dir "$T/sh" --prompt-ids 1 --gen-toks 1 > /dev/null 2>&1 || rc=$?
-[ $rc = 0 ] || fail "the sharded checkpoint stopped loading"
+# ---- 6: memory stays one copy of the weights (docs/inputs.md "Memory"):
+# a SmolLM2-135M-shape checkpoint in 4 shards peaks within 8 MiB of the one
+# file's peak and within 32 MiB of the weights' bytes
+if [ -z "${RUNNER:-}" ] && [ "${SAN:-}" != 1 ]; then
+    $CIS2 synth --shape smollm2-135m --seed 1 --out "$T/big" > /dev/null
+    $PY $SPLIT "$T/big" "$T/bigsh" 4
+    rm -rf "$T/one" "$T/sh1"
+    peak() { $PY -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' $CIS2 run --model-dir "$1" --prompt-ids 1,2 --gen-toks 1; }
+    one_kb=$(peak "$T/big") || fail "run on the 135M shape"
+    sh_kb=$(peak "$T/bigsh") || fail "run on the 135M shape in shards"
+    w_kb=$(( $(stat -c %s "$T/big/model.safetensors") / 1024 ))
+    echo "peak RSS: one file $one_kb KiB, 4 shards $sh_kb KiB, weights $w_kb KiB"
+    [ "$sh_kb" -le $((one_kb + 8192)) ] || fail "the shards' peak RSS is over the one file's + 8 MiB"
+    [ "$sh_kb" -le $((w_kb + 32768)) ] || fail "the shards' peak RSS is over the weights + 32 MiB"
+fi
 echo ok
