@@ -11,8 +11,11 @@
  *   cis2 detokenize --tokenizer FILE IDS | --batch
  *       ids (cli.h's one id-list grammar) -> the decoded text and a
  *       newline.  --batch: stdin lines of ids -> one JSON string per line.
- *   Both take --tokenizer-ext: also admit Qwen2.5's tokenizer.json shape, a
- *   non-normative extension outside CIS-2 v0.3b §3.
+ *   Both take --tokenizer-ext: also admit the model families' tokenizer.json
+ *   shapes (Qwen, Llama-3, Llama-2, Gemma-3), a non-normative extension
+ *   outside CIS-2 v0.3b §3.  tokenize --add-special-tokens: Hugging Face's
+ *   encode(text, add_special_tokens=True) (the post-processor's BOS...);
+ *   without it add_special_tokens=False.
  */
 #include "cli.h"
 
@@ -33,11 +36,12 @@ static double now_s(void)
 }
 static double enc_secs;
 static size_t enc_bytes, enc_tokens;
+static unsigned enc_flags;    /* --add-special-tokens: CIS2_TOK_ADD_SPECIAL */
 static int timed_encode(const cis2_tokenizer *t, const char *s, size_t len, uint32_t **ids, size_t *n,
                         cis2_error *err)
 {
     double t0 = now_s();
-    int rc = cis2_tokenizer_encode(t, s, len, ids, n, err);
+    int rc = cis2_tokenizer_encode_ext(t, s, len, enc_flags, ids, n, err);
     enc_secs += now_s() - t0;
     enc_bytes += len;
     if (!rc) enc_tokens += *n;
@@ -111,13 +115,15 @@ static int batch_detokenize(const cis2_tokenizer *t, cis2_error *err)
 int cmd_tokenize(int argc, char **argv)
 {
     const char *tok = NULL, *text = NULL;
-    int json = 0, batch = 0, stats = 0, ext = 0;
+    int json = 0, batch = 0, stats = 0, ext = 0, special = 0;
     cli_opt opts[] = {{"--tokenizer", OPT_STR, &tok, 0, 0},     {"--text", OPT_STR, &text, 0, 0},
                       {"--json", OPT_FLAG, &json, 0, 0},         {"--batch", OPT_FLAG, &batch, 0, 0},
                       {"--stats", OPT_FLAG, &stats, 0, 0},       {"--tokenizer-ext", OPT_FLAG, &ext, 0, 0},
+                      {"--add-special-tokens", OPT_FLAG, &special, 0, 0},
                       {0}};
     int rc = cli_parse("tokenize", argc, argv, opts, NULL, 0, NULL);
     if (rc) return rc < 0 ? 0 : rc;
+    enc_flags = special ? CIS2_TOK_ADD_SPECIAL : 0;
     if (!tok) return cli_usage_error("tokenize", "--tokenizer FILE is required");
     if (batch && text) return cli_usage_error("tokenize", "--batch reads stdin only");
     cis2_error err = {0};

@@ -140,8 +140,19 @@ CIS2_API char *cis2_tokenizer_decode(const cis2_tokenizer *t, const uint32_t *id
 CIS2_API char *cis2_tokenizer_decode_n(const cis2_tokenizer *t, const uint32_t *ids, size_t n, size_t *len);
 /* Max id + 1 over the model vocab and the added tokens. */
 CIS2_API size_t cis2_tokenizer_vocab_size(const cis2_tokenizer *t);
-/* 0 when the file uses the non-normative extension (NFC / Qwen Split). */
+/* 0 when the file uses the non-normative extension (the shapes of Qwen,
+ * Llama-3, Llama-2 / Mistral / TinyLlama, Gemma-3). */
 CIS2_API int cis2_tokenizer_is_normative(const cis2_tokenizer *t);
+/* cis2_tokenizer_encode with flags: CIS2_TOK_ADD_SPECIAL adds the
+ * post-processor's special tokens (TemplateProcessing, e.g. Llama-2's
+ * BOS), as Hugging Face's encode(text, add_special_tokens=True); without
+ * it, encode(text, add_special_tokens=False) (= cis2_tokenizer_encode). */
+#define CIS2_TOK_ADD_SPECIAL 1u
+CIS2_API int cis2_tokenizer_encode_ext(const cis2_tokenizer *t, const char *text, size_t len, unsigned flags,
+                                       uint32_t **ids, size_t *n, cis2_error *err);
+/* 1 when add_special_tokens changes the ids (the file's post-processor
+ * adds tokens), 0 otherwise (SmolLM2, Qwen, this Llama-3 file). */
+CIS2_API int cis2_tokenizer_adds_special(const cis2_tokenizer *t);
 
 /* ======================================================================
  * 4. Synthetic checkpoints (`cis2 synth`): deterministic weights of a

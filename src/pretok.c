@@ -10,11 +10,15 @@
  * White_Space, ' ?' is U+0020 only, the contractions are case-sensitive
  * (FACTS §2).  Every match is one pre-token ("isolated" delimiters).
  *
- * Also the NON-NORMATIVE Qwen2.5 Split pattern (cis2_pretok_split_qwen, at
- * the end), a second scanner over the same Unicode 16.0 tables.
+ * Also the NON-NORMATIVE Split patterns of Qwen2.5/Qwen3 and Llama-3
+ * (cis2_pretok_split_qwen, cis2_pretok_split_llama3, at the end), a second
+ * scanner over the same Unicode 16.0 tables; and the literal-string Split
+ * (cis2_pretok_split_literal, Gemma-3).
  */
 #include "pretok.h"
 #include "tables/unicode_tables.h"
+
+#include <string.h>
 
 int cis2_uclass(uint32_t cp)
 {
@@ -136,7 +140,8 @@ void cis2_pretok_split(const char *s, size_t n, int digits_mode, int use_regex,
  *   1 (?i:'s|'t|'re|'ve|'m|'ll|'d)   case-insensitive: s also matches U+017F
  *                                    (its case fold), the others ASCII only
  *   2 [^\r\n\p{L}\p{N}]?\p{L}+       one optional non-letter/number/CR/LF
- *   3 \p{N}                          one number character
+ *   3 \p{N}                          one number character (Llama-3:
+ *                                    \p{N}{1,3}, up to three, greedy)
  *   4 ' '?[^\s\p{L}\p{N}]+[\r\n]*    symbols, then any CR/LF run
  *   5 \s*[\r\n]+                     greedy \s* backtracks to the last CR/LF
  *                                    of the whitespace run
@@ -146,7 +151,7 @@ void cis2_pretok_split(const char *s, size_t n, int digits_mode, int use_regex,
  * Every character starts some match, so the matches tile the piece. */
 static inline int is_crlf(unsigned char c) { return c == '\r' || c == '\n'; }
 
-static size_t qwen_match(const unsigned char *p, const unsigned char *end)
+static size_t qwen_match(const unsigned char *p, const unsigned char *end, int nmax)
 {
     size_t rem = (size_t)(end - p);
     if (p[0] == '\'' && rem >= 2) {                                   /* 1 */
@@ -164,7 +169,15 @@ static size_t qwen_match(const unsigned char *p, const unsigned char *end)
         size_t l1;
         if (cls_at(p + l0, &l1) == UC_L) return (size_t)(run_of(p + l0 + l1, end, UC_L) - p);
     }
-    if (k0 == UC_N) return l0;                                        /* 3 */
+    if (k0 == UC_N) {                                                 /* 3 */
+        const unsigned char *q = p + l0;
+        for (int k = 1; k < nmax && q < end; k++) {
+            size_t l;
+            if (cls_at(q, &l) != UC_N) break;
+            q += l;
+        }
+        return (size_t)(q - p);
+    }
     const unsigned char *q = p + (p[0] == ' ');                       /* 4 */
     if (q < end) {
         size_t l;
@@ -188,12 +201,43 @@ static size_t qwen_match(const unsigned char *p, const unsigned char *end)
     return (size_t)(r - p);                                           /* 6 at the end, or 7 */
 }
 
-void cis2_pretok_split_qwen(const char *s, size_t n, cis2_pretok_cb cb, void *ctx)
+static void split_qwen_n(const char *s, size_t n, int nmax, cis2_pretok_cb cb, void *ctx)
 {
     const unsigned char *p = (const unsigned char *)s, *end = p + n;
     while (p < end) {
-        size_t m = qwen_match(p, end);
+        size_t m = qwen_match(p, end, nmax);
         if (cb(ctx, (const char *)p, m)) return;
         p += m;
     }
+}
+void cis2_pretok_split_qwen(const char *s, size_t n, cis2_pretok_cb cb, void *ctx)
+{
+    split_qwen_n(s, n, 1, cb, ctx);
+}
+void cis2_pretok_split_llama3(const char *s, size_t n, cis2_pretok_cb cb, void *ctx)
+{
+    split_qwen_n(s, n, 3, cb, ctx);
+}
+
+/* ---- NON-NORMATIVE: Split on a literal string, behavior MergedWithPrevious
+ * (Gemma-3) ----
+ * Each occurrence of the delimiter (leftmost, non-overlapping) is appended
+ * to the piece before it, unless that piece is itself a delimiter (then it
+ * stands alone), as the reference's SplitDelimiterBehavior::MergedWithPrevious. */
+void cis2_pretok_split_literal(const char *s, size_t n, const char *d, size_t dl, cis2_pretok_cb cb, void *ctx)
+{
+    size_t start = 0, i = 0;
+    int prev_match = 0;
+    while (dl && i + dl <= n) {
+        if (memcmp(s + i, d, dl)) { i++; continue; }
+        if (i > start) {                          /* text, then this delimiter merged into it */
+            if (cb(ctx, s + start, i + dl - start)) return;
+        } else if (prev_match || start == 0) {    /* a delimiter after a delimiter, or first */
+            if (cb(ctx, s + i, dl)) return;
+        }
+        prev_match = 1;
+        i += dl;
+        start = i;
+    }
+    if (start < n) cb(ctx, s + start, n - start);
 }

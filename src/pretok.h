@@ -41,5 +41,14 @@ void cis2_pretok_split(const char *s, size_t n, int digits_mode, int use_regex,
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" \
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 void cis2_pretok_split_qwen(const char *s, size_t n, cis2_pretok_cb cb, void *ctx);
+/* The same scanner with Llama-3's pattern, which differs only in \p{N}{1,3}
+ * for \p{N} (CIS2_LLAMA3_SPLIT_REGEX). */
+#define CIS2_LLAMA3_SPLIT_REGEX \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" \
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+void cis2_pretok_split_llama3(const char *s, size_t n, cis2_pretok_cb cb, void *ctx);
+/* Split on the literal d[0..dl), behavior MergedWithPrevious (Gemma-3's
+ * pre-tokenizer): calls cb for every piece in order (they tile s). */
+void cis2_pretok_split_literal(const char *s, size_t n, const char *d, size_t dl, cis2_pretok_cb cb, void *ctx);
 
 #endif

@@ -69,7 +69,11 @@ static inline uint32_t ac_step(const ac_trie *T, uint32_t v, uint8_t c)
 
 /* ---- accessors ---- */
 size_t cis2_tokenizer_vocab_size(const cis2_tokenizer *t) { return t->nids; }
-int cis2_tokenizer_is_normative(const cis2_tokenizer *t) { return !t->nfc && !t->split_qwen; }
+int cis2_tokenizer_is_normative(const cis2_tokenizer *t)
+{
+    return !t->nfc && !t->nnorm && !t->split_qwen && !t->sp && !t->has_template;
+}
+int cis2_tokenizer_adds_special(const cis2_tokenizer *t) { return t->npost_pre + t->npost_post > 0; }
 
 const char *cis2_tokenizer_token_bytes(const cis2_tokenizer *t, uint32_t id, size_t *len)
 {
@@ -138,11 +142,56 @@ static qent qpop(qent *h, size_t *n)
     return top;
 }
 
+static inline void add_sym(sym *s, size_t *ns, uint32_t id)
+{
+    s[*ns].id = id; s[*ns].len = 1;
+    s[*ns].prev = (int32_t)*ns - 1; s[*ns].next = (int32_t)*ns + 1;
+    (*ns)++;
+}
+
+/* NON-NORMATIVE (tokenizer_family.c): the symbols of a word of
+ * SentencePiece-style BPE, as the reference's BPE::merge_word builds them:
+ * each character's own token, else (byte_fallback) its bytes' "<0xXX>"
+ * tokens when all exist, else unk, consecutive unks fused (fuse_unk); a
+ * pending unk is emitted before the next character found in the vocab (and
+ * after byte-fallback tokens that come between, as there). */
+static size_t sp_symbols(const cis2_tokenizer *t, const unsigned char *w, size_t len, sym *s)
+{
+    size_t ns = 0;
+    int unk = 0;
+    for (size_t i = 0, l; i < len; i += l) {
+        cis2_utf8_next(w + i, &l);
+        vslot *v = vocab_find(t, (const char *)w + i, l);
+        if (v->id != UINT32_MAX) {
+            if (unk) { add_sym(s, &ns, t->unk_id); unk = 0; }
+            add_sym(s, &ns, v->id);
+            continue;
+        }
+        if (t->byte_fallback) {
+            size_t k = 0;
+            while (k < l && t->fb_id[w[i + k]] >= 0) k++;
+            if (k == l) {
+                for (k = 0; k < l; k++) add_sym(s, &ns, (uint32_t)t->fb_id[w[i + k]]);
+                continue;
+            }
+        }
+        if (t->unk_id != UINT32_MAX) {
+            if (unk && !t->fuse_unk) add_sym(s, &ns, t->unk_id);
+            unk = 1;
+        }
+    }
+    if (unk) add_sym(s, &ns, t->unk_id);
+    return ns;
+}
+
 /* BPE of one pre-token (raw bytes): appends its ids to (*out, *n). */
 static int bpe_word(enc_ctx *c, const unsigned char *w, size_t len, uint32_t **out, size_t *n, size_t *cap)
 {
     const cis2_tokenizer *t = c->t;
-    if (t->ignore_merges) {               /* whole word in the vocab: one token */
+    if (t->ignore_merges && t->sp) {
+        vslot *v = vocab_find(t, (const char *)w, len);
+        if (v->id != UINT32_MAX) return push_ids(out, n, cap, &v->id, 1);
+    } else if (t->ignore_merges) {        /* whole word in the vocab: one token */
         char *m = calloc(len * 2 + 1, 1);
         if (!m) return -1;
         size_t k = 0;
@@ -164,13 +213,15 @@ static int bpe_word(enc_ctx *c, const unsigned char *w, size_t len, uint32_t **o
      * and their neighbours become adjacent (FACTS §2). */
     sym *s = c->syms;
     size_t ns = 0;
-    for (size_t i = 0; i < len; i++) {
-        int32_t id = t->byte_id[w[i]];
-        if (id < 0) continue;
-        s[ns].id = (uint32_t)id; s[ns].len = 1;
-        s[ns].prev = (int32_t)ns - 1; s[ns].next = (int32_t)ns + 1;
-        ns++;
-    }
+    if (t->sp) ns = sp_symbols(t, w, len, s);
+    else
+        for (size_t i = 0; i < len; i++) {
+            int32_t id = t->byte_id[w[i]];
+            if (id < 0) continue;
+            s[ns].id = (uint32_t)id; s[ns].len = 1;
+            s[ns].prev = (int32_t)ns - 1; s[ns].next = (int32_t)ns + 1;
+            ns++;
+        }
     if (ns == 0) return 0;
     s[ns - 1].next = -1;
     /* §3.1.5.c, exactly as the reference's Word::merge_all without dropout. */
@@ -220,7 +271,9 @@ static int word_too_long(enc_ctx *c, const char *w, size_t len)
 {
     if (c->max_ids == SIZE_MAX) return 0;
     size_t kept = 0;
-    for (size_t i = 0; i < len; i++) kept += c->t->byte_id[(unsigned char)w[i]] >= 0;
+    if (c->t->sp) kept = c->t->can_unk ? 0 : len;   /* a fused unk covers any number of bytes */
+    else
+        for (size_t i = 0; i < len; i++) kept += c->t->byte_id[(unsigned char)w[i]] >= 0;
     size_t mt = c->t->max_tok_bytes ? c->t->max_tok_bytes : 1;
     size_t lb = kept / mt + (kept % mt != 0);
     return lb > c->max_ids || c->n > c->max_ids - lb;
@@ -276,8 +329,12 @@ static int on_word(void *ctx, const char *w, size_t len)
 static void encode_piece(enc_ctx *c, const char *s, size_t n)
 {
     if (c->oom || c->over) return;
-    if (c->t->split_qwen) cis2_pretok_split_qwen(s, n, on_word, c);   /* non-normative */
-    else cis2_pretok_split(s, n, c->t->digits_mode, c->t->use_regex, on_word, c);
+    const cis2_tokenizer *t = c->t;
+    if (t->split_qwen == 1) cis2_pretok_split_qwen(s, n, on_word, c);   /* non-normative */
+    else if (t->split_qwen == 3) cis2_pretok_split_llama3(s, n, on_word, c);
+    else if (t->split_lit) cis2_pretok_split_literal(s, n, t->split_lit, t->split_lit_len, on_word, c);
+    else if (t->sp) { if (n) on_word(c, s, n); }                      /* no pre-tokenizer: one word */
+    else cis2_pretok_split(s, n, t->digits_mode, t->use_regex, on_word, c);
 }
 
 static void split_added(enc_ctx *c, const char *s, size_t n, int group);
@@ -289,9 +346,9 @@ static void normalize_piece(enc_ctx *c, const char *s, size_t n)
     if (c->oom || c->over) return;
     char *norm = NULL;
     size_t nn = n;
-    if (c->t->nfc && n) {
+    if (c->t->nnorm && n) {
         char **nb = realloc(c->bufs, (c->nbufs + 1) * sizeof *nb);
-        if (!nb || cis2_nfc(s, n, &norm, &nn)) { c->bufs = nb ? nb : c->bufs; c->oom = 1; return; }
+        if (!nb || tokfam_normalize(c->t, s, n, &norm, &nn)) { c->bufs = nb ? nb : c->bufs; c->oom = 1; return; }
         c->bufs = nb;
         if (norm) c->bufs[c->nbufs++] = norm;
     }
@@ -355,6 +412,32 @@ static void split_added(enc_ctx *c, const char *s, size_t n, int group)
 int cis2_tokenizer_encode_max(const cis2_tokenizer *t, const char *text, size_t len, size_t max_ids,
                               uint32_t **ids, size_t *n, cis2_error *err)
 {
+    return cis2_tokenizer_encode_flags(t, text, len, 0, max_ids, ids, n, err);
+}
+
+/* With CIS2_TOK_ADD_SPECIAL, the post-processor's ids around the text
+ * (TemplateProcessing single, non-normative; tokenizer_family.c), as the
+ * reference's encode(text, add_special_tokens=True). */
+int cis2_tokenizer_encode_flags(const cis2_tokenizer *t, const char *text, size_t len, unsigned flags,
+                                size_t max_ids, uint32_t **ids, size_t *n, cis2_error *err)
+{
+    size_t extra = flags & CIS2_TOK_ADD_SPECIAL ? t->npost_pre + t->npost_post : 0;
+    if (extra) {
+        if (max_ids < extra) return cis2_fail(err, CIS2_E_USAGE, "prompt is longer than %zu tokens", max_ids);
+        uint32_t *body;
+        size_t nb;
+        int rc = cis2_tokenizer_encode_flags(t, text, len, 0, max_ids == SIZE_MAX ? SIZE_MAX : max_ids - extra,
+                                             &body, &nb, err);
+        if (rc) { *ids = NULL; *n = 0; return rc; }
+        uint32_t *all = malloc((nb + extra) * sizeof *all);
+        if (!all) { free(body); *ids = NULL; *n = 0; return cis2_fail(err, CIS2_E_NOMEM, "tokenize: out of memory"); }
+        memcpy(all, t->post_pre, t->npost_pre * sizeof *all);
+        if (nb) memcpy(all + t->npost_pre, body, nb * sizeof *all);
+        memcpy(all + t->npost_pre + nb, t->post_post, t->npost_post * sizeof *all);
+        free(body);
+        *ids = all; *n = nb + extra;
+        return CIS2_OK;
+    }
     *ids = NULL; *n = 0;
     size_t bad;
     if (cis2_utf8_validate((const unsigned char *)text, len, &bad))
@@ -388,6 +471,12 @@ int cis2_tokenizer_encode(const cis2_tokenizer *t, const char *text, size_t len,
     return cis2_tokenizer_encode_max(t, text, len, SIZE_MAX, ids, n, err);
 }
 
+int cis2_tokenizer_encode_ext(const cis2_tokenizer *t, const char *text, size_t len, unsigned flags,
+                              uint32_t **ids, size_t *n, cis2_error *err)
+{
+    return cis2_tokenizer_encode_flags(t, text, len, flags, SIZE_MAX, ids, n, err);
+}
+
 /* ---- decoding ---- */
 char *cis2_tokenizer_decode(const cis2_tokenizer *t, const uint32_t *ids, size_t n)
 {
@@ -395,8 +484,44 @@ char *cis2_tokenizer_decode(const cis2_tokenizer *t, const uint32_t *ids, size_t
     return cis2_tokenizer_decode_n(t, ids, n, &len);
 }
 
+/* NON-NORMATIVE: SentencePiece-style decoding, as the reference's decoder
+ * Sequence [Replace("▁", " "), ByteFallback, Fuse, Strip(" ", k, 0)]: each
+ * token's text with "▁" as " " (tokenizer_family.c); a run of "<0xXX>"
+ * tokens becomes its bytes when they are valid UTF-8, else one U+FFFD per
+ * byte; the text joined; then up to k leading spaces removed. */
+static char *decode_sp(const cis2_tokenizer *t, const uint32_t *ids, size_t n, size_t *len)
+{
+    size_t total = 0, l;
+    for (size_t i = 0; i < n; i++)
+        if (cis2_tokenizer_token_bytes(t, ids[i], &l)) total += l + 3;
+    char *o = malloc(total + 1);
+    unsigned char *run = malloc(n + 1);
+    if (!o || !run) { free(o); free(run); return NULL; }
+    size_t k = 0, nr = 0;
+    for (size_t i = 0; i <= n; i++) {
+        const char *b = i < n ? cis2_tokenizer_token_bytes(t, ids[i], &l) : NULL;
+        if (i < n && !b) continue;                   /* unknown id: skipped */
+        if (b && t->byte_val[ids[i]] >= 0) { run[nr++] = (unsigned char)t->byte_val[ids[i]]; continue; }
+        if (nr) {
+            if (!cis2_utf8_validate(run, nr, NULL)) { memcpy(o + k, run, nr); k += nr; }
+            else for (size_t j = 0; j < nr; j++) { memcpy(o + k, "\xef\xbf\xbd", 3); k += 3; }
+            nr = 0;
+        }
+        if (b) { memcpy(o + k, b, l); k += l; }
+    }
+    free(run);
+    size_t cut = 0;
+    while ((int)cut < t->strip_start && cut < k && o[cut] == ' ') cut++;
+    memmove(o, o + cut, k - cut);
+    k -= cut;
+    o[k] = 0;
+    *len = k;
+    return o;
+}
+
 char *cis2_tokenizer_decode_n(const cis2_tokenizer *t, const uint32_t *ids, size_t n, size_t *len)
 {
+    if (t->sp) return decode_sp(t, ids, n, len);
     size_t total = 0, l;
     for (size_t i = 0; i < n; i++)
         if (cis2_tokenizer_token_bytes(t, ids[i], &l)) total += l;

@@ -40,6 +40,10 @@ int cis2_tokenizer_load_file(cis2_tokenizer **out, const char *path, unsigned fl
 int cis2_tokenizer_encode_max(const cis2_tokenizer *t, const char *text, size_t len, size_t max_ids,
                               uint32_t **ids, size_t *n, cis2_error *err);
 
+/* cis2_tokenizer_encode_max with cis2_tokenizer_encode_ext's flags. */
+int cis2_tokenizer_encode_flags(const cis2_tokenizer *t, const char *text, size_t len, unsigned flags,
+                                size_t max_ids, uint32_t **ids, size_t *n, cis2_error *err);
+
 /* The 256-entry byte -> code point map of §3.1.5.a. */
 uint32_t cis2_byte_to_unicode(uint8_t b);
 

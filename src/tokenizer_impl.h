@@ -55,6 +55,11 @@ typedef struct {
     size_t maxlen;            /* longest content in the group */
 } ac_trie;
 
+/* One normalizer step (non-normative families, tokenizer_load.c). */
+enum { NORM_NFC = 1, NORM_PREPEND, NORM_REPLACE };
+typedef struct { int kind; char *a, *b; size_t al, bl; } norm_step;   /* Prepend a; Replace a -> b */
+#define CIS2_TOK_MAX_NORM 8
+
 struct cis2_tokenizer {
     char *arena;              /* vocab strings, then decode bytes */
     size_t arena_len, arena_cap;
@@ -69,7 +74,40 @@ struct cis2_tokenizer {
     size_t max_tok_bytes;     /* most bytes one vocab token covers (encode_max's bound) */
     int digits_mode, use_regex, ignore_merges;
     int nfc, split_qwen;      /* non-normative extension (tokenizer_load.c, tokenizer.c) */
+    /* NON-NORMATIVE: the model families' shapes (issue 33 item 4; outside
+     * CIS-2 v0.3b §3).  split_qwen: 1 Qwen's Split regex, 3 Llama-3's
+     * (\p{N}{1,3}).  norm: the normalizer's steps in order (nfc is also
+     * set when one is NFC).  sp: SentencePiece-style BPE (no ByteLevel):
+     * the symbols are the characters of the normalized text, looked up in
+     * the vocab as they are, else their bytes' "<0xXX>" tokens
+     * (byte_fallback, fb_id), else unk (fuse_unk); decoding is the
+     * Replace("▁"," "), ByteFallback, Fuse, Strip(" ", strip_start, 0)
+     * decoder (byte_val: the byte of a "<0xXX>" token, -1 others).
+     * split_lit: Split on that literal string, MergedWithPrevious.
+     * post_pre / post_post: the TemplateProcessing ids around the text,
+     * added by encode with CIS2_TOK_ADD_SPECIAL. */
+    norm_step norm[CIS2_TOK_MAX_NORM]; int nnorm;
+    int sp, byte_fallback, fuse_unk, can_unk, strip_start;
+    int32_t fb_id[256];
+    uint32_t unk_id;          /* UINT32_MAX: none */
+    int16_t *byte_val;        /* per id, sp only */
+    char *split_lit; size_t split_lit_len;
+    uint32_t *post_pre, *post_post; size_t npost_pre, npost_post;
+    int has_template;
 };
+
+/* tokenizer_family.c (non-normative families) and the helpers of
+ * tokenizer_load.c it uses. */
+#include <jansson.h>
+int tokfam_normalizer(cis2_tokenizer *t, json_t *v, const char *path, cis2_error *err);
+int tokfam_decoder_sp(cis2_tokenizer *t, json_t *v, const char *path, cis2_error *err);
+int tokfam_post(cis2_tokenizer *t, json_t *v, const char *path, cis2_error *err);
+int tokfam_build_sp_decode(cis2_tokenizer *t, const char *path, cis2_error *err);
+void tokfam_free(cis2_tokenizer *t);
+/* t's normalizer on s[0..n): *out (malloc'd) and *on; *out NULL when the
+ * text is unchanged.  -1: out of memory. */
+int tokfam_normalize(const cis2_tokenizer *t, const char *s, size_t n, char **out, size_t *on);
+int tokfam_arena_add(cis2_tokenizer *t, const char *s, size_t n, uint32_t *off);
 
 /* cp as UTF-8 into o[0..4); returns its length */
 static inline size_t utf8_put(uint32_t cp, char *o)

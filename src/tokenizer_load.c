@@ -82,6 +82,11 @@ static int arena_add(cis2_tokenizer *t, const char *s, size_t n, uint32_t *off)
     return 0;
 }
 
+int tokfam_arena_add(cis2_tokenizer *t, const char *s, size_t n, uint32_t *off)
+{
+    return arena_add(t, s, n, off);
+}
+
 static void ac_free(ac_trie *T)
 {
     free(T->first); free(T->fail); free(T->out); free(T->label);
@@ -92,6 +97,7 @@ void cis2_tokenizer_free(cis2_tokenizer *t)
 {
     if (!t) return;
     ac_free(&t->trie[0]); ac_free(&t->trie[1]);
+    tokfam_free(t);
     for (size_t i = 0; i < t->nadded; i++) free(t->added[i].s);
     free(t->added); free(t->arena); free(t->vocab); free(t->merges);
     free(t->dec_off); free(t->dec_len); free(t);
@@ -146,31 +152,49 @@ static int load_digits(cis2_tokenizer *t, json_t *o, const char *path, cis2_erro
     return CIS2_OK;
 }
 
-/* The message for a part of Qwen2.5's shape when the flag is absent. */
+/* The message for a part of a family's shape (Qwen2.5/Qwen3, Llama-3,
+ * Llama-2, Gemma-3) when the flag is absent. */
 static int refuse_ext(cis2_error *err, const char *path, const char *what)
 {
     return cis2_fail(err, CIS2_E_UNSUPPORTED,
-                     "%s: %s is outside CIS-2 v0.3b §3 (Qwen2.5 shape): give token ids with --prompt-ids, "
+                     "%s: %s is outside CIS-2 v0.3b §3: give token ids with --prompt-ids, "
                      "or allow the non-normative extension with --tokenizer-ext", path, what);
 }
 
-/* NON-NORMATIVE: Qwen2.5's Split pre-tokenizer: exactly its regex, Isolated. */
+static int is_str(json_t *v, const char *want)
+{
+    return json_is_string(v) && json_string_length(v) == strlen(want) && !strcmp(json_string_value(v), want);
+}
+
+/* NON-NORMATIVE: the Split pre-tokenizer: exactly Qwen2.5/Qwen3's or
+ * Llama-3's regex, Isolated (then ByteLevel without regex); or a literal
+ * string, MergedWithPrevious (Gemma-3, alone: SentencePiece-style). */
 static int load_split(cis2_tokenizer *t, json_t *o, unsigned flags, const char *path, cis2_error *err)
 {
     json_t *pat = json_object_get(o, "pattern"), *beh = json_object_get(o, "behavior");
     json_t *rx = json_is_object(pat) ? json_object_get(pat, "Regex") : NULL;
+    json_t *lit = json_is_object(pat) ? json_object_get(pat, "String") : NULL;
     int inv;
-    if (!json_is_string(rx) || json_object_size(pat) != 1 || !json_is_string(beh) ||
+    if ((!json_is_string(rx) && !json_is_string(lit)) || json_object_size(pat) != 1 || !json_is_string(beh) ||
         get_bool(o, "invert", 0, &inv))
-        return cis2_fail(err, CIS2_E_FORMAT, "%s: pre_tokenizer Split needs pattern {\"Regex\": ...}, "
-                         "behavior and a boolean invert", path);
-    if (strcmp(json_string_value(rx), CIS2_QWEN_SPLIT_REGEX) || json_string_length(rx) != strlen(CIS2_QWEN_SPLIT_REGEX) ||
-        strcmp(json_string_value(beh), "Isolated") || inv)
-        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: pre_tokenizer Split is supported only with Qwen2.5's "
-                         "regex, behavior Isolated and invert false", path);
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: pre_tokenizer Split needs pattern {\"Regex\": ...} or "
+                         "{\"String\": ...}, behavior and a boolean invert", path);
+    int nmax = is_str(rx, CIS2_QWEN_SPLIT_REGEX) ? 1 : is_str(rx, CIS2_LLAMA3_SPLIT_REGEX) ? 3 : 0;
+    if (lit && json_string_length(lit) > 0 && is_str(beh, "MergedWithPrevious") && !inv) {
+        if (!(flags & CIS2_TOK_ALLOW_NONNORMATIVE)) return refuse_ext(err, path, "pre_tokenizer Split (String)");
+        t->split_lit_len = json_string_length(lit);
+        if (!(t->split_lit = malloc(t->split_lit_len)))
+            return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
+        memcpy(t->split_lit, json_string_value(lit), t->split_lit_len);
+        return CIS2_OK;
+    }
+    if (!nmax || !is_str(beh, "Isolated") || inv)
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: pre_tokenizer Split is supported only with Qwen2.5/Qwen3's "
+                         "or Llama-3's regex, behavior Isolated and invert false, or a String pattern with "
+                         "behavior MergedWithPrevious", path);
     if (!(flags & CIS2_TOK_ALLOW_NONNORMATIVE))
-        return refuse_ext(err, path, "pre_tokenizer Split (Qwen2.5 regex)");
-    t->split_qwen = 1;
+        return refuse_ext(err, path, nmax == 1 ? "pre_tokenizer Split (Qwen2.5 regex)" : "pre_tokenizer Split (Llama-3 regex)");
+    t->split_qwen = nmax;
     return CIS2_OK;
 }
 
@@ -178,11 +202,23 @@ static int load_split(cis2_tokenizer *t, json_t *o, unsigned flags, const char *
  * with the flag also Sequence [Split, ByteLevel(use_regex=false)]. */
 static int load_pretok(cis2_tokenizer *t, json_t *p, unsigned flags, const char *path, cis2_error *err)
 {
-    if (!p || json_is_null(p))
-        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: pre_tokenizer is null (cis2 needs a ByteLevel pre-tokenizer)", path);
+    if (!p || json_is_null(p)) {           /* SentencePiece-style BPE (Llama-2): non-normative */
+        if (!(flags & CIS2_TOK_ALLOW_NONNORMATIVE))
+            return refuse_ext(err, path, "pre_tokenizer null (cis2 needs a ByteLevel pre-tokenizer)");
+        t->sp = 1;
+        return CIS2_OK;
+    }
     const char *ty = json_is_object(p) ? type_of(p) : NULL;
     if (!ty) return cis2_fail(err, CIS2_E_FORMAT, "%s: pre_tokenizer has no type", path);
     if (!strcmp(ty, "ByteLevel")) return load_bytelevel(t, p, path, err);
+    if (!strcmp(ty, "Split")) {             /* alone: a String pattern (Gemma-3), SentencePiece-style */
+        int rc = load_split(t, p, flags, path, err);
+        if (!rc && !t->split_lit)
+            return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: pre_tokenizer Split with a regex must be followed by "
+                             "ByteLevel with use_regex=false", path);
+        t->sp = 1;
+        return rc;
+    }
     if (strcmp(ty, "Sequence"))
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: pre_tokenizer type %s is not supported", path, ty);
     json_t *list = json_object_get(p, "pretokenizers");
@@ -206,22 +242,43 @@ static int load_pretok(cis2_tokenizer *t, json_t *p, unsigned flags, const char 
     }
     if (!have_bl)
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: pre_tokenizer Sequence has no ByteLevel", path);
+    if (t->split_lit)
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: pre_tokenizer Split with a String pattern is supported "
+                         "only alone", path);
     if (t->split_qwen && t->use_regex)      /* Split then the GPT-2 pattern: not Qwen2.5's shape */
         return cis2_fail(err, CIS2_E_UNSUPPORTED,
                          "%s: pre_tokenizer Split must be followed by ByteLevel with use_regex=false", path);
     return CIS2_OK;
 }
 
-/* post_processor / decoder: null or ByteLevel (neither adds tokens). */
-static int load_passive(json_t *root, const char *key, const char *path, cis2_error *err)
+/* post_processor / decoder: null or ByteLevel (neither adds tokens); with
+ * the flag (non-normative, tokenizer_family.c) the post_processor
+ * TemplateProcessing (or Sequence [ByteLevel, TemplateProcessing]) and,
+ * for SentencePiece-style BPE, its decoder Sequence.  The decoder must
+ * match the model: ByteLevel (or null) with ByteLevel, the Sequence
+ * without. */
+static int load_passive(cis2_tokenizer *t, json_t *root, const char *key, unsigned flags, const char *path,
+                        cis2_error *err)
 {
     json_t *v = json_object_get(root, key);
-    if (!v || json_is_null(v)) return CIS2_OK;
+    int dec = !strcmp(key, "decoder");
+    if (!v || json_is_null(v)) {
+        if (dec && t->sp)
+            return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: decoder is null (SentencePiece-style BPE needs its "
+                             "Replace/ByteFallback/Fuse decoder)", path);
+        return CIS2_OK;
+    }
     const char *ty = json_is_object(v) ? type_of(v) : NULL;
     if (!ty) return cis2_fail(err, CIS2_E_FORMAT, "%s: %s has no type", path, key);
-    if (strcmp(ty, "ByteLevel"))
-        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s type %s is not supported", path, key, ty);
-    return CIS2_OK;
+    if (!strcmp(ty, "ByteLevel") && !(dec && t->sp)) return CIS2_OK;
+    int fam = dec ? t->sp && !strcmp(ty, "Sequence") : !strcmp(ty, "TemplateProcessing") || !strcmp(ty, "Sequence");
+    if (!fam) return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s type %s is not supported", path, key, ty);
+    if (!(flags & CIS2_TOK_ALLOW_NONNORMATIVE)) {
+        char what[96];
+        snprintf(what, sizeof what, "%s %s", key, ty);
+        return refuse_ext(err, path, what);
+    }
+    return dec ? tokfam_decoder_sp(t, v, path, err) : tokfam_post(t, v, path, err);
 }
 
 static int load_vocab(cis2_tokenizer *t, json_t *vocab, const char *path, cis2_error *err)
@@ -542,13 +599,17 @@ static int load_normalizer(cis2_tokenizer *t, json_t *v, unsigned flags, const c
 {
     if (!v || json_is_null(v)) return CIS2_OK;
     const char *ty = json_is_object(v) ? type_of(v) : NULL;
-    if (ty && !strcmp(ty, "NFC") && json_object_size(v) == 1) {
-        if (!(flags & CIS2_TOK_ALLOW_NONNORMATIVE)) return refuse_ext(err, path, "normalizer NFC");
-        t->nfc = 1;
-        return CIS2_OK;
+    int fam = ty && ((!strcmp(ty, "NFC") && json_object_size(v) == 1) || !strcmp(ty, "Prepend") ||
+                     !strcmp(ty, "Replace") || !strcmp(ty, "Sequence"));
+    if (!fam)
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: normalizer %s is not supported (CIS-2 v0.3b §3.1.3: none)",
+                         path, ty ? ty : "(no type)");
+    if (!(flags & CIS2_TOK_ALLOW_NONNORMATIVE)) {
+        char what[64];
+        snprintf(what, sizeof what, "normalizer %s", ty);
+        return refuse_ext(err, path, what);
     }
-    return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: normalizer %s is not supported (CIS-2 v0.3b §3.1.3: none)",
-                     path, ty ? ty : "(no type)");
+    return tokfam_normalizer(t, v, path, err);   /* non-normative: tokenizer_family.c */
 }
 
 int cis2_tokenizer_load_mem(cis2_tokenizer **out, const char *buf, size_t len, const char *path, unsigned flags,
@@ -584,9 +645,11 @@ int cis2_tokenizer_load_mem(cis2_tokenizer **out, const char *buf, size_t len, c
     if (!mty && !merges) FAIL(CIS2_E_UNSUPPORTED, "%s: model has no type and no merges (only BPE is supported)", path);
     if (merges && !json_is_array(merges)) FAIL(CIS2_E_FORMAT, "%s: model.merges is not an array", path);
     static const char *const mnulls[] = {"dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix"};
+    json_t *unk = json_object_get(model, "unk_token");
     for (int i = 0; i < 4; i++) {
         json_t *mv = json_object_get(model, mnulls[i]);
         if (i >= 2 && json_is_string(mv) && json_string_length(mv) == 0) continue; /* "" = none (Qwen2.5's files) */
+        if (i == 1 && json_is_string(mv) && (flags & CIS2_TOK_ALLOW_NONNORMATIVE)) continue; /* checked below */
         if (!absent_or_null(model, mnulls[i]))
             FAIL(CIS2_E_UNSUPPORTED, "%s: model.%s is not null (not supported)", path, mnulls[i]);
     }
@@ -594,12 +657,25 @@ int cis2_tokenizer_load_mem(cis2_tokenizer **out, const char *buf, size_t len, c
     if (get_bool(model, "byte_fallback", 0, &bf) || get_bool(model, "fuse_unk", 0, &fu) ||
         get_bool(model, "ignore_merges", 0, &t->ignore_merges))
         FAIL(CIS2_E_FORMAT, "%s: model has a non-boolean byte_fallback/fuse_unk/ignore_merges", path);
-    if (bf) FAIL(CIS2_E_UNSUPPORTED, "%s: model.byte_fallback=true is not supported", path);
+    if (bf && !(flags & CIS2_TOK_ALLOW_NONNORMATIVE)) FAIL(CIS2_E_UNSUPPORTED, "%s: model.byte_fallback=true is "
+        "outside CIS-2 v0.3b §3: give token ids with --prompt-ids, or allow the non-normative extension with "
+        "--tokenizer-ext", path);
 
     if ((rc = load_pretok(t, json_object_get(root, "pre_tokenizer"), flags, path, err))) goto out;
-    if ((rc = load_passive(root, "post_processor", path, err))) goto out;
-    if ((rc = load_passive(root, "decoder", path, err))) goto out;
+    if ((bf || json_is_string(unk)) && !t->sp)
+        FAIL(CIS2_E_UNSUPPORTED, "%s: model.%s is supported only for SentencePiece-style BPE (no ByteLevel "
+             "pre-tokenizer)", path, bf ? "byte_fallback=true" : "unk_token");
+    t->byte_fallback = bf; t->fuse_unk = fu;
+    if ((rc = load_passive(t, root, "post_processor", flags, path, err))) goto out;
+    if ((rc = load_passive(t, root, "decoder", flags, path, err))) goto out;
     if ((rc = load_vocab(t, vocab, path, err))) goto out;
+    t->unk_id = UINT32_MAX;
+    if (json_is_string(unk)) {
+        vslot *u = vocab_find(t, json_string_value(unk), json_string_length(unk));
+        if (u->id == UINT32_MAX) FAIL(CIS2_E_FORMAT, "%s: model.unk_token \"%.40s\" is not in model.vocab", path,
+                                      json_string_value(unk));
+        t->unk_id = u->id;
+    }
     if ((rc = load_merges(t, merges, path, err))) goto out;
     if ((rc = load_added(t, json_object_get(root, "added_tokens"), path, err))) goto out;
     json_decref(root); /* everything needed is copied out: free the tree before building tables */
@@ -621,12 +697,16 @@ int cis2_tokenizer_load_mem(cis2_tokenizer **out, const char *buf, size_t len, c
     for (int b = 0; b < 256; b++) t->b2u[b] = cis2_byte_to_unicode((uint8_t)b);
     if (ac_build(t, 0) || ac_build(t, 1)) FAIL(CIS2_E_NOMEM, "%s: out of memory for the added tokens", path);
     for (int b = 0; b < 256; b++) {
-        char u[4];
+        char u[8];
         size_t ul = utf8_put(t->b2u[b], u);
         vslot *v = vocab_find(t, u, ul);
         t->byte_id[b] = v->id == UINT32_MAX ? -1 : (int32_t)v->id;
+        snprintf(u, sizeof u, "<0x%02X>", b);            /* byte_fallback's token (the reference's {:#04X}) */
+        v = vocab_find(t, u, 6);
+        t->fb_id[b] = t->byte_fallback && v->id != UINT32_MAX ? (int32_t)v->id : -1;
+        if (t->sp && t->unk_id != UINT32_MAX && t->fb_id[b] < 0) t->can_unk = 1;
     }
-    if ((rc = build_decode(t, path, err))) goto out;
+    if ((rc = t->sp ? tokfam_build_sp_decode(t, path, err) : build_decode(t, path, err))) goto out;
 out:
     json_decref(root);
     if (rc) cis2_tokenizer_free(t);

@@ -1,0 +1,324 @@
+/*
+ * tokenizer_family.c - NON-NORMATIVE: the tokenizer.json components of the
+ * model families beyond SmolLM2's shape (issue 33 item 4; outside CIS-2
+ * v0.3b §3, admitted only with CIS2_TOK_ALLOW_NONNORMATIVE), exact to
+ * Hugging Face `tokenizers` 0.23.2 on the real files of Llama-3, Qwen3,
+ * Llama-2 (Mistral, TinyLlama) and Gemma-3:
+ *   - normalizers NFC, Prepend, Replace (literal pattern) and Sequence of
+ *     them, applied to each piece between the normalized=false added
+ *     tokens (tokfam_normalize);
+ *   - SentencePiece-style BPE (no ByteLevel): model.byte_fallback,
+ *     unk_token, fuse_unk (the symbols are built in tokenizer.c);
+ *   - the decoder Sequence [Replace("▁", " "), ByteFallback, Fuse,
+ *     Strip(" ", n, 0)] (tokfam_build_sp_decode, used by tokenizer.c);
+ *   - the post-processor TemplateProcessing (also inside a Sequence after
+ *     ByteLevel): the ids of the single template around the text, which
+ *     encode adds with CIS2_TOK_ADD_SPECIAL (add_special_tokens=True).
+ * Anything else in those keys is refused naming the file and the key
+ * (CIS2_E_UNSUPPORTED, exit 5).  The Split pre-tokenizers are pretok.c;
+ * loading the rest of the file is tokenizer_load.c.
+ */
+#include "tokenizer_impl.h"
+#include "nfc.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *type_of(json_t *o)
+{
+    json_t *v = json_is_object(o) ? json_object_get(o, "type") : NULL;
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static char *dupn(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d) { memcpy(d, s, n); d[n] = 0; }
+    return d;
+}
+
+/* A {"String": "..."} pattern (Replace, Split); NULL if it is not one. */
+static json_t *string_pattern(json_t *o)
+{
+    json_t *p = json_object_get(o, "pattern");
+    json_t *s = json_is_object(p) && json_object_size(p) == 1 ? json_object_get(p, "String") : NULL;
+    return json_is_string(s) && json_string_length(s) > 0 ? s : NULL;
+}
+
+/* ---- normalizer ---- */
+static int norm_step_load(cis2_tokenizer *t, json_t *o, const char *path, cis2_error *err)
+{
+    const char *ty = type_of(o);
+    if (!ty) return cis2_fail(err, CIS2_E_FORMAT, "%s: normalizer has no type", path);
+    if (t->nnorm == CIS2_TOK_MAX_NORM)
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: normalizer Sequence has more than %d steps", path,
+                         CIS2_TOK_MAX_NORM);
+    norm_step *st = &t->norm[t->nnorm];
+    if (!strcmp(ty, "NFC") && json_object_size(o) == 1) {
+        st->kind = NORM_NFC;
+        t->nfc = 1;
+    } else if (!strcmp(ty, "Prepend")) {
+        json_t *p = json_object_get(o, "prepend");
+        if (!json_is_string(p)) return cis2_fail(err, CIS2_E_FORMAT, "%s: normalizer Prepend lacks prepend", path);
+        st->kind = NORM_PREPEND;
+        st->al = json_string_length(p);
+        if (!(st->a = dupn(json_string_value(p), st->al))) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
+    } else if (!strcmp(ty, "Replace")) {
+        json_t *pat = string_pattern(o), *c = json_object_get(o, "content");
+        if (!pat || !json_is_string(c))
+            return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: normalizer Replace is supported only with a "
+                             "{\"String\": ...} pattern and a content string", path);
+        st->kind = NORM_REPLACE;
+        st->al = json_string_length(pat);
+        st->bl = json_string_length(c);
+        st->a = dupn(json_string_value(pat), st->al);
+        st->b = dupn(json_string_value(c), st->bl);
+        if (!st->a || !st->b) { t->nnorm++; return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path); }
+    } else {
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: normalizer %s is not supported (cis2 implements none, "
+                         "and with --tokenizer-ext NFC, Prepend, Replace and Sequence of them)", path, ty);
+    }
+    t->nnorm++;
+    return CIS2_OK;
+}
+
+int tokfam_normalizer(cis2_tokenizer *t, json_t *v, const char *path, cis2_error *err)
+{
+    if (strcmp(type_of(v), "Sequence")) return norm_step_load(t, v, path, err);
+    json_t *list = json_object_get(v, "normalizers");
+    if (!json_is_array(list))
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: normalizer Sequence lacks the normalizers array", path);
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        json_t *e = json_array_get(list, i);
+        if (type_of(e) && !strcmp(type_of(e), "Sequence"))
+            return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: normalizer Sequence inside a Sequence is not supported", path);
+        int rc = norm_step_load(t, e, path, err);
+        if (rc) return rc;
+    }
+    return CIS2_OK;
+}
+
+static int has_sub(const char *s, size_t n, const char *a, size_t al)
+{
+    for (size_t i = 0; i + al <= n; i++)
+        if (!memcmp(s + i, a, al)) return 1;
+    return 0;
+}
+
+/* s with every non-overlapping occurrence of a (leftmost first) replaced by b */
+static char *replace_all(const char *s, size_t n, const char *a, size_t al, const char *b, size_t bl, size_t *on)
+{
+    size_t cnt = 0;
+    for (size_t i = 0; i + al <= n;)
+        if (!memcmp(s + i, a, al)) { cnt++; i += al; } else i++;
+    size_t m = n - cnt * al + cnt * bl;
+    char *o = malloc(m + 1);
+    if (!o) return NULL;
+    size_t k = 0, i = 0;
+    while (i < n) {
+        if (i + al <= n && !memcmp(s + i, a, al)) { memcpy(o + k, b, bl); k += bl; i += al; }
+        else o[k++] = s[i++];
+    }
+    *on = k;
+    return o;
+}
+
+int tokfam_normalize(const cis2_tokenizer *t, const char *s, size_t n, char **out, size_t *on)
+{
+    char *cur = NULL;                     /* owned; NULL: s itself */
+    size_t cn = n;
+    *out = NULL; *on = n;
+    for (int i = 0; i < t->nnorm; i++) {
+        const norm_step *st = &t->norm[i];
+        const char *in = cur ? cur : s;
+        char *nx = NULL;
+        size_t nn = cn;
+        if (st->kind == NORM_NFC) {
+            if (cis2_nfc(in, cn, &nx, &nn)) { free(cur); return -1; }
+            if (!nx) continue;            /* already NFC */
+        } else if (st->kind == NORM_PREPEND) {
+            if (cn == 0) continue;        /* the reference prepends to non-empty text only */
+            if (!(nx = malloc(st->al + cn + 1))) { free(cur); return -1; }
+            memcpy(nx, st->a, st->al); memcpy(nx + st->al, in, cn);
+            nn = st->al + cn;
+        } else {
+            if (!has_sub(in, cn, st->a, st->al)) continue;
+            if (!(nx = replace_all(in, cn, st->a, st->al, st->b, st->bl, &nn))) { free(cur); return -1; }
+        }
+        free(cur);
+        cur = nx; cn = nn;
+    }
+    *out = cur; *on = cn;
+    return 0;
+}
+
+/* ---- decoder: Sequence [Replace("▁", " "), ByteFallback, Fuse, Strip(" ", n, 0)?] ---- */
+int tokfam_decoder_sp(cis2_tokenizer *t, json_t *v, const char *path, cis2_error *err)
+{
+    json_t *list = json_object_get(v, "decoders");
+    size_t n = json_is_array(list) ? json_array_size(list) : 0;
+    int ok = n == 3 || n == 4;
+    for (size_t i = 0; ok && i < n; i++) {
+        json_t *e = json_array_get(list, i);
+        const char *ty = type_of(e);
+        if (!ty) { ok = 0; break; }
+        if (i == 0) {
+            json_t *pat = string_pattern(e), *c = json_object_get(e, "content");
+            ok = !strcmp(ty, "Replace") && pat && !strcmp(json_string_value(pat), "\xe2\x96\x81") &&
+                 json_is_string(c) && !strcmp(json_string_value(c), " ") && json_string_length(c) == 1;
+        } else if (i == 1) ok = !strcmp(ty, "ByteFallback");
+        else if (i == 2) ok = !strcmp(ty, "Fuse");
+        else {
+            json_t *c = json_object_get(e, "content"), *a = json_object_get(e, "start"), *b = json_object_get(e, "stop");
+            ok = !strcmp(ty, "Strip") && json_is_string(c) && !strcmp(json_string_value(c), " ") &&
+                 json_is_integer(a) && json_integer_value(a) >= 0 && json_integer_value(a) <= 64 &&
+                 json_is_integer(b) && json_integer_value(b) == 0;
+            if (ok) t->strip_start = (int)json_integer_value(a);
+        }
+    }
+    if (!ok)
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: decoder Sequence is supported only as [Replace(\"\xe2\x96\x81\", "
+                         "\" \"), ByteFallback, Fuse, Strip(\" \", n, 0)] (SentencePiece-style BPE)", path);
+    return CIS2_OK;
+}
+
+/* "<0xXX>" -> XX, as the reference's ByteFallback decoder reads it (a token
+ * of 6 bytes, "<0x" + 2 characters Rust's u8::from_str_radix(_, 16) takes
+ * (an optional '+' then hex digits) + ">"); -1 otherwise. */
+static int byte_token(const char *s, size_t len)
+{
+    if (len != 6 || memcmp(s, "<0x", 3) || s[5] != '>') return -1;
+    int v = 0, digits = 0;
+    for (int i = 3; i < 5; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) {
+            if (i == 3 && c == '+') continue;
+            return -1;
+        }
+        v = v * 16 + d;
+        digits++;
+    }
+    return digits ? v : -1;
+}
+
+/* Per-id decode text for SentencePiece-style BPE: the token with every "▁"
+ * replaced by " " (the Replace decoder), and byte_val for "<0xXX>" tokens
+ * (ByteFallback).  Added tokens go through the decoder too, as there. */
+static int sp_decode_one(cis2_tokenizer *t, const char *s, size_t len, uint32_t id)
+{
+    size_t on;
+    char *r = replace_all(s, len, "\xe2\x96\x81", 3, " ", 1, &on);
+    if (!r) return -1;
+    uint32_t off;
+    int rc = tokfam_arena_add(t, r, on, &off);
+    if (!rc) {
+        t->dec_off[id] = off; t->dec_len[id] = (uint32_t)on;
+        t->byte_val[id] = (int16_t)byte_token(r, on);
+    }
+    free(r);
+    return rc;
+}
+
+int tokfam_build_sp_decode(cis2_tokenizer *t, const char *path, cis2_error *err)
+{
+    size_t n = t->nids ? t->nids : 1;
+    t->dec_off = malloc(n * sizeof *t->dec_off);
+    t->dec_len = malloc(n * sizeof *t->dec_len);
+    t->byte_val = malloc(n * sizeof *t->byte_val);
+    if (!t->dec_off || !t->dec_len || !t->byte_val) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
+    for (size_t i = 0; i < t->nids; i++) { t->dec_len[i] = UINT32_MAX; t->byte_val[i] = -1; }
+    int bad = 0;
+    for (size_t i = 0; i < t->vcap && !bad; i++) {
+        vslot v = t->vocab[i];
+        if (v.id == UINT32_MAX) continue;
+        char *copy = dupn(t->arena + v.off, v.len);   /* the arena may move */
+        bad = !copy || sp_decode_one(t, copy, v.len, v.id);
+        free(copy);
+        if (v.len > t->max_tok_bytes) t->max_tok_bytes = v.len;  /* input bytes one token covers */
+    }
+    for (size_t i = 0; i < t->nadded && !bad; i++)
+        bad = sp_decode_one(t, t->added[i].s, t->added[i].len, t->added[i].id);
+    if (bad) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
+    return CIS2_OK;
+}
+
+/* ---- post_processor: ByteLevel (adds nothing), TemplateProcessing, or a
+ * Sequence of them ---- */
+static int ids_of_special(json_t *specials, const char *name, uint32_t **v, size_t *n, const char *path,
+                          cis2_error *err)
+{
+    json_t *e = json_object_get(specials, name), *ids = json_object_get(e, "ids");
+    if (!json_is_array(ids))
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: post_processor TemplateProcessing names special token \"%.40s\" "
+                         "that special_tokens lacks", path, name);
+    for (size_t i = 0; i < json_array_size(ids); i++) {
+        json_t *x = json_array_get(ids, i);
+        if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= (1 << 24))
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: post_processor special_tokens \"%.40s\" has an invalid id",
+                             path, name);
+        uint32_t *nv = realloc(*v, (*n + 1) * sizeof *nv);
+        if (!nv) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
+        *v = nv;
+        nv[(*n)++] = (uint32_t)json_integer_value(x);
+    }
+    return CIS2_OK;
+}
+
+static int load_template(cis2_tokenizer *t, json_t *o, const char *path, cis2_error *err)
+{
+    json_t *single = json_object_get(o, "single"), *specials = json_object_get(o, "special_tokens");
+    if (!json_is_array(single) || !json_is_object(specials))
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: post_processor TemplateProcessing lacks single or special_tokens", path);
+    if (t->has_template)
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: post_processor has two TemplateProcessing", path);
+    t->has_template = 1;
+    int seen_a = 0;
+    for (size_t i = 0; i < json_array_size(single); i++) {
+        json_t *e = json_array_get(single, i);
+        json_t *sp = json_object_get(e, "SpecialToken"), *sq = json_object_get(e, "Sequence");
+        if (json_is_object(sp) && json_is_string(json_object_get(sp, "id"))) {
+            int rc = seen_a ? ids_of_special(specials, json_string_value(json_object_get(sp, "id")), &t->post_post,
+                                             &t->npost_post, path, err)
+                            : ids_of_special(specials, json_string_value(json_object_get(sp, "id")), &t->post_pre,
+                                             &t->npost_pre, path, err);
+            if (rc) return rc;
+        } else if (json_is_object(sq) && json_is_string(json_object_get(sq, "id")) &&
+                   !strcmp(json_string_value(json_object_get(sq, "id")), "A") && !seen_a) {
+            seen_a = 1;
+        } else {
+            return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: post_processor TemplateProcessing single[%zu] is not "
+                             "supported (cis2 takes special tokens around one Sequence A)", path, i);
+        }
+    }
+    if (!seen_a)
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: post_processor TemplateProcessing single has no Sequence A", path);
+    return CIS2_OK;
+}
+
+int tokfam_post(cis2_tokenizer *t, json_t *v, const char *path, cis2_error *err)
+{
+    const char *ty = type_of(v);
+    if (!strcmp(ty, "TemplateProcessing")) return load_template(t, v, path, err);
+    json_t *list = json_object_get(v, "processors");
+    if (strcmp(ty, "Sequence") || !json_is_array(list))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: post_processor type %s is not supported", path, ty);
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        json_t *e = json_array_get(list, i);
+        const char *et = type_of(e);
+        int rc;
+        if (et && !strcmp(et, "ByteLevel")) continue;   /* offsets only */
+        if (et && !strcmp(et, "TemplateProcessing")) rc = load_template(t, e, path, err);
+        else rc = cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: post_processor Sequence item %zu (%s) is not supported",
+                            path, i, et ? et : "no type");
+        if (rc) return rc;
+    }
+    return CIS2_OK;
+}
+
+void tokfam_free(cis2_tokenizer *t)
+{
+    for (int i = 0; i < t->nnorm; i++) { free(t->norm[i].a); free(t->norm[i].b); }
+    free(t->byte_val); free(t->split_lit); free(t->post_pre); free(t->post_post);
+}

