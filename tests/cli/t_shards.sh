@@ -7,8 +7,9 @@
 #   1. the sharded checkpoint decodes exactly as the one file: the same
 #      tokens, argmax digest and every logit (--dump-logits, byte for byte);
 #   2. its weights_sha256 is the documented rule, recomputed by python's
-#      hashlib and by the doc's sha256sum pipeline, never from cis2; the
-#      one file's stays sha256sum model.safetensors;
+#      hashlib and by the doc's sha256sum pipeline, never from cis2, and
+#      docs/inputs.md's worked example holds; the one file's stays
+#      sha256sum model.safetensors;
 #   3. its CIS2_REF is the witness chain (FACTS §1.11) recomputed by python
 #      from that weights_sha256 and the ONE-FILE run's logits: the witness
 #      differs only through weights_sha256;
@@ -49,11 +50,21 @@ one_sha=$(sha256sum "$T/one/model.safetensors" | cut -d' ' -f1)
 # the doc's worked recipe (docs/inputs.md), a third route
 doc_sha=$(cd "$T/sh" && {
     sha256sum model.safetensors.index.json
-    $PY -c 'import json; [print(s) for s in sorted(set(json.load(open("model.safetensors.index.json"))["weight_map"].values()))]' |
+    $PY -c 'import json; print("\n".join(set(json.load(open("model.safetensors.index.json"))["weight_map"].values())))' |
         LC_ALL=C sort | while read -r s; do sha256sum "$s"; done
 } | sha256sum | cut -d' ' -f1)
 [ "$(field "$T/sh.json" weights_sha256)" = "$doc_sha" ] || fail "weights_sha256 differs from the doc's sha256sum recipe"
 [ "$doc_sha" != "$(field "$T/sh1.json" weights_sha256)" ] || fail "3 shards and 1 shard give one weights_sha256"
+
+# the doc's worked example, regenerated
+$CIS2 synth --shape tiny --seed 1 --out "$T/ex1" > /dev/null
+$PY $SPLIT "$T/ex1" "$T/ex" 2
+ex=$($CIS2 run --model-dir "$T/ex" --prompt-ids 1 --gen-toks 1 | sed -n 's/^weights_sha256 = //p')
+grep -qF "weights_sha256 = \`$ex\`" docs/inputs.md || fail "docs/inputs.md's worked example is not $ex"
+for f in model.safetensors.index.json model-00001-of-00002.safetensors model-00002-of-00002.safetensors; do
+    grep -qxF "$(cd "$T/ex" && sha256sum $f)" docs/inputs.md || fail "docs/inputs.md's worked example lacks $f's line"
+done
+rm -rf "$T/ex1" "$T/ex"
 
 cat > "$T/witness.py" <<'PYEOF'
 import hashlib, json, struct, sys
