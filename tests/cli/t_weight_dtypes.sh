@@ -10,8 +10,10 @@
 # cis2's logits of every step (--dump-logits) must be byte-identical for H
 # and W, with 1 and 2 threads: cis2's F16 widening gives numpy's bits, and
 # F16 tensors run exactly as their F32 values.  A third file, X (every
-# tensor F32), against the bf16 original checks F32 end to end on the
-# `tiny-qwen` shape (t_load_layouts does it for `odd`).
+# tensor F32), against the bf16 original checks F32 end to end.  The
+# third model, `wide`, has untied 16384 x 256 embedding and head (8 MiB
+# each as F16, 16 MiB widened): they stream through several staging
+# buffers, each widened and packed by several threads.
 set -eu
 . tests/lib.sh
 PY=/usr/bin/python3
@@ -58,8 +60,14 @@ run() { # DIR THREADS OUT
     $CIS2 run --model-dir "$T/$1" --prompt-ids 1,2,3,4,5 --gen-toks 3 --threads "$2" --dump-logits "$3" > /dev/null
 }
 n=0
-for shape in odd tiny-qwen; do
-    $CIS2 synth --shape $shape --seed 9 --out "$T/a" > /dev/null
+cat > "$T/wide.json" <<'EOF'
+{"model_type": "llama", "hidden_act": "silu", "hidden_size": 256, "intermediate_size": 640,
+ "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 16384,
+ "max_position_embeddings": 256, "rms_norm_eps": 1e-05, "rope_theta": 10000, "tie_word_embeddings": false}
+EOF
+for shape in odd tiny-qwen wide; do
+    if [ $shape = wide ]; then $CIS2 synth --config "$T/wide.json" --seed 9 --out "$T/a" > /dev/null
+    else $CIS2 synth --shape $shape --seed 9 --out "$T/a" > /dev/null; fi
     dir_like a H; dir_like a W; dir_like a X
     sub=$(convert "$T/a/model.safetensors" "$T/H/model.safetensors" f16)
     convert "$T/a/model.safetensors" "$T/W/model.safetensors" f16wide
