@@ -16,11 +16,19 @@
  * as 16 samples of one prompt of 32 and of 128 tokens), peak RSS;
  * --gen-toks N adds decode tokens/s at positions 16, 512, 2048 (those
  * below N).  A benchmark prints numbers; it asserts nothing.
+ *
+ * --quick (issue 32 item 10) measures the headline figures only, once
+ * each: bandwidth, decode, prefill, batched decode, the §13.1-shaped run
+ * and peak RSS (seconds, not minutes: no receipt verification, no scalar
+ * kernel, no long positions; JSON "quick": true and without those keys).
+ * While it runs, one line per phase goes to stderr with the seconds so
+ * far, and after the first measurement a line estimates the rest.
  */
 #include "cli.h"
 
 #include <jansson.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -31,6 +39,24 @@ static double now(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* ---- progress on stderr: one line per phase, the seconds since the start ---- */
+static double t_start;
+
+static void phase(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+static void phase(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "bench: %6.1f s  ", now() - t_start);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
 }
 
 /* ---- streaming read bandwidth, one plain reader per engine thread ---- */
@@ -45,15 +71,18 @@ static void *bw_thread(void *p)
     return NULL;
 }
 
-static double read_bandwidth(int threads)
+#define BW_BYTES ((size_t)256 << 20)
+#define BW_REPS(quick) ((quick) ? 2 : 5)
+
+static double read_bandwidth(int threads, int reps)
 {
-    size_t bytes = (size_t)256 << 20, words = bytes / 8;
+    size_t bytes = BW_BYTES, words = bytes / 8;
     uint64_t *buf = malloc(bytes);
     if (!buf || threads < 1) { free(buf); return 0; }
     if (threads > 64) threads = 64;
     memset(buf, 1, bytes);
     double best = 0;
-    for (int rep = 0; rep < 5; rep++) {
+    for (int rep = 0; rep < reps; rep++) {
         pthread_t th[64];
         bw_arg args[64];
         double t0 = now();
@@ -204,6 +233,7 @@ static int bench_verify(cis2_engine *e, vbench *b, cis2_error *err)
     /* generation against verification: the best of REPS each, as this
      * shared machine's other load moves single runs by 10% and more */
     b->gen256 = b->ver256 = 1e30;
+    phase("receipts: generate one of %zu tokens, %d times", g1, REPS);
     for (int k = 0; k < REPS; k++) {
         cis2_receipt *again[1] = {0};
         double s;
@@ -211,12 +241,15 @@ static int bench_verify(cis2_engine *e, vbench *b, cis2_error *err)
         cis2_receipt_free(again[0]);
         if (s < b->gen256) b->gen256 = s;
     }
+    phase("receipts: verify it, %d times", REPS);
     for (int k = 0; k < REPS; k++) {
         double s;
         if ((rc = verify_timed(e, one, 1, &s, &b->ok, err))) goto out;
         if (s < b->ver256) b->ver256 = s;
     }
+    phase("receipts: generate 16 of %zu tokens together", g2);
     if ((rc = make_receipts(e, 16, g2, many, &b->gen16x64, err))) goto out;
+    phase("receipts: verify the 16 together, then one at a time");
     if ((rc = verify_timed(e, many, 16, &b->ver16_together, &b->ok, err))) goto out;
     b->ver16_each = 0;
     for (size_t i = 0; i < 16; i++) {
@@ -227,6 +260,7 @@ static int bench_verify(cis2_engine *e, vbench *b, cis2_error *err)
     /* a short receipt's prefill reads every weight for a few rows: memory-bound,
      * so verifying 16 together shares the reads (a 64-token one is compute-bound) */
     double gs;
+    phase("receipts: 16 of %zu tokens, together and one at a time", g3);
     if ((rc = make_receipts(e, 16, g3, shorts, &gs, err))) goto out;
     if ((rc = verify_timed(e, shorts, 16, &b->ver16s_together, &b->ok, err))) goto out;
     b->ver16s_each = 0;
@@ -240,6 +274,7 @@ static int bench_verify(cis2_engine *e, vbench *b, cis2_error *err)
         b->verg_together[k] = b->verg_each[k] = 0;
         size_t room2 = cis2_engine_info(e)->max_position_embeddings;
         if (group_target[k] + 16 + g2 > room2) continue; /* the prompt may pass its target by a word */
+        phase("receipts: 16 samples of one %zu-token prompt", group_target[k]);
         if ((rc = make_group(e, group_target[k], g2, group, &b->group_prompt[k], err))) goto out;
         if ((rc = verify_timed(e, group, 16, &b->verg_together[k], &b->ok, err))) goto out;
         for (size_t i = 0; i < 16; i++) {
@@ -266,7 +301,7 @@ out:
 
 typedef struct bench_res {
     const char *model, *kernel;
-    int threads;
+    int threads, quick;
     double bw, ms_tok, bound_ms, prefill_tps, batch_tps[4], long_tps[3], t_full, t_open, scalar_ms, rss_mb;
     size_t weight_bytes;
     vbench vb;
@@ -275,28 +310,32 @@ typedef struct bench_res {
 static const size_t batches[4] = {1, 4, 8, 16};
 static const size_t long_pos[3] = {16, 512, 2048};
 
-static int measure(cis2_engine *e, size_t long_gen, bench_res *b, cis2_error *err)
+static int measure(cis2_engine *e, size_t long_gen, int quick, bench_res *b, cis2_error *err)
 {
     int rc;
     const cis2_model_info *mi = cis2_engine_info(e);
     b->weight_bytes = mi->weight_bytes;
     b->threads = mi->threads;
     b->kernel = mi->kernel;
-    b->bw = read_bandwidth(b->threads);
+    phase("read bandwidth (%d threads)", b->threads);
+    b->bw = read_bandwidth(b->threads, BW_REPS(quick));
     timing t1 = {0};
-    size_t gen = 33;
+    size_t gen = quick ? 17 : 33;
+    phase("decode: %zu tokens", gen);
     if ((rc = decode_timed(e, 1, 4, gen, &t1, err))) return rc;
     b->ms_tok = (t1.t_end - t1.t_first) * 1e3 / (double)(gen - 1);
     b->bound_ms = b->bw > 0 ? (double)b->weight_bytes / b->bw * 1e3 : 0;
     timing tp = {0};
     size_t npre = 64;
+    phase("prefill: %zu tokens", npre);
     if ((rc = decode_timed(e, 1, npre, 1, &tp, err))) return rc;
     b->prefill_tps = (double)npre / (tp.t_first - tp.t0);
+    phase("batched decode: batch 1, 4, 8, 16%s", quick ? "" : ", the better of two runs each");
     for (int k = 0; k < 4; k++) { /* the better of two runs: batch 1 is the noisiest figure */
         b->batch_tps[k] = 0;
-        for (int rep = 0; rep < 2; rep++) {
+        for (int rep = 0; rep < (quick ? 1 : 2); rep++) {
             timing tb = {0};
-            size_t g = 9;
+            size_t g = quick ? 5 : 9;
             if ((rc = decode_timed(e, batches[k], 4, g, &tb, err))) return rc;
             double tps = (double)(batches[k] * (g - 1)) / (tb.t_end - tb.t_first);
             if (tps > b->batch_tps[k]) b->batch_tps[k] = tps;
@@ -304,14 +343,16 @@ static int measure(cis2_engine *e, size_t long_gen, bench_res *b, cis2_error *er
     }
     for (int i = 0; i < 3 && long_gen; i++) { /* tokens/s over the 8 steps ending at each mark */
         if (long_pos[i] > long_gen) continue;
+        phase("decode up to position %zu", long_pos[i]);
         timing w = {0};
         w.marks[0] = long_pos[i] - 8;
         w.marks[1] = long_pos[i];
         if ((rc = decode_timed(e, 1, 4, long_pos[i], &w, err))) return rc;
         b->long_tps[i] = 8.0 / (w.at[1] - w.at[0]);
     }
-    if ((rc = bench_verify(e, &b->vb, err))) return rc;
-    if (cis2_kernel_available("scalar") && cis2_engine_set_kernel(e, "scalar", err) == CIS2_OK) {
+    if (!quick && (rc = bench_verify(e, &b->vb, err))) return rc;
+    if (!quick && cis2_kernel_available("scalar") && cis2_engine_set_kernel(e, "scalar", err) == CIS2_OK) {
+        phase("the scalar kernel: 3 tokens");
         timing ts = {0};
         if ((rc = decode_timed(e, 1, 4, 3, &ts, err))) return rc;
         b->scalar_ms = (ts.t_end - ts.t_first) * 1e3 / 2.0;
@@ -323,10 +364,13 @@ static int measure(cis2_engine *e, size_t long_gen, bench_res *b, cis2_error *er
     return CIS2_OK;
 }
 
+static json_t *verify_json(const bench_res *b);
+
 static void print_json(const bench_res *b, size_t long_gen)
 {
     json_t *o = json_object();
     json_object_set_new(o, "model", json_string(b->model));
+    json_object_set_new(o, "quick", json_boolean(b->quick)); /* --quick: no scalar_* and no verify */
     json_object_set_new(o, "kernel", json_string(b->kernel));
     json_object_set_new(o, "threads", json_integer(b->threads));
     json_object_set_new(o, "read_bandwidth_gb_s", json_real(b->bw / 1e9));
@@ -344,8 +388,30 @@ static void print_json(const bench_res *b, size_t long_gen)
     }
     json_object_set_new(o, "batched_tokens_per_s", bt);
     json_object_set_new(o, "full_run_s", json_real(b->t_full));
-    json_object_set_new(o, "scalar_ms_per_token", json_real(b->scalar_ms));
-    json_object_set_new(o, "speedup_vs_scalar", json_real(b->scalar_ms / b->ms_tok));
+    if (!b->quick) {
+        json_object_set_new(o, "scalar_ms_per_token", json_real(b->scalar_ms));
+        json_object_set_new(o, "speedup_vs_scalar", json_real(b->scalar_ms / b->ms_tok));
+        json_object_set_new(o, "verify", verify_json(b));
+    }
+    json_object_set_new(o, "peak_rss_mb", json_real(b->rss_mb));
+    if (long_gen) {
+        json_t *lt = json_object();
+        for (int i = 0; i < 3; i++)
+            if (b->long_tps[i] > 0) {
+                char key[8];
+                snprintf(key, sizeof key, "%zu", long_pos[i]);
+                json_object_set_new(lt, key, json_real(b->long_tps[i]));
+            }
+        json_object_set_new(o, "decode_tokens_per_s_at_position", lt);
+    }
+    char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
+    printf("%s\n", s ? s : "null");
+    free(s);
+    json_decref(o);
+}
+
+static json_t *verify_json(const bench_res *b)
+{
     json_t *v = json_object();
     json_object_set_new(v, "tokens_long", json_integer((json_int_t)b->vb.len1));
     json_object_set_new(v, "tokens_short", json_integer((json_int_t)b->vb.len2));
@@ -381,22 +447,7 @@ static void print_json(const bench_res *b, size_t long_gen)
     }
     json_object_set_new(v, "one_prompt_groups", ga);
     json_object_set_new(v, "all_ok", json_boolean(b->vb.ok));
-    json_object_set_new(o, "verify", v);
-    json_object_set_new(o, "peak_rss_mb", json_real(b->rss_mb));
-    if (long_gen) {
-        json_t *lt = json_object();
-        for (int i = 0; i < 3; i++)
-            if (b->long_tps[i] > 0) {
-                char key[8];
-                snprintf(key, sizeof key, "%zu", long_pos[i]);
-                json_object_set_new(lt, key, json_real(b->long_tps[i]));
-            }
-        json_object_set_new(o, "decode_tokens_per_s_at_position", lt);
-    }
-    char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
-    printf("%s\n", s ? s : "null");
-    free(s);
-    json_decref(o);
+    return v;
 }
 
 static void print_table(const bench_res *b)
@@ -414,6 +465,11 @@ static void print_table(const bench_res *b)
     for (int i = 0; i < 3; i++)
         if (b->long_tps[i] > 0) printf("decode at position %-6zu %.1f tokens/s\n", long_pos[i], b->long_tps[i]);
     printf("full §13.1-shaped run     %.3f s (hash + load + 2 x (4+16 tokens))\n", b->t_full);
+    if (b->quick) {
+        printf("peak RSS                  %.0f MB\n", b->rss_mb);
+        printf("(--quick: each figure once; no scalar kernel, no receipt verification)\n");
+        return;
+    }
     printf("scalar kernel             %.1f ms/token (speedup %.1fx)\n", b->scalar_ms, b->scalar_ms / b->ms_tok);
     printf("verify %zu-token receipt   %.3f s vs generating it %.3f s (%.1fx faster; best of %d each)%s\n", b->vb.len1,
            b->vb.ver256, b->vb.gen256, b->vb.gen256 / b->vb.ver256, REPS, b->vb.ok ? "" : " [a verdict was not OK]");
@@ -433,34 +489,69 @@ static void print_table(const bench_res *b)
     printf("peak RSS                  %.0f MB\n", b->rss_mb);
 }
 
+/* What is left after the §13.1-shaped run, from how long its two decodes
+ * of 4+16 tokens took (t, about 20 decode steps): the later phases cost
+ * about K_QUICK and K_FULL times that (smollm2-135m on 2 busy cores: the
+ * full run 399 s, 390 s of it after the estimate with t = 1.2 s; the
+ * phases --quick keeps about 5 t), plus the bandwidth phase, and
+ * --gen-toks's long decodes (about N / 16 t each). */
+#define K_QUICK 5.0
+#define K_FULL 330.0
+
+static void estimate(double t, int quick, size_t long_gen)
+{
+    /* the bandwidth phase: fresh pages written once, then read; a 16 MiB
+     * probe of the same, scaled */
+    size_t pb = (size_t)16 << 20;
+    double t0 = now();
+    volatile unsigned char *p = malloc(pb);
+    if (p) {
+        memset((void *)p, 1, pb);
+        for (size_t i = 0; i < pb; i += 4096) p[0] = (unsigned char)(p[0] + p[i]);
+        free((void *)p);
+    }
+    double rest = (now() - t0) * (double)(BW_BYTES / pb) * (1.0 + BW_REPS(quick) / 2.0);
+    rest += t * (quick ? K_QUICK : K_FULL);
+    for (int i = 0; i < 3 && long_gen; i++)
+        if (long_pos[i] <= long_gen) rest += t * (double)long_pos[i] / 16.0;
+    char full[64];
+    if (rest < 1) snprintf(full, sizeof full, "1 s");
+    else snprintf(full, sizeof full, rest < 120 ? "%.0f s" : "%.0f min", rest < 120 ? rest : rest / 60);
+    phase("estimate: about %s more%s", full,
+          quick ? " (--quick)" : "; `cis2 bench --quick` measures the headline figures in a fraction of that");
+}
+
 int cmd_bench(int argc, char **argv)
 {
     cli_engine eng = {0};
     const char *shape = NULL;
     size_t long_gen = 0;
-    int json = 0, rc;
+    int json = 0, quick = 0, rc;
     cli_opt opts[] = {CLI_ENGINE_OPTS(eng),
                       {"--shape", OPT_STR, &shape, 0, 0},
                       {"--gen-toks", OPT_SIZE, &long_gen, 1u << 20, 0},
                       {"--json", OPT_FLAG, &json, 0, 0},
+                      {"--quick", OPT_FLAG, &quick, 0, 0},
                       {0}};
     if ((rc = cli_parse("bench", argc, argv, opts, NULL, 0, NULL))) return rc < 0 ? 0 : rc;
     if (shape && eng.model_dir) return cli_usage_error("bench", "give --model-dir or --shape, not both");
     if (!shape) shape = "smollm2-135m";
     cis2_error err = {0};
     char tmpdir[4200] = "";
-    bench_res b = {0};
+    bench_res b = {.quick = quick};
     cis2_engine *e = NULL;
+    t_start = now();
     if (!eng.model_dir) {
         if (!cis2_synth_find_shape(shape)) return cli_usage_error("bench", "unknown shape '%s'", shape);
         if ((rc = cis2_mkdtemp(tmpdir, sizeof tmpdir, "cis2-bench", &err))) return cli_report(&err);
-        if (!json) fprintf(stderr, "bench: synthesizing a %s checkpoint in %s\n", shape, tmpdir);
+        phase("synthesizing a %s checkpoint in %s", shape, tmpdir);
         if ((rc = cis2_synth_write(shape, 1, tmpdir, NULL, &err))) goto out;
         eng.model_dir = tmpdir;
     }
     b.model = tmpdir[0] ? shape : eng.model_dir;
     /* §13.1-shaped run: hash + load + both decodes of 4+16 tokens */
     double t0 = now();
+    phase("the §13.1-shaped run: sha256 of the files, load, both decodes of 4+16 tokens");
     if ((rc = cli_engine_open(&eng, &e, &err))) goto out;
     b.t_open = now() - t0; /* sha256 of all three files, load, pack */
     {
@@ -474,7 +565,9 @@ int cmd_bench(int argc, char **argv)
         cis2_results_free(r, 1);
     }
     b.t_full = now() - t0;
-    if ((rc = measure(e, long_gen, &b, &err))) goto out;
+    estimate(b.t_full - b.t_open, quick, long_gen);
+    if ((rc = measure(e, long_gen, quick, &b, &err))) goto out;
+    phase("done");
     if (json) print_json(&b, long_gen);
     else print_table(&b);
 out:

@@ -83,7 +83,11 @@ const cli_command cli_commands[] = {
      "  pinned prompt and prints PASS/FAIL for every §13.1 value\n"
      "  --all               also the longer vectors of FACTS.md §5\n"},
     {"bench", cmd_bench, "speed on this machine against the memory-bandwidth bound",
-     "usage: cis2 bench [--model-dir DIR | --shape NAME] [--gen-toks N] [--json] [--kernel K] [--threads N]\n"
+     "usage: cis2 bench [--model-dir DIR | --shape NAME] [--quick] [--gen-toks N] [--json] [--kernel K] [--threads N]\n"
+     "  the full run takes minutes (about 7 on 2 busy cores for smollm2-135m); progress\n"
+     "  lines on stderr, and an estimate of the rest after the first measurement\n"
+     "  --quick             the headline figures only, each once (seconds): bandwidth,\n"
+     "                      decode, prefill, batched decode, the §13.1-shaped run, RSS\n"
      "  --shape NAME        a synthetic checkpoint of this shape (default smollm2-135m)\n"
      "  --gen-toks N        also decode speed at positions 16, 512, 2048 (those <= N)\n"
      "  --json              print JSON\n"},

@@ -1,9 +1,18 @@
 #!/bin/sh
-# cis2 bench runs and reports every figure (a smoke test: no timing is asserted).
+# cis2 bench runs and reports every figure (a smoke test: no timing is asserted);
+# --quick the headline ones; both print progress and an estimate on stderr.
 set -eu
 . tests/lib.sh
-out=$($CIS2 bench --shape tiny --json --threads 2)
+tmpdir d
+out=$($CIS2 bench --shape tiny --json --threads 2 2> "$d/err")
 echo "$out"
+cat "$d/err"
+# progress on stderr while it runs (issue 32 item 10): a line per phase with
+# the seconds so far, an estimate of the rest after the first measurement
+grep -Eq '^bench: +[0-9]+\.[0-9] s  estimate: about [0-9]+ (s|min) more' "$d/err" || fail "bench printed no estimate"
+[ "$(grep -Ec '^bench: +[0-9]+\.[0-9] s  ' "$d/err")" -ge 10 ] || fail "bench printed fewer than 10 progress lines"
+tail -n 1 "$d/err" | grep -Eq '^bench: +[0-9.]+ s  done$' || fail "bench's last progress line is not 'done'"
+echo "$out" | grep -q '"quick": false' || fail "bench --json lacks quick: false"
 for k in read_bandwidth_gb_s weight_bytes_per_token decode_ms_per_token bound_ms_per_token ratio_to_bound \
          prefill_tokens_per_s batched_tokens_per_s full_run_s speedup_vs_scalar peak_rss_mb; do
     echo "$out" | grep -q "\"$k\"" || fail "bench --json lacks $k"
@@ -22,6 +31,20 @@ if [ -z "${RUNNER:-}" ]; then
         -o "$BUILD/bench-kernels" tools/bench-kernels.c "$BUILD/libcis2-internal.a" $( [ "${SAN:-}" = 1 ] && echo -fsanitize=address,undefined ) \
         -lcrypto -ljansson -lpthread || fail "tools/bench-kernels.c does not build"
 fi
+# --quick: the headline figures only, once each, with the same progress lines
+q=$($CIS2 bench --shape tiny --json --threads 2 --quick 2> "$d/qerr") || fail "bench --quick exited $?"
+echo "$q"
+cat "$d/qerr"
+for k in read_bandwidth_gb_s weight_bytes_per_token decode_ms_per_token bound_ms_per_token ratio_to_bound \
+         prefill_tokens_per_s batched_tokens_per_s full_run_s peak_rss_mb; do
+    echo "$q" | grep -q "\"$k\"" || fail "bench --quick --json lacks $k"
+done
+echo "$q" | grep -q '"quick": true' || fail "bench --quick --json lacks quick: true"
+echo "$q" | grep -q '"verify"\|"scalar_ms_per_token"' && fail "bench --quick verified receipts or ran the scalar kernel"
+grep -Eq '^bench: +[0-9]+\.[0-9] s  estimate: about [0-9]+ (s|min) more \(--quick\)' "$d/qerr" || fail "bench --quick printed no estimate"
+tail -n 1 "$d/qerr" | grep -Eq '^bench: +[0-9.]+ s  done$' || fail "bench --quick's last progress line is not 'done'"
+$CIS2 bench --shape tiny --threads 2 --quick > "$d/table" 2> /dev/null || fail "bench --quick (table)"
+grep -q '^decode  ' "$d/table" && grep -q -- '--quick' "$d/table" || fail "bench --quick's table: $(cat "$d/table")"
 set +e
 $CIS2 bench --shape no-such-shape 2>/dev/null; [ $? -eq 2 ] || fail "unknown shape not a usage error"
 echo ok
