@@ -66,11 +66,14 @@ const cli_command cli_commands[] = {
      "  --stop TEXT         stop when the output bytes contain TEXT (up to 16 times)\n" ENGINE_USAGE},
     {"tokenize", cmd_tokenize, "text -> token ids (§3.1)",
      "usage: cis2 tokenize --tokenizer FILE [--text TEXT] [--json] [--batch] [--stats] [--tokenizer-ext]\n"
+     "                     [--add-special-tokens]\n"
      "  TEXT, else all of stdin verbatim (a trailing newline is text too) -> ids, comma-separated\n"
      "  --json              print a JSON array\n"
      "  --batch             stdin holds JSON strings, one per line: one line of ids each\n"
      "  --stats             load and encode times on stderr\n"
-     "  --tokenizer-ext     also admit Qwen2.5's tokenizer.json (non-normative)\n"},
+     "  --tokenizer-ext     also admit the model families' tokenizer.json (non-normative)\n"
+     "  --add-special-tokens as Hugging Face's add_special_tokens=True (the post-processor's\n"
+     "                      BOS ...); without it add_special_tokens=False\n"},
     {"detokenize", cmd_detokenize, "token ids -> text",
      "usage: cis2 detokenize --tokenizer FILE IDS [--tokenizer-ext] | --tokenizer FILE --batch\n"
      "  IDS: 1,2,3 or a JSON array; their bytes as UTF-8 (U+FFFD for invalid sequences),\n"
