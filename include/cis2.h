@@ -140,10 +140,12 @@ CIS2_API const char *cis2_isa_name(void);
 /* ======================================================================
  * 3. Engines
  *
- * An engine is one loaded checkpoint: DIR/model.safetensors, config.json
- * and tokenizer.json, each read once and hashed (§2.1) from exactly the
- * bytes that are used, the weights packed for the matrix kernels, plus its
- * worker threads and kernel choice.
+ * An engine is one loaded checkpoint: DIR/model.safetensors (or a sharded
+ * checkpoint: DIR/model.safetensors.index.json and its shards, whose
+ * weights_sha256 is docs/inputs.md's "Sharded checkpoints" rule),
+ * config.json and tokenizer.json, each read once and hashed (§2.1) from
+ * exactly the bytes that are used, the weights packed for the matrix
+ * kernels, plus its worker threads and kernel choice.
  * ====================================================================== */
 
 typedef struct cis2_engine cis2_engine;

@@ -6,7 +6,7 @@
  * Open order: the §1.3 self-test under the pin (a broken pin refuses to
  * run), the engine's kernel variant and its own worker pool (what every
  * call's context is made of, engine.h's cis2_engine_ctx), the model (model.c: config.json, tokenizer.json and
- * model.safetensors hashed, §2.1, and the weights packed), the optional
+ * model.safetensors or its shards hashed, §2.1, shards.h, and the weights packed), the optional
  * expected hashes, then the tokenizer.  A tokenizer the loader refuses
  * does not fail the open: prompts given as ids still run (the file is
  * hashed into the witness either way, §12.1).
@@ -88,7 +88,8 @@ int cis2_engine_open(cis2_engine **out, const char *model_dir, const cis2_engine
     if ((rc = cis2_pool_create(&e->pool, opts->threads, err))) goto out;
     cx = cis2_engine_ctx(e);
     if ((rc = cis2_model_load(&cx, &e->m, model_dir, err))) goto out;
-    if ((rc = check_hash("model.safetensors", opts->expect_weights_sha256, e->m.weights_sha, err)) ||
+    if ((rc = check_hash("the weights (model.safetensors or its shards)", opts->expect_weights_sha256,
+                         e->m.weights_sha, err)) ||
         (rc = check_hash("config.json", opts->expect_config_sha256, e->m.config_sha, err)) ||
         (rc = check_hash("tokenizer.json", opts->expect_tokenizer_sha256, e->m.tokenizer_sha, err)))
         goto out;

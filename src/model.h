@@ -44,8 +44,9 @@ typedef struct cis2_model {
     size_t tokenizer_json_len;
 } cis2_model;
 
-/* Loads DIR/{model.safetensors,config.json,tokenizer.json}, each read once
- * (fileio.h): hashes all three from the bytes read (§2.1), validates every
+/* Loads DIR/{model.safetensors,config.json,tokenizer.json} (or, for the
+ * weights, DIR/model.safetensors.index.json and its shards: shards.h),
+ * each read once (fileio.h): hashes all three from the bytes read (§2.1), validates every
  * tensor name and shape against the config and its family's semantics
  * (config.h) before reading any weight, then packs the weights from a
  * bounded staging buffer as they stream in, across cx's pool. */
