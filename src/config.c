@@ -397,8 +397,8 @@ static int parse_rope(cis2_config *c, json_t *root, const char *name, cis2_error
 
 /* ---- attention layout (§9 attends to every earlier position) ----
  * use_sliding_window true is refused; sliding_window is inert only where
- * it cannot act: use_sliding_window present and false, or qwen2 (whose
- * default is false); layer_types must be num_hidden_layers entries, all
+ * it cannot act: use_sliding_window present and false (not for mistral,
+ * which has no such switch), or qwen2 (whose default is false); layer_types must be num_hidden_layers entries, all
  * "full_attention". */
 static int parse_layout(cis2_config *c, json_t *root, const char *name, cis2_error *err)
 {
@@ -408,7 +408,10 @@ static int parse_layout(cis2_config *c, json_t *root, const char *name, cis2_err
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: use_sliding_window is true: sliding-window attention is not "
                          "implemented (§9)", name);
     json_t *sw = opt(root, "sliding_window");
-    if (sw && use != 0 && strcmp(c->model_type, "qwen2")) {
+    /* mistral's modeling code has no use_sliding_window: it slides whenever
+     * sliding_window is set */
+    int mistral = !strcmp(c->model_type, "mistral");
+    if (sw && (use != 0 || mistral) && strcmp(c->model_type, "qwen2")) {
         char val[48];
         show(sw, val);
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: sliding_window = %s is not implemented (§9 attends to every "
@@ -430,16 +433,21 @@ static int parse_layout(cis2_config *c, json_t *root, const char *name, cis2_err
     return CIS2_OK;
 }
 
-/* model_type: llama (also absent) or qwen2. */
+/* model_type: llama (also absent), qwen2, or mistral.  Mistral's forward
+ * pass is Llama's (no biases, RMSNorm, SwiGLU, default RoPE) except for
+ * sliding-window attention, which parse_layout refuses unless
+ * sliding_window is null or absent (Mistral-7B-v0.3); its modeling code has
+ * no attention or MLP biases whatever the config says, so a config that
+ * asks for them is refused rather than followed or ignored. */
 static int parse_family(cis2_config *c, json_t *root, const char *name, cis2_error *err)
 {
     json_t *mt = opt(root, "model_type");
     if (!mt) return CIS2_OK;
     if (!json_is_string(mt)) return cis2_fail(err, CIS2_E_FORMAT, "%s: model_type must be a string", name);
     const char *s = json_string_value(mt);
-    if (strcmp(s, "llama") && strcmp(s, "qwen2"))
-        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: model_type '%.40s' not supported (llama or qwen2 only)", name,
-                         s);
+    if (strcmp(s, "llama") && strcmp(s, "qwen2") && strcmp(s, "mistral"))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: model_type '%.40s' not supported (llama, qwen2 or mistral "
+                         "only)", name, s);
     snprintf(c->model_type, sizeof c->model_type, "%s", s);
     return CIS2_OK;
 }
@@ -460,6 +468,9 @@ static int parse_features(cis2_config *c, json_t *root, const char *name, cis2_e
         return rc;
     if (c->mlp_bias && strcmp(c->model_type, "qwen2"))
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: mlp_bias is true: MLP biases are not part of §10", name);
+    if (c->attention_bias && !strcmp(c->model_type, "mistral"))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: attention_bias is true, but a mistral model has no attention "
+                         "biases", name);
     json_t *tp = opt(root, "pretraining_tp"); /* any value computes the same: §5 fixes every sum's order */
     if (tp && (!json_is_integer(tp) || json_integer_value(tp) < 1))
         return cis2_fail(err, CIS2_E_FORMAT, "%s: pretraining_tp must be a positive integer", name);

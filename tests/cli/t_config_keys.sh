@@ -61,6 +61,11 @@ variant v5 'del c["rope_theta"]; del c["rope_scaling"]; del c["torch_dtype"]; c[
 c["rope_parameters"] = {"rope_theta": 1000000.0, "rope_type": "default"}; c["transformers_version"] = "5.0.0";
 c["layer_types"] = ["full_attention"] * c["num_hidden_layers"]; c["attention_dropout"] = 0.0; c["use_cache"] = True'
 same v5
+# Mistral-7B-v0.3's config: model_type mistral, sliding_window null is
+# Llama's arithmetic (issue 33)
+variant mistral 'c["rope_theta"] = 1e6; c["model_type"] = "mistral"; c["architectures"] = ["MistralForCausalLM"];
+c["sliding_window"] = None'
+same mistral
 
 # ---- refusals: exit 5, one line naming the file and the key, before the weights ----
 refuse() { # NAME NEEDLE PYTHON
@@ -94,4 +99,6 @@ refuse sliding_window 'sliding_window = 4096 is not implemented' 'c["sliding_win
 refuse use_sliding 'use_sliding_window is true' 'c["use_sliding_window"] = True'
 refuse partial 'partial_rotary_factor = 0.5 is not implemented' 'c["partial_rotary_factor"] = 0.5'
 refuse family "model_type 'qwen3' not supported" 'c["model_type"] = "qwen3"'
+refuse mistral_sliding 'sliding_window = 4096 is not implemented' \
+    'c["model_type"] = "mistral"; c["sliding_window"] = 4096; c["use_sliding_window"] = False'
 echo "t_config_keys: ok ($n checks)"

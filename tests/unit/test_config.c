@@ -242,7 +242,7 @@ REJ(unsup_rope_scaling, "rope_scaling", "{\"type\":\"linear\",\"factor\":2.0}", 
 REJ(unsup_act, "hidden_act", "\"gelu\"", CIS2_E_UNSUPPORTED, "hidden_act 'gelu'")
 REJ(unsup_interleaved, "rope_interleaved", "true", CIS2_E_UNSUPPORTED, "rope_interleaved = true is not implemented")
 REJ(unsup_sliding, "use_sliding_window", "true", CIS2_E_UNSUPPORTED, "use_sliding_window is true")
-REJ(unsup_model_type, "model_type", "\"mistral\"", CIS2_E_UNSUPPORTED, "model_type 'mistral'")
+REJ(unsup_model_type, "model_type", "\"olmo2\"", CIS2_E_UNSUPPORTED, "model_type 'olmo2'")
 REJ(unsup_mlp_bias, "mlp_bias", "true", CIS2_E_UNSUPPORTED, "mlp_bias is true")
 REJ(unsup_mrope, "use_mrope", "true", CIS2_E_UNSUPPORTED, "use_mrope = true is not implemented")
 REJ(unsup_head_dim_mismatch, "head_dim", "128", CIS2_E_UNSUPPORTED, "head_dim 128")
@@ -499,7 +499,7 @@ static void families(void **s)
         {"DeepSeek-R1-Distill-Qwen-1.5B", NULL},
         {"Llama-3.1-8B", "rope_scaling.rope_type \"llama3\" is not implemented"},
         {"Llama-3.2-1B", "rope_scaling.rope_type \"llama3\" is not implemented"},
-        {"Mistral-7B-v0.3", "model_type 'mistral' not supported"},
+        {"Mistral-7B-v0.3", NULL},
         {"OLMo-2-0425-1B", "model_type 'olmo2' not supported"},
         {"Phi-3-mini-4k-instruct", "model_type 'phi3' not supported"},
         {"Qwen2.5-1.5B-Instruct", NULL},
@@ -533,6 +533,39 @@ static void families(void **s)
         free(t);
         if (rc && strstr(e.msg, "not known")) fail_msg("%s as llama: %s", F[i].file, e.msg);
         printf("    %s: %s; as llama: %s\n", F[i].file, F[i].why ? F[i].why : "loads", rc ? e.msg : "loads");
+    }
+}
+
+/* model_type mistral (issue 33) is Llama's arithmetic only without a
+ * sliding window: Mistral's modeling code applies sliding_window whenever
+ * it is set (it has no use_sliding_window), and has no biases at all. */
+static void mistral_family(void **s)
+{
+    (void)s;
+    static const char *const base = "{\"model_type\":\"mistral\",\"hidden_size\":64,\"intermediate_size\":128,"
+        "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"vocab_size\":300,"
+        "\"rms_norm_eps\":1e-05,\"rope_theta\":1000000.0,\"tie_word_embeddings\":false%s}";
+    static const struct { const char *extra, *why; } C[] = {
+        {"", NULL},
+        {",\"sliding_window\":null", NULL},
+        {",\"sliding_window\":4096", "sliding_window = 4096 is not implemented"},
+        {",\"sliding_window\":4096,\"use_sliding_window\":false", "sliding_window = 4096 is not implemented"},
+        {",\"attention_bias\":true", "a mistral model has no attention biases"},
+        {",\"mlp_bias\":true", "mlp_bias is true"},
+    };
+    for (size_t i = 0; i < sizeof C / sizeof C[0]; i++) {
+        char t[1024];
+        snprintf(t, sizeof t, base, C[i].extra);
+        cis2_config c;
+        cis2_error e = {0};
+        int rc = cis2_config_parse(&c, t, strlen(t), "m", &e);
+        if (C[i].why ? rc != CIS2_E_UNSUPPORTED || !strstr(e.msg, C[i].why) : rc != CIS2_OK)
+            fail_msg("case %zu (%s): rc=%d msg='%s'", i, C[i].extra, rc, e.msg);
+        if (!rc) {
+            assert_string_equal(c.model_type, "mistral");
+            assert_int_equal(cis2_config_qkv_bias(&c), 0);
+            assert_int_equal(cis2_config_o_bias(&c), 0);
+        }
     }
 }
 
@@ -701,7 +734,7 @@ int main(void)
         cmocka_unit_test(rope_parameters_base), cmocka_unit_test(rope_types_refused),
         cmocka_unit_test(rope_members), cmocka_unit_test(layer_types), cmocka_unit_test(sliding_window),
         cmocka_unit_test(neutral_keys), cmocka_unit_test(pretraining_tp_accepted),
-        cmocka_unit_test(transformers5_config), cmocka_unit_test(families),
+        cmocka_unit_test(transformers5_config), cmocka_unit_test(families), cmocka_unit_test(mistral_family),
         cmocka_unit_test(synth_shape_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
