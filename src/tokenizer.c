@@ -95,6 +95,7 @@ typedef struct {
     centry *cache; size_t ccap, cused;
     uint32_t *cids; size_t cn, ccidcap; /* ids of cached words */
     char **bufs; size_t nbufs;          /* NFC'd pieces (the cache points into them) */
+    const char *text;                   /* the input (Metaspace's "first" piece starts here) */
     uint32_t *best[2]; size_t bestcap;  /* split_added's window (2 x bestcap), per group */
     size_t max_ids;                     /* encode_max's limit (SIZE_MAX: none) */
     int oom, over;                      /* either stops the encode */
@@ -326,6 +327,60 @@ static int on_word(void *ctx, const char *w, size_t len)
     return 0;
 }
 
+/* Keeps buf (the word cache may point into it) until the encode ends. */
+static int keep_buf(enc_ctx *c, char *buf)
+{
+    char **nb = realloc(c->bufs, (c->nbufs + 1) * sizeof *nb);
+    if (!nb) { free(buf); c->oom = 1; return -1; }
+    c->bufs = nb;
+    c->bufs[c->nbufs++] = buf;
+    return 0;
+}
+
+#define META "\xe2\x96\x81"       /* U+2581, Metaspace's replacement */
+
+/* NON-NORMATIVE: the Metaspace pre-tokenizer on one piece, as the
+ * reference's: every ' ' becomes "▁"; "▁" is prepended unless the piece
+ * starts with one (scheme always; first: only to the piece that starts the
+ * input; never); with split, the piece is cut before each "▁" (each "▁"
+ * merged with what follows it, MergedWithNext), else it is one word. */
+static void metaspace_piece(enc_ctx *c, const char *s, size_t n)
+{
+    const cis2_tokenizer *t = c->t;
+    if (n == 0) return;
+    size_t sp = 0;
+    for (size_t i = 0; i < n; i++) sp += s[i] == ' ';
+    int pre = (t->ms_scheme == 2 || (t->ms_scheme == 1 && s == c->text)) &&
+              !(n >= 3 ? !memcmp(s, META, 3) : 0) && !(s[0] == ' ');
+    char *b = malloc(n + 2 * sp + 3 * (size_t)pre + 1);
+    if (!b) { c->oom = 1; return; }
+    size_t k = 0;
+    if (pre) { memcpy(b, META, 3); k = 3; }
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == ' ') { memcpy(b + k, META, 3); k += 3; }
+        else b[k++] = s[i];
+    }
+    if (keep_buf(c, b)) return;
+    if (!t->ms_split) { on_word(c, b, k); return; }
+    /* MergedWithNext: a "▁" starts a piece, unless the next is also "▁"
+     * (then it stands alone); text before the first "▁" is a piece. */
+    size_t start = 0;
+    for (size_t i = 0; i < k;) {
+        if (i + 3 <= k && !memcmp(b + i, META, 3)) {
+            if (i > start && on_word(c, b + start, i - start)) return;
+            start = i;
+            i += 3;
+            if (i + 3 <= k && !memcmp(b + i, META, 3)) {    /* "▁" then "▁": alone */
+                if (on_word(c, b + start, i - start)) return;
+                start = i;
+            }
+            continue;
+        }
+        i++;
+    }
+    if (start < k) on_word(c, b + start, k - start);
+}
+
 static void encode_piece(enc_ctx *c, const char *s, size_t n)
 {
     if (c->oom || c->over) return;
@@ -333,6 +388,7 @@ static void encode_piece(enc_ctx *c, const char *s, size_t n)
     if (t->split_qwen == 1) cis2_pretok_split_qwen(s, n, on_word, c);   /* non-normative */
     else if (t->split_qwen == 3) cis2_pretok_split_llama3(s, n, on_word, c);
     else if (t->split_lit) cis2_pretok_split_literal(s, n, t->split_lit, t->split_lit_len, on_word, c);
+    else if (t->metaspace) metaspace_piece(c, s, n);
     else if (t->sp) { if (n) on_word(c, s, n); }                      /* no pre-tokenizer: one word */
     else cis2_pretok_split(s, n, t->digits_mode, t->use_regex, on_word, c);
 }
@@ -442,7 +498,7 @@ int cis2_tokenizer_encode_flags(const cis2_tokenizer *t, const char *text, size_
     size_t bad;
     if (cis2_utf8_validate((const unsigned char *)text, len, &bad))
         return cis2_fail(err, CIS2_E_FORMAT, "tokenize: input is not valid UTF-8 (byte offset %zu)", bad);
-    enc_ctx c = {.t = t, .max_ids = max_ids};
+    enc_ctx c = {.t = t, .max_ids = max_ids, .text = text};
     c.ccap = 1024;
     c.cache = calloc(c.ccap, sizeof *c.cache);
     c.ids = malloc(256 * sizeof *c.ids);

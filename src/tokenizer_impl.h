@@ -94,6 +94,7 @@ struct cis2_tokenizer {
     char *split_lit; size_t split_lit_len;
     uint32_t *post_pre, *post_post; size_t npost_pre, npost_post;
     int has_template;
+    int metaspace, ms_scheme, ms_split;  /* Metaspace pre-tokenizer: scheme 0 never, 1 first, 2 always */
 };
 
 /* tokenizer_family.c (non-normative families) and the helpers of

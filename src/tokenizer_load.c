@@ -198,6 +198,28 @@ static int load_split(cis2_tokenizer *t, json_t *o, unsigned flags, const char *
     return CIS2_OK;
 }
 
+/* NON-NORMATIVE: the Metaspace pre-tokenizer of SentencePiece-style BPE
+ * (Mistral, Llama-2 files converted without the legacy normalizer):
+ * replacement "▁", prepend_scheme always/first/never, split; only without
+ * a normalizer (its "first" piece is the one that starts the input). */
+static int load_metaspace(cis2_tokenizer *t, json_t *o, unsigned flags, const char *path, cis2_error *err)
+{
+    if (!(flags & CIS2_TOK_ALLOW_NONNORMATIVE)) return refuse_ext(err, path, "pre_tokenizer Metaspace");
+    json_t *ps = json_object_get(o, "prepend_scheme");
+    int split;
+    if (!is_str(json_object_get(o, "replacement"), "\xe2\x96\x81") || get_bool(o, "split", 1, &split) ||
+        !(is_str(ps, "always") || is_str(ps, "first") || is_str(ps, "never")))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: pre_tokenizer Metaspace is supported only with replacement "
+                         "\"\xe2\x96\x81\", prepend_scheme always/first/never and a boolean split", path);
+    if (t->nnorm)
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: pre_tokenizer Metaspace after a normalizer is not supported",
+                         path);
+    t->sp = t->metaspace = 1;
+    t->ms_split = split;
+    t->ms_scheme = is_str(ps, "never") ? 0 : is_str(ps, "first") ? 1 : 2;
+    return CIS2_OK;
+}
+
 /* Admitted: ByteLevel, or Sequence [ByteLevel] / [Digits, ByteLevel] (§3.1.4);
  * with the flag also Sequence [Split, ByteLevel(use_regex=false)]. */
 static int load_pretok(cis2_tokenizer *t, json_t *p, unsigned flags, const char *path, cis2_error *err)
@@ -211,6 +233,7 @@ static int load_pretok(cis2_tokenizer *t, json_t *p, unsigned flags, const char 
     const char *ty = json_is_object(p) ? type_of(p) : NULL;
     if (!ty) return cis2_fail(err, CIS2_E_FORMAT, "%s: pre_tokenizer has no type", path);
     if (!strcmp(ty, "ByteLevel")) return load_bytelevel(t, p, path, err);
+    if (!strcmp(ty, "Metaspace")) return load_metaspace(t, p, flags, path, err);
     if (!strcmp(ty, "Split")) {             /* alone: a String pattern (Gemma-3), SentencePiece-style */
         int rc = load_split(t, p, flags, path, err);
         if (!rc && !t->split_lit)

