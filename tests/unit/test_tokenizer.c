@@ -407,6 +407,31 @@ static void expect_split(const char *in, const char *want)
     assert_string_equal(p.buf, want);
 }
 
+/* The families' pre-tokenizers (non-normative, issue 33 item 4), by hand
+ * from the regex \p{N}{1,3} (greedy, at most three) and from
+ * MergedWithPrevious (a delimiter joins the piece before it, unless that is
+ * a delimiter); t_tokenizer_families checks them against the oracle. */
+static void family_split(void **state)
+{
+    (void)state;
+    pieces p = {.n = 0};
+    const char *in = "12345 x1234567";
+    cis2_pretok_split_llama3(in, strlen(in), collect, &p);
+    assert_string_equal(p.buf, "123|45| x|123|456|7|");
+    p.n = 0;
+    in = "\xd9\xa3\xd9\xa4\xd9\xa5\xd9\xa6!";             /* Arabic-Indic 3456: \p{N} */
+    cis2_pretok_split_llama3(in, strlen(in), collect, &p);
+    assert_string_equal(p.buf, "\xd9\xa3\xd9\xa4\xd9\xa5|\xd9\xa6|!|");
+    p.n = 0;
+    in = "a  b c ";
+    cis2_pretok_split_literal(in, strlen(in), " ", 1, collect, &p);
+    assert_string_equal(p.buf, "a | |b |c |");
+    p.n = 0;
+    in = "  ab";
+    cis2_pretok_split_literal(in, strlen(in), " ", 1, collect, &p);
+    assert_string_equal(p.buf, " | |ab|");
+}
+
 /* The Split regex, derived by hand from Oniguruma's leftmost-first,
  * greedy-with-backtracking semantics (and agreeing with the oracle). */
 static void qwen_split(void **state)
@@ -497,7 +522,7 @@ int main(void)
         cmocka_unit_test(worked_example), cmocka_unit_test(facts_examples), cmocka_unit_test(invalid_utf8),
         cmocka_unit_test(decode),         cmocka_unit_test(byte_map),       cmocka_unit_test(merge_order),
         cmocka_unit_test(digits_modes),   cmocka_unit_test(refusals),       cmocka_unit_test(added_tokens),
-        cmocka_unit_test(nfc_cases),      cmocka_unit_test(qwen_split),     cmocka_unit_test(qwen_load),
+        cmocka_unit_test(nfc_cases),      cmocka_unit_test(qwen_split),     cmocka_unit_test(family_split),     cmocka_unit_test(qwen_load),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
