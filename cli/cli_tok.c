@@ -2,7 +2,7 @@
  * cli_tok.c - `cis2 tokenize` and `cis2 detokenize` (CIS-2 §3.1), on the
  * library's tokenizer (include/cis2.h section 11).
  *
- *   cis2 tokenize --tokenizer FILE [--text TEXT] [--json] [--batch] [--stats]
+ *   cis2 tokenize --tokenizer FILE [--text TEXT] [--json] [--batch] [--stats] [--add-special-tokens]
  *       TEXT (else all of stdin, verbatim: a trailing newline is text too)
  *       -> ids, comma-separated without spaces, or a JSON array (--json).
  *       --batch: stdin is JSON lines, one JSON string each; prints one
