@@ -19,7 +19,11 @@
  * shape, normalizer NFC and pre_tokenizer Sequence [Split(Qwen regex,
  * Isolated), ByteLevel(use_regex=false)], which tokenizer.c then applies
  * (nfc.c, pretok.c).  The strict loader refuses both, pointing to the flag
- * and to --prompt-ids.
+ * and to --prompt-ids.  With the flag also the model families' shapes
+ * (issue 33 item 4): Llama-3's Split regex, the Metaspace and literal
+ * Split pre-tokenizers, SentencePiece-style BPE (no pre-tokenizer,
+ * byte_fallback, unk_token), and through tokenizer_family.c the
+ * Prepend/Replace normalizers, their decoder and TemplateProcessing.
  *
  * Bounds (issue 16, docs/inputs.md): the file is read once (fileio.h) and
  * parsed from that buffer, which is also what cis2_tokenizer_load_file
