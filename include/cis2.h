@@ -24,6 +24,7 @@
  *   6. Sessions: sequences that join and leave a running batch
  *   7. Receipts and verdicts: make, write, parse, verify, check, compare
  *   8. Traces: every intermediate tensor, and where two runs diverge
+ *   9. Scoring: the logprobs of given text (EXTENSION, docs/sampling.md §S11)
  *
  * Conventions
  *   - Functions that can fail return an enum cis2_status code (CIS2_OK is
@@ -85,6 +86,7 @@ CIS2_API unsigned cis2_abi_version(void);
 #define CIS2_FEATURE_SAMPLING 1u    /* cis2_sampling (docs/sampling.md) */
 #define CIS2_FEATURE_STOP_RULES 2u  /* cis2_stop */
 #define CIS2_FEATURE_LOGPROBS 4u    /* cis2_request.logprobs / top_logprobs */
+#define CIS2_FEATURE_SCORE 8u       /* cis2_score (section 9) */
 CIS2_API unsigned cis2_features(void);
 
 enum cis2_status {
@@ -558,6 +560,67 @@ CIS2_API void cis2_trace_abort(cis2_trace_writer *w);
 /* IDENTICAL or DIVERGED: the first tensor whose hash differs, and with two
  * dump traces the first differing element; as fields with status NOTE. */
 CIS2_API int cis2_trace_diff(const char *path_a, const char *path_b, cis2_verdict **verdict, cis2_error *err);
+
+/* ======================================================================
+ * 9. Scoring (EXTENSION, docs/sampling.md §S11)
+ *
+ * The logprob of every token of a given continuation after a given
+ * context, as an evaluation harness asks for it (multiple choice,
+ * perplexity): no token is chosen.  Context ++ continuation runs as one
+ * teacher-forced prefill; continuation token i is scored by the logits
+ * row computed after consuming every id before it (the row decode would
+ * have chosen it from), with docs/sampling.md §S4's function on that row,
+ * so its bits equal those cis2_generate reports (cis2_request.logprobs)
+ * when the same tokens are generated, greedy or sampled.  A continuation
+ * with no context has no score for its first token.  Many requests share
+ * every weight pass, and requests whose context ids are equal compute the
+ * context once.  Results never depend on threads, kernels or batching.
+ * ====================================================================== */
+
+typedef struct cis2_score_request {
+    /* The context: text (tokenized alone, as cis2_engine_tokenize), or ids
+     * (context NULL).  Both empty: no context. */
+    const char *context;
+    size_t context_len;
+    const uint32_t *context_ids;
+    size_t n_context_ids;
+    /* The continuation: text (tokenized alone, not joined to the context:
+     * §S11.1), or ids (continuation NULL); at least one token. */
+    const char *continuation;
+    size_t continuation_len;
+    const uint32_t *continuation_ids;
+    size_t n_continuation_ids;
+    unsigned top_logprobs;    /* 0..CIS2_MAX_TOP_LOGPROBS alternatives per scored token */
+    void *user;               /* the caller's, untouched */
+} cis2_score_request;
+
+typedef struct cis2_score_result {
+    uint32_t *context_ids;    /* the context's ids (n_context may be 0) */
+    size_t n_context;
+    uint32_t *ids;            /* the continuation's ids */
+    size_t n_ids;
+    size_t first;             /* tokens [first, n_ids) are scored: 1 with no context, else 0 */
+    float *logprobs;          /* n_ids: §S4 bits (QNAN for a NaN logit); 0 for unscored */
+    uint32_t *ranks;          /* n_ids: 1-based place in §S3.3's candidate order; 0 unscored,
+                                 or the logit is NaN (not a candidate) */
+    unsigned char *greedy;    /* n_ids: 1 if the token is §11.2's argmax of its row */
+    size_t n_top;             /* alternatives per token (= top_logprobs) */
+    uint32_t *top_ids;        /* n_ids * n_top in candidate order, padded as in cis2_token_event
+                                 (an unscored token's are all padding) */
+    float *top_logprobs;
+    size_t n_scored;          /* n_ids - first */
+    float sum;                /* §S11.3: the scored logprobs summed in f32, in token order */
+    double sum_f64;           /* the same in f64 (each logprob widened exactly) */
+    int all_greedy;           /* every scored token greedy (lm-evaluation-harness's is_greedy) */
+} cis2_score_result;
+
+/* Scores n requests (sharing every weight pass); *results gets n results
+ * in request order (free with cis2_score_results_free).  A bad request
+ * fails the call (CIS2_E_USAGE naming it; CIS2_E_UNSUPPORTED past
+ * max_position_embeddings) before any is computed. */
+CIS2_API int cis2_score(cis2_engine *e, const cis2_score_request *reqs, size_t n, cis2_score_result **results,
+                        cis2_error *err);
+CIS2_API void cis2_score_results_free(cis2_score_result *results, size_t n);
 
 #ifdef __cplusplus
 }

@@ -22,7 +22,10 @@ const char *cis2_version(void) { return CIS2_VERSION; }
 
 unsigned cis2_abi_version(void) { return CIS2_ABI_VERSION; }
 
-unsigned cis2_features(void) { return CIS2_FEATURE_SAMPLING | CIS2_FEATURE_STOP_RULES | CIS2_FEATURE_LOGPROBS; }
+unsigned cis2_features(void)
+{
+    return CIS2_FEATURE_SAMPLING | CIS2_FEATURE_STOP_RULES | CIS2_FEATURE_LOGPROBS | CIS2_FEATURE_SCORE;
+}
 
 void cis2_free(void *p) { free(p); }
 

@@ -20,7 +20,7 @@ This file owns the public namespace and the few module-level functions.
 from ctypes import byref
 
 from . import _lib
-from .engine import Config, Engine, Request, Result, Session, TokenEvent
+from .engine import Config, Engine, Request, Result, Score, Session, TokenEvent
 from .errors import (Cancelled, Error, FileError, FormatError, FPEnvError, HashMismatch, InternalError,
                      LibraryNotFound, Mismatch, NondeterminismError, OutOfMemory, Unsupported, UsageError,
                      error_class)
@@ -30,7 +30,7 @@ from .tokenizer import Tokenizer
 __version__ = "0.3.0"
 SPEC_VERSION = "0.3b"
 
-__all__ = ["Engine", "Config", "Request", "Result", "Session", "TokenEvent", "Tokenizer", "Receipt", "Verdict", "Field",
+__all__ = ["Engine", "Config", "Request", "Result", "Score", "Session", "TokenEvent", "Tokenizer", "Receipt", "Verdict", "Field",
            "compare", "synth", "library_version", "library_path", "isa", "kernel_available",
            "Error", "Mismatch", "UsageError", "FileError", "FormatError", "Unsupported", "HashMismatch",
            "FPEnvError", "NondeterminismError", "OutOfMemory", "InternalError", "Cancelled", "LibraryNotFound",

@@ -149,11 +149,27 @@ class VerifyOpts(Structure):  # cis2_verify_opts
                 ("should_stop", STOP_FN), ("should_stop_ctx", c_void_p)]
 
 
+class ScoreRequest(Structure):  # cis2_score_request
+    _fields_ = [("context", c_char_p), ("context_len", c_size_t), ("context_ids", POINTER(c_uint32)),
+                ("n_context_ids", c_size_t), ("continuation", c_char_p), ("continuation_len", c_size_t),
+                ("continuation_ids", POINTER(c_uint32)), ("n_continuation_ids", c_size_t),
+                ("top_logprobs", c_uint), ("user", c_void_p)]
+
+
+class ScoreResult(Structure):  # cis2_score_result
+    _fields_ = [("context_ids", POINTER(c_uint32)), ("n_context", c_size_t), ("ids", POINTER(c_uint32)),
+                ("n_ids", c_size_t), ("first", c_size_t), ("logprobs", POINTER(c_float)),
+                ("ranks", POINTER(c_uint32)), ("greedy", POINTER(c_uint8)), ("n_top", c_size_t),
+                ("top_ids", POINTER(c_uint32)), ("top_logprobs", POINTER(c_float)), ("n_scored", c_size_t),
+                ("sum", c_float), ("sum_f64", ctypes.c_double), ("all_greedy", c_int)]
+
+
 STRUCTS = {"cis2_error": Err, "cis2_engine_opts": EngineOpts, "cis2_model_info": ModelInfo,
            "cis2_sampling": Sampling, "cis2_stop": Stop, "cis2_request": Request,
            "cis2_token_event": TokenEvent, "cis2_gen_opts": GenOpts, "cis2_result": Result,
            "cis2_session_opts": SessionOpts, "cis2_field": Field, "cis2_verdict": Verdict,
-           "cis2_verify_opts": VerifyOpts}
+           "cis2_verify_opts": VerifyOpts, "cis2_score_request": ScoreRequest,
+           "cis2_score_result": ScoreResult}
 
 # ------------------------------------------------------------- prototypes
 P = POINTER
@@ -198,6 +214,8 @@ _PROTOS = {
     "cis2_check": (c_int, [VP, c_char_p, c_char_p, c_uint, P(P(Verdict)), E]),
     "cis2_compare": (c_int, [VP, VP, P(P(Verdict)), E]),
     "cis2_verdicts_free": (None, [P(Verdict), c_size_t]),
+    "cis2_score": (c_int, [VP, P(ScoreRequest), c_size_t, P(P(ScoreResult)), E]),
+    "cis2_score_results_free": (None, [P(ScoreResult), c_size_t]),
     "cis2_synth_write": (c_int, [c_char_p, c_uint64, c_char_p, c_char_p, E]),
     "cis2_tokenizer_load_ext": (c_int, [P(VP), c_char_p, c_uint, E]),
     "cis2_tokenizer_free": (None, [VP]),

@@ -239,6 +239,79 @@ class Result:
         return "Result(token_ids=%r, witness=%r)" % (self.token_ids, self.witness)
 
 
+def _f32_hex(v):
+    return "%08x" % c_uint32.from_buffer_copy(c_float(v)).value
+
+
+class Score:
+    """The scores of one continuation after one context (a copy of
+    cis2_score_result, docs/sampling.md §S11).
+
+    context_ids, ids (the continuation's ids, lists of ints); first: the
+    index of the first scored token (1 with no context: the first token
+    has no row to be scored by, else 0); per continuation token: logprobs
+    (the binary32 value as a float, None when unscored), bits (its 8 hex
+    digits, None when unscored), ranks (1-based in the candidate order of
+    §S3.3; 0 when unscored or NaN), greedy (bool: §11.2's argmax of its
+    row), top_logprobs (a list of (id, logprob), [] when unscored);
+    n_scored, sum (the §S11.3 f32 sum, a float), sum_bits, sum_f64,
+    all_greedy."""
+
+    __slots__ = ("context_ids", "ids", "first", "logprobs", "bits", "ranks", "greedy", "top_logprobs", "n_scored",
+                 "sum", "sum_bits", "sum_f64", "all_greedy")
+
+    def __init__(self, r):
+        n, k = r.n_ids, r.n_top
+        self.context_ids = r.context_ids[:r.n_context] if r.n_context else []
+        self.ids = r.ids[:n]
+        self.first = r.first
+        lps = r.logprobs[:n]
+        scored = [i >= r.first for i in range(n)]
+        self.logprobs = [lp if s else None for lp, s in zip(lps, scored)]
+        self.bits = [_f32_hex(lp) if s else None for lp, s in zip(lps, scored)]
+        self.ranks = r.ranks[:n]
+        self.greedy = [bool(g) for g in r.greedy[:n]]
+        if k:
+            ids, tl = r.top_ids[:k * n], r.top_logprobs[:k * n]
+            self.top_logprobs = [[(ids[i * k + j], tl[i * k + j]) for j in range(k) if ids[i * k + j] != 0xFFFFFFFF]
+                                 for i in range(n)]
+        else:
+            self.top_logprobs = [[] for _ in range(n)]
+        self.n_scored = r.n_scored
+        self.sum = r.sum
+        self.sum_bits = _f32_hex(r.sum)
+        self.sum_f64 = r.sum_f64
+        self.all_greedy = bool(r.all_greedy)
+
+    def __repr__(self):
+        return "Score(ids=%r, sum=%r, all_greedy=%r)" % (self.ids, self.sum, self.all_greedy)
+
+
+def _score_part(req, name, v, keep):
+    """Fills the text or ids fields of one part (context / continuation)."""
+    if v is None:
+        return
+    if isinstance(v, (str, bytes, bytearray, memoryview)):
+        b = _lib.text(v)
+        buf = ctypes.create_string_buffer(b, len(b) + 1)
+        keep.append(buf)
+        setattr(req, name, ctypes.cast(buf, ctypes.c_char_p))
+        setattr(req, name + "_len", len(b))
+    else:
+        arr, n = _lib.u32_array(v)
+        keep.append(arr)
+        setattr(req, name + "_ids", ctypes.cast(arr, POINTER(c_uint32)))
+        setattr(req, "n_" + name + "_ids", n)
+
+
+def _is_one_part(v):
+    """A single continuation (text, bytes or a list of ids), not a list of them."""
+    if isinstance(v, (str, bytes, bytearray, memoryview)):
+        return True
+    v = list(v)
+    return bool(v) and all(isinstance(i, int) and not isinstance(i, bool) for i in v)
+
+
 def _as_request(p, kw):
     return p if isinstance(p, Request) else Request(p, **kw)
 
@@ -467,6 +540,49 @@ class Engine:
                 return [Result(self, res[i], cb.take_logits(i)) for i in range(len(reqs))]
             finally:
                 L.cis2_results_free(res, len(reqs))
+
+    # ----------------------------------------------------------- scoring
+    def score(self, context, continuations, top_logprobs=0):
+        """The logprobs of continuation tokens after context (docs/sampling.md
+        §S11) -> Score, or a list of Score for a list of continuations.
+
+        context: str, bytes, a list of ids, or None (no context: the first
+        continuation token is not scored); continuations: one continuation
+        (str, bytes or a list of ids) or a list of them.  Text is tokenized
+        on its own (context and continuation apart, then joined: §S11.1).
+        The continuations of one context share its prefill and every weight
+        pass; each Score is bit for bit the one computed alone, and each
+        logprob is the one generate(..., logprobs=True) reports when it
+        generates the same token."""
+        one = _is_one_part(continuations)
+        conts = [continuations] if one else list(continuations)
+        out = self.score_batch([(context, c) for c in conts], top_logprobs)
+        return out[0] if one else out
+
+    def score_batch(self, pairs, top_logprobs=0):
+        """Scores many (context, continuation) pairs together, sharing every
+        weight pass and computing each distinct context once -> list of Score."""
+        pairs = list(pairs)
+        if not pairs:
+            raise UsageError("cis2: score needs at least one continuation")
+        keep = []
+        creqs = (_lib.ScoreRequest * len(pairs))()
+        t = _uint("top_logprobs", top_logprobs, 32)
+        for q, (ctx, cont) in zip(creqs, pairs):
+            _score_part(q, "context", ctx, keep)
+            if cont is None:
+                raise UsageError("cis2: a continuation is required")
+            _score_part(q, "continuation", cont, keep)
+            q.top_logprobs = t
+        L = _lib.get()
+        res = POINTER(_lib.ScoreResult)()
+        err = _lib.Err()
+        with self._using() as h:
+            _lib.check(L.cis2_score(h, creqs, len(pairs), byref(res), byref(err)), err)
+            try:
+                return [Score(res[i]) for i in range(len(pairs))]
+            finally:
+                L.cis2_score_results_free(res, len(pairs))
 
     def session(self, max_batch=0, prefill_chunk=0, on_token=None, logits=False):
         """A Session on this engine (continuous batching)."""

@@ -1,0 +1,97 @@
+"""Scoring (cis2_score, Engine.score; docs/sampling.md §S11) against second
+routes: the logprob bits generate() reports when it generates the same
+tokens (greedy and seeded sampling: the decode's logits rows, cached,
+against the score's teacher-forced prefill), the rank and greedy flag from
+the decode's logits by numpy, the sums recomputed from the per-token bits,
+a context-shared batch against each continuation alone, and tokenization
+against Engine.tokenize of each part."""
+import struct
+
+import numpy as np
+import pytest
+
+import cis2
+from conftest import PROMPT
+
+
+def bits(v):
+    return "%08x" % struct.unpack("<I", struct.pack("<f", v))[0]
+
+
+def numpy_rank(row, tok):
+    """1 + the candidates before tok (§S3.3: logit descending, ties by id), from numpy."""
+    x = row[tok]
+    ok = ~np.isnan(row)
+    return 1 + int(np.sum(ok & ((row > x) | ((row == x) & (np.arange(len(row)) < tok)))))
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(temperature=0.9, top_k=30, seed=11),
+                                dict(temperature=1.3, top_p=0.95, seed=4, sequence=2)])
+def test_score_equals_generated_logprobs(engine, kw):
+    g = engine.generate(PROMPT, 10, logprobs=True, top_logprobs=4, logits=True, twice=False, **kw)
+    s = engine.score(PROMPT, g.token_ids, top_logprobs=4)
+    assert s.context_ids == g.prompt_ids and s.ids == g.token_ids and s.first == 0 and s.n_scored == 10
+    assert s.bits == [bits(v) for v in g.logprobs]
+    assert [[(i, bits(v)) for i, v in t] for t in s.top_logprobs] == \
+           [[(i, bits(v)) for i, v in t if i != 0xFFFFFFFF] for t in g.top_logprobs]
+    for k, tok in enumerate(g.token_ids):
+        row = g.logits[k]
+        assert s.ranks[k] == numpy_rank(row, tok)
+        assert s.greedy[k] == (int(np.argmax(row)) == tok)
+    if not kw:
+        assert s.all_greedy and s.ranks == [1] * 10
+
+
+def test_sums_are_the_sequential_sums_of_the_bits(engine):
+    s = engine.score(PROMPT, " and then the end of it all")
+    f = np.float32(0.0)
+    d = 0.0
+    for b in s.bits:
+        v = np.frombuffer(bytes.fromhex(b), ">f4")[0]
+        f = np.float32(f + v)
+        d = d + float(v)
+    assert s.sum_bits == bits(f) and s.sum_f64 == d
+    assert s.all_greedy == all(s.greedy)
+
+
+def test_shared_context_batch_equals_each_alone(engine):
+    ctx = "Once upon a time there was a"
+    conts = [" cat", " dog that ran", "n owl", [5, 6, 7], " cat"]
+    both = engine.score_batch([(ctx, c) for c in conts] + [("Another context", " cat"), (None, "solo text")],
+                              top_logprobs=3)
+    alone = [engine.score(ctx, c, top_logprobs=3) for c in conts] + \
+            [engine.score("Another context", " cat", top_logprobs=3), engine.score(None, "solo text", top_logprobs=3)]
+    for a, b in zip(alone, both):
+        assert (a.context_ids, a.ids, a.bits, a.ranks, a.greedy, a.sum_bits, a.sum_f64) == \
+               (b.context_ids, b.ids, b.bits, b.ranks, b.greedy, b.sum_bits, b.sum_f64)
+        assert [[(i, bits(v)) for i, v in t] for t in a.top_logprobs] == \
+               [[(i, bits(v)) for i, v in t] for t in b.top_logprobs]
+    assert engine.score(ctx, conts) is not None and len(engine.score(ctx, conts)) == len(conts)
+
+
+def test_parts_are_tokenized_apart(engine):
+    s = engine.score("Hello wor", "ld peace")
+    assert s.context_ids == engine.tokenize("Hello wor") and s.ids == engine.tokenize("ld peace")
+
+
+def test_no_context_leaves_the_first_token_unscored(engine):
+    ids = engine.tokenize("Once upon a time")
+    s = engine.score(None, ids)
+    assert s.first == 1 and s.logprobs[0] is None and s.bits[0] is None and s.ranks[0] == 0
+    assert s.top_logprobs[0] == [] and s.n_scored == len(ids) - 1
+    t = engine.score(ids[:1], ids[1:])
+    assert s.bits[1:] == t.bits and s.sum_bits == t.sum_bits
+    one = engine.score(None, ids[:1])
+    assert one.n_scored == 0 and one.sum == 0.0 and one.all_greedy
+
+
+def test_bad_requests(engine):
+    V = engine.config.vocab_size
+    with pytest.raises(cis2.UsageError, match="continuation has no tokens"):
+        engine.score("x", "")
+    with pytest.raises(cis2.UsageError, match="top_logprobs 21"):
+        engine.score("x", "y", top_logprobs=21)
+    with pytest.raises(cis2.UsageError, match="outside the vocabulary"):
+        engine.score([1, 2], [V])
+    with pytest.raises(cis2.Unsupported, match="max_position_embeddings"):
+        engine.score([1] * engine.config.max_position_embeddings, [2])

@@ -1,0 +1,383 @@
+/*
+ * score.c - cis2_score (include/cis2.h section 9, docs/sampling.md §S11):
+ * the logprob of every token of a given continuation after a given
+ * context, by one teacher-forced prefill of context ++ continuation.
+ * Spec §3.4, §3.5 (prefill rows and the cached decode give the same
+ * bits), §11.1, §11.2; docs/sampling.md §S3.3 (rank), §S4 (logprobs),
+ * §S11 (which row scores which token, sums).
+ *
+ * Which row scores which token (§S11.2): the input at position p is the
+ * sequence's token p (context ids, then continuation ids); its logits row
+ * is the one a decode would choose token p+1 from, so it scores token p+1
+ * when that is a continuation token.  Rows are fed for positions
+ * [0, len-1): the last token is never an input.  Each row's figures come
+ * from the functions decoding uses on its row: cis2_logprobs (§S4, the
+ * same call session.c makes, hence the same bits cis2_generate reports),
+ * cis2_argmax_lanes (§11.2: greedy or not) and the candidate order of
+ * §S3.3 (rank).
+ *
+ * Sharing: requests share every weight pass (up to SCORE_ROWS rows per
+ * pass, as verify.c's prefill replay), and requests with the same context
+ * ids compute the context once: the first of them (the donor) computes
+ * positions [0, nctx-1), the others wait for it there and copy that KV
+ * prefix (cis2_kv_copy_prefix, §3.5: a position's keys and values are a
+ * function of the ids up to it), then feed their own rows from nctx-1,
+ * whose logits score their first continuation token.  Every row computed
+ * is the same arithmetic as without sharing.
+ *
+ * Memory: a pass holds at most SCORE_ROWS rows and SCORE_LOGIT_BYTES of
+ * logits; requests are admitted while their KV caches fit in
+ * SCORE_KV_BUDGET (always at least one).
+ */
+#include "engine.h"
+#include "kernels.h"
+#include "model.h"
+#include "sample.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define SCORE_ROWS 256
+#define SCORE_LOGIT_BYTES ((size_t)64 << 20)
+#define SCORE_KV_BUDGET ((size_t)1 << 30)
+#define SCORE_CHUNKS 8 /* parallel figures: items, each its own sampler workspace */
+
+enum { J_WAIT, J_RUN, J_DONE };
+
+typedef struct sjob {
+    cis2_score_result *res;
+    size_t index;            /* in the call */
+    size_t len;              /* n_context + n_ids */
+    size_t next;             /* the next position to feed */
+    int state;
+    cis2_kv kv;
+    size_t kv_bytes;
+    struct sjob *donor;      /* waits for donor's positions [0, shared) */
+    size_t shared;
+} sjob;
+
+static uint32_t job_token(const sjob *j, size_t p)
+{
+    const cis2_score_result *r = j->res;
+    return p < r->n_context ? r->context_ids[p] : r->ids[p - r->n_context];
+}
+
+/* ------------------------------------------------------------ requests */
+
+/* Text or ids into *ids (owned); `what` names the part in errors. */
+static int take_part(const cis2_engine *e, size_t k, const char *what, const char *text, size_t len,
+                     const uint32_t *in, size_t n_in, size_t maxpos, uint32_t **ids, size_t *n, cis2_error *err)
+{
+    *ids = NULL;
+    *n = 0;
+    if (text && in) return cis2_fail(err, CIS2_E_USAGE, "score request %zu: give the %s as text or as ids, not both", k, what);
+    if (text) {
+        if (!len) return CIS2_OK;
+        cis2_error te = {0};
+        int rc = cis2_engine_encode_max(e, text, len, maxpos, ids, n, &te);
+        if (rc == CIS2_E_USAGE && e->tok)
+            return cis2_fail(err, CIS2_E_UNSUPPORTED, "score request %zu: the %s is longer than max_position_embeddings (%zu)",
+                             k, what, maxpos);
+        if (rc) return cis2_fail(err, rc, "score request %zu: %s: %s", k, what, te.msg);
+        for (size_t i = 0; i < *n; i++)
+            if ((*ids)[i] >= e->m.vocab)
+                return cis2_fail(err, CIS2_E_FORMAT,
+                                 "score request %zu: the tokenizer gives id %u, outside the model's vocabulary (%zu)", k,
+                                 (*ids)[i], e->m.vocab);
+        return CIS2_OK;
+    }
+    if (!n_in) return CIS2_OK;
+    if (!in) return cis2_fail(err, CIS2_E_USAGE, "score request %zu: %zu %s ids but no array", k, n_in, what);
+    for (size_t i = 0; i < n_in; i++)
+        if (in[i] >= e->m.vocab)
+            return cis2_fail(err, CIS2_E_USAGE, "score request %zu: %s id %u is outside the vocabulary (%zu)", k, what,
+                             in[i], e->m.vocab);
+    if (!(*ids = malloc(n_in * sizeof **ids))) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    memcpy(*ids, in, n_in * sizeof **ids);
+    *n = n_in;
+    return CIS2_OK;
+}
+
+/* A request's ids and the result's arrays. */
+static int prepare(const cis2_engine *e, const cis2_score_request *q, size_t k, cis2_score_result *r, cis2_error *err)
+{
+    size_t maxpos = (size_t)e->m.cfg.max_position_embeddings;
+    if (q->top_logprobs > CIS2_MAX_TOP_LOGPROBS)
+        return cis2_fail(err, CIS2_E_USAGE, "score request %zu: top_logprobs %u is more than %d", k, q->top_logprobs,
+                         CIS2_MAX_TOP_LOGPROBS);
+    int rc = take_part(e, k, "context", q->context, q->context_len, q->context_ids, q->n_context_ids, maxpos,
+                       &r->context_ids, &r->n_context, err);
+    if (!rc)
+        rc = take_part(e, k, "continuation", q->continuation, q->continuation_len, q->continuation_ids,
+                       q->n_continuation_ids, maxpos, &r->ids, &r->n_ids, err);
+    if (rc) return rc;
+    if (!r->n_ids) return cis2_fail(err, CIS2_E_USAGE, "score request %zu: the continuation has no tokens", k);
+    if (r->n_context + r->n_ids > maxpos)
+        return cis2_fail(err, CIS2_E_UNSUPPORTED,
+                         "score request %zu: context (%zu tokens) + continuation (%zu) exceeds max_position_embeddings (%zu)",
+                         k, r->n_context, r->n_ids, maxpos);
+    size_t n = r->n_ids, t = q->top_logprobs;
+    r->first = r->n_context ? 0 : 1;
+    r->n_scored = n - r->first;
+    r->n_top = t;
+    r->logprobs = calloc(n, sizeof *r->logprobs);
+    r->ranks = calloc(n, sizeof *r->ranks);
+    r->greedy = calloc(n, 1);
+    if (t) {
+        r->top_ids = malloc(n * t * sizeof *r->top_ids);
+        r->top_logprobs = calloc(n * t, sizeof *r->top_logprobs);
+    }
+    if (!r->logprobs || !r->ranks || !r->greedy || (t && (!r->top_ids || !r->top_logprobs)))
+        return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < n * t; i++) r->top_ids[i] = UINT32_MAX; /* padding, as cis2_token_event */
+    return CIS2_OK;
+}
+
+/* ------------------------------------------------------------- sharing */
+
+static int ctx_cmp(const sjob *a, const sjob *b)
+{
+    const cis2_score_result *x = a->res, *y = b->res;
+    size_t n = x->n_context < y->n_context ? x->n_context : y->n_context;
+    for (size_t i = 0; i < n; i++)
+        if (x->context_ids[i] != y->context_ids[i]) return x->context_ids[i] < y->context_ids[i] ? -1 : 1;
+    if (x->n_context != y->n_context) return x->n_context < y->n_context ? -1 : 1;
+    return 0;
+}
+
+static int by_context(const void *pa, const void *pb)
+{
+    const sjob *a = *(sjob *const *)pa, *b = *(sjob *const *)pb;
+    int c = ctx_cmp(a, b);
+    return c ? c : (a->index < b->index ? -1 : a->index > b->index);
+}
+
+/* ord: every job, those of one context together, its donor first. */
+static void plan_sharing(sjob *jobs, size_t n, sjob **ord)
+{
+    for (size_t i = 0; i < n; i++) ord[i] = &jobs[i];
+    qsort(ord, n, sizeof *ord, by_context);
+    for (size_t a = 0, b; a < n; a = b) {
+        for (b = a + 1; b < n && !ctx_cmp(ord[a], ord[b]); b++) {
+            if (ord[a]->res->n_context < 2) continue; /* nothing before the first scoring row */
+            ord[b]->donor = ord[a];
+            ord[b]->shared = ord[a]->res->n_context - 1;
+        }
+    }
+}
+
+/* A waiting job takes its prefix once its donor's passes hold it; a donor
+ * already finished (freed) leaves the job to compute every row itself. */
+static void share_take(sjob *j, const cis2_model *m)
+{
+    sjob *d = j->donor;
+    if (!d || j->state != J_RUN) return;
+    if (d->state != J_RUN) { j->donor = NULL; return; }
+    if (d->next < j->shared) return;
+    cis2_kv_copy_prefix(&j->kv, &d->kv, m, j->shared);
+    j->next = j->shared;
+    j->donor = NULL;
+}
+
+/* ------------------------------------------------------------- figures */
+
+/* One logits row: the token it scores and where its figures go. */
+typedef struct lrow { sjob *j; size_t k; const float *x; } lrow;
+
+typedef struct fig_ctx {
+    const cis2_ctx *cx;
+    const lrow *rows;
+    size_t n, nchunks, V;
+    cis2_sample_ws *ws;
+    int rc[SCORE_CHUNKS];
+} fig_ctx;
+
+/* a before b in candidate order (§S3.3); both non-NaN */
+static int before(const float *x, size_t a, size_t b)
+{
+    return x[a] > x[b] || (x[a] == x[b] && a < b);
+}
+
+static void fig_task(void *vctx, size_t c)
+{
+    fig_ctx *f = vctx;
+    for (size_t i = f->n * c / f->nchunks; i < f->n * (c + 1) / f->nchunks; i++) {
+        const lrow *lr = &f->rows[i];
+        cis2_score_result *r = lr->j->res;
+        const float *x = lr->x;
+        size_t k = lr->k, t = r->n_top, nt;
+        uint32_t tok = r->ids[k];
+        int rc = cis2_logprobs(f->cx, x, f->V, tok, t, &f->ws[c], &r->logprobs[k], t ? r->top_ids + k * t : NULL,
+                               t ? r->top_logprobs + k * t : NULL, &nt); /* §S4, as decoding reports it */
+        if (rc) { f->rc[c] = rc; continue; }
+        for (size_t q = nt; q < t; q++) { r->top_ids[k * t + q] = UINT32_MAX; r->top_logprobs[k * t + q] = 0.0f; }
+        r->greedy[k] = cis2_argmax_lanes(f->cx, x, f->V) == tok; /* §11.2 */
+        uint32_t rank = 0; /* §S3.3: 1 + the candidates before it; a NaN logit is no candidate */
+        if (x[tok] == x[tok]) {
+            rank = 1;
+            for (size_t v = 0; v < f->V; v++) rank += x[v] == x[v] && before(x, v, tok);
+        }
+        r->ranks[k] = rank;
+    }
+}
+
+/* §S11.3: the sums over the scored tokens, in token order. */
+static void sums(cis2_score_result *r)
+{
+    float s = 0.0f;
+    double d = 0.0;
+    int all = 1;
+    for (size_t k = r->first; k < r->n_ids; k++) {
+        s = s + r->logprobs[k];
+        d = d + (double)r->logprobs[k];
+        all &= r->greedy[k];
+    }
+    r->sum = s;
+    r->sum_f64 = d;
+    r->all_greedy = all;
+}
+
+/* -------------------------------------------------------------- passes */
+
+static size_t kv_need(const cis2_model *m, const sjob *j)
+{
+    return 2 * m->n_layers * ((j->len + 15) / 16 * 16) * m->kv_dim * sizeof(float);
+}
+
+static int run_jobs(const cis2_engine *e, const cis2_ctx *cx, sjob *jobs, size_t n, cis2_error *err)
+{
+    const cis2_model *m = &e->m;
+    const size_t V = m->vocab;
+    size_t max_log = SCORE_LOGIT_BYTES / (V * sizeof(float));
+    if (max_log < 8) max_log = 8;
+    if (max_log > SCORE_ROWS) max_log = SCORE_ROWS;
+    cis2_row *rows = malloc(SCORE_ROWS * sizeof *rows);
+    float *logits = malloc(max_log * V * sizeof(float));
+    lrow *lrows = malloc(max_log * sizeof *lrows);
+    sjob **ord = malloc(n * sizeof *ord);
+    cis2_sample_ws sws[SCORE_CHUNKS] = {{0}};
+    cis2_ws ws = {0};
+    size_t kv_used = 0, running = 0;
+    int rc = CIS2_OK;
+    if (!rows || !logits || !lrows || !ord) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); goto out; }
+    plan_sharing(jobs, n, ord);
+    for (;;) {
+        for (size_t i = 0; i < n; i++) { /* admit while the KV caches fit (always one) */
+            sjob *j = ord[i];
+            if (j->state != J_WAIT) continue;
+            if (running && kv_used + kv_need(m, j) > SCORE_KV_BUDGET) break;
+            if ((rc = cis2_kv_init(&j->kv, m, j->len, err))) goto out;
+            j->kv_bytes = kv_need(m, j);
+            kv_used += j->kv_bytes;
+            j->state = J_RUN;
+            running++;
+            share_take(j, m);
+        }
+        size_t nrows = 0, nlog = 0;
+        for (size_t i = 0; i < n && nrows < SCORE_ROWS && nlog < max_log; i++) {
+            sjob *j = ord[i];
+            if (j->state != J_RUN || j->donor) continue;
+            size_t nctx = j->res->n_context;
+            while (j->next + 1 < j->len && nrows < SCORE_ROWS) {
+                size_t p = j->next;
+                int wants = p + 1 >= nctx; /* token p+1 is a continuation token (§S11.2) */
+                if (wants && nlog == max_log) break;
+                cis2_row *r = &rows[nrows++];
+                *r = (cis2_row){.kv = &j->kv, .pos = p, .token = job_token(j, p)};
+                if (wants) {
+                    r->logits = logits + nlog * V;
+                    lrows[nlog++] = (lrow){j, p + 1 - nctx, r->logits};
+                }
+                j->next++;
+            }
+        }
+        if (nrows) {
+            if ((rc = cis2_forward(cx, m, &ws, rows, nrows, NULL, NULL, err))) goto out;
+            size_t nch = nlog < SCORE_CHUNKS ? nlog : SCORE_CHUNKS;
+            if (nch) {
+                fig_ctx fc = {.cx = cx, .rows = lrows, .n = nlog, .nchunks = nch, .V = V, .ws = sws};
+                cis2_parallel_for(cx, nch, fig_task, &fc);
+                for (size_t c = 0; c < nch; c++)
+                    if (fc.rc[c]) { rc = cis2_fail(err, fc.rc[c], "out of memory in score"); goto out; }
+            }
+        }
+        for (size_t i = 0; i < n; i++) share_take(ord[i], m); /* before any donor stops */
+        int left = 0;
+        for (size_t i = 0; i < n; i++) {
+            sjob *j = ord[i];
+            if (j->state == J_RUN && !j->donor && j->next + 1 >= j->len) {
+                cis2_kv_free(&j->kv);
+                kv_used -= j->kv_bytes;
+                j->state = J_DONE;
+                running--;
+            }
+            left |= j->state != J_DONE;
+        }
+        if (!left) break;
+        if (!nrows) /* only jobs waiting on a donor that is gone: never seen, but never a hang */
+            for (size_t i = 0; i < n; i++) ord[i]->donor = NULL;
+    }
+out:
+    for (size_t i = 0; i < n; i++)
+        if (jobs[i].state == J_RUN) cis2_kv_free(&jobs[i].kv);
+    for (size_t c = 0; c < SCORE_CHUNKS; c++) cis2_sample_ws_free(&sws[c]);
+    cis2_ws_free(&ws);
+    free(rows);
+    free(logits);
+    free(lrows);
+    free(ord);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- API */
+
+static void result_clear(cis2_score_result *r)
+{
+    free(r->context_ids);
+    free(r->ids);
+    free(r->logprobs);
+    free(r->ranks);
+    free(r->greedy);
+    free(r->top_ids);
+    free(r->top_logprobs);
+    memset(r, 0, sizeof *r);
+}
+
+void cis2_score_results_free(cis2_score_result *results, size_t n)
+{
+    if (!results) return;
+    for (size_t i = 0; i < n; i++) result_clear(&results[i]);
+    free(results);
+}
+
+int cis2_score(cis2_engine *e, const cis2_score_request *reqs, size_t n, cis2_score_result **results,
+               cis2_error *err)
+{
+    if (results) *results = NULL;
+    if (!e || !results) return cis2_fail(err, CIS2_E_USAGE, "score: no engine or no place for the results");
+    if (n == 0 || !reqs) return cis2_fail(err, CIS2_E_USAGE, "score: no requests");
+    cis2_score_result *res = calloc(n, sizeof *res);
+    sjob *jobs = calloc(n, sizeof *jobs);
+    cis2_frame f;
+    cis2_ctx cx;
+    int rc = CIS2_OK;
+    ENGINE_ENTER(e, f, err, rc, out);
+    cx = cis2_engine_ctx(e);
+    if (!res || !jobs) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); goto out; }
+    for (size_t i = 0; i < n && !rc; i++) {
+        rc = prepare(e, &reqs[i], i, &res[i], err);
+        jobs[i] = (sjob){.res = &res[i], .index = i, .len = res[i].n_context + res[i].n_ids, .state = J_WAIT};
+    }
+    if (!rc) rc = run_jobs(e, &cx, jobs, n, err);
+    if (!rc)
+        for (size_t i = 0; i < n; i++) sums(&res[i]);
+out:
+    ENGINE_LEAVE(f);
+    free(jobs);
+    if (rc) {
+        cis2_score_results_free(res, n);
+        return rc;
+    }
+    *results = res;
+    return CIS2_OK;
+}
