@@ -78,6 +78,7 @@ typedef struct cli_engine {
 int cli_engine_open(cli_engine *c, cis2_engine **e, cis2_error *err);
 /* The engine's three input files (for output-path checks). */
 void cli_engine_inputs(const cli_engine *c, char paths[3][4200]);
+int cli_check_not_weights(const cli_engine *c, const char *out, cis2_error *err);
 
 /* ---- values ---- */
 /* The one id-list grammar (--prompt-ids, detokenize): decimal u32 ids

@@ -351,6 +351,7 @@ static int check_outputs(const run_opts *o, size_t np, cis2_error *err)
             nout++;
         }
     }
+    for (size_t i = 0; i < nout && !rc; i++) rc = cli_check_not_weights(&o->eng, outs[i], err);
     for (size_t i = 0; i < nout; i++) free(outs[i]);
     free(outs);
     return rc;

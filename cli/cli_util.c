@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -23,7 +24,8 @@
 #define DEFAULT_MODEL_DIR "models/SmolLM2-135M"
 
 #define ENGINE_USAGE                                                                                        \
-    "  --model-dir DIR     the checkpoint: DIR/{model.safetensors,config.json,tokenizer.json}\n"              \
+    "  --model-dir DIR     the checkpoint: DIR/{model.safetensors or model.safetensors.index.json\n"              \
+    "                      and its shards, config.json, tokenizer.json}\n"              \
     "                      (default " DEFAULT_MODEL_DIR ")\n"                                                \
     "  --kernel K          auto (default), scalar, avx2, avx512 or neon: never changes a bit\n"            \
     "  --threads N         worker threads (default: online CPUs): never changes a bit\n"                   \
@@ -245,6 +247,35 @@ void cli_engine_inputs(const cli_engine *c, char paths[3][4200])
     snprintf(paths[0], 4200, "%s/model.safetensors", dir);
     snprintf(paths[1], 4200, "%s/config.json", dir);
     snprintf(paths[2], 4200, "%s/tokenizer.json", dir);
+}
+
+/* An existing output path must not be one of the checkpoint's weight
+ * files.  cli_engine_inputs names model.safetensors only; a sharded
+ * checkpoint (docs/inputs.md "Sharded checkpoints") also reads
+ * model.safetensors.index.json and its shards, so every DIR/.safetensors
+ * file and the index are compared by device and inode (a link to one is
+ * caught too).  A path that does not exist yet cannot be one. */
+int cli_check_not_weights(const cli_engine *c, const char *out, cis2_error *err)
+{
+    struct stat so, sw;
+    if (!out || stat(out, &so) != 0) return CIS2_OK;
+    const char *dir = c->model_dir ? c->model_dir : DEFAULT_MODEL_DIR;
+    DIR *d = opendir(dir);
+    if (!d) return CIS2_OK; /* the load reports a missing directory */
+    int rc = CIS2_OK;
+    for (struct dirent *de; !rc && (de = readdir(d));) {
+        size_t n = strlen(de->d_name);
+        int weights = !strcmp(de->d_name, "model.safetensors.index.json") ||
+                      (n > 12 && !strcmp(de->d_name + n - 12, ".safetensors"));
+        char p[4400];
+        if (!weights || snprintf(p, sizeof p, "%s/%s", dir, de->d_name) >= (int)sizeof p || stat(p, &sw) != 0)
+            continue;
+        if (so.st_dev == sw.st_dev && so.st_ino == sw.st_ino)
+            rc = cis2_fail(err, CIS2_E_USAGE, "%s: is %s, a weights file of the checkpoint: choose another output",
+                           out, p);
+    }
+    closedir(d);
+    return rc;
 }
 
 /* ------------------------------------------------------------- values */

@@ -56,6 +56,25 @@ doc_sha=$(cd "$T/sh" && {
 [ "$(field "$T/sh.json" weights_sha256)" = "$doc_sha" ] || fail "weights_sha256 differs from the doc's sha256sum recipe"
 [ "$doc_sha" != "$(field "$T/sh1.json" weights_sha256)" ] || fail "3 shards and 1 shard give one weights_sha256"
 
+# an output naming a shard or the index (or a link to one) is refused before
+# the run, and the file is left as it was
+ln -s model-00002-of-00003.safetensors "$T/sh/link.bin"
+for out in "$T/sh/model-00002-of-00003.safetensors" "$T/sh/model.safetensors.index.json" "$T/sh/link.bin"; do
+    before=$(sha256sum < "$out")
+    for opt in --receipt --dump-logits; do
+        rc=0
+        $CIS2 run --model-dir "$T/sh" --prompt-ids 4,8 --gen-toks 1 $opt "$out" > /dev/null 2> "$T/err" || rc=$?
+        [ $rc -eq 2 ] && grep -q "weights file of the checkpoint" "$T/err" ||
+            fail "run $opt $out: exit $rc, not the usage refusal: $(cat "$T/err")"
+    done
+    rc=0
+    $CIS2 verify "$T/sh.r" --model-dir "$T/sh" --dump-logits "$out" > /dev/null 2> "$T/err" || rc=$?
+    [ $rc -eq 2 ] && grep -q "weights file of the checkpoint" "$T/err" ||
+        fail "verify --dump-logits $out: exit $rc, not the usage refusal: $(cat "$T/err")"
+    [ "$(sha256sum < "$out")" = "$before" ] || fail "$out was changed"
+done
+rm "$T/sh/link.bin"
+
 # the doc's worked example, regenerated
 $CIS2 synth --shape tiny --seed 1 --out "$T/ex1" > /dev/null
 $PY $SPLIT "$T/ex1" "$T/ex" 2
