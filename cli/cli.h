@@ -26,6 +26,7 @@ int cmd_verify(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
+int cmd_score(int argc, char **argv); /* cli_score.c */
 int cmd_serve(int argc, char **argv); /* serve_main.c */
 
 /* ---- usage texts, kept in one place (cli_util.c) ---- */

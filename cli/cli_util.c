@@ -102,6 +102,20 @@ const cli_command cli_commands[] = {
      "  --config FILE       the shape a real config.json describes (copied byte for byte)\n"
      "  --tokenizer FILE    a tokenizer.json to copy (default: a minimal byte-level one)\n"
      "  --list              print the shapes\n"},
+    {"score", cmd_score, "the logprobs of given continuations after a context (docs/sampling.md §S11)",
+     "usage: cis2 score (--context TEXT | --context-ids IDS) --continuation TEXT... [options]\n"
+     "       cis2 score --batch FILE [options]\n"
+     "  each continuation token's logprob (its bits), rank, greedy flag and the sums; all\n"
+     "  continuations scored together, an equal context computed once\n"
+     "  --context TEXT      the context (tokenized alone; none: the first token is unscored)\n"
+     "  --context-ids IDS   the context as token ids: 1,2,3 or a JSON array\n"
+     "  --continuation TEXT a continuation, tokenized alone (up to 16 times)\n"
+     "  --continuation-ids IDS  a continuation as token ids (up to 16 times)\n"
+     "  --batch FILE        JSON lines (- for stdin): {\"context\": TEXT|null, \"context_ids\": [..],\n"
+     "                      \"continuations\": [TEXT or [ids], ...]}; one output block/line each\n"
+     "  --top-logprobs N    also the N (0..20) most likely alternatives of each token\n"
+     "  --json              JSON: per token {id, logprob, bits, rank, greedy, top} as run --json\n"
+     ENGINE_USAGE},
     {"verify", cmd_verify, "recompute every field of receipts",
      "usage: cis2 verify RECEIPT... [--replay prefill|decode] [--twice] [--dump-logits FILE] [options]\n"
      "  recomputes the artifact hashes, the prompt's ids and every output from the files;\n"
