@@ -11,9 +11,9 @@
  *   cis2 detokenize --tokenizer FILE IDS | --batch
  *       ids (cli.h's one id-list grammar) -> the decoded text and a
  *       newline.  --batch: stdin lines of ids -> one JSON string per line.
- *   Both take --tokenizer-ext: also admit the model families' tokenizer.json
- *   shapes (Qwen, Llama-3, Llama-2, Gemma-3), a non-normative extension
- *   outside CIS-2 v0.3b §3.  tokenize --add-special-tokens: Hugging Face's
+ *   Both load the model families' tokenizer.json shapes too (Qwen, Llama-3,
+ *   Llama-2, Gemma-3; outside CIS-2 v0.3b §3, docs/tokenizer.md) and accept
+ *   --tokenizer-ext as a no-op (it once admitted them).  tokenize --add-special-tokens: Hugging Face's
  *   encode(text, add_special_tokens=True) (the post-processor's BOS...);
  *   without it add_special_tokens=False.
  */

@@ -29,8 +29,8 @@
     "                      (default " DEFAULT_MODEL_DIR ")\n"                                                \
     "  --kernel K          auto (default), scalar, avx2, avx512 or neon: never changes a bit\n"            \
     "  --threads N         worker threads (default: online CPUs): never changes a bit\n"                   \
-    "  --tokenizer-ext     also admit Qwen2.5's tokenizer.json (NFC, Split): a non-normative\n"            \
-    "                      extension outside CIS-2 v0.3b §3\n"
+    "  --tokenizer-ext     accepted, no effect: the model families' tokenizer.json (outside\n"            \
+    "                      CIS-2 v0.3b §3, docs/tokenizer.md) load without it\n"
 
 const cli_command cli_commands[] = {
     {"selftest", cmd_selftest, "FTZ/DAZ pin, adversarial probes, table digests",
@@ -73,7 +73,7 @@ const cli_command cli_commands[] = {
      "  --json              print a JSON array\n"
      "  --batch             stdin holds JSON strings, one per line: one line of ids each\n"
      "  --stats             load and encode times on stderr\n"
-     "  --tokenizer-ext     also admit the model families' tokenizer.json (non-normative)\n"
+     "  --tokenizer-ext     accepted, no effect (the families' tokenizer.json load without it)\n"
      "  --add-special-tokens as Hugging Face's add_special_tokens=True (the post-processor's\n"
      "                      BOS ...); without it add_special_tokens=False\n"},
     {"detokenize", cmd_detokenize, "token ids -> text",
@@ -81,7 +81,7 @@ const cli_command cli_commands[] = {
      "  IDS: 1,2,3 or a JSON array; their bytes as UTF-8 (U+FFFD for invalid sequences),\n"
      "  unknown ids skipped\n"
      "  --batch             stdin holds one id list per line: one JSON string each\n"
-     "  --tokenizer-ext     also admit Qwen2.5's tokenizer.json (non-normative)\n"},
+     "  --tokenizer-ext     accepted, no effect (the families' tokenizer.json load without it)\n"},
     {"conform", cmd_conform, "the §13.1 test vector on the real SmolLM2-135M files",
      "usage: cis2 conform [--model-dir DIR] [--all] [--kernel K] [--threads N]\n"
      "  checks the three pinned sha256 first (exit 6 naming both values), then runs the\n"

@@ -152,8 +152,9 @@ CIS2_API const char *cis2_isa_name(void);
 
 typedef struct cis2_engine cis2_engine;
 
-/* Admit Qwen2.5's tokenizer.json shape (NFC normalizer, Split
- * pre-tokenizer): a non-normative extension outside CIS-2 v0.3b §3. */
+/* Accepted, no effect (issue 33): the model families' tokenizer.json
+ * shapes (Qwen, Llama-3, Llama-2/Mistral, Gemma-3; outside CIS-2 v0.3b §3,
+ * docs/tokenizer.md) load without it; tokenizer_normative tells them apart. */
 #define CIS2_OPEN_TOKENIZER_EXT 1u
 
 typedef struct cis2_engine_opts {
@@ -193,7 +194,7 @@ typedef struct cis2_model_info {
     uint32_t eos_ids[64];
     int eos_malformed;              /* eos_token_id is there but not u32s: stop-at-eos is refused */
     int has_tokenizer;              /* tokenizer.json loaded */
-    int tokenizer_normative;        /* 0: loaded through CIS2_OPEN_TOKENIZER_EXT */
+    int tokenizer_normative;        /* 0: a family's shape outside v0.3b §3 (docs/tokenizer.md) */
     const char *kernel;             /* the matrix kernel in use */
     int threads;                    /* worker threads incl. the caller */
     const char *model_dir;
@@ -535,7 +536,7 @@ CIS2_API int cis2_verify(cis2_engine *e, cis2_receipt *const *receipts, size_t n
 /* The checks that need no weights: table-digest, the argmax/token digest
  * from the receipt's own ids, and with a tokenizer.json / config.json path
  * (either may be NULL) their hashes, the prompt's ids and the inv-freq
- * digest.  tokenizer_flags: CIS2_OPEN_TOKENIZER_EXT or 0. */
+ * digest.  tokenizer_flags: 0 (CIS2_OPEN_TOKENIZER_EXT is accepted, no effect). */
 CIS2_API int cis2_check(const cis2_receipt *r, const char *tokenizer_path, const char *config_path,
                         unsigned tokenizer_flags, cis2_verdict **verdict, cis2_error *err);
 /* SAME, DIFFERENT-RUN, CONTRADICTION or WITNESS-COLLISION. */

@@ -14,12 +14,12 @@
  * per-id decode bytes.  And freeing it.  Encoding and decoding are
  * tokenizer.c.
  *
- * NON-NORMATIVE extension (cis2_tokenizer_load_ext with
- * CIS2_TOK_ALLOW_NONNORMATIVE; outside CIS-2 v0.3b §3, FACTS §2): Qwen2.5's
+ * NON-NORMATIVE extension (outside CIS-2 v0.3b §3, FACTS §2; loaded by
+ * default since issue 33, CIS2_TOK_ALLOW_NONNORMATIVE is a no-op kept for
+ * compatibility, cis2_tokenizer_is_normative tells them apart): Qwen2.5's
  * shape, normalizer NFC and pre_tokenizer Sequence [Split(Qwen regex,
  * Isolated), ByteLevel(use_regex=false)], which tokenizer.c then applies
- * (nfc.c, pretok.c).  The strict loader refuses both, pointing to the flag
- * and to --prompt-ids.  With the flag also the model families' shapes
+ * (nfc.c, pretok.c).  Also the model families' shapes
  * (issue 33 item 4): Llama-3's Split regex, the Metaspace and literal
  * Split pre-tokenizers, SentencePiece-style BPE (no pre-tokenizer,
  * byte_fallback, unk_token), and through tokenizer_family.c the
@@ -647,6 +647,9 @@ int cis2_tokenizer_load_mem(cis2_tokenizer **out, const char *buf, size_t len, c
     cis2_tokenizer *t = NULL;
     *out = NULL;
     if (!path) path = "tokenizer.json";
+    /* issue 33: the families' shapes load by default (CIS2_TOK_ALLOW_NONNORMATIVE is
+     * accepted and has no effect); they stay outside v0.3b §3 (cis2_tokenizer_is_normative) */
+    flags |= CIS2_TOK_ALLOW_NONNORMATIVE;
     if (len > CIS2_TOK_MAX_FILE)
         FAIL(CIS2_E_FORMAT, "%s: larger than %u bytes, the limit for a tokenizer.json (%zu bytes)", path,
              CIS2_TOK_MAX_FILE, len);

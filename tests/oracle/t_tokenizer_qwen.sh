@@ -3,16 +3,18 @@
 # (outside CIS-2 v0.3b §3, FACTS §2): a synthetic tokenizer.json of Qwen2.5's
 # shape (tests/tokenizer/make-qwen-tok.js: NFC, Split regex, ByteLevel
 # without regex, merges that fire, added tokens) must be
-#   - refused by the strict loader (exit 5, one line naming the normalizer,
-#     §3, --prompt-ids and --tokenizer-ext), by tokenize, detokenize and run;
-#   - exact to the oracle (npm tokenizers 0.23.2) with --tokenizer-ext on the
+#   - loaded without --tokenizer-ext (issue 33: it is accepted as a no-op)
+#     by tokenize, detokenize, run, verify and check, giving the same ids and
+#     text as with the flag;
+#   - exact to the oracle (npm tokenizers 0.23.2) on the
 #     corpus plus NFC / Split / CR-LF strings (corpus-qwen.js generate())
 #     and on a sweep of every code point of planes 0, 1 and 14 in three
 #     contexts (corpus-qwen.js sweep()): zero mismatches;
 #   - NFC-invariant (composed and decomposed spellings encode alike: a
 #     property, checked without the oracle);
-#   - usable by `cis2 run --tokenizer-ext` with a text prompt on a synthetic
-#     tiny-qwen checkpoint, whose prompt ids are the tokenizer's.
+#   - usable by `cis2 run` with a text prompt on a synthetic tiny-qwen
+#     checkpoint, whose prompt ids are the tokenizer's, with receipts that
+#     verify with and without the flag.
 # Skips without node or the oracle (cd tests/tokenizer && npm ci).
 set -u
 . tests/lib.sh
@@ -22,27 +24,20 @@ tmpdir d
 TOK=$d/tokenizer.json
 node tests/tokenizer/make-qwen-tok.js "$TOK" || fail "make-qwen-tok.js"
 
-# 1. The strict (§3) loader refuses it, and says what to do instead.
-refused() {
-    "$@" > "$d/out" 2> "$d/err" < /dev/null
-    rc=$?
-    [ $rc -eq 5 ] || fail "$* exited $rc, want 5 ($(cat "$d/err"))"
-    [ "$(wc -l < "$d/err")" -eq 1 ] || fail "$*: stderr is not one line: $(cat "$d/err")"
-    for w in normalizer NFC "v0.3b §3" --prompt-ids --tokenizer-ext; do
-        grep -q -- "$w" "$d/err" || fail "$*: message lacks '$w': $(cat "$d/err")"
-    done
-    echo "ok: refused: $(cat "$d/err")"
+# 1. Loaded without the flag (issue 33), the same as with it (a no-op).
+same_flag() {   # ARGS...: the command's stdout with and without --tokenizer-ext
+    "$@" > "$d/a" 2> "$d/err" < /dev/null || fail "$* (without --tokenizer-ext): $(cat "$d/err")"
+    "$@" --tokenizer-ext > "$d/b" 2> "$d/err" < /dev/null || fail "$* --tokenizer-ext: $(cat "$d/err")"
+    cmp -s "$d/a" "$d/b" || fail "$*: $(cat "$d/a") without the flag, $(cat "$d/b") with it"
+    [ -s "$d/a" ] || fail "$*: no output"
+    echo "ok: without the flag: $* -> $(cat "$d/a")"
 }
-refused "$CIS2" tokenize --tokenizer "$TOK" --text "Hello"
-refused "$CIS2" detokenize --tokenizer "$TOK" 1,2
-# without the normalizer the Split pre-tokenizer is refused the same way
+same_flag "$CIS2" tokenize --tokenizer "$TOK" --text "Hello"
+same_flag "$CIS2" detokenize --tokenizer "$TOK" 1,2
+# without the normalizer the Split pre-tokenizer alone loads too
 node -e 'const f=process.argv[1],j=JSON.parse(require("fs").readFileSync(f));j.normalizer=null;
 require("fs").writeFileSync(process.argv[2],JSON.stringify(j))' "$TOK" "$d/split.json" || fail "split.json"
-"$CIS2" tokenize --tokenizer "$d/split.json" --text x > /dev/null 2> "$d/err"
-[ $? -eq 5 ] && grep -q "pre_tokenizer Split" "$d/err" && grep -q -- "--prompt-ids" "$d/err" ||
-    fail "Split without the flag: $(cat "$d/err")"
-out=$("$CIS2" tokenize --tokenizer "$d/split.json" --tokenizer-ext --text "Hi there") || fail "Split alone with the flag"
-echo "ok: Split alone with the flag: $out"
+same_flag "$CIS2" tokenize --tokenizer "$d/split.json" --text "Hi there"
 
 # 2. Exact to the oracle.
 node tests/tokenizer/diff.js "$CIS2" "$TOK" --ext --corpus qwen || fail "differential test (corpus)"
@@ -62,31 +57,33 @@ a=$(enc "$(printf '\340\245\230')"); b=$(enc "$(printf '\340\244\225\340\244\274
 [ "$a" = "$b" ] || fail "U+0958 -> $a, U+0915 U+093C -> $b"
 echo "ok: NFC invariance"
 
-# 4. cis2 run --tokenizer-ext on a synthetic tiny-qwen checkpoint.
+# 4. cis2 run on a synthetic tiny-qwen checkpoint (the flag is a no-op).
 "$CIS2" synth --shape tiny-qwen --seed 1 --out "$d/m" --tokenizer "$TOK" > /dev/null || fail "synth"
 want=$(enc "Hello world")
-"$CIS2" run --model-dir "$d/m" --prompt "Hello world" --gen-toks 3 > "$d/err" 2>&1 && fail "run without the flag succeeded"
-grep -q -- "--tokenizer-ext" "$d/err" || fail "run without the flag: $(cat "$d/err")"
-"$CIS2" run --model-dir "$d/m" --prompt "Hello world" --gen-toks 3 --tokenizer-ext > "$d/run" 2> "$d/err" ||
+"$CIS2" run --model-dir "$d/m" --prompt "Hello world" --gen-toks 3 > "$d/run" 2> "$d/err" ||
+    fail "run without the flag: $(cat "$d/err")"
+"$CIS2" run --model-dir "$d/m" --prompt "Hello world" --gen-toks 3 --tokenizer-ext > "$d/run1" 2> "$d/err" ||
     fail "run --tokenizer-ext: $(cat "$d/err")"
+cmp -s "$d/run" "$d/run1" || fail "run: the flag changes the output"
 grep -q "^prompt_token_ids = $want\$" "$d/run" || fail "run: prompt ids are not $want: $(cat "$d/run")"
 grep -q "^completion = " "$d/run" || fail "run: no completion: $(cat "$d/run")"
 "$CIS2" run --model-dir "$d/m" --prompt-ids "$want" --gen-toks 3 > "$d/run2" 2> "$d/err" ||
     fail "run --prompt-ids without the flag: $(cat "$d/err")"
 g1=$(grep '^generated_token_ids' "$d/run"); g2=$(grep '^generated_token_ids' "$d/run2")
 [ "$g1" = "$g2" ] || fail "run --prompt-ids: $g2, with the text prompt: $g1"
-echo "ok: run --tokenizer-ext ($want)"
+echo "ok: run with and without --tokenizer-ext ($want)"
 
-# 5. receipts of such runs verify (issue "Reliability" item 7): verify and
-# check take --tokenizer-ext; without it verify says what to do (exit 5).
-"$CIS2" run --model-dir "$d/m" --prompt "Hello world" --gen-toks 3 --tokenizer-ext --receipt "$d/r" > /dev/null 2>&1 ||
-    fail "run --tokenizer-ext --receipt"
+# 5. receipts of such runs verify (issue "Reliability" item 7), with
+# --tokenizer-ext (a no-op) and without it.
+"$CIS2" run --model-dir "$d/m" --prompt "Hello world" --gen-toks 3 --receipt "$d/r" > /dev/null 2>&1 ||
+    fail "run --receipt"
 "$CIS2" verify "$d/r" --model-dir "$d/m" --tokenizer-ext > "$d/v" 2> "$d/err" || fail "verify --tokenizer-ext: $(cat "$d/v" "$d/err")"
 grep -q '^verdict: OK' "$d/v" || fail "verify --tokenizer-ext: $(cat "$d/v")"
-"$CIS2" verify "$d/r" --model-dir "$d/m" > "$d/v" 2>&1; rc=$?
-[ $rc -eq 5 ] || fail "verify without --tokenizer-ext exited $rc, want 5"
-grep -q -- "--tokenizer-ext" "$d/v" || fail "verify without the flag does not name it: $(cat "$d/v")"
+"$CIS2" verify "$d/r" --model-dir "$d/m" > "$d/v" 2> "$d/err" || fail "verify: $(cat "$d/v" "$d/err")"
+grep -q '^verdict: OK' "$d/v" || fail "verify: $(cat "$d/v")"
+"$CIS2" check "$d/r" --tokenizer "$d/m/tokenizer.json" --config "$d/m/config.json" > "$d/v" 2>&1 ||
+    fail "check: $(cat "$d/v")"
 "$CIS2" check "$d/r" --tokenizer "$d/m/tokenizer.json" --config "$d/m/config.json" --tokenizer-ext > "$d/v" 2>&1 ||
     fail "check --tokenizer-ext: $(cat "$d/v")"
-echo "ok: receipts of --tokenizer-ext runs verify with --tokenizer-ext"
+echo "ok: receipts verify, with and without --tokenizer-ext"
 echo "qwen tokenizer extension ok"
