@@ -135,7 +135,7 @@ const cli_command cli_commands[] = {
     {"serve", cmd_serve, "an OpenAI-compatible HTTP server with continuous batching and receipts",
      "usage: cis2 serve [--model-dir DIR] [--host 127.0.0.1] [--port 8080] [--max-batch 16] [options]\n"
      "  POST /v1/completions, /v1/chat/completions, /v1/verify; GET /v1/models, /health, /metrics\n"
-     "  (README \"Serving\"); SIGTERM/SIGINT: drain, then exit 0\n"
+     "  (docs/serving.md); SIGTERM/SIGINT: drain, then exit 0\n"
      "  --host H            address to bind (default 127.0.0.1: loopback only)\n"
      "  --port N            TCP port (default 8080; 0: any free port, printed at start)\n"
      "  --max-batch N       sequences decoded together (default 16)\n"
