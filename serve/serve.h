@@ -46,7 +46,7 @@
  *   serve_body      -> serve_err
  *   serve_request   -> serve_err, serve_body, serve_chat, serve_engine,
  *                      serve_metrics
- *   serve_response  -> serve_err, serve_logprobs
+ *   serve_response  -> serve_err, serve_logprobs, serve_buf
  *   serve_stream    -> serve_err, serve_response, serve_logprobs, serve_buf
  *   serve_http      -> serve_err, serve_request, serve_response,
  *                      serve_stream, serve_engine, serve_chat,
@@ -182,6 +182,13 @@ typedef struct serve_lp_span {
 json_t *serve_lp_json(const cis2_engine *e, int chat, const serve_lp_span *sp);
 /* Adds `logprob_bits` (and `top_logprob_bits`) of a result to a cis2 object. */
 void serve_lp_bits(json_t *cis2_obj, const cis2_result *r);
+/* A scored prompt (echo, prompt_logprobs): vLLM's `prompt_logprobs` list
+ * (null, then {"ID": {logprob, rank, decoded_token}} per token: the token
+ * and its first n_top alternatives), and the bits of every figure into a
+ * cis2 object (`prompt_logprob_bits`, `prompt_ranks`, `prompt_greedy`,
+ * `prompt_top_logprob_bits`; null for the unscored first token). */
+json_t *serve_lp_prompt_json(const cis2_engine *e, const cis2_score_result *s, size_t n_top);
+void serve_lp_score_bits(json_t *cis2_obj, const cis2_score_result *s);
 
 /* -------------------------------------------------- jobs (serve_engine.c) */
 
@@ -391,7 +398,14 @@ struct serve_call {
     char stop_desc[256];       /* the stop rule in words, "" for none */
     int logprobs;
     unsigned top_logprobs;
-    size_t max_tokens;
+    size_t max_tokens;         /* 0 only with echo: then no job (job NULL) */
+    /* echo and vLLM's prompt_logprobs (completions; docs/sampling.md §S11):
+     * each prompt scored as a continuation without context, on the HTTP
+     * thread before the job is submitted */
+    int echo;
+    int prompt_lp;             /* prompt_logprobs given */
+    unsigned prompt_lp_top;    /* its alternatives per token */
+    cis2_score_result *scores; /* n_prompts (NULL: nothing to score) */
     serve_metrics *met;        /* counts the prompt tokens once the engine admits the job */
 };
 

@@ -554,6 +554,12 @@ static enum MHD_Result do_generate(struct MHD_Connection *c, req_ctx *r, int kin
     if (serve_call_parse(sc, kind, r->body ? r->body : "", r->len, &call, &e)) return send_err(c, r, &e);
     snprintf(r->id, sizeof r->id, "%s", call->id);
     serve_job *j = serve_call_peek_job(call);
+    if (!j) { /* echo with max_tokens 0: the prompt's scores, no generation */
+        json_t *o = serve_call_response(sc, call, &e);
+        serve_call_free(call);
+        serve_metrics_request_done(sc->met, serve_now() - r->t0);
+        return o ? send_json(c, r, 200, o) : send_err(c, r, &e);
+    }
     if (serve_engine_submit(sc->eng, j, &e)) {
         serve_call_free(call);
         return send_err(c, r, &e);

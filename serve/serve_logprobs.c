@@ -30,6 +30,12 @@
  * per generated token) and, when alternatives were asked for,
  * `top_logprob_bits` ([{"id", "bits"}, ...] per token, candidate order).
  *
+ * A scored prompt (echo, vLLM's prompt_logprobs; docs/sampling.md §S11)
+ * is a cis2_score_result: its OpenAI span is rendered as above (the
+ * unscored first token null, serve_response.c), vLLM's list here
+ * (serve_lp_prompt_json), and its bits as `prompt_logprob_bits`,
+ * `prompt_ranks`, `prompt_greedy`, `prompt_top_logprob_bits`.
+ *
  * Who calls it: serve_response.c (whole choices) and serve_stream.c
  * (per chunk), on HTTP threads.  It calls no other server module; UTF-8
  * is decoded by the library's one decoder (cis2_utf8_unit, include/
@@ -232,4 +238,71 @@ void serve_lp_bits(json_t *o, const cis2_result *r)
         json_array_append_new(t, s);
     }
     json_object_set_new(o, "top_logprob_bits", t);
+}
+
+/* ------------------------------------------- scored prompts (§S11) */
+
+/* One vLLM Logprob {logprob, rank, decoded_token} under key "ID". */
+static void prompt_entry(const cis2_engine *e, json_t *d, uint32_t id, float lp, uint32_t rank)
+{
+    char key[16];
+    snprintf(key, sizeof key, "%u", (unsigned)id);
+    if (json_object_get(d, key)) return;
+    size_t len;
+    char *b = token_bytes(e, id, &len);
+    json_t *x = json_object();
+    json_object_set_new(x, "logprob", value_json(lp));
+    json_object_set_new(x, "rank", rank ? json_integer(rank) : json_null());
+    json_object_set_new(x, "decoded_token", token_string(b, len));
+    cis2_free(b);
+    json_object_set_new(d, key, x);
+}
+
+json_t *serve_lp_prompt_json(const cis2_engine *e, const cis2_score_result *s, size_t n_top)
+{
+    json_t *a = json_array();
+    if (n_top > s->n_top) n_top = s->n_top;
+    for (size_t i = 0; i < s->n_ids; i++) {
+        if (i < s->first) { json_array_append_new(a, json_null()); continue; }
+        json_t *d = json_object();
+        prompt_entry(e, d, s->ids[i], s->logprobs[i], s->ranks[i]);
+        for (size_t k = 0; k < n_top; k++) { /* candidate order: alternative k has rank k + 1 */
+            uint32_t id = s->top_ids[i * s->n_top + k];
+            if (id != UINT32_MAX) prompt_entry(e, d, id, s->top_logprobs[i * s->n_top + k], (uint32_t)(k + 1));
+        }
+        json_array_append_new(a, d);
+    }
+    return a;
+}
+
+void serve_lp_score_bits(json_t *o, const cis2_score_result *s)
+{
+    json_t *bits = json_array(), *ranks = json_array(), *greedy = json_array(), *top = json_array();
+    for (size_t i = 0; i < s->n_ids; i++) {
+        if (i < s->first) {
+            json_array_append_new(bits, json_null());
+            json_array_append_new(ranks, json_null());
+            json_array_append_new(greedy, json_null());
+            json_array_append_new(top, json_null());
+            continue;
+        }
+        json_array_append_new(bits, bits_json(s->logprobs[i]));
+        json_array_append_new(ranks, json_integer(s->ranks[i]));
+        json_array_append_new(greedy, json_boolean(s->greedy[i]));
+        json_t *t = json_array();
+        for (size_t k = 0; k < s->n_top; k++) {
+            uint32_t id = s->top_ids[i * s->n_top + k];
+            if (id == UINT32_MAX) continue;
+            json_t *x = json_object();
+            json_object_set_new(x, "id", json_integer(id));
+            json_object_set_new(x, "bits", bits_json(s->top_logprobs[i * s->n_top + k]));
+            json_array_append_new(t, x);
+        }
+        json_array_append_new(top, t);
+    }
+    json_object_set_new(o, "prompt_logprob_bits", bits);
+    json_object_set_new(o, "prompt_ranks", ranks);
+    json_object_set_new(o, "prompt_greedy", greedy);
+    if (s->n_top) json_object_set_new(o, "prompt_top_logprob_bits", top);
+    else json_decref(top);
 }

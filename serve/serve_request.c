@@ -11,7 +11,7 @@
  * Parameters and cis2's choices (docs/serving.md; docs/inputs.md "HTTP
  * requests"):
  *   - unknown parameters are refused (400), as OpenAI does; known ones with
- *     a value cis2 does not implement (echo, best_of > n, penalties, a
+ *     a value cis2 does not implement (echo with stream, best_of > n, penalties, a
  *     logit_bias, suffix, tools) are refused naming them: 400
  *     unsupported_parameter with `param`, never a 5xx that clients retry;
  *   - temperature absent or 0 is greedy (§11.2), so a default request is
@@ -30,7 +30,13 @@
  *     chat adds <|im_end|>'s id to the stop ids (after the request's own),
  *     so a chat receipt is `cis2 run --stop-id ...` of the rendered prompt;
  *   - logprobs (completions: 0..5 alternatives; chat: logprobs true and
- *     top_logprobs 0..20) go to cis2_request.
+ *     top_logprobs 0..20) go to cis2_request;
+ *   - echo (completions, whole responses) puts the prompt before the
+ *     completion and, with logprobs, its scores; max_tokens may then be 0
+ *     (no job).  vLLM's prompt_logprobs (0..20) asks for the scores in its
+ *     shape.  The scores are cis2_score's (docs/sampling.md §S11: the
+ *     prompt as a continuation without context), computed here on the HTTP
+ *     thread (score_prompts), as /v1/verify computes its prefills.
  */
 #include "serve.h"
 
@@ -55,6 +61,7 @@ static void call_free_owner(void *p)
         free(c->prompts[i].ids);
     }
     free(c->prompts);
+    cis2_score_results_free(c->scores, c->n_prompts);
     for (size_t i = 0; i < c->n_stop_str; i++) free(c->stop_str[i]);
     free(c);
 }
@@ -93,7 +100,7 @@ static const char *completion_keys[] = {
     "model", "prompt", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "logprobs", "echo",
     "stop", "presence_penalty", "frequency_penalty", "best_of", "logit_bias", "user", "suffix", "seed",
     /* cis2 extensions */
-    "top_k", "min_p", "stop_token_ids", "stop_at_eos", NULL};
+    "top_k", "min_p", "stop_token_ids", "stop_at_eos", "prompt_logprobs", NULL};
 static const char *chat_keys[] = {
     "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "stream",
     "stream_options", "stop", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs",
@@ -166,9 +173,6 @@ static int get_float(json_t *body, const char *raw, size_t raw_len, const char *
 static int neutral_params(json_t *body, size_t n, serve_err *e)
 {
     json_t *v;
-    if ((v = opt(body, "echo")) && !json_is_false(v))
-        return serve_fail(e, 400, "unsupported_parameter", "echo",
-                          "echo: only false is supported");
     if ((v = opt(body, "suffix")) && !(json_is_string(v) && json_string_length(v) == 0))
         return serve_fail(e, 400, "unsupported_parameter", "suffix", "suffix is not supported");
     if ((v = opt(body, "best_of")) && !(json_is_integer(v) && (size_t)json_integer_value(v) == n))
@@ -452,7 +456,10 @@ static int parse_max_tokens(const serve_ctx *sc, json_t *body, serve_call *c, se
     const char *key = c->kind == CALL_CHAT && opt(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     long long mt;
     long long limit = (long long)sc->cfg.max_tokens;
-    if (get_int(body, key, 1, limit, -1, &mt, e)) {
+    json_t *zero = opt(body, key);
+    if (json_is_integer(zero) && json_integer_value(zero) == 0 && !c->echo)
+        return serve_fail(e, 400, "invalid_value", key, "%s 0 needs echo: true (the prompt's scores alone)", key);
+    if (get_int(body, key, c->echo ? 0 : 1, limit, -1, &mt, e)) {
         json_t *v = opt(body, key);
         if (json_is_integer(v) && json_integer_value(v) > limit) {
             memset(e, 0, sizeof *e);
@@ -520,6 +527,7 @@ static void fill_seq(serve_call *c, serve_seq *q, size_t p, size_t k)
 
 static int build_job(serve_call *c, serve_err *e)
 {
+    if (c->max_tokens == 0) return 0; /* echo alone: the response is the scores, no job */
     serve_job *j = serve_job_new(c->n_prompts * c->n_choices);
     if (!j) return serve_fail(e, 500, NULL, NULL, "out of memory");
     c->job = j;
@@ -531,7 +539,46 @@ static int build_job(serve_call *c, serve_err *e)
     return 0;
 }
 
+/* echo: the prompt's scores (docs/sampling.md §S11: each prompt scored as
+ * a continuation with no context, its ids the job's, the first token
+ * unscored) when logprobs are asked with echo, or prompt_logprobs. */
+static int score_prompts(const serve_ctx *sc, serve_call *c, serve_err *e)
+{
+    if (!(c->echo && c->logprobs) && !c->prompt_lp) return 0;
+    unsigned top = c->prompt_lp ? c->prompt_lp_top : 0;
+    if (c->echo && c->logprobs && c->top_logprobs > top) top = c->top_logprobs;
+    cis2_score_request *rq = calloc(c->n_prompts, sizeof *rq);
+    if (!rq) return serve_fail(e, 500, NULL, NULL, "out of memory");
+    for (size_t i = 0; i < c->n_prompts; i++) {
+        const serve_prompt *p = &c->prompts[i];
+        rq[i] = (cis2_score_request){.continuation = p->text, .continuation_len = p->text ? p->len : 0,
+                                     .continuation_ids = p->text ? NULL : p->ids,
+                                     .n_continuation_ids = p->text ? 0 : p->n_ids, .top_logprobs = top};
+    }
+    cis2_error err = {0};
+    int rc = cis2_score(sc->e, rq, c->n_prompts, &c->scores, &err); /* concurrent with the engine, as /v1/verify */
+    free(rq);
+    if (rc) return serve_fail(e, serve_status_for(rc), NULL, "prompt", "scoring the prompt failed: %s", err.msg);
+    return 0;
+}
+
 /* -------------------------------------------------------------- parsing */
+
+/* echo (the prompt before the completion, with its logprobs when asked)
+ * and vLLM's prompt_logprobs (0..20 alternatives): whole responses only. */
+static int parse_echo(json_t *body, serve_call *c, serve_err *e)
+{
+    long long top = 0;
+    if (get_bool(body, "echo", 0, &c->echo, e)) return e->status;
+    if (get_int(body, "prompt_logprobs", 0, CIS2_MAX_TOP_LOGPROBS, 0, &top, e)) return e->status;
+    c->prompt_lp = opt(body, "prompt_logprobs") != NULL;
+    c->prompt_lp_top = (unsigned)top;
+    if (c->stream && (c->echo || c->prompt_lp))
+        return serve_fail(e, 400, "unsupported_parameter", c->echo ? "echo" : "prompt_logprobs",
+                          "%s with stream is not supported: ask for a whole response",
+                          c->echo ? "echo" : "prompt_logprobs");
+    return 0;
+}
 
 static int parse_stream(json_t *body, serve_call *c, serve_err *e)
 {
@@ -558,6 +605,7 @@ static int parse_params(const serve_ctx *sc, json_t *body, const char *raw, size
     if (!rc) rc = neutral_params(body, (size_t)n, e);
     if (!rc) rc = parse_stream(body, c, e);
     if (!rc) rc = parse_logprobs(body, c, e);
+    if (!rc && !chat) rc = parse_echo(body, c, e);
     if (!rc) rc = parse_stop(sc, body, c, e);
     if (!rc) rc = parse_sampling(sc, body, raw, raw_len, c, e);
     if (!rc) rc = chat ? chat_prompt(sc, body, c, e) : completion_prompts(sc, body, c, e);
@@ -567,6 +615,7 @@ static int parse_params(const serve_ctx *sc, json_t *body, const char *raw, size
                         c->n_prompts * c->n_choices, sc->cfg.max_batch);
     if (!rc) rc = parse_max_tokens(sc, body, c, e);
     if (!rc) rc = build_job(c, e);
+    if (!rc) rc = score_prompts(sc, c, e);
     return rc;
 }
 

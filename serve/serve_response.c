@@ -14,6 +14,11 @@
  * the logprob bits (serve_logprobs.c); in a stream it comes in the
  * choice's finishing chunk (serve_stream.c).
  *
+ * With echo (completions) the text is the prompt's then the completion's
+ * and the logprobs the prompt's scores (cis2_score, docs/sampling.md §S11:
+ * the first token null) then the generated tokens'; with max_tokens 0
+ * there is no job and no receipt, only the scores.
+ *
  * Who calls it: serve_http.c (serve_call_response, on the HTTP thread
  * once the job is done) and serve_stream.c.  It calls serve_err.c and
  * serve_logprobs.c; it reads the serve_call that serve_request.c built.
@@ -87,7 +92,7 @@ json_t *serve_call_usage(const serve_call *c, const serve_job *j)
 {
     size_t pt = 0, ct = 0;
     for (size_t i = 0; i < c->n_prompts; i++) pt += c->prompts[i].n_tokens;
-    for (size_t i = 0; i < j->n; i++) ct += j->seqs[i].res ? j->seqs[i].res->n_tokens : j->seqs[i].n_toks;
+    for (size_t i = 0; j && i < j->n; i++) ct += j->seqs[i].res ? j->seqs[i].res->n_tokens : j->seqs[i].n_toks;
     json_t *u = json_object();
     json_object_set_new(u, "prompt_tokens", json_integer((json_int_t)pt));
     json_object_set_new(u, "completion_tokens", json_integer((json_int_t)ct));
@@ -124,25 +129,120 @@ int serve_job_error(const serve_job *j, serve_err *e)
 
 /* ----------------------------------------------------- whole responses */
 
-/* A whole choice's OpenAI logprobs object (null when not asked). */
-static json_t *result_logprobs(const serve_ctx *sc, const serve_call *c, const cis2_result *r)
+/* A whole choice's OpenAI logprobs object for its generated tokens. */
+static json_t *result_logprobs(const serve_ctx *sc, const serve_call *c, const cis2_result *r, size_t base)
 {
-    if (!c->logprobs || !r->logprobs) return json_null();
     serve_lp_span sp = {.ids = r->tokens, .lp = r->logprobs, .top_ids = r->top_ids, .top_lp = r->top_logprobs,
-                        .n_top = r->n_top, .n = r->n_tokens, .base = 0,
-                        .clip = cis2_utf8_chars(r->text ? r->text : "", r->text ? r->text_len : 0)};
+                        .n_top = r->n_top, .n = r->n_tokens, .base = base,
+                        .clip = base + cis2_utf8_chars(r->text ? r->text : "", r->text ? r->text_len : 0)};
     return serve_lp_json(sc->e, c->kind == CALL_CHAT, &sp);
 }
 
-/* One choice of a whole response (NULL, with e, when its receipt fails). */
-static json_t *choice_json(const serve_ctx *sc, const serve_call *c, const serve_seq *q, serve_err *e)
+/* The echoed prompt's OpenAI logprobs (docs/sampling.md §S11: the first
+ * token has no row, so its logprob and top_logprobs are null), its
+ * alternatives the first `logprobs` of the score's (which may hold more
+ * for prompt_logprobs); text_offset counts from the start of the text. */
+static json_t *echo_logprobs(const serve_ctx *sc, const serve_call *c, const cis2_score_result *s, size_t clip)
 {
-    const cis2_result *r = q->res;
-    json_t *x = serve_call_cis2(sc, c, r, e);
+    size_t nt = c->top_logprobs < s->n_top ? c->top_logprobs : s->n_top;
+    uint32_t *ti = nt ? malloc(s->n_ids * nt * sizeof *ti) : NULL;
+    float *tl = nt ? malloc(s->n_ids * nt * sizeof *tl) : NULL;
+    if (nt && (!ti || !tl)) { free(ti); free(tl); return NULL; }
+    for (size_t i = 0; i < s->n_ids && nt; i++) {
+        memcpy(ti + i * nt, s->top_ids + i * s->n_top, nt * sizeof *ti);
+        memcpy(tl + i * nt, s->top_logprobs + i * s->n_top, nt * sizeof *tl);
+    }
+    serve_lp_span sp = {.ids = s->ids, .lp = s->logprobs, .top_ids = ti, .top_lp = tl, .n_top = nt, .n = s->n_ids,
+                        .base = 0, .clip = clip};
+    json_t *o = serve_lp_json(sc->e, 0, &sp);
+    free(ti);
+    free(tl);
+    for (size_t i = 0; o && i < s->first && i < s->n_ids; i++) {
+        json_array_set_new(json_object_get(o, "token_logprobs"), i, json_null());
+        json_array_set_new(json_object_get(o, "top_logprobs"), i, json_null());
+    }
+    return o;
+}
+
+/* A choice's logprobs: null when not asked; with echo the prompt's, then
+ * the generated tokens' (r NULL: none were), in one object. */
+static json_t *choice_logprobs(const serve_ctx *sc, const serve_call *c, size_t p, const cis2_result *r,
+                               size_t echo_chars, serve_err *e)
+{
+    if (!c->logprobs || (r && !r->logprobs)) return json_null();
+    if (!c->echo) return result_logprobs(sc, c, r, 0);
+    json_t *o = echo_logprobs(sc, c, &c->scores[p], echo_chars);
+    json_t *g = o && r ? result_logprobs(sc, c, r, echo_chars) : NULL;
+    const char *keys[] = {"tokens", "token_logprobs", "top_logprobs", "text_offset"};
+    for (int k = 0; g && k < 4; k++) json_array_extend(json_object_get(o, keys[k]), json_object_get(g, keys[k]));
+    json_decref(g);
+    if (!o || (r && !g)) {
+        json_decref(o);
+        serve_fail(e, 500, NULL, NULL, "out of memory");
+        return NULL;
+    }
+    return o;
+}
+
+/* The prompt an echo puts before the completion: the text as given, or
+ * the ids' display text (malloc'ed; NULL out of memory). */
+static char *echo_text(const serve_ctx *sc, const serve_prompt *p, size_t *len)
+{
+    char *t = NULL;
+    *len = 0;
+    if (p->text) {
+        if ((t = malloc(p->len + 1))) { memcpy(t, p->text, p->len + 1); *len = p->len; }
+        return t;
+    }
+    char *d = NULL;
+    if (cis2_engine_detokenize(sc->e, p->ids, p->n_ids, 1, &d, len, NULL)) return NULL;
+    if ((t = malloc(*len + 1))) memcpy(t, d, *len + 1);
+    cis2_free(d);
+    return t;
+}
+
+/* The `cis2` object of a choice with nothing generated (max_tokens 0): the
+ * prompt's ids and no receipt (no run was made). */
+static json_t *prompt_only_cis2(const serve_ctx *sc, const serve_call *c, size_t p)
+{
+    const serve_prompt *pr = &c->prompts[p];
+    json_t *o = json_object();
+    json_object_set_new(o, "receipt", json_null());
+    if (c->scores) {
+        json_object_set_new(o, "prompt_token_ids", ids_json(c->scores[p].ids, c->scores[p].n_ids));
+    } else if (pr->text) {
+        uint32_t *ids = NULL;
+        size_t n = 0;
+        cis2_engine_tokenize(sc->e, pr->text, pr->len, &ids, &n, NULL);
+        json_object_set_new(o, "prompt_token_ids", ids_json(ids, n));
+        cis2_free(ids);
+    } else {
+        json_object_set_new(o, "prompt_token_ids", ids_json(pr->ids, pr->n_ids));
+    }
+    json_object_set_new(o, "generated_token_ids", json_array());
+    json_object_set_new(o, "finish", json_string("length"));
+    json_object_set_new(o, "stop_rule", c->stop_desc[0] ? json_string(c->stop_desc) : json_null());
+    return o;
+}
+
+/* One choice of a whole response: prompt p, OpenAI index `choice`, its
+ * result r (NULL: max_tokens 0).  NULL, with e, when its receipt fails. */
+static json_t *choice_json(const serve_ctx *sc, const serve_call *c, size_t p, size_t choice, const cis2_result *r,
+                           serve_err *e)
+{
+    json_t *x = r ? serve_call_cis2(sc, c, r, e) : prompt_only_cis2(sc, c, p);
     if (!x) return NULL;
+    if (c->scores) serve_lp_score_bits(x, &c->scores[p]);
+    size_t elen = 0;
+    char *et = c->echo ? echo_text(sc, &c->prompts[p], &elen) : NULL;
+    if (c->echo && !et) { json_decref(x); serve_fail(e, 500, NULL, NULL, "out of memory"); return NULL; }
     json_t *ch = json_object();
-    json_object_set_new(ch, "index", json_integer((json_int_t)q->choice));
-    json_t *text = json_stringn(r->text ? r->text : "", r->text ? r->text_len : 0);
+    json_object_set_new(ch, "index", json_integer((json_int_t)choice));
+    serve_buf tb = {0};
+    if (et) serve_buf_put(&tb, et, elen);
+    if (r && r->text) serve_buf_put(&tb, r->text, r->text_len);
+    json_t *text = json_stringn(tb.p ? tb.p : "", tb.p ? tb.n : 0);
+    serve_buf_free(&tb);
     if (c->kind == CALL_CHAT) {
         json_t *m = json_object();
         json_object_set_new(m, "role", json_string("assistant"));
@@ -152,8 +252,12 @@ static json_t *choice_json(const serve_ctx *sc, const serve_call *c, const serve
     } else {
         json_object_set_new(ch, "text", text);
     }
-    json_object_set_new(ch, "logprobs", result_logprobs(sc, c, r));
-    json_object_set_new(ch, "finish_reason", json_string(serve_finish_reason(r->finish)));
+    json_t *lp = choice_logprobs(sc, c, p, r, et ? cis2_utf8_chars(et, elen) : 0, e);
+    free(et);
+    if (!lp) { json_decref(ch); json_decref(x); return NULL; }
+    json_object_set_new(ch, "logprobs", lp);
+    json_object_set_new(ch, "finish_reason", json_string(r ? serve_finish_reason(r->finish) : "length"));
+    if (c->prompt_lp) json_object_set_new(ch, "prompt_logprobs", serve_lp_prompt_json(sc->e, &c->scores[p], c->prompt_lp_top));
     json_object_set_new(ch, "cis2", x);
     return ch;
 }
@@ -161,11 +265,13 @@ static json_t *choice_json(const serve_ctx *sc, const serve_call *c, const serve
 json_t *serve_call_response(const serve_ctx *sc, serve_call *c, serve_err *e)
 {
     serve_job *j = c->job;
-    if (serve_job_error(j, e)) return NULL;
+    if (j && serve_job_error(j, e)) return NULL;
     json_t *o = serve_call_envelope(sc, c, c->kind == CALL_CHAT ? "chat.completion" : "text_completion");
     json_t *choices = json_array();
-    for (size_t i = 0; i < j->n; i++) {
-        json_t *ch = choice_json(sc, c, &j->seqs[i], e);
+    size_t n = j ? j->n : c->n_prompts * c->n_choices;
+    for (size_t i = 0; i < n; i++) {
+        json_t *ch = j ? choice_json(sc, c, j->seqs[i].prompt_idx, j->seqs[i].choice, j->seqs[i].res, e)
+                       : choice_json(sc, c, i / c->n_choices, i, NULL, e);
         if (!ch) { json_decref(choices); json_decref(o); return NULL; }
         json_array_append_new(choices, ch);
     }

@@ -23,6 +23,8 @@
 //   node client.js bench BASE MODEL C TOKENS S [PARAMS]  C clients looping for S seconds: tokens/s,
 //                                                TTFT (PARAMS: JSON added to every request)
 //   node client.js join BASE MODEL C L           a prompt of ~L tokens joins C decoding streams
+//   node client.js echo BASE MODEL OUT           echo with logprobs (lm-eval's request, max_tokens 0):
+//                                                OUT/echo-K.json for t_serve_echo.sh
 //
 // A case file is one choice: {kind, params (the request body as sent, JSON
 // text), index (its choice index), text, finish, cis2, logprobs (the OpenAI
@@ -336,8 +338,8 @@ async function errors() {
     OpenAI.BadRequestError, 'top_p 0');
   await expectError(c.chat.completions.create({ model, messages: [{ role: 'user', content: 'a' }], logprobs: true,
     top_logprobs: 21 }), 400, OpenAI.BadRequestError, 'top_logprobs 21');
-  await expectError(c.completions.create({ model, prompt: 'a', max_tokens: 1, echo: true }), 400,
-    OpenAI.BadRequestError, 'echo (not implemented: a 4xx, which the client does not retry)');
+  await expectError(c.completions.create({ model, prompt: 'a', max_tokens: 1, echo: true, stream: true }), 400,
+    OpenAI.BadRequestError, 'echo with stream (not implemented: a 4xx, which the client does not retry)');
   // temperature 0 is greedy, 0.8 samples: both served
   const r = await c.completions.create({ model, prompt: 'a', max_tokens: 2, temperature: 0 });
   check(r.choices[0].finish_reason === 'length', 'temperature 0');
@@ -362,7 +364,7 @@ async function refusals() {
     ['frequency_penalty', () => c.completions.create({ model, prompt: 'a', max_tokens: 1, frequency_penalty: 0.5 })],
     ['presence_penalty', () => c.completions.create({ model, prompt: 'a', max_tokens: 1, presence_penalty: -1 })],
     ['logit_bias', () => c.completions.create({ model, prompt: 'a', max_tokens: 1, logit_bias: { 65: 5 } })],
-    ['echo', () => c.completions.create({ model, prompt: 'a', max_tokens: 1, echo: true })],
+    ['echo', () => c.completions.create({ model, prompt: 'a', max_tokens: 1, echo: true, stream: true })],
     ['best_of', () => c.completions.create({ model, prompt: 'a', max_tokens: 1, best_of: 3 })],
     ['suffix', () => c.completions.create({ model, prompt: 'a', max_tokens: 1, suffix: 'z' })],
     ['frequency_penalty', () => c.chat.completions.create({ model, messages: msgs, frequency_penalty: 0.5 })],
@@ -487,6 +489,47 @@ async function join() {
     decoder_gap_median_ms: med, decoder_gap_max_ms: mx }));
 }
 
-const cmds = { concurrent, choices, chat, stops, stopcut, errors, refusals, auth, load, bench, join };
+// echo (docs/sampling.md S11) through the client: lm-evaluation-harness's loglikelihood request
+// (max_tokens 1, logprobs 1, echo) and max_tokens 0; the text is the prompt and the completion,
+// the first prompt token's logprob and top_logprobs null, every other decimal (as binary32) the
+// bits of cis2.prompt_logprob_bits, the rest the non-echo request's.  OUT/echo-K.json: the
+// responses, which t_serve_echo.sh compares with `cis2 score`.
+async function echo() {
+  const c = client();
+  const out = args[0];
+  const prompts = ['Once upon a time there was', 'The cat sat on the mat'];
+  const cases = [{ max_tokens: 1, logprobs: 1, temperature: 0, seed: 1234 }, { max_tokens: 0, logprobs: 2 }];
+  for (const [k, p] of cases.entries()) {
+    const r = await c.completions.create({ model, prompt: prompts, echo: true, ...p });
+    const g = p.max_tokens ? await c.completions.create({ model, prompt: prompts, ...p }) : null;
+    check(r.choices.length === prompts.length, `echo ${k}: ${r.choices.length} choices`);
+    for (const [i, ch] of r.choices.entries()) {
+      const lp = ch.logprobs, x = ch.cis2, n = x.prompt_token_ids.length;
+      const gt = g ? g.choices[i].text : '';
+      check(ch.index === i && ch.text === prompts[i] + gt, `echo ${k}.${i}: text ${JSON.stringify(ch.text)}`);
+      check(lp.token_logprobs[0] === null && lp.top_logprobs[0] === null, `echo ${k}.${i}: first not null`);
+      check(lp.tokens.length === n + (g ? g.choices[i].logprobs.tokens.length : 0), `echo ${k}.${i}: tokens`);
+      for (let t = 1; t < n; t++) {
+        check(f32hex(lp.token_logprobs[t]) === x.prompt_logprob_bits[t], `echo ${k}.${i}: token ${t}'s bits`);
+        // the first of alternatives whose strings coincide is kept (serve_logprobs.c)
+        const vals = Object.values(lp.top_logprobs[t]).map(f32hex);
+        const want = x.prompt_top_logprob_bits[t].map((b) => b.bits);
+        check(vals.includes(want[0]) && vals.length <= want.length && vals.every((v) => want.includes(v)),
+          `echo ${k}.${i}: token ${t}'s top_logprobs ${vals} against ${want}`);
+      }
+      if (g) {
+        const gl = g.choices[i].logprobs;
+        check(JSON.stringify(lp.token_logprobs.slice(n)) === JSON.stringify(gl.token_logprobs) &&
+          JSON.stringify(lp.tokens.slice(n)) === JSON.stringify(gl.tokens), `echo ${k}.${i}: generated part`);
+      } else {
+        check(x.receipt === null && r.usage.completion_tokens === 0, `echo ${k}.${i}: max_tokens 0 generated`);
+      }
+    }
+    fs.writeFileSync(path.join(out, `echo-${k}.json`), JSON.stringify(r));
+  }
+  console.log(`echo: ${cases.length} requests of ${prompts.length} prompts`);
+}
+
+const cmds = { concurrent, choices, chat, stops, stopcut, errors, refusals, auth, load, bench, join, echo };
 if (!cmds[cmd]) die('unknown command ' + cmd);
 cmds[cmd]().catch((e) => die(`${cmd}: ${e.status || ''} ${e.message}`));

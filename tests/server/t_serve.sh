@@ -133,7 +133,7 @@ for bad in '"temperature":"0.7"' '"temperature":"NaN"' '"temperature":"inf"' '"t
         "$d/body" || fail "$bad: $(cat "$d/body")"
 done
 # what cis2 will never accept is a 4xx (OpenAI's clients retry every 5xx; issue 32 item 4)
-expect 400 unsupported_parameter $P /v1/completions $C -d '{"model":"tiny","prompt":"a","echo":true}'
+expect 400 unsupported_parameter $P /v1/completions $C -d '{"model":"tiny","prompt":"a","echo":true,"stream":true}'
 expect 400 unsupported_parameter $P /v1/completions $C -d '{"model":"tiny","prompt":"a","presence_penalty":0.5}'
 expect 400 unsupported_chat_template $P /v1/chat/completions $C -d '{"model":"tiny","messages":[{"role":"user","content":"a"}]}'
 expect 200 - $P /v1/completions $C -d '{"model":"tiny","prompt":"a","max_tokens":2,"temperature":0,"top_p":1,"seed":7,"presence_penalty":0,"user":"u"}'
