@@ -219,6 +219,14 @@ CIS2_API int cis2_kernel_available(const char *name);
  * cis2_free()d by the caller. */
 CIS2_API int cis2_engine_tokenize(const cis2_engine *e, const char *text, size_t len, uint32_t **ids, size_t *n,
                                   cis2_error *err);
+/* The prompt bytes a receipt records for an ids prompt (docs/receipts.md
+ * "Prompt tokens"): bytes whose tokenization as a text prompt (with the
+ * tokenizer's special tokens, as transformers' encode(text)) gives exactly
+ * these ids; the post-processor's ids (Llama-2's BOS) must lead them and
+ * have no bytes of their own.  CIS2_E_USAGE when no bytes reproduce the
+ * ids.  *text (NUL-terminated) is cis2_free()d. */
+CIS2_API int cis2_engine_prompt_bytes(const cis2_engine *e, const uint32_t *ids, size_t n, char **text, size_t *len,
+                                      cis2_error *err);
 /* Ids to the bytes they stand for, concatenated (raw: may be invalid UTF-8
  * or hold NULs; *text is NUL-terminated, *len excludes the NUL).  Unknown
  * ids are skipped.  With `display`, invalid UTF-8 becomes U+FFFD. */

@@ -151,7 +151,9 @@ int cis2_check(const cis2_receipt *r, const char *tok_path, const char *cfg_path
         if ((rc = cis2_tokenizer_load_file(&c.tok, tok_path, tf, c.tok_sha, err))) goto out;
         c.has_tok = 1;
         cis2_error e2 = {0};
-        if (cis2_tokenizer_encode(c.tok, (const char *)r->prompt, r->prompt_len, &c.ids, &c.nids, &e2)) {
+        /* as a run tokenizes a prompt: with the post-processor's special tokens (engine.h) */
+        if (cis2_tokenizer_encode_ext(c.tok, (const char *)r->prompt, r->prompt_len, CIS2_TOK_ADD_SPECIAL, &c.ids,
+                                      &c.nids, &e2)) {
             rc = cis2_fail(err, CIS2_E_FORMAT, "%s: prompt-hex: %s", r->source, e2.msg);
             goto out;
         }

@@ -322,16 +322,7 @@ size_t cis2_session_pending(const cis2_session *s)
  * re-tokenize them), else none. */
 static void bytes_for_ids(const cis2_engine *e, sseq *q)
 {
-    char *t = NULL;
-    size_t l = 0;
-    if (cis2_engine_bytes(e, q->prompt, q->n_prompt, &t, &l, NULL) || l == 0) { free(t); return; }
-    uint32_t *back = NULL;
-    size_t nb = 0;
-    int ok = cis2_engine_encode(e, t, l, &back, &nb, NULL) == CIS2_OK && nb == q->n_prompt &&
-             !memcmp(back, q->prompt, nb * sizeof(uint32_t));
-    free(back);
-    if (ok) { q->prompt_bytes = t; q->prompt_len = l; }
-    else free(t);
+    if (cis2_engine_prompt_bytes(e, q->prompt, q->n_prompt, &q->prompt_bytes, &q->prompt_len, NULL)) q->prompt_len = 0;
 }
 
 int cis2_session_add_internal(cis2_session *s, const cis2_request *req, uint64_t index, int quiet, int traced,
@@ -364,7 +355,8 @@ int cis2_session_add_internal(cis2_session *s, const cis2_request *req, uint64_t
          * rest of it is tokenized (a 100 MB line: at once, not after minutes and gigabytes) */
         size_t room = maxpos > req->max_tokens ? maxpos - req->max_tokens : 0;
         cis2_error te = {0};
-        if ((rc = cis2_engine_encode_max(e, req->text, req->text_len, room, &q->prompt, &q->n_prompt, &te))) {
+        /* with the post-processor's special tokens, as transformers' encode(text) (engine.h) */
+        if ((rc = cis2_engine_encode_prompt(e, req->text, req->text_len, room, &q->prompt, &q->n_prompt, &te))) {
             if (rc == CIS2_E_USAGE && e->tok)
                 rc = cis2_fail(err, CIS2_E_UNSUPPORTED,
                                "prompt (more than %zu tokens) + max tokens (%zu) exceeds max_position_embeddings (%zu)",

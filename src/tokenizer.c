@@ -79,6 +79,13 @@ int cis2_tokenizer_is_normative(const cis2_tokenizer *t)
 }
 int cis2_tokenizer_adds_special(const cis2_tokenizer *t) { return t->npost_pre + t->npost_post > 0; }
 
+void cis2_tokenizer_special_ids(const cis2_tokenizer *t, const uint32_t **pre, size_t *npre, const uint32_t **post,
+                                size_t *npost)
+{
+    *pre = t->post_pre; *npre = t->npost_pre;
+    *post = t->post_post; *npost = t->npost_post;
+}
+
 const char *cis2_tokenizer_token_bytes(const cis2_tokenizer *t, uint32_t id, size_t *len)
 {
     if (id >= t->nids || t->dec_len[id] == UINT32_MAX) return NULL;

@@ -44,6 +44,11 @@ int cis2_tokenizer_encode_max(const cis2_tokenizer *t, const char *text, size_t 
 int cis2_tokenizer_encode_flags(const cis2_tokenizer *t, const char *text, size_t len, unsigned flags,
                                 size_t max_ids, uint32_t **ids, size_t *n, cis2_error *err);
 
+/* The post-processor's ids before and after the text with
+ * CIS2_TOK_ADD_SPECIAL (TemplateProcessing single; none: 0 and 0). */
+void cis2_tokenizer_special_ids(const cis2_tokenizer *t, const uint32_t **pre, size_t *npre, const uint32_t **post,
+                                size_t *npost);
+
 /* The 256-entry byte -> code point map of §3.1.5.a. */
 uint32_t cis2_byte_to_unicode(uint8_t b);
 

