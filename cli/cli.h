@@ -69,6 +69,7 @@ typedef struct cli_engine {
     const char *kernel;
     size_t threads;         /* 0: online CPUs */
     int tokenizer_ext;
+    int need_tokenizer;     /* not an option: text prompts (CIS2_OPEN_NEED_TOKENIZER) */
 } cli_engine;
 #define CLI_ENGINE_OPTS(e)                                              \
     {"--model-dir", OPT_STR, &(e).model_dir, 0, 0},                     \

@@ -593,6 +593,7 @@ int cmd_run(int argc, char **argv)
         goto out;
     }
     if ((rc = check_outputs(&o, np, &err))) goto out;
+    o.eng.need_tokenizer = !o.prompt_ids; /* a tokenizer refusal before any weight is read (issue 33 item 5) */
     if ((rc = cli_engine_open(&o.eng, &e, &err))) goto out;
     const cis2_model_info *mi = cis2_engine_info(e);
     if (mi->has_tokenizer && !mi->tokenizer_normative && !o.prompt_ids)

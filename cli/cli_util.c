@@ -251,7 +251,8 @@ int cli_engine_open(cli_engine *c, cis2_engine **e, cis2_error *err)
     if (!c->model_dir) c->model_dir = DEFAULT_MODEL_DIR;
     if (!*c->model_dir) return cis2_fail(err, CIS2_E_USAGE, "--model-dir: empty path");
     cis2_engine_opts o = {.threads = (int)c->threads, .kernel = c->kernel,
-                          .flags = c->tokenizer_ext ? CIS2_OPEN_TOKENIZER_EXT : 0};
+                          .flags = (c->tokenizer_ext ? CIS2_OPEN_TOKENIZER_EXT : 0) |
+                                   (c->need_tokenizer ? CIS2_OPEN_NEED_TOKENIZER : 0)};
     return cis2_engine_open(e, c->model_dir, &o, err);
 }
 

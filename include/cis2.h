@@ -156,6 +156,10 @@ typedef struct cis2_engine cis2_engine;
  * shapes (Qwen, Llama-3, Llama-2/Mistral, Gemma-3; outside CIS-2 v0.3b §3,
  * docs/tokenizer.md) load without it; tokenizer_normative tells them apart. */
 #define CIS2_OPEN_TOKENIZER_EXT 1u
+/* Fail the open when tokenizer.json does not load (its error: file and
+ * key, CIS2_E_UNSUPPORTED for what cis2 does not implement), before any
+ * weight is read; without it such an engine opens for ids prompts. */
+#define CIS2_OPEN_NEED_TOKENIZER 2u
 
 typedef struct cis2_engine_opts {
     int threads;            /* worker threads incl. the caller; <= 0: online CPUs */

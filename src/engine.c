@@ -5,11 +5,12 @@
  *
  * Open order: the §1.3 self-test under the pin (a broken pin refuses to
  * run), the engine's kernel variant and its own worker pool (what every
- * call's context is made of, engine.h's cis2_engine_ctx), the model (model.c: config.json, tokenizer.json and
- * model.safetensors or its shards hashed, §2.1, shards.h, and the weights packed), the optional
- * expected hashes, then the tokenizer.  A tokenizer the loader refuses
- * does not fail the open: prompts given as ids still run (the file is
- * hashed into the witness either way, §12.1).
+ * call's context is made of, engine.h's cis2_engine_ctx), the model (model.c: config.json and
+ * tokenizer.json read and hashed, §2.1; then, before any weight is read, the tokenizer parsed
+ * from those bytes (load_tokenizer, issue 33 item 5); then model.safetensors or its shards
+ * hashed, shards.h, and the weights packed), then the optional expected hashes.  A tokenizer the
+ * loader refuses does not fail the open unless CIS2_OPEN_NEED_TOKENIZER asks (text prompts):
+ * prompts given as ids still run (the file is hashed into the witness either way, §12.1).
  */
 #include "engine.h"
 #include "kernels.h"
@@ -69,6 +70,35 @@ static void fill_info(cis2_engine *e)
     i->eos_malformed = m->cfg.eos_malformed;
 }
 
+typedef struct open_tok {
+    cis2_engine *e;
+    const cis2_engine_opts *opts;
+    const char *dir;
+} open_tok;
+
+/* cis2_model_load's hook, before any weight is read (issue 33 item 5):
+ * parses the tokenizer.json bytes the model read and hashed (§2.1, not a
+ * second read of the path).  A refused tokenizer fails the open only with
+ * CIS2_OPEN_NEED_TOKENIZER (text prompts); else ids prompts still run. */
+static int load_tokenizer(void *ctx, cis2_model *m, cis2_error *err)
+{
+    open_tok *o = ctx;
+    cis2_engine *e = o->e;
+    size_t pl = strlen(o->dir) + sizeof "/tokenizer.json";
+    char *path = malloc(pl);
+    if (!path) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    snprintf(path, pl, "%s/tokenizer.json", o->dir);
+    if (cis2_tokenizer_load_mem(&e->tok, m->tokenizer_json, m->tokenizer_json_len, path, 0, &e->tok_err) != CIS2_OK)
+        e->tok = NULL;
+    free(m->tokenizer_json); /* the tokenizer holds what it needs */
+    m->tokenizer_json = NULL;
+    m->tokenizer_json_len = 0;
+    free(path);
+    if (!e->tok && (o->opts->flags & CIS2_OPEN_NEED_TOKENIZER))
+        return cis2_fail(err, e->tok_err.code ? e->tok_err.code : CIS2_E_FORMAT, "%s", e->tok_err.msg);
+    return CIS2_OK;
+}
+
 int cis2_engine_open(cis2_engine **out, const char *model_dir, const cis2_engine_opts *opts, cis2_error *err)
 {
     *out = NULL;
@@ -90,27 +120,13 @@ int cis2_engine_open(cis2_engine **out, const char *model_dir, const cis2_engine
     if ((rc = cis2_kernel_find(opts->kernel ? opts->kernel : "auto", &e->kern, err))) goto out;
     if ((rc = cis2_pool_create(&e->pool, opts->threads, err))) goto out;
     cx = cis2_engine_ctx(e);
-    if ((rc = cis2_model_load(&cx, &e->m, model_dir, err))) goto out;
+    open_tok ot = {e, opts, model_dir};
+    if ((rc = cis2_model_load_hooked(&cx, &e->m, model_dir, load_tokenizer, &ot, err))) goto out;
     if ((rc = check_hash("the weights (model.safetensors or its shards)", opts->expect_weights_sha256,
                          e->m.weights_sha, err)) ||
         (rc = check_hash("config.json", opts->expect_config_sha256, e->m.config_sha, err)) ||
         (rc = check_hash("tokenizer.json", opts->expect_tokenizer_sha256, e->m.tokenizer_sha, err)))
         goto out;
-    {
-        size_t pl = strlen(model_dir) + sizeof "/tokenizer.json";
-        char *path = malloc(pl);
-        if (!path) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); goto out; }
-        snprintf(path, pl, "%s/tokenizer.json", model_dir);
-        unsigned tf = opts->flags & CIS2_OPEN_TOKENIZER_EXT ? CIS2_TOK_ALLOW_NONNORMATIVE : 0;
-        /* §2.1: parse the bytes cis2_model_load read and hashed, not a second read of the path */
-        if (cis2_tokenizer_load_mem(&e->tok, e->m.tokenizer_json, e->m.tokenizer_json_len, path, tf, &e->tok_err) !=
-            CIS2_OK)
-            e->tok = NULL;
-        free(e->m.tokenizer_json); /* the tokenizer holds what it needs */
-        e->m.tokenizer_json = NULL;
-        e->m.tokenizer_json_len = 0;
-        free(path);
-    }
     fill_info(e);
     e->info.kernel = cis2_kernel_name(e->kern);
     e->info.threads = cis2_pool_size(e->pool);

@@ -272,7 +272,8 @@ static int stream_tensors(cis2_model *m, loader *L, cis2_error *err)
     return rc;
 }
 
-static int model_load(const cis2_ctx *cx, cis2_model *m, const char *dir, cis2_error *err)
+static int model_load(const cis2_ctx *cx, cis2_model *m, const char *dir,
+                      int (*before_weights)(void *, cis2_model *, cis2_error *), void *hctx, cis2_error *err)
 {
     char path[4096];
     int rc;
@@ -283,6 +284,7 @@ static int model_load(const cis2_ctx *cx, cis2_model *m, const char *dir, cis2_e
                              &m->tokenizer_json_len, err)))
         return rc;
     cis2_sha256(m->tokenizer_json, m->tokenizer_json_len, m->tokenizer_sha); /* §2.1 */
+    if (before_weights && (rc = before_weights(hctx, m, err))) return rc; /* before any weight is read */
 
     const cis2_config *c = &m->cfg;
     m->hidden = (size_t)c->hidden_size;
@@ -323,12 +325,19 @@ static int model_load(const cis2_ctx *cx, cis2_model *m, const char *dir, cis2_e
 }
 
 /* A failed load frees what it had built (every pointer is NULL or owned). */
-int cis2_model_load(const cis2_ctx *cx, cis2_model *m, const char *dir, cis2_error *err)
+int cis2_model_load_hooked(const cis2_ctx *cx, cis2_model *m, const char *dir,
+                           int (*before_weights)(void *ctx, cis2_model *m, cis2_error *err), void *ctx,
+                           cis2_error *err)
 {
     memset(m, 0, sizeof *m);
-    int rc = model_load(cx, m, dir, err);
+    int rc = model_load(cx, m, dir, before_weights, ctx, err);
     if (rc) cis2_model_free(m);
     return rc;
+}
+
+int cis2_model_load(const cis2_ctx *cx, cis2_model *m, const char *dir, cis2_error *err)
+{
+    return cis2_model_load_hooked(cx, m, dir, NULL, NULL, err);
 }
 
 void cis2_model_free(cis2_model *m)

@@ -51,6 +51,13 @@ typedef struct cis2_model {
  * (config.h) before reading any weight, then packs the weights from a
  * bounded staging buffer as they stream in, across cx's pool. */
 int cis2_model_load(const cis2_ctx *cx, cis2_model *m, const char *dir, cis2_error *err);
+/* The same, calling before_weights(ctx, m, err) once config.json and
+ * tokenizer.json are read, hashed and config.json validated, before the
+ * weights are opened (issue 33 item 5: what refuses the small files
+ * refuses before any weight is read); its nonzero return fails the load. */
+int cis2_model_load_hooked(const cis2_ctx *cx, cis2_model *m, const char *dir,
+                           int (*before_weights)(void *ctx, cis2_model *m, cis2_error *err), void *ctx,
+                           cis2_error *err);
 void cis2_model_free(cis2_model *m);
 
 /* Per-sequence KV cache of post-RoPE keys and values (§3.5), each KV

