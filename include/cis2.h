@@ -223,6 +223,12 @@ CIS2_API int cis2_kernel_available(const char *name);
  * cis2_free()d by the caller. */
 CIS2_API int cis2_engine_tokenize(const cis2_engine *e, const char *text, size_t len, uint32_t **ids, size_t *n,
                                   cis2_error *err);
+/* A text prompt's ids as a run computes them (docs/receipts.md "Prompt
+ * tokens"): cis2_engine_tokenize's with the tokenizer's special tokens, as
+ * transformers' encode(text) (add_special_tokens=True: Llama-2's and
+ * Gemma-3's BOS; nothing for SmolLM2 and Qwen).  *ids is cis2_free()d. */
+CIS2_API int cis2_engine_tokenize_prompt(const cis2_engine *e, const char *text, size_t len, uint32_t **ids,
+                                         size_t *n, cis2_error *err);
 /* The prompt bytes a receipt records for an ids prompt (docs/receipts.md
  * "Prompt tokens"): bytes whose tokenization as a text prompt (with the
  * tokenizer's special tokens, as transformers' encode(text)) gives exactly

@@ -213,7 +213,7 @@ static json_t *prompt_only_cis2(const serve_ctx *sc, const serve_call *c, size_t
     } else if (pr->text) {
         uint32_t *ids = NULL;
         size_t n = 0;
-        cis2_engine_tokenize(sc->e, pr->text, pr->len, &ids, &n, NULL);
+        cis2_engine_tokenize_prompt(sc->e, pr->text, pr->len, &ids, &n, NULL);
         json_object_set_new(o, "prompt_token_ids", ids_json(ids, n));
         cis2_free(ids);
     } else {

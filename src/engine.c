@@ -263,6 +263,12 @@ int cis2_engine_tokenize(const cis2_engine *e, const char *text, size_t len, uin
     return cis2_engine_encode(e, text, len, ids, n, err); /* no float arithmetic: no frame needed */
 }
 
+int cis2_engine_tokenize_prompt(const cis2_engine *e, const char *text, size_t len, uint32_t **ids, size_t *n,
+                                cis2_error *err)
+{
+    return cis2_engine_encode_prompt(e, text, len, SIZE_MAX, ids, n, err);
+}
+
 int cis2_engine_bytes(const cis2_engine *e, const uint32_t *ids, size_t n, char **text, size_t *len,
                       cis2_error *err)
 {

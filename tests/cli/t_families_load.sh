@@ -94,6 +94,28 @@ json.dump(j, open(sys.argv[2], "w"), indent=2)' "$FAM/$name.json" "$c/config.jso
     fi
 done
 
+# 6. the server tokenizes and counts as the CLI does: a text prompt gets the
+# BOS (usage counts it) and an ids prompt that leads with it is accepted;
+# both answers carry the CLI's receipts byte for byte
+if "$CIS2" help 2>&1 | grep -q '^  serve'; then
+    c=$d/TinyLlama-1.1B-Chat-v1.0
+    start tl "$c/m"
+    ask() {   # BODY OUT: the receipt to OUT, prompt_tokens printed
+        curl -s -f http://127.0.0.1:$port_tl/v1/completions -H 'Content-Type: application/json' -d "$1" > "$2.json" ||
+            fail "server: $1: $(cat "$2.json")"
+        $PY -c 'import json,sys; j=json.load(open(sys.argv[1]))
+open(sys.argv[2], "w").write(j["choices"][0]["cis2"]["receipt"]); print(j["usage"]["prompt_tokens"])' "$2.json" "$2"
+    }
+    text_json=$($PY -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$TEXT")
+    n=$(ask "{\"model\":\"m\",\"prompt\":$text_json,\"max_tokens\":3}" "$d/srv_text") || exit 1
+    want=$(field prompt_token_ids "$c/run")
+    [ "$n" = "$(echo "$want" | tr ',' '\n' | wc -l)" ] || fail "server: prompt_tokens $n for the ids $want"
+    cmp -s "$d/srv_text" "$c/r" || fail "server: the text prompt's receipt differs from cis2 run's"
+    n=$(ask "{\"model\":\"m\",\"prompt\":[$want],\"max_tokens\":3}" "$d/srv_ids") || exit 1
+    cmp -s "$d/srv_ids" "$c/r2" || fail "server: the ids prompt's receipt differs from cis2 run --prompt-ids's"
+    echo "ok: server: text prompt ($n tokens with the BOS) and ids prompt give the CLI's receipts"
+fi
+
 # 5. the tokenizer is refused before any weight is read
 g=$d/garbage
 mkdir -p "$g"
