@@ -23,6 +23,10 @@ int cmd_conform(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
+/* cli_verify_shard.c: `verify --manifest` (sharded) and `verify --merge`;
+ * cmd_verify hands argv over when cli_verify_many_wanted says so. */
+int cli_verify_many_wanted(int argc, char **argv);
+int cmd_verify_many(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_diff(int argc, char **argv);

@@ -2,6 +2,7 @@
  * cli_receipt.c - receipts and traces on the command line, printing the
  * library's verdicts (include/cis2.h sections 7 and 8):
  *   cis2 verify RECEIPT...  recompute everything receipts claim (§2.1, §12)
+ *                           (--manifest, --shard, --merge: cli_verify_shard.c)
  *   cis2 check RECEIPT      recompute what needs no weights
  *   cis2 compare A B        judge two receipts against each other
  *   cis2 diff TA TB         first divergence between two traces
@@ -113,6 +114,7 @@ int cmd_verify(int argc, char **argv)
     size_t *which = NULL, k = 0;
     dump_ctx dc = {0};
     int rc, worst = CIS2_OK;
+    if (cli_verify_many_wanted(argc, argv)) return cmd_verify_many(argc, argv); /* --manifest, --merge */
     if (!(c.paths = calloc(VERIFY_MAX, sizeof *c.paths))) return cli_report(&(cis2_error){CIS2_E_NOMEM, "out of memory"});
     if ((rc = verify_parse(argc, argv, &c, &mode))) { free(c.paths); return rc < 0 ? 0 : rc; }
     c.rs = calloc(c.n, sizeof *c.rs);
