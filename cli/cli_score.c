@@ -5,8 +5,8 @@
  *
  *   cis2 score --context TEXT | --context-ids IDS
  *              --continuation TEXT... | --continuation-ids IDS...
- *              [--top-logprobs N] [--json] [engine options]
- *   cis2 score --batch FILE [--top-logprobs N] [--json] [engine options]
+ *              [--top-logprobs N] [--json] [--receipt FILE] [engine options]
+ *   cis2 score --batch FILE [--top-logprobs N] [--json] [--receipt FILE] [engine options]
  *       FILE (or - for stdin): JSON lines, each an object
  *       {"context": TEXT or null, "context_ids": [ids], "continuations":
  *        [TEXT or [ids], ...]} (context and context_ids not both).
@@ -18,6 +18,13 @@
  * context (per line with --batch) whose per-token entries have cis2 run
  * --json's logprob shape ({"id", "logprob", "bits", "top"}) plus "rank"
  * and "greedy"; an unscored token (no context) is null.
+ *
+ * --receipt FILE writes a score receipt ("CIS-2-RECEIPT ext-score-1",
+ * docs/receipts.md "Score receipts", cis2_score_receipts) per scored
+ * continuation: FILE for one, FILE.0, FILE.1, ... in request order (every
+ * continuation of every --batch line) for several, as `cis2 run` names
+ * several; every path is checked before the model is opened, and each
+ * receipt is written whole or not at all.  `cis2 verify` re-derives them.
  */
 #include "cli.h"
 
@@ -270,12 +277,56 @@ static void print_line(const sreqs *s, const sline *l, const cis2_score_result *
     json_decref(o);
 }
 
+/* ---------------------------------------------------------------- receipts */
+
+static void receipt_name(char *out, size_t cap, const char *path, size_t i, size_t n)
+{
+    if (n > 1) snprintf(out, cap, "%s.%zu", path, i);
+    else snprintf(out, cap, "%s", path);
+}
+
+/* Every receipt path, before any work: not an input, not another output,
+ * its directory writable. */
+static int check_receipt_paths(const cli_engine *eo, const char *path, const char *batch, size_t n, cis2_error *err)
+{
+    char in[3][4200];
+    cli_engine_inputs(eo, in);
+    const char *inputs[4] = {in[0], in[1], in[2], batch};
+    size_t nin = batch && strcmp(batch, "-") ? 4 : 3;
+    char **outs = calloc(n, sizeof *outs);
+    if (!outs) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    int rc = CIS2_OK;
+    size_t k = 0;
+    for (; k < n && !rc; k++) {
+        char name[4300];
+        receipt_name(name, sizeof name, path, k, n);
+        if (!(outs[k] = strdup(name))) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); break; }
+        rc = cis2_check_output_path(outs[k], inputs, nin, (const char *const *)outs, k, err);
+        if (!rc && k == 0) rc = cli_probe_output(outs[k], err); /* FILE.i share FILE.0's directory */
+        if (!rc) rc = cli_check_not_weights(eo, outs[k], err);
+    }
+    for (size_t i = 0; i < n; i++) free(outs[i]);
+    free(outs);
+    return rc;
+}
+
+static int write_receipts(cis2_receipt **rs, const char *path, size_t n, cis2_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        char name[4300];
+        receipt_name(name, sizeof name, path, i, n);
+        int rc = cis2_receipt_save(rs[i], name, err);
+        if (rc) return rc;
+    }
+    return CIS2_OK;
+}
+
 /* ------------------------------------------------------------------ main */
 
 int cmd_score(int argc, char **argv)
 {
     cli_engine eo = {0};
-    const char *context = NULL, *context_ids = NULL, *batch = NULL;
+    const char *context = NULL, *context_ids = NULL, *batch = NULL, *receipt = NULL;
     cli_multi conts = {0}, cont_ids = {0};
     size_t top = 0;
     int json = 0;
@@ -287,6 +338,7 @@ int cmd_score(int argc, char **argv)
         {"--batch", OPT_STR, &batch, 0, 0},
         {"--top-logprobs", OPT_SIZE, &top, CIS2_MAX_TOP_LOGPROBS, 0},
         {"--json", OPT_FLAG, &json, 0, 0},
+        {"--receipt", OPT_STR, &receipt, 0, 0},
         CLI_ENGINE_OPTS(eo),
         {0}};
     int rc = cli_parse("score", argc, argv, opts, NULL, 0, NULL);
@@ -300,6 +352,8 @@ int cmd_score(int argc, char **argv)
     sreqs s = {.keep = json_array()};
     cis2_engine *e = NULL;
     cis2_score_result *res = NULL;
+    cis2_receipt **rs = NULL;
+    if (receipt && !*receipt) { rc = cli_usage_error("score", "--receipt: empty path"); goto out; }
     if (batch) {
         if (!*batch) { rc = cli_usage_error("score", "--batch: empty path"); goto out; }
         if ((rc = load_batch(&s, batch, (unsigned)top, &err))) goto report;
@@ -332,14 +386,23 @@ int cmd_score(int argc, char **argv)
         s.lines[0] = (sline){.first = 0, .n = s.n};
         s.nlines = 1;
     }
+    if (receipt) {
+        if ((rc = check_receipt_paths(&eo, receipt, batch, s.n, &err))) goto report;
+        if (!(rs = calloc(s.n, sizeof *rs))) { rc = cis2_fail(&err, CIS2_E_NOMEM, "out of memory"); goto report; }
+    }
     if ((rc = cli_engine_open(&eo, &e, &err))) goto report;
-    if ((rc = cis2_score(e, s.r, s.n, &res, &err))) goto report;
+    if (rs) rc = cis2_score_receipts(e, s.r, s.n, &res, rs, &err);
+    else rc = cis2_score(e, s.r, s.n, &res, &err);
+    if (rc) goto report;
+    if (rs && (rc = write_receipts(rs, receipt, s.n, &err))) goto report;
     for (size_t i = 0; i < s.nlines; i++) print_line(&s, &s.lines[i], res, json);
     rc = cli_finish_stdout(CIS2_OK);
     goto out;
 report:
     rc = cli_report(&err);
 out:
+    for (size_t i = 0; rs && i < s.n; i++) cis2_receipt_free(rs[i]);
+    free(rs);
     cis2_score_results_free(res, s.n);
     cis2_engine_close(e);
     for (size_t i = 0; i < s.nids; i++) free(s.ids[i]);

@@ -115,6 +115,8 @@ const cli_command cli_commands[] = {
      "                      \"continuations\": [TEXT or [ids], ...]}; one output block/line each\n"
      "  --top-logprobs N    also the N (0..20) most likely alternatives of each token\n"
      "  --json              JSON: per token {id, logprob, bits, rank, greedy, top} as run --json\n"
+     "  --receipt FILE      also a score receipt (ext-score-1) per continuation, for cis2 verify:\n"
+     "                      FILE for one, FILE.0, FILE.1, ... in order for several\n"
      ENGINE_USAGE},
     {"verify", cmd_verify, "recompute every field of receipts",
      "usage: cis2 verify RECEIPT... [--replay prefill|decode] [--twice] [--dump-logits FILE] [options]\n"

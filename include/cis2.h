@@ -641,6 +641,18 @@ CIS2_API int cis2_score(cis2_engine *e, const cis2_score_request *reqs, size_t n
                         cis2_error *err);
 CIS2_API void cis2_score_results_free(cis2_score_result *results, size_t n);
 
+/* Score receipts ("CIS-2-RECEIPT ext-score-1", docs/receipts.md "Score
+ * receipts"): scores n requests as cis2_score does (same results, bit for
+ * bit) and fills receipts[i] (the caller's array of n pointers; free each
+ * with cis2_receipt_free) for request i: the model's hashes, the context's
+ * and continuation's bytes and ids, the logprob bits and sums, a digest of
+ * every figure and a witness over every logits row used.  cis2_verify
+ * re-derives such a receipt by the same prefill (naming each field that
+ * differs), cis2_check what needs no weights.  Needs the tokenizer for a
+ * part given as ids (its bytes are recorded). */
+CIS2_API int cis2_score_receipts(cis2_engine *e, const cis2_score_request *reqs, size_t n,
+                                 cis2_score_result **results, cis2_receipt **receipts, cis2_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -10,6 +10,7 @@
 #include "pmath.h"
 #include "receipt.h"
 #include "sample.h"
+#include "score.h"
 #include "tokenizer.h"
 #include "verdict.h"
 #include "witness.h"
@@ -42,7 +43,7 @@ static int read_config(const char *path, check_in *c, cis2_error *err)
     size_t half = (size_t)c->cfg.head_dim / 2;
     float *inv = malloc((half ? half : 1) * sizeof(float));
     if (!inv) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
-    rope_inv_freq(c->cfg.rope_theta, (size_t)c->cfg.head_dim, inv); /* §7.1, as model.c */
+    cis2_config_inv_freq(&c->cfg, inv); /* §7.1 (and docs/models.md §M1), as model.c */
     inv_freq_table_digest(inv, half, c->inv_digest);                /* §7.2 */
     free(inv);
     c->has_cfg = 1;
@@ -142,8 +143,13 @@ int cis2_check(const cis2_receipt *r, const char *tok_path, const char *cfg_path
     int rc = CIS2_OK;
     cis2_frame f;
     if (cis2_api_enter(&f)) { rc = cis2_fail(err, CIS2_E_FPENV, "FTZ/DAZ pin did not read back"); goto out; }
-    if (cis2_vd_supported(v, r)) goto done;
+    if (!r->score && cis2_vd_supported(v, r)) goto done; /* a score receipt's parse checked both */
     if (cfg_path && (rc = read_config(cfg_path, &c, err))) goto out;
+    if (r->score) { /* docs/receipts.md "Score receipts" (verify_score.c) */
+        if (tok_path && (rc = cis2_tokenizer_load_file(&c.tok, tok_path, 0, c.tok_sha, err))) goto out;
+        cis2_check_score(v, r, c.tok, c.tok_sha, c.has_cfg ? c.cfg_sha : NULL, c.has_cfg ? c.inv_digest : NULL);
+        goto done;
+    }
     if (tok_path) {
         unsigned tf = tok_flags & CIS2_OPEN_TOKENIZER_EXT ? CIS2_TOK_ALLOW_NONNORMATIVE : 0;
         /* one read: the sha256 is of the bytes parsed (a file swapped between two reads would hash
@@ -222,11 +228,45 @@ static void cmp_line(cis2_verdict *v, const cis2_receipt *a, const cis2_receipt 
     }
 }
 
+/* Score receipts (docs/receipts.md "Score receipts"): the model, the ids
+ * scored and top-logprobs are the inputs, the rest is derived from them. */
+static void compare_score(cis2_verdict *v, const cis2_receipt *a, const cis2_receipt *b)
+{
+    char ins[512] = "", outs[512] = "";
+    if (a->score != b->score) {
+        cis2_vd_field(v, "format", CIS2_FIELD_DIFFERS, "DIFFERS a=%s b=%s",
+                      a->score ? "ext-score-1" : a->ext ? "ext-sampling-1" : "v1",
+                      b->score ? "ext-score-1" : b->ext ? "ext-sampling-1" : "v1");
+        cis2_vd_set(v, CIS2_VERDICT_DIFFERENT_RUN, CIS2_OK, "DIFFERENT-RUN", "(format)");
+        return;
+    }
+    static const char *const in_keys[] = {"spec-version", "weights-sha256", "config-sha256", "tokenizer-sha256",
+                                          "dtype", "context-token-ids", "continuation-token-ids", "top-logprobs"};
+    static const char *const out_keys[] = {"table-digest", "inv-freq-table-digest", "logprob-bits", "all-greedy",
+                                           "sum-bits", "sum-f64-bits", "logprob-digest", "witness-digest"};
+    for (size_t k = 0; k < sizeof in_keys / sizeof *in_keys; k++) cmp_line(v, a, b, in_keys[k], ins, sizeof ins);
+    for (size_t k = 0; k < sizeof out_keys / sizeof *out_keys; k++) cmp_line(v, a, b, out_keys[k], outs, sizeof outs);
+    if (!ins[0] && !outs[0]) cis2_vd_set(v, CIS2_VERDICT_SAME, CIS2_OK, "SAME", NULL);
+    else if (!ins[0])
+        cis2_vd_set(v, CIS2_VERDICT_CONTRADICTION, CIS2_E_MISMATCH, "CONTRADICTION", "(same inputs, different %s)", outs);
+    else if (!memcmp(a->witness, b->witness, 32))
+        cis2_vd_set(v, CIS2_VERDICT_WITNESS_COLLISION, CIS2_E_MISMATCH, "WITNESS-COLLISION",
+                    "(different %s, same witness-digest: at least one receipt is forged)", ins);
+    else cis2_vd_set(v, CIS2_VERDICT_DIFFERENT_RUN, CIS2_OK, "DIFFERENT-RUN", "(%s)", ins);
+}
+
 int cis2_compare(const cis2_receipt *a, const cis2_receipt *b, cis2_verdict **out, cis2_error *err)
 {
     *out = NULL;
     cis2_verdict *v = calloc(1, sizeof *v);
     if (!v || cis2_vd_init(v, "")) { free(v); return cis2_fail(err, CIS2_E_NOMEM, "out of memory"); }
+    if (a->score || b->score) {
+        compare_score(v, a, b);
+        int rc = cis2_vd_finish(v, err);
+        if (rc) { cis2_verdicts_free(v, 1); return rc; }
+        *out = v;
+        return CIS2_OK;
+    }
     /* Inputs determine a run; everything else is derived from them. */
     char ins[512] = "", outs[256] = "";
     char ha[65], hb[65];

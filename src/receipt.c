@@ -27,6 +27,12 @@
  * checked before reading); save writes a temporary file beside the target
  * and renames it into place, so a failed save (a full disk) leaves the old
  * receipt intact.
+ *
+ * "CIS-2-RECEIPT ext-score-1" (docs/receipts.md "Score receipts", a
+ * scoring request of docs/sampling.md §S11) shares the line rules above
+ * (one lexer) but has its own keys, value parsers (parse_score_value) and
+ * consistency rules (score_consistent); a v1 or ext-sampling-1 text never
+ * reaches them, so those receipts parse and render exactly as before.
  */
 #include "receipt.h"
 #include "engine.h"
@@ -43,6 +49,8 @@ enum key {
     K_SPEC, K_EXTENSION, K_WEIGHTS, K_CONFIG, K_TOKENIZER, K_PROMPT_HEX, K_PROMPT_IDS, K_GEN_TOKS, K_DTYPE,
     K_MAX_TOKS, K_SAMPLER, K_TEMP, K_TOP_K, K_TOP_P, K_MIN_P, K_SEED, K_SEQUENCE, K_STOP_EOS, K_STOP_IDS,
     K_STOP_STRINGS, K_PARAMS, K_TABLE, K_INV_FREQ, K_FINISH, K_GENERATED, K_ARGMAX, K_TOKEN_DIGEST, K_WITNESS,
+    K_CTX_FROM, K_CTX_HEX, K_CTX_IDS, K_CONT_FROM, K_CONT_HEX, K_CONT_IDS, K_FIRST, K_TOP_N, K_LP_BITS,
+    K_ALL_GREEDY, K_SUM, K_SUM64, K_LP_DIGEST,
     K_COUNT
 };
 
@@ -51,7 +59,9 @@ static const char *const names[K_COUNT] = {
     "prompt-token-ids", "gen-toks", "dtype", "max-toks", "sampler", "temperature", "top-k", "top-p", "min-p",
     "seed", "sequence", "stop-eos", "stop-ids", "stop-strings", "params-digest", "table-digest",
     "inv-freq-table-digest", "finish-reason", "generated-token-ids", "argmax-digest", "token-digest",
-    "witness-digest"};
+    "witness-digest", "context-from", "context-hex", "context-token-ids", "continuation-from",
+    "continuation-hex", "continuation-token-ids", "first-scored", "top-logprobs", "logprob-bits", "all-greedy",
+    "sum-bits", "sum-f64-bits", "logprob-digest"};
 
 static const int order_v1[CIS2_RECEIPT_NKEYS] = {K_SPEC, K_WEIGHTS, K_CONFIG, K_TOKENIZER, K_PROMPT_HEX,
                                                  K_PROMPT_IDS, K_GEN_TOKS, K_DTYPE, K_TABLE, K_INV_FREQ,
@@ -61,16 +71,24 @@ static const int order_ext[CIS2_RECEIPT_EXT_NKEYS] = {
     K_SAMPLER, K_TEMP, K_TOP_K, K_TOP_P, K_MIN_P, K_SEED, K_SEQUENCE, K_STOP_EOS, K_STOP_IDS, K_STOP_STRINGS,
     K_PARAMS, K_TABLE, K_INV_FREQ, K_GEN_TOKS, K_FINISH, K_GENERATED, K_TOKEN_DIGEST, K_WITNESS};
 
-static const int *order_of(int ext, size_t *n)
+static const int order_score[CIS2_RECEIPT_SCORE_NKEYS] = {
+    K_SPEC, K_EXTENSION, K_WEIGHTS, K_CONFIG, K_TOKENIZER, K_DTYPE, K_TABLE, K_INV_FREQ, K_CTX_FROM, K_CTX_HEX,
+    K_CTX_IDS, K_CONT_FROM, K_CONT_HEX, K_CONT_IDS, K_FIRST, K_TOP_N, K_LP_BITS, K_ALL_GREEDY, K_SUM, K_SUM64,
+    K_LP_DIGEST, K_WITNESS};
+
+/* kind: 0 v1, 1 ext-sampling-1, 2 ext-score-1 */
+static const int *order_of(int kind, size_t *n)
 {
-    *n = ext ? CIS2_RECEIPT_EXT_NKEYS : CIS2_RECEIPT_NKEYS;
-    return ext ? order_ext : order_v1;
+    *n = kind == 2 ? CIS2_RECEIPT_SCORE_NKEYS : kind ? CIS2_RECEIPT_EXT_NKEYS : CIS2_RECEIPT_NKEYS;
+    return kind == 2 ? order_score : kind ? order_ext : order_v1;
 }
+
+static int kind_of(const cis2_receipt *r) { return r->score ? 2 : r->ext; }
 
 const char *cis2_receipt_key(const cis2_receipt *r, size_t i)
 {
     size_t n;
-    const int *o = order_of(r->ext, &n);
+    const int *o = order_of(kind_of(r), &n);
     return i < n ? names[o[i]] : NULL;
 }
 
@@ -79,6 +97,11 @@ void cis2_receipt_clear(cis2_receipt *r)
     free(r->prompt);
     free(r->prompt_ids);
     free(r->generated);
+    free(r->ctx_bytes);
+    free(r->cont_bytes);
+    free(r->ctx_ids);
+    free(r->cont_ids);
+    free(r->lp_bits);
     for (size_t i = 0; i < r->n_stop_str; i++) free(r->stop_str[i]);
     free(r->get_text);
     free(r->source);
@@ -139,12 +162,50 @@ static int token_ok(const char *s, size_t cap)
     return 1;
 }
 
+static const char *from_word(int f) { return f == CIS2_FROM_TEXT ? "text" : f == CIS2_FROM_IDS ? "ids" : "none"; }
+
+/* An ext-score-1 value (docs/receipts.md "Score receipts"). */
+static void render_score_value(cis2_sb *b, const cis2_receipt *r, int k)
+{
+    char t[32];
+    switch (k) {
+    case K_CTX_FROM: cis2_sb_str(b, from_word(r->ctx_from)); break;
+    case K_CONT_FROM: cis2_sb_str(b, from_word(r->cont_from)); break;
+    case K_CTX_HEX:
+        if (r->ctx_len) cis2_sb_hex(b, r->ctx_bytes, r->ctx_len);
+        else cis2_sb_str(b, "none");
+        break;
+    case K_CONT_HEX:
+        if (r->cont_len) cis2_sb_hex(b, r->cont_bytes, r->cont_len);
+        else cis2_sb_str(b, "none");
+        break;
+    case K_CTX_IDS:
+        if (r->n_ctx) cis2_sb_csv(b, r->ctx_ids, r->n_ctx);
+        else cis2_sb_str(b, "none");
+        break;
+    case K_CONT_IDS: cis2_sb_csv(b, r->cont_ids, r->n_cont); break;
+    case K_FIRST: snprintf(t, sizeof t, "%u", r->first_scored); cis2_sb_str(b, t); break;
+    case K_TOP_N: snprintf(t, sizeof t, "%u", r->top_n); cis2_sb_str(b, t); break;
+    case K_LP_BITS:
+        if (!r->n_lp) cis2_sb_str(b, "none");
+        for (size_t i = 0; i < r->n_lp; i++) {
+            snprintf(t, sizeof t, i ? ",%08x" : "%08x", r->lp_bits[i]);
+            cis2_sb_str(b, t);
+        }
+        break;
+    case K_ALL_GREEDY: cis2_sb_str(b, r->all_greedy ? "1" : "0"); break;
+    case K_SUM: snprintf(t, sizeof t, "%08x", r->sum_bits); cis2_sb_str(b, t); break;
+    case K_SUM64: snprintf(t, sizeof t, "%016llx", (unsigned long long)r->sum_f64_bits); cis2_sb_str(b, t); break;
+    case K_LP_DIGEST: cis2_sb_hex(b, r->logprob_digest, 32); break;
+    }
+}
+
 static void render_value(cis2_sb *b, const cis2_receipt *r, int k, const char *params)
 {
     char t[32];
     switch (k) {
     case K_SPEC: cis2_sb_str(b, r->spec_version); break;
-    case K_EXTENSION: cis2_sb_str(b, "sampling-1"); break;
+    case K_EXTENSION: cis2_sb_str(b, r->score ? "score-1" : "sampling-1"); break;
     case K_WEIGHTS: cis2_sb_hex(b, r->weights_sha, 32); break;
     case K_CONFIG: cis2_sb_hex(b, r->config_sha, 32); break;
     case K_TOKENIZER: cis2_sb_hex(b, r->tokenizer_sha, 32); break;
@@ -159,6 +220,10 @@ static void render_value(cis2_sb *b, const cis2_receipt *r, int k, const char *p
     case K_WITNESS: cis2_sb_hex(b, r->witness, 32); break;
     case K_PARAMS: cis2_sb_hex(b, r->params_digest, 32); break;
     case K_FINISH: cis2_sb_str(b, finish_word(r->finish) ? finish_word(r->finish) : "?"); break;
+    case K_CTX_FROM: case K_CONT_FROM: case K_CTX_HEX: case K_CONT_HEX: case K_CTX_IDS: case K_CONT_IDS:
+    case K_FIRST: case K_TOP_N: case K_LP_BITS: case K_ALL_GREEDY: case K_SUM: case K_SUM64: case K_LP_DIGEST:
+        render_score_value(b, r, k);
+        break;
     default: { /* max-toks .. stop-strings: exactly the §S7.5 block's line */
         const char *key = names[k], *p = params;
         size_t kl = strlen(key);
@@ -176,15 +241,18 @@ int cis2_receipt_render(const cis2_receipt *r, char **out, size_t *len, cis2_err
     *len = 0;
     if (!token_ok(r->spec_version, sizeof r->spec_version) || !token_ok(r->dtype, sizeof r->dtype))
         return cis2_fail(err, CIS2_E_FORMAT, "receipt: spec-version and dtype must be non-empty printable ASCII without spaces");
-    if (r->prompt_len == 0 || r->n_prompt == 0 || r->gen_toks == 0 || !r->generated)
+    if (r->score) {
+        if (!r->n_cont || !r->cont_ids || r->n_lp + r->first_scored != r->n_cont || (r->n_ctx == 0) != (r->ctx_from == CIS2_FROM_NONE))
+            return cis2_fail(err, CIS2_E_FORMAT, "score receipt: no continuation, or parts that do not fit together");
+    } else if (r->prompt_len == 0 || r->n_prompt == 0 || r->gen_toks == 0 || !r->generated)
         return cis2_fail(err, CIS2_E_FORMAT, "receipt: empty prompt, prompt ids or generated ids");
     if (r->ext && !finish_word(r->finish)) return cis2_fail(err, CIS2_E_FORMAT, "receipt: no finish reason");
     char *params = r->ext ? cis2_receipt_params_block(r) : NULL;
     if (r->ext && !params) return cis2_fail(err, CIS2_E_NOMEM, "receipt: out of memory");
     size_t nk;
-    const int *order = order_of(r->ext, &nk);
+    const int *order = order_of(kind_of(r), &nk);
     cis2_sb b = {0};
-    cis2_sb_str(&b, r->ext ? CIS2_RECEIPT_EXT_MAGIC "\n" : CIS2_RECEIPT_MAGIC "\n");
+    cis2_sb_str(&b, r->score ? CIS2_RECEIPT_SCORE_MAGIC "\n" : r->ext ? CIS2_RECEIPT_EXT_MAGIC "\n" : CIS2_RECEIPT_MAGIC "\n");
     for (size_t i = 0; i < nk; i++) {
         cis2_sb_str(&b, names[order[i]]);
         cis2_sb_put(&b, " ", 1);
@@ -315,6 +383,96 @@ static const char *parse_token(const char *v, size_t n, char *out, size_t cap)
 
 static int is_word(const char *v, size_t n, const char *w) { return strlen(w) == n && !memcmp(v, w, n); }
 
+/* ------------------------------------------- ext-score-1 values and rules */
+
+static const char *parse_from(const char *v, size_t n, int *out, int none_ok)
+{
+    if (is_word(v, n, "text")) *out = CIS2_FROM_TEXT;
+    else if (is_word(v, n, "ids")) *out = CIS2_FROM_IDS;
+    else if (none_ok && is_word(v, n, "none")) *out = CIS2_FROM_NONE;
+    else return none_ok ? "must be none, text or ids" : "must be text or ids";
+    return NULL;
+}
+
+/* `none` (no bytes) or lowercase hex of an even length */
+static const char *parse_bytes(const char *v, size_t n, uint8_t **out, size_t *len)
+{
+    if (is_word(v, n, "none")) return NULL;
+    if (n % 2) return "odd number of hex digits";
+    if (!(*out = malloc(n / 2))) return "out of memory";
+    *len = n / 2;
+    return parse_hex(v, n, *out, n / 2, "not lowercase hex (or none)");
+}
+
+static const char *parse_bits_csv(const char *v, size_t n, cis2_receipt *r)
+{
+    if (is_word(v, n, "none")) return NULL;
+    if ((n + 1) % 9) return "not a comma-separated list of 8-digit lowercase hex bit patterns";
+    size_t k = (n + 1) / 9;
+    if (!(r->lp_bits = malloc(k * sizeof *r->lp_bits))) return "out of memory";
+    for (size_t i = 0; i < k; i++) {
+        if (i + 1 < k && v[9 * i + 8] != ',') return "not a comma-separated list of 8-digit lowercase hex bit patterns";
+        float f;
+        const char *why = parse_bits(v + 9 * i, 8, &f);
+        if (why) return why;
+        r->lp_bits[i] = fbits(f);
+    }
+    r->n_lp = k;
+    return NULL;
+}
+
+static const char *parse_score_value(int k, const char *v, size_t n, cis2_receipt *r)
+{
+    const char *why;
+    uint8_t b[8];
+    switch (k) {
+    case K_CTX_FROM: return parse_from(v, n, &r->ctx_from, 1);
+    case K_CONT_FROM: return parse_from(v, n, &r->cont_from, 0);
+    case K_CTX_HEX: return parse_bytes(v, n, &r->ctx_bytes, &r->ctx_len);
+    case K_CONT_HEX: return parse_bytes(v, n, &r->cont_bytes, &r->cont_len);
+    case K_CTX_IDS: return is_word(v, n, "none") ? NULL : parse_csv(v, n, &r->ctx_ids, &r->n_ctx);
+    case K_CONT_IDS: return parse_csv(v, n, &r->cont_ids, &r->n_cont);
+    case K_FIRST:
+        if (is_word(v, n, "0") || is_word(v, n, "1")) { r->first_scored = (uint32_t)(v[0] - '0'); return NULL; }
+        return "must be 0 or 1";
+    case K_TOP_N:
+        why = parse_u32(v, n, &r->top_n);
+        return why ? why : r->top_n > CIS2_MAX_TOP_LOGPROBS ? "more than 20" : NULL;
+    case K_LP_BITS: return parse_bits_csv(v, n, r);
+    case K_ALL_GREEDY:
+        if (is_word(v, n, "0") || is_word(v, n, "1")) { r->all_greedy = v[0] == '1'; return NULL; }
+        return "must be 0 or 1";
+    case K_SUM: {
+        float f;
+        why = parse_bits(v, n, &f);
+        if (!why) r->sum_bits = fbits(f);
+        return why;
+    }
+    case K_SUM64:
+        if ((why = parse_hex(v, n, b, 8, "not a binary64 bit pattern: expected 16 lowercase hex digits"))) return why;
+        r->sum_f64_bits = 0;
+        for (int i = 0; i < 8; i++) r->sum_f64_bits = r->sum_f64_bits << 8 | b[i];
+        return NULL;
+    case K_LP_DIGEST: return parse_digest(v, n, r->logprob_digest);
+    }
+    return "internal: unknown key index";
+}
+
+/* The rules of docs/receipts.md "Score receipts" that need no weights. */
+static const char *score_consistent(const cis2_receipt *r)
+{
+    if ((r->ctx_from == CIS2_FROM_NONE) != (r->n_ctx == 0))
+        return "context-from is none exactly when context-token-ids is none";
+    if (r->ctx_from == CIS2_FROM_NONE && r->ctx_len) return "context-from none with a context-hex";
+    if (r->ctx_from == CIS2_FROM_TEXT && !r->ctx_len) return "context-from text with no context-hex";
+    if (r->cont_from == CIS2_FROM_TEXT && !r->cont_len) return "continuation-from text with no continuation-hex";
+    if (r->first_scored != (r->ctx_from == CIS2_FROM_NONE))
+        return "first-scored is 1 exactly when there is no context (docs/sampling.md §S11.2)";
+    if (r->n_lp + r->first_scored != r->n_cont)
+        return "logprob-bits must have one element per scored continuation token";
+    return NULL;
+}
+
 static const char *parse_value(int k, const char *v, size_t n, cis2_receipt *r)
 {
     const char *why;
@@ -322,11 +480,13 @@ static const char *parse_value(int k, const char *v, size_t n, cis2_receipt *r)
     switch (k) {
     case K_SPEC:
         why = parse_token(v, n, r->spec_version, sizeof r->spec_version);
-        return why ? why : r->ext && strcmp(r->spec_version, CIS2_SPEC_VERSION) ? "spec-version must be 0.3b" : NULL;
-    case K_EXTENSION: return is_word(v, n, "sampling-1") ? NULL : "extension must be sampling-1";
+        return why ? why : (r->ext || r->score) && strcmp(r->spec_version, CIS2_SPEC_VERSION) ? "spec-version must be 0.3b" : NULL;
+    case K_EXTENSION:
+        if (r->score) return is_word(v, n, "score-1") ? NULL : "extension must be score-1";
+        return is_word(v, n, "sampling-1") ? NULL : "extension must be sampling-1";
     case K_DTYPE:
         why = parse_token(v, n, r->dtype, sizeof r->dtype);
-        return why ? why : r->ext && strcmp(r->dtype, "fp32") ? "dtype must be fp32" : NULL;
+        return why ? why : (r->ext || r->score) && strcmp(r->dtype, "fp32") ? "dtype must be fp32" : NULL;
     case K_WEIGHTS: return parse_digest(v, n, r->weights_sha);
     case K_CONFIG: return parse_digest(v, n, r->config_sha);
     case K_TOKENIZER: return parse_digest(v, n, r->tokenizer_sha);
@@ -376,8 +536,8 @@ static const char *parse_value(int k, const char *v, size_t n, cis2_receipt *r)
         if (count != r->gen_toks) return "generated-token-ids length differs from gen-toks";
         return NULL;
     }
+    default: return parse_score_value(k, v, n, r);
     }
-    return "internal: unknown key index";
 }
 
 static int in_list(const uint32_t *v, size_t n, uint32_t t)
@@ -459,8 +619,12 @@ int cis2_receipt_parse_into(const char *buf, size_t len, const char *name, cis2_
             if (n == strlen(CIS2_RECEIPT_EXT_MAGIC) && !memcmp(s, CIS2_RECEIPT_EXT_MAGIC, n)) {
                 r->ext = 1;
                 order = order_of(1, &nk);
+            } else if (n == strlen(CIS2_RECEIPT_SCORE_MAGIC) && !memcmp(s, CIS2_RECEIPT_SCORE_MAGIC, n)) {
+                r->score = 1;
+                order = order_of(2, &nk);
             } else if (n != strlen(CIS2_RECEIPT_MAGIC) || memcmp(s, CIS2_RECEIPT_MAGIC, n))
-                FAIL("%s: line 1: expected '%s' (or '%s')", name, CIS2_RECEIPT_MAGIC, CIS2_RECEIPT_EXT_MAGIC);
+                FAIL("%s: line 1: expected '%s' (or '%s', '%s')", name, CIS2_RECEIPT_MAGIC, CIS2_RECEIPT_EXT_MAGIC,
+                     CIS2_RECEIPT_SCORE_MAGIC);
             continue;
         }
         const char *sp = memchr(s, ' ', n);
@@ -491,6 +655,10 @@ int cis2_receipt_parse_into(const char *buf, size_t len, const char *name, cis2_
     if (r->ext) {
         const char *why = consistent(r, sampler);
         if (why) FAIL("%s: %s (docs/sampling.md §S7.4)", name, why);
+    }
+    if (r->score) {
+        const char *why = score_consistent(r);
+        if (why) FAIL("%s: %s (docs/receipts.md \"Score receipts\")", name, why);
     }
 #undef FAIL
 out:
@@ -637,7 +805,7 @@ const char *cis2_receipt_get(const cis2_receipt *rc, const char *key)
 {
     cis2_receipt *r = (cis2_receipt *)rc; /* the cache is logically const */
     size_t nk;
-    const int *order = order_of(r->ext, &nk);
+    const int *order = order_of(kind_of(r), &nk);
     int k = -1;
     for (size_t i = 0; i < nk; i++)
         if (!strcmp(names[order[i]], key)) k = (int)i;

@@ -13,6 +13,13 @@
  *     temperature top-k top-p min-p seed sequence stop-eos stop-ids
  *     stop-strings params-digest table-digest inv-freq-table-digest gen-toks
  *     finish-reason generated-token-ids token-digest witness-digest
+ *   "CIS-2-RECEIPT ext-score-1" (docs/receipts.md "Score receipts"): a
+ *     scoring request (docs/sampling.md §S11).  22 keys: spec-version
+ *     extension weights-sha256 config-sha256 tokenizer-sha256 dtype
+ *     table-digest inv-freq-table-digest context-from context-hex
+ *     context-token-ids continuation-from continuation-hex
+ *     continuation-token-ids first-scored top-logprobs logprob-bits
+ *     all-greedy sum-bits sum-f64-bits logprob-digest witness-digest
  * LF line ends (the last line too), one `key value` line per key in that
  * order, one space between.  CSV elements are non-empty, have no leading
  * zeros ("0" itself is fine), and are at most 4294967295.  Values contain
@@ -29,12 +36,18 @@
 
 #define CIS2_RECEIPT_MAGIC "CIS-2-RECEIPT v1"
 #define CIS2_RECEIPT_EXT_MAGIC "CIS-2-RECEIPT ext-sampling-1"
+#define CIS2_RECEIPT_SCORE_MAGIC "CIS-2-RECEIPT ext-score-1"
 #define CIS2_RECEIPT_MAX_FILE (64u << 20) /* larger files are refused (CIS2_E_FORMAT) */
 #define CIS2_RECEIPT_NKEYS 13             /* v1 */
 #define CIS2_RECEIPT_EXT_NKEYS 27
+#define CIS2_RECEIPT_SCORE_NKEYS 22
+
+/* where a score receipt's part came from (context-from, continuation-from) */
+enum { CIS2_FROM_NONE = 0, CIS2_FROM_TEXT, CIS2_FROM_IDS };
 
 struct cis2_receipt {
-    int ext;                        /* 0: v1, 1: ext-sampling-1 */
+    int ext;                        /* 0: v1 (or ext-score-1), 1: ext-sampling-1 */
+    int score;                      /* 1: ext-score-1 (ext is 0) */
     char spec_version[32];          /* printable ASCII, no whitespace */
     uint8_t weights_sha[32], config_sha[32], tokenizer_sha[32];
     uint8_t *prompt;                /* raw bytes (malloc'ed) */
@@ -60,6 +73,22 @@ struct cis2_receipt {
     size_t n_stop_str;
     uint8_t params_digest[32];
     int finish;                     /* enum cis2_finish */
+    /* ext-score-1 only (docs/receipts.md "Score receipts"); weights..inv-freq
+     * and witness above are shared.  Parts: the context (may be none) and
+     * the continuation; bytes malloc'ed (NULL when none), ids malloc'ed. */
+    int ctx_from, cont_from;        /* CIS2_FROM_* */
+    uint8_t *ctx_bytes, *cont_bytes;
+    size_t ctx_len, cont_len;
+    uint32_t *ctx_ids, *cont_ids;
+    size_t n_ctx, n_cont;
+    uint32_t first_scored;          /* 1 with no context, else 0 (§S11.2) */
+    uint32_t top_n;                 /* top-logprobs, 0..20 */
+    uint32_t *lp_bits;              /* the scored tokens' logprob bits (n_cont - first_scored) */
+    size_t n_lp;
+    int all_greedy;
+    uint32_t sum_bits;
+    uint64_t sum_f64_bits;
+    uint8_t logprob_digest[32];
     /* bookkeeping */
     char *source;                   /* the name it was parsed under ("" if made) */
     char *get_text;                 /* cis2_receipt_get's cache: the rendered text, */

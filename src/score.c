@@ -25,6 +25,14 @@
  * whose logits score their first continuation token.  Every row computed
  * is the same arithmetic as without sharing.
  *
+ * Score receipts (docs/receipts.md "Score receipts"): with a witness
+ * asked for (cis2_score_run), each request also keeps one SHA-256 stream,
+ * begun with §12.1 items 1-6 over context ++ continuation ids and the
+ * context's length (u32 LE), then fed, for every scored token in token
+ * order, its row's V logits (witness.h: canonical NaN) and the token (u32
+ * LE); the rows of one request lie together in a pass, so requests hash
+ * in parallel, each its rows in order.  Without it nothing is hashed.
+ *
  * Memory: a pass holds at most SCORE_ROWS rows and SCORE_LOGIT_BYTES of
  * logits; requests are admitted while their KV caches fit in
  * SCORE_KV_BUDGET (always at least one).
@@ -33,6 +41,8 @@
 #include "kernels.h"
 #include "model.h"
 #include "sample.h"
+#include "score.h"
+#include "witness.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +64,8 @@ typedef struct sjob {
     size_t kv_bytes;
     struct sjob *donor;      /* waits for donor's positions [0, shared) */
     size_t shared;
+    cis2_sha w;              /* the receipt's witness (w_on) */
+    int w_on;
 } sjob;
 
 static uint32_t job_token(const sjob *j, size_t p)
@@ -221,6 +233,30 @@ static void fig_task(void *vctx, size_t c)
     }
 }
 
+/* The witness of a pass's rows: segment c is one job's rows, in order. */
+typedef struct hash_ctx { const lrow *rows; const size_t *seg; size_t V; } hash_ctx;
+
+static void hash_task(void *vctx, size_t c)
+{
+    hash_ctx *h = vctx;
+    for (size_t i = h->seg[c]; i < h->seg[c + 1]; i++) {
+        const lrow *lr = &h->rows[i];
+        cis2_witness_logits(&lr->j->w, lr->x, h->V);
+        cis2_witness_token(&lr->j->w, lr->j->res->ids[lr->k]);
+    }
+}
+
+static void hash_pass(const cis2_ctx *cx, const lrow *rows, size_t n, size_t V, size_t *seg)
+{
+    size_t ns = 0;
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].j->w_on && (i == 0 || rows[i].j != rows[i - 1].j)) seg[ns++] = i;
+    if (!ns) return;
+    seg[ns] = n;
+    hash_ctx h = {rows, seg, V};
+    cis2_parallel_for(cx, ns, hash_task, &h);
+}
+
 /* §S11.3: the sums over the scored tokens, in token order. */
 static void sums(cis2_score_result *r)
 {
@@ -254,12 +290,13 @@ static int run_jobs(const cis2_engine *e, const cis2_ctx *cx, sjob *jobs, size_t
     cis2_row *rows = malloc(SCORE_ROWS * sizeof *rows);
     float *logits = malloc(max_log * V * sizeof(float));
     lrow *lrows = malloc(max_log * sizeof *lrows);
+    size_t *seg = malloc((max_log + 1) * sizeof *seg);
     sjob **ord = malloc(n * sizeof *ord);
     cis2_sample_ws sws[SCORE_CHUNKS] = {{0}};
     cis2_ws ws = {0};
     size_t kv_used = 0, running = 0;
     int rc = CIS2_OK;
-    if (!rows || !logits || !lrows || !ord) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); goto out; }
+    if (!rows || !logits || !lrows || !ord || !seg) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); goto out; }
     plan_sharing(jobs, n, ord);
     for (;;) {
         for (size_t i = 0; i < n; i++) { /* admit while the KV caches fit (always one) */
@@ -299,6 +336,7 @@ static int run_jobs(const cis2_engine *e, const cis2_ctx *cx, sjob *jobs, size_t
                 cis2_parallel_for(cx, nch, fig_task, &fc);
                 for (size_t c = 0; c < nch; c++)
                     if (fc.rc[c]) { rc = cis2_fail(err, fc.rc[c], "out of memory in score"); goto out; }
+                hash_pass(cx, lrows, nlog, V, seg);
             }
         }
         for (size_t i = 0; i < n; i++) share_take(ord[i], m); /* before any donor stops */
@@ -325,6 +363,7 @@ out:
     free(rows);
     free(logits);
     free(lrows);
+    free(seg);
     free(ord);
     return rc;
 }
@@ -350,8 +389,29 @@ void cis2_score_results_free(cis2_score_result *results, size_t n)
     free(results);
 }
 
+/* §12.1 items 1-6 over context ++ continuation, then the context's length. */
+static int witness_begin(const cis2_model *m, sjob *j)
+{
+    const cis2_score_result *r = j->res;
+    uint32_t *all = malloc((j->len ? j->len : 1) * sizeof *all);
+    if (!all) return -1;
+    for (size_t p = 0; p < j->len; p++) all[p] = job_token(j, p);
+    int bad = cis2_witness_begin(&j->w, m, all, j->len, NULL);
+    free(all);
+    if (bad) return -1;
+    cis2_sha_u32le(&j->w, (uint32_t)r->n_context);
+    j->w_on = 1;
+    return 0;
+}
+
 int cis2_score(cis2_engine *e, const cis2_score_request *reqs, size_t n, cis2_score_result **results,
                cis2_error *err)
+{
+    return cis2_score_run(e, reqs, n, NULL, results, err);
+}
+
+int cis2_score_run(cis2_engine *e, const cis2_score_request *reqs, size_t n, uint8_t (*witness)[32],
+                   cis2_score_result **results, cis2_error *err)
 {
     if (results) *results = NULL;
     if (!e || !results) return cis2_fail(err, CIS2_E_USAGE, "score: no engine or no place for the results");
@@ -367,12 +427,17 @@ int cis2_score(cis2_engine *e, const cis2_score_request *reqs, size_t n, cis2_sc
     for (size_t i = 0; i < n && !rc; i++) {
         rc = prepare(e, &reqs[i], i, &res[i], err);
         jobs[i] = (sjob){.res = &res[i], .index = i, .len = res[i].n_context + res[i].n_ids, .state = J_WAIT};
+        if (!rc && witness && witness_begin(&e->m, &jobs[i])) rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
     }
     if (!rc) rc = run_jobs(e, &cx, jobs, n, err);
     if (!rc)
         for (size_t i = 0; i < n; i++) sums(&res[i]);
 out:
     ENGINE_LEAVE(f);
+    for (size_t i = 0; jobs && i < n; i++) { /* finalizing also frees a stream */
+        uint8_t dummy[32];
+        if (jobs[i].w_on) cis2_sha_final(&jobs[i].w, rc ? dummy : witness[i]);
+    }
     free(jobs);
     if (rc) {
         cis2_score_results_free(res, n);

@@ -47,6 +47,7 @@
  * their KV caches fit in VERIFY_KV_BUDGET (always at least one).
  */
 #include "verify.h"
+#include "score.h"
 #include "digest.h"
 #include "kernels.h"
 #include "pmath.h"
@@ -518,10 +519,55 @@ static void job_free(vjob *j)
     cis2_stop_state_free(&j->sst);
 }
 
+/* Score receipts (verify_score.c) and the others (below), each verdict in
+ * its receipt's place. */
+static int verify_mixed(cis2_engine *e, cis2_receipt *const *receipts, size_t n, const cis2_verify_opts *o,
+                        const cis2_verify_limits *limits, size_t *rows_computed, cis2_verdict **verdicts,
+                        cis2_error *err)
+{
+    size_t ns = 0, nc = 0;
+    for (size_t i = 0; i < n; i++) ns += receipts[i]->score != 0;
+    cis2_verdict *v = calloc(n, sizeof *v), *sv = calloc(ns, sizeof *sv), *cv = NULL;
+    cis2_receipt **sr = calloc(ns, sizeof *sr), **cr = calloc(n - ns + 1, sizeof *cr);
+    int rc = CIS2_OK;
+    if (!v || !sv || !sr || !cr) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); goto out; }
+    ns = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!receipts[i]->score) { cr[nc++] = receipts[i]; continue; }
+        const char *name = receipts[i]->source && receipts[i]->source[0] ? receipts[i]->source : "receipt";
+        if (cis2_vd_init(&sv[ns], name)) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); goto out; }
+        sr[ns++] = receipts[i];
+    }
+    if (nc && (rc = cis2_verify_ex(e, cr, nc, o, limits, rows_computed, &cv, err))) goto out;
+    if ((rc = cis2_verify_scores(e, sr, ns, o ? o->twice : 0, sv, err))) goto out;
+    for (size_t i = 0; i < ns && !rc; i++) rc = cis2_vd_finish(&sv[i], err);
+    if (rc) goto out;
+    for (size_t i = 0, a = 0, b = 0; i < n; i++) v[i] = receipts[i]->score ? sv[a++] : cv[b++];
+    free(sv);
+    free(cv);
+    free(sr);
+    free(cr);
+    *verdicts = v;
+    return CIS2_OK;
+out:
+    free(v);
+    cis2_verdicts_free(sv, ns);
+    cis2_verdicts_free(cv, nc);
+    free(sr);
+    free(cr);
+    return rc;
+}
+
 int cis2_verify_ex(cis2_engine *e, cis2_receipt *const *receipts, size_t n, const cis2_verify_opts *opts,
                    const cis2_verify_limits *limits, size_t *rows_computed, cis2_verdict **verdicts,
                    cis2_error *err)
 {
+    for (size_t i = 0; i < n; i++)
+        if (receipts[i]->score) {
+            *verdicts = NULL;
+            if (rows_computed) *rows_computed = 0;
+            return verify_mixed(e, receipts, n, opts, limits, rows_computed, verdicts, err);
+        }
     *verdicts = NULL;
     if (rows_computed) *rows_computed = 0;
     cis2_verify_opts dflt = {0};
