@@ -15,11 +15,15 @@
  * 16 receipts of 64 tokens together and one at a time, of 16 prompts and
  * as 16 samples of one prompt of 32 and of 128 tokens), peak RSS;
  * --gen-toks N adds decode tokens/s at positions 16, 512, 2048 (those
- * below N).  A benchmark prints numbers; it asserts nothing.
+ * below N); scoring (issue 35 item 5, docs/sampling.md §S11): 64 tokens
+ * scored (cis2_score) against the prefill of 64, and (not with --quick)
+ * 4 continuations of 8 tokens after one 200-token context scored
+ * together (the context computed once) against each alone.  A benchmark prints numbers; it
+ * asserts nothing.
  *
  * --quick (issue 32 item 10) measures the headline figures only, once
- * each: bandwidth, decode, prefill, batched decode, the §13.1-shaped run
- * and peak RSS (seconds, not minutes: no receipt verification, no scalar
+ * each: bandwidth, decode, prefill, scoring, batched decode, the
+ * §13.1-shaped run and peak RSS (seconds, not minutes: no receipt verification, no scalar
  * kernel, no long positions; JSON "quick": true and without those keys).
  * While it runs, one line per phase goes to stderr with the seconds so
  * far, and after the first measurement a line estimates the rest.
@@ -133,6 +137,69 @@ static int decode_timed(cis2_engine *e, size_t nseq, size_t nprompt, size_t gen,
     cis2_results_free(r, nseq);
     free(q);
     free(ids);
+    return rc;
+}
+
+/* ---- scoring (docs/sampling.md §S11) against prefill ---- */
+#define SCORE_TOKS 64   /* rows of the scoring and prefill figures */
+#define SCORE_CTX 200   /* the shared context (less on a short-context model) */
+#define SCORE_NCONT 4
+#define SCORE_CONT 8
+
+typedef struct sbench {
+    double score_tps;                  /* SCORE_TOKS tokens scored after 1 context token, per s */
+    double together_s, alone_s;        /* SCORE_NCONT continuations: one call, and one call each */
+    size_t ctx;
+} sbench;
+
+static uint32_t bench_id(size_t s, size_t i, size_t V) { return (uint32_t)((s * 131 + i * 7919 + 13) % V); }
+
+static int score_timed(cis2_engine *e, const cis2_score_request *q, size_t n, double *secs, cis2_error *err)
+{
+    cis2_score_result *r = NULL;
+    double t0 = now();
+    int rc = cis2_score(e, q, n, &r, err);
+    *secs = now() - t0;
+    cis2_score_results_free(r, n);
+    return rc;
+}
+
+static int bench_score(cis2_engine *e, int quick, sbench *b, cis2_error *err)
+{
+    const cis2_model_info *mi = cis2_engine_info(e);
+    size_t V = mi->vocab_size, maxpos = mi->max_position_embeddings;
+    b->ctx = SCORE_CTX + SCORE_CONT <= maxpos ? SCORE_CTX : maxpos > SCORE_CONT + 1 ? maxpos - SCORE_CONT : 1;
+    size_t ntok = SCORE_TOKS + 1 <= maxpos ? SCORE_TOKS : maxpos - 1;
+    uint32_t ids[SCORE_CTX + SCORE_TOKS + SCORE_NCONT * SCORE_CONT];
+    for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) ids[i] = bench_id(3, i, V);
+    int rc = CIS2_OK, reps = quick ? 1 : 2;
+    double t;
+    if (quick) phase("scoring: %zu tokens", ntok);
+    else
+        phase("scoring: %zu tokens; %d continuations of %d after a %zu-token context, together and alone", ntok,
+              SCORE_NCONT, SCORE_CONT, b->ctx);
+    cis2_score_request one = {.context_ids = ids, .n_context_ids = 1, .continuation_ids = ids + 1,
+                              .n_continuation_ids = ntok};
+    cis2_score_request q[SCORE_NCONT];
+    for (size_t k = 0; k < SCORE_NCONT; k++)
+        q[k] = (cis2_score_request){.context_ids = ids, .n_context_ids = b->ctx,
+                                    .continuation_ids = ids + SCORE_CTX + SCORE_TOKS + k * SCORE_CONT,
+                                    .n_continuation_ids = SCORE_CONT};
+    b->score_tps = 0;
+    b->together_s = b->alone_s = 1e30;
+    for (int rep = 0; rep < reps && !rc; rep++) { /* the best of reps each */
+        if ((rc = score_timed(e, &one, 1, &t, err))) break;
+        if ((double)ntok / t > b->score_tps) b->score_tps = (double)ntok / t;
+        if (quick) { b->together_s = b->alone_s = 0; break; } /* --quick: the ratio to prefill only */
+        if ((rc = score_timed(e, q, SCORE_NCONT, &t, err))) break;
+        if (t < b->together_s) b->together_s = t;
+        double sum = 0;
+        for (size_t k = 0; k < SCORE_NCONT && !rc; k++) {
+            rc = score_timed(e, &q[k], 1, &t, err);
+            sum += t;
+        }
+        if (sum < b->alone_s) b->alone_s = sum;
+    }
     return rc;
 }
 
@@ -305,6 +372,7 @@ typedef struct bench_res {
     double bw, ms_tok, bound_ms, prefill_tps, batch_tps[4], long_tps[3], t_full, t_open, scalar_ms, rss_mb;
     size_t weight_bytes;
     vbench vb;
+    sbench sb;
 } bench_res;
 
 static const size_t batches[4] = {1, 4, 8, 16};
@@ -330,6 +398,7 @@ static int measure(cis2_engine *e, size_t long_gen, int quick, bench_res *b, cis
     phase("prefill: %zu tokens", npre);
     if ((rc = decode_timed(e, 1, npre, 1, &tp, err))) return rc;
     b->prefill_tps = (double)npre / (tp.t_first - tp.t0);
+    if ((rc = bench_score(e, quick, &b->sb, err))) return rc;
     phase("batched decode: batch 1, 4, 8, 16%s", quick ? "" : ", the better of two runs each");
     for (int k = 0; k < 4; k++) { /* the better of two runs: batch 1 is the noisiest figure */
         b->batch_tps[k] = 0;
@@ -380,6 +449,19 @@ static void print_json(const bench_res *b, size_t long_gen)
     json_object_set_new(o, "bound_ms_per_token", json_real(b->bound_ms));
     json_object_set_new(o, "ratio_to_bound", json_real(b->ms_tok / b->bound_ms));
     json_object_set_new(o, "prefill_tokens_per_s", json_real(b->prefill_tps));
+    json_t *sc = json_object(); /* issue 35 item 5: goals >= 0.9x prefill, >= 2.5x by the shared context */
+    json_object_set_new(sc, "tokens", json_integer(SCORE_TOKS));
+    json_object_set_new(sc, "score_tokens_per_s", json_real(b->sb.score_tps));
+    json_object_set_new(sc, "ratio_to_prefill", json_real(b->sb.score_tps / b->prefill_tps));
+    if (!b->quick) {
+        json_object_set_new(sc, "context_tokens", json_integer((json_int_t)b->sb.ctx));
+        json_object_set_new(sc, "continuations", json_integer(SCORE_NCONT));
+        json_object_set_new(sc, "continuation_tokens", json_integer(SCORE_CONT));
+        json_object_set_new(sc, "together_s_per_continuation", json_real(b->sb.together_s / SCORE_NCONT));
+        json_object_set_new(sc, "alone_s_per_continuation", json_real(b->sb.alone_s / SCORE_NCONT));
+        json_object_set_new(sc, "shared_context_gain", json_real(b->sb.alone_s / b->sb.together_s));
+    }
+    json_object_set_new(o, "score", sc);
     json_t *bt = json_object();
     for (int k = 0; k < 4; k++) {
         char key[8];
@@ -459,6 +541,12 @@ static void print_table(const bench_res *b)
     printf("decode                    %.2f ms/token (%.1f tokens/s)\n", b->ms_tok, 1e3 / b->ms_tok);
     printf("bandwidth bound           %.2f ms/token (achieved/bound = %.2fx)\n", b->bound_ms, b->ms_tok / b->bound_ms);
     printf("prefill (64 tokens)       %.1f tokens/s\n", b->prefill_tps);
+    printf("scoring (%d tokens)       %.1f tokens/s (%.2fx prefill)\n", SCORE_TOKS, b->sb.score_tps,
+           b->sb.score_tps / b->prefill_tps);
+    if (!b->quick)
+        printf("score %d x %d-token continuations of one %zu-token context: %.4f s each together, %.4f s alone (%.1fx)\n",
+           SCORE_NCONT, SCORE_CONT, b->sb.ctx, b->sb.together_s / SCORE_NCONT, b->sb.alone_s / SCORE_NCONT,
+           b->sb.alone_s / b->sb.together_s);
     for (int k = 0; k < 4; k++)
         printf("batched decode, batch %-3zu %.1f tokens/s (%.2fx batch 1)\n", batches[k], b->batch_tps[k],
                b->batch_tps[k] / b->batch_tps[0]);
