@@ -36,7 +36,9 @@
  *     (no job).  vLLM's prompt_logprobs (0..20) asks for the scores in its
  *     shape.  The scores are cis2_score's (docs/sampling.md §S11: the
  *     prompt as a continuation without context), computed here on the HTTP
- *     thread (score_prompts), as /v1/verify computes its prefills.
+ *     thread (score_prompts), as /v1/verify computes its prefills, and
+ *     bounded as /v1/verify is: more than --verify-max-tokens prompt tokens
+ *     in all is 413 score_too_large before any work.
  */
 #include "serve.h"
 
@@ -544,6 +546,13 @@ static int score_prompts(const serve_ctx *sc, serve_call *c, serve_err *e)
     if (!(c->echo && c->logprobs) && !c->prompt_lp) return 0;
     unsigned top = c->prompt_lp ? c->prompt_lp_top : 0;
     if (c->echo && c->logprobs && c->top_logprobs > top) top = c->top_logprobs;
+    size_t work = 0; /* the positions the scoring computes: bounded as /v1/verify's (issue 35) */
+    for (size_t i = 0; i < c->n_prompts; i++) work += c->prompts[i].n_tokens;
+    if (work > sc->cfg.verify_max_tokens)
+        return serve_fail(e, 413, "score_too_large", c->echo ? "echo" : "prompt_logprobs",
+                          "scoring the prompts takes %zu tokens in all; this server scores at most %zu in one request "
+                          "(--verify-max-tokens): send fewer or shorter prompts at a time", work,
+                          sc->cfg.verify_max_tokens);
     cis2_score_request *rq = calloc(c->n_prompts, sizeof *rq);
     if (!rq) return serve_fail(e, 500, NULL, NULL, "out of memory");
     for (size_t i = 0; i < c->n_prompts; i++) {

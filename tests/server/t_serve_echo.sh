@@ -13,7 +13,10 @@
 #     prompt_logprobs, and the refusals (400 naming the parameter);
 #   - the official openai npm client (tests/server/client.js echo) parses
 #     the echoed responses, its decimals the bits of the cis2 object, which
-#     are compared with cis2 score here.
+#     are compared with cis2 score here;
+#   - the scoring budget: over --verify-max-tokens prompt tokens in all is
+#     413 score_too_large (echo with logprobs, prompt_logprobs), at or
+#     under it 200, echo without logprobs unbounded (nothing is scored).
 set -u
 . tests/lib.sh
 PY=/usr/bin/python3
@@ -47,4 +50,22 @@ PYEOF
 else
     echo "skip: the openai npm client part (node or tests/server/node_modules missing: tools/install-deps)"
 fi
+echo "== the scoring budget: more than --verify-max-tokens prompt tokens is 413 score_too_large, before any work"
+start small "$d/tiny" --timeout 30 --verify-max-tokens 20
+S="http://127.0.0.1:$port_small"
+post() { # BODY -> status and body in $d/post.out
+    curl -s -o "$d/post.out" -w '%{http_code}' -H 'Content-Type: application/json' -d "$1" "$S/v1/completions"
+}
+long='"a b c d e f g h i j k l"'   # 23 tokens with this byte-level tokenizer (> 20)
+st=$(post '{"model":"tiny","prompt":'"$long"',"echo":true,"logprobs":1,"max_tokens":0}')
+[ "$st" = 413 ] && grep -q '"code": *"score_too_large"' "$d/post.out" && grep -q 'verify-max-tokens' "$d/post.out" \
+    || { cat "$d/post.out"; fail "echo over the budget: $st"; }
+st=$(post '{"model":"tiny","prompt":'"$long"',"prompt_logprobs":0,"max_tokens":1}')
+[ "$st" = 413 ] && grep -q '"score_too_large"' "$d/post.out" || { cat "$d/post.out"; fail "prompt_logprobs over the budget: $st"; }
+st=$(post '{"model":"tiny","prompt":["a b c d e","f g h i j"],"echo":true,"logprobs":1,"max_tokens":0}')
+[ "$st" = 200 ] || { cat "$d/post.out"; fail "two prompts of 9 tokens (18 <= 20): $st"; }
+st=$(post '{"model":"tiny","prompt":["a b c d e","f g h i j k l"],"echo":true,"logprobs":1,"max_tokens":0}')
+[ "$st" = 413 ] || { cat "$d/post.out"; fail "two prompts of 9 and 13 tokens (the sum, 22, counts): $st"; }
+st=$(post '{"model":"tiny","prompt":'"$long"',"echo":true,"max_tokens":1}')
+[ "$st" = 200 ] || { cat "$d/post.out"; fail "echo without logprobs scores nothing, so no budget: $st"; }
 echo "serve echo: all checks passed"
