@@ -16,15 +16,18 @@ configparser, ```sh (the Slurm script), ```haproxy, and checks:
     the Service selects the pods' labels and targets that port
   Indexed Job: completionMode Indexed; `cis2 verify --manifest ... --shard
     auto --shard-count N` with N = completions, --verdicts named by
-    $JOB_COMPLETION_INDEX; restartPolicy Never; the model mounted read-only
+    $JOB_COMPLETION_INDEX, the pod a success once that file is written;
+    restartPolicy Never; the model mounted read-only
   Slurm script: #SBATCH --array=0-(N-1); `cis2 verify --manifest --shard
     auto --verdicts` named by $SLURM_ARRAY_TASK_ID, no --shard-count
   systemd unit: ExecStart `cis2 serve --port %i --model-dir D` with D under
     ReadOnlyPaths; KillSignal=SIGTERM; TimeoutStopSec >= --drain-timeout + 5
   HAProxy: the backend checks GET /health expecting 200
 
-Writes OUTDIR/slurm.sh and OUTDIR/unit.service (the blocks as written) for
-the shell test to run and to hand to systemd-analyze.  Exit 1 naming the
+Writes OUTDIR/slurm.sh, OUTDIR/unit.service and OUTDIR/job.sh (the Job's
+sh -c command) as written, and OUTDIR/job.env (its completions, model
+directory and manifest), for the shell test to run and to hand to
+systemd-analyze.  Exit 1 naming the
 first broken promise.
 """
 import configparser
@@ -144,16 +147,24 @@ check(job.get("completionMode") == "Indexed", "the Job is not Indexed")
 check(jpod.get("restartPolicy") == "Never", "the Job's pods restart (restartPolicy is not Never)")
 jc = jpod["containers"][0]
 check(jc["command"][:2] == ["sh", "-c"], "the Job's command is not sh -c")
-argv = shlex.split(jc["command"][2])
-check(argv[:3] == ["exec", "cis2", "verify"], "the Job does not exec `cis2 verify`")
-jo = opts(argv[3:], "verify")
+runs = [shlex.split(part) for part in jc["command"][2].split(";")]
+runs = [a for a in runs if a[:2] == ["cis2", "verify"]]
+check(len(runs) == 1, "the Job does not run `cis2 verify` once")
+out = re.match(r"\s*out=(\S+);", jc["command"][2])
+check(out, "the Job's command does not start by naming its verdict file (out=...)")
+jo = opts(runs[0][2:], "verify")
+check(jo.get("--verdicts") == "$out" and "$JOB_COMPLETION_INDEX" in out.group(1),
+      "the Job's --verdicts is not $out, named by $JOB_COMPLETION_INDEX")
+check(re.search(r"\[ -s \$out \] && exit 0; exit \$rc\"?$", jc["command"][2]), "the Job does not exit 0 when its verdicts are written")
 check(jo.get("--shard") == "auto", "the Job does not verify with --shard auto")
 check(int(jo.get("--shard-count", -1)) == job["completions"],
       "--shard-count %s != completions %s" % (jo.get("--shard-count"), job["completions"]))
-check("--manifest" in jo and "$JOB_COMPLETION_INDEX" in str(jo.get("--verdicts")),
-      "the Job needs --manifest and --verdicts named by $JOB_COMPLETION_INDEX")
+check("--manifest" in jo, "the Job needs --manifest")
 check(str(jc["resources"]["requests"]["cpu"]) == jo.get("--threads"), "the Job's requests.cpu != --threads")
 mounts_readonly(jpod, jc, jo["--model-dir"])
+open(os.path.join(outdir, "job.sh"), "w").write(jc["command"][2] + "\n")
+open(os.path.join(outdir, "job.env"), "w").write("JOB_COMPLETIONS=%d\nJOB_MODEL_DIR=%s\nJOB_MANIFEST=%s\n" % (
+    job["completions"], jo["--model-dir"], jo["--manifest"]))
 
 # ---- Slurm array
 sh = blocks["sh"][0]

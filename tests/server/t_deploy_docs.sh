@@ -14,7 +14,9 @@
 #     SLURM_ARRAY_TASK_* variables) over a manifest of receipts of the tiny
 #     synthetic checkpoint, one of them doctored: `cis2 verify --merge` of
 #     their verdict files prints exactly what the unsharded `cis2 verify
-#     --manifest` prints, with its exit status
+#     --manifest` prints, with its exit status; so does the Indexed Job's
+#     command (its paths moved here) run as its pods 0..completions-1,
+#     each exiting 0 once its verdicts are written (one receipt is bad)
 set -u
 . tests/lib.sh
 PY=/usr/bin/python3
@@ -80,4 +82,24 @@ done
 rc_merge=0; "$CIS2" verify --merge "$d"/verdicts/shard-*.jsonl > "$d/merge.out" 2>&1 || rc_merge=$?
 [ $rc_merge -eq $rc_one ] || fail "the merge exits $rc_merge, the unsharded run $rc_one"
 cmp -s "$d/merge.out" "$d/one.out" || fail "the merge prints otherwise than the unsharded run: $(diff "$d/one.out" "$d/merge.out" | head)"
-echo "PASS: docs/deploy.md's manifests, and its Slurm script as a 4-task array equals one unsharded run"
+echo "== the Indexed Job's command, as its pods 0..completions-1 run it"
+# its paths moved here: the model to the tiny checkpoint, /work/ to $d/work/
+. "$d/job.env"
+mkdir -p "$d/work/verdicts"
+cp "$d"/r/*.receipt "$d/work/"
+cp "$d/r/manifest.txt" "$d/work/${JOB_MANIFEST##*/}"
+sed -e "s|$JOB_MODEL_DIR|$d/tiny|g" -e "s|/work/|$d/work/|g" "$d/job.sh" > "$d/job2.sh"
+! grep -q -e "$JOB_MODEL_DIR" -e ' /work/' "$d/job2.sh" || fail "the Job's paths were not all moved: $(cat "$d/job2.sh")"
+id=0
+while [ $id -lt "$JOB_COMPLETIONS" ]; do
+    rc=0
+    env PATH="$d/bin:$PATH" JOB_COMPLETION_INDEX=$id sh "$d/job2.sh" > "$d/pod$id.out" 2>&1 || rc=$?
+    [ $rc -eq 0 ] || fail "pod $id exited $rc (0 once its verdicts are written): $(cat "$d/pod$id.out")"
+    id=$((id + 1))
+done
+rc_merge=0; "$CIS2" verify --merge "$d"/work/verdicts/shard-*.jsonl > "$d/merge2.out" 2>&1 || rc_merge=$?
+[ $rc_merge -eq $rc_one ] || fail "the Job's merge exits $rc_merge, the unsharded run $rc_one"
+# the names are the receipts' paths: here under $d/work, there under $d/r
+sed "s|$d/work/|$d/r/|g" "$d/merge2.out" > "$d/merge2.norm"
+cmp -s "$d/merge2.norm" "$d/one.out" || fail "the Job's merge prints otherwise than the unsharded run: $(diff "$d/one.out" "$d/merge2.norm" | head)"
+echo "PASS: docs/deploy.md's manifests; its Slurm script as a 4-task array and its Indexed Job's $JOB_COMPLETIONS pods each equal one unsharded run"
