@@ -4,7 +4,8 @@
  *
  * Every architecture field is read from the file (§2.2: never hard-coded).
  * Optional fields take transformers' LlamaConfig defaults:
- *   num_key_value_heads = num_attention_heads, head_dim = hidden/heads,
+ *   num_key_value_heads = num_attention_heads, head_dim = hidden/heads
+ *   (Qwen3Config's 128 for qwen3),
  *   max_position_embeddings = 2048, rope_theta = 10000.0 (given at the top
  *   level, in rope_parameters (transformers 5) or in rope_scaling),
  *   tie_word_embeddings = false, hidden_act = "silu".
@@ -18,15 +19,17 @@
  * describes), one line naming the file and the key: a key not in the
  * table; a neutral key at another value (rope_interleaved or use_mrope
  * true, soft-capping, partial_rotary_factor != 1, ...); model_type other
- * than llama/qwen2; hidden_act other than silu; RoPE other than §7's
- * plain construction (rope_parameters / rope_scaling with a rope_type
- * other than "default", or any member but rope_type, rope_theta and
- * partial_rotary_factor 1); two RoPE bases that disagree (rope_theta,
+ * than llama/qwen2/mistral/qwen3; hidden_act other than silu; RoPE other
+ * than §7's plain construction or Llama 3.1's "llama3" rescaling
+ * (docs/models.md §M1: rope_parameters / rope_scaling with another
+ * rope_type, or any member but rope_type, rope_theta, partial_rotary_factor
+ * 1 and llama3's four); two RoPE bases that disagree (rope_theta,
  * rope_parameters.rope_theta, rope_scaling.rope_theta); sliding-window
  * attention (use_sliding_window true, a sliding_window that could act,
  * layer_types other than "full_attention"); llama mlp_bias true (§10 has
  * no MLP biases); and an explicit head_dim with heads*head_dim !=
- * hidden_size (§2.5 pins q_proj/o_proj as [hidden, hidden]).
+ * hidden_size (§2.5 pins q_proj/o_proj as [hidden, hidden]) except for
+ * qwen3 (docs/models.md §M2: q_proj [heads*head_dim, hidden]).
  * pretraining_tp (any positive integer) is accepted: it split a training
  * run's matmuls, and §5 fixes every sum's order whatever it says.
  *
@@ -35,7 +38,9 @@
  * model_type) has q/k/v and o_proj biases exactly when attention_bias is
  * true, MLP biases when mlp_bias is true; qwen2 always has q/k/v biases and
  * never o_proj or MLP biases, whatever attention_bias / mlp_bias say (its
- * modeling code does not read them).  Both must be booleans when present.
+ * modeling code does not read them); qwen3 has q_norm/k_norm weights per
+ * layer, no MLP biases whatever mlp_bias says, and attention_bias true
+ * (q/k/v and o_proj biases) refused.  Both must be booleans when present.
  *
  * Memory: the file is read once (fileio.h, at most 16 MiB) and its JSON
  * cost bounded before parsing (jsonlim.h, CIS2_CFG_MAX_JSON_COST).
@@ -50,6 +55,7 @@
 #include "digest.h"
 #include "fileio.h"
 #include "jsonlim.h"
+#include "pmath.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -101,7 +107,8 @@ uint64_t cis2_config_param_count(const cis2_config *c, int qkv_bias)
     uint64_t H = (uint64_t)c->hidden_size, I = (uint64_t)c->intermediate_size, V = (uint64_t)c->vocab_size;
     uint64_t KV = (uint64_t)c->num_key_value_heads * (uint64_t)c->head_dim;
     uint64_t Q = (uint64_t)c->num_attention_heads * (uint64_t)c->head_dim;
-    uint64_t layer = 2 * H + Q * H + 2 * KV * H + H * Q + 3 * I * H + (qkv_bias ? Q + 2 * KV : 0);
+    uint64_t layer = 2 * H + Q * H + 2 * KV * H + H * Q + 3 * I * H + (qkv_bias ? Q + 2 * KV : 0) +
+                     (cis2_config_qk_norm(c) ? 2 * (uint64_t)c->head_dim : 0);
     return V * H + (uint64_t)c->num_hidden_layers * layer + H + (c->tie_word_embeddings ? 0 : V * H);
 }
 
@@ -241,7 +248,7 @@ static const key_rule KEYS[] = {
     {"resid_pdrop", KEY_INERT, NULL, NULL},
     {"is_llama_config", KEY_INERT, NULL, NULL},
     {"max_window_layers", KEY_INERT, NULL, NULL},             /* acts only with use_sliding_window true (refused) */
-    {"original_max_position_embeddings", KEY_INERT, NULL, NULL}, /* acts only with scaled RoPE (refused) */
+    {"original_max_position_embeddings", KEY_INERT, NULL, NULL}, /* llama3 reads rope_scaling's, not this */
     {"output_attentions", KEY_INERT, NULL, NULL},
     {"output_hidden_states", KEY_INERT, NULL, NULL},
     {"return_dict", KEY_INERT, NULL, NULL},
@@ -339,7 +346,52 @@ static int theta_take(theta_src *t, const json_t *v, const char *from, const cha
     return CIS2_OK;
 }
 
-static int rope_object(json_t *root, const char *key, theta_src *th, const char *name, cis2_error *err)
+/* rope_type "llama3" (docs/models.md §M1): transformers'
+ * _compute_llama3_parameters reads exactly these four members, all
+ * required.  Checked so that the f32 table of §M1 is finite and its
+ * medium band well defined: factor >= 1, 0 < low_freq_factor <
+ * high_freq_factor, each finite also as f32, and
+ * original_max_position_embeddings an integer in [1, 2^24] (exact in f32). */
+static int llama3_params(cis2_config *c, json_t *o, const char *key, const char *name, cis2_error *err)
+{
+    static const char *const need[4] = {"factor", "low_freq_factor", "high_freq_factor",
+                                        "original_max_position_embeddings"};
+    double *dst[3] = {&c->l3_factor, &c->l3_low_ff, &c->l3_high_ff};
+    for (int i = 0; i < 4; i++) {
+        json_t *v = opt(o, need[i]);
+        if (!v)
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: %s.%s is missing (rope_type \"llama3\" needs factor, "
+                             "low_freq_factor, high_freq_factor and original_max_position_embeddings)", name, key,
+                             need[i]);
+        if (i == 3) {
+            if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > (1 << 24))
+                return cis2_fail(err, CIS2_E_FORMAT, "%s: %s.original_max_position_embeddings must be an integer "
+                                 "in [1, 16777216]", name, key);
+            c->l3_old_ctx = (int64_t)json_integer_value(v);
+            continue;
+        }
+        if (!json_is_number(v) || !finite_pos(json_number_value(v)) || !finite_pos((double)(float)json_number_value(v)))
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: %s.%s must be a finite number > 0 (also as f32)", name, key,
+                             need[i]);
+        *dst[i] = json_number_value(v);
+    }
+    if (!(c->l3_factor >= 1.0))
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: %s.factor %.17g must be >= 1", name, key, c->l3_factor);
+    if (!(c->l3_low_ff < c->l3_high_ff) || !((float)(c->l3_high_ff - c->l3_low_ff) > 0.0f))
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: %s.low_freq_factor (%.17g) must be below high_freq_factor (%.17g)",
+                         name, key, c->l3_low_ff, c->l3_high_ff);
+    c->rope_llama3 = 1;
+    return CIS2_OK;
+}
+
+static int is_llama3_member(const char *sub)
+{
+    return !strcmp(sub, "factor") || !strcmp(sub, "low_freq_factor") || !strcmp(sub, "high_freq_factor") ||
+           !strcmp(sub, "original_max_position_embeddings");
+}
+
+static int rope_object(cis2_config *c, json_t *root, const char *key, theta_src *th, const char *name,
+                       cis2_error *err)
 {
     const char *from = !strcmp(key, "rope_scaling") ? "rope_scaling.rope_theta" : "rope_parameters.rope_theta";
     json_t *o = opt(root, key);
@@ -359,10 +411,14 @@ static int rope_object(json_t *root, const char *key, theta_src *th, const char 
         type = json_string_value(t);
         spelling = k;
     }
-    if (type && strcmp(type, "default"))
+    int llama3 = type && !strcmp(type, "llama3");
+    if (type && strcmp(type, "default") && !llama3)
         return cis2_fail(err, CIS2_E_UNSUPPORTED,
-                         "%s: %s.%s \"%.40s\" is not implemented (cis2 runs plain RoPE, §7: rope_type \"default\")",
-                         name, key, spelling, type);
+                         "%s: %s.%s \"%.40s\" is not implemented (cis2 runs plain RoPE, §7: rope_type \"default\", "
+                         "and Llama 3.1's \"llama3\")", name, key, spelling, type);
+    if (llama3 && c->rope_llama3)
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: rope_parameters and rope_scaling both ask for \"llama3\" "
+                         "scaling: which is meant?", name);
     json_object_foreach(o, sub, v) {
         if (!strcmp(sub, "rope_type") || !strcmp(sub, "type") || json_is_null(v)) continue;
         if (!strcmp(sub, "rope_theta")) {
@@ -371,11 +427,13 @@ static int rope_object(json_t *root, const char *key, theta_src *th, const char 
             continue;
         }
         if (!strcmp(sub, "partial_rotary_factor") && is_one(root, v)) continue;
+        if (llama3 && is_llama3_member(sub)) continue; /* llama3_params */
         show(v, val);
-        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s.%.40s = %s is not implemented (plain RoPE, §7, takes "
-                         "only rope_theta)", name, key, sub, val);
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s.%.40s = %s is not implemented (%s takes only "
+                         "rope_theta%s)", name, key, sub, val, llama3 ? "\"llama3\" RoPE" : "plain RoPE, §7,",
+                         llama3 ? " and its four scaling members" : "");
     }
-    return CIS2_OK;
+    return llama3 ? llama3_params(c, o, key, name, err) : CIS2_OK;
 }
 
 static int parse_rope(cis2_config *c, json_t *root, const char *name, cis2_error *err)
@@ -384,8 +442,8 @@ static int parse_rope(cis2_config *c, json_t *root, const char *name, cis2_error
     json_t *top = opt(root, "rope_theta");
     int rc;
     if ((top && (rc = theta_take(&th, top, "rope_theta", name, err))) ||
-        (rc = rope_object(root, "rope_parameters", &th, name, err)) ||
-        (rc = rope_object(root, "rope_scaling", &th, name, err)))
+        (rc = rope_object(c, root, "rope_parameters", &th, name, err)) ||
+        (rc = rope_object(c, root, "rope_scaling", &th, name, err)))
         return rc;
     c->rope_theta_f64 = th.v;
     c->rope_theta = (float)c->rope_theta_f64; /* §7.1: rope_theta as f32 */
@@ -411,7 +469,7 @@ static int parse_layout(cis2_config *c, json_t *root, const char *name, cis2_err
     /* mistral's modeling code has no use_sliding_window: it slides whenever
      * sliding_window is set */
     int mistral = !strcmp(c->model_type, "mistral");
-    if (sw && (use != 0 || mistral) && strcmp(c->model_type, "qwen2")) {
+    if (sw && (use != 0 || mistral) && strcmp(c->model_type, "qwen2") && strcmp(c->model_type, "qwen3")) {
         char val[48];
         show(sw, val);
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: sliding_window = %s is not implemented (§9 attends to every "
@@ -445,9 +503,9 @@ static int parse_family(cis2_config *c, json_t *root, const char *name, cis2_err
     if (!mt) return CIS2_OK;
     if (!json_is_string(mt)) return cis2_fail(err, CIS2_E_FORMAT, "%s: model_type must be a string", name);
     const char *s = json_string_value(mt);
-    if (strcmp(s, "llama") && strcmp(s, "qwen2") && strcmp(s, "mistral"))
-        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: model_type '%.40s' not supported (llama, qwen2 or mistral "
-                         "only)", name, s);
+    if (strcmp(s, "llama") && strcmp(s, "qwen2") && strcmp(s, "mistral") && strcmp(s, "qwen3"))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: model_type '%.40s' not supported (llama, qwen2, mistral or "
+                         "qwen3 only)", name, s);
     snprintf(c->model_type, sizeof c->model_type, "%s", s);
     return CIS2_OK;
 }
@@ -466,11 +524,16 @@ static int parse_features(cis2_config *c, json_t *root, const char *name, cis2_e
     if ((rc = get_bool(root, "attention_bias", &c->attention_bias, name, err)) ||
         (rc = get_bool(root, "mlp_bias", &c->mlp_bias, name, err)))
         return rc;
-    if (c->mlp_bias && strcmp(c->model_type, "qwen2"))
+    int qwen = !strcmp(c->model_type, "qwen2") || !strcmp(c->model_type, "qwen3");
+    if (c->mlp_bias && !qwen) /* Qwen2/Qwen3's MLP has no biases and never reads mlp_bias */
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: mlp_bias is true: MLP biases are not part of §10", name);
     if (c->attention_bias && !strcmp(c->model_type, "mistral"))
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: attention_bias is true, but a mistral model has no attention "
                          "biases", name);
+    /* Qwen3's attention_bias gives q/k/v and o_proj biases (§9.5 has none) */
+    if (c->attention_bias && !strcmp(c->model_type, "qwen3"))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: attention_bias is true: a qwen3 model's o_proj bias is not "
+                         "implemented (§9.5)", name);
     json_t *tp = opt(root, "pretraining_tp"); /* any value computes the same: §5 fixes every sum's order */
     if (tp && (!json_is_integer(tp) || json_integer_value(tp) < 1))
         return cis2_fail(err, CIS2_E_FORMAT, "%s: pretraining_tp must be a positive integer", name);
@@ -496,12 +559,13 @@ static int parse_sizes(cis2_config *c, json_t *root, const char *name, cis2_erro
         (rc = get_size(root, "head_dim", 0, CIS2_CFG_MAX_HIDDEN, &c->head_dim, name, err)))
         return rc;
     int64_t H = c->hidden_size, nh = c->num_attention_heads, kv = c->num_key_value_heads;
+    if (c->head_dim == 0 && !strcmp(c->model_type, "qwen3")) c->head_dim = 128; /* Qwen3Config's default */
     if (c->head_dim == 0) {
         if (H % nh)
             return cis2_fail(err, CIS2_E_FORMAT, "%s: hidden_size %lld is not divisible by num_attention_heads %lld",
                              name, (long long)H, (long long)nh);
         c->head_dim = H / nh;
-    } else if (c->head_dim * nh != H) {
+    } else if (c->head_dim * nh != H && strcmp(c->model_type, "qwen3")) { /* Qwen3: docs/models.md §M2 */
         return cis2_fail(err, CIS2_E_UNSUPPORTED,
                          "%s: head_dim %lld x num_attention_heads %lld != hidden_size %lld (§2.5 needs q_proj "
                          "[hidden, hidden])", name, (long long)c->head_dim, (long long)nh, (long long)H);
@@ -548,6 +612,21 @@ static int parse_root(cis2_config *c, json_t *root, const char *name, cis2_error
 
 int cis2_config_qkv_bias(const cis2_config *c) { return !strcmp(c->model_type, "qwen2") || c->attention_bias; }
 int cis2_config_o_bias(const cis2_config *c) { return strcmp(c->model_type, "qwen2") && c->attention_bias; }
+int cis2_config_qk_norm(const cis2_config *c) { return !strcmp(c->model_type, "qwen3"); }
+
+/* §7.1's table, then docs/models.md §M1 for "llama3": the f32 parameters
+ * are the f64 members narrowed once (RNE), and the two wavelength bounds
+ * and the denominator each one f64 operation narrowed once, as Python
+ * computes them before torch casts them to the table's f32. */
+void cis2_config_inv_freq(const cis2_config *c, float *inv_freq)
+{
+    rope_inv_freq(c->rope_theta, (size_t)c->head_dim, inv_freq); /* §7.1 */
+    if (!c->rope_llama3) return;
+    double old = (double)c->l3_old_ctx;
+    rope_llama3 p = {(float)c->l3_factor, (float)c->l3_low_ff, (float)old, (float)(old / c->l3_low_ff),
+                     (float)(old / c->l3_high_ff), (float)(c->l3_high_ff - c->l3_low_ff)};
+    rope_llama3_scale(inv_freq, (size_t)c->head_dim / 2, &p);
+}
 
 int cis2_config_parse(cis2_config *c, const char *json, size_t len, const char *name, cis2_error *err)
 {

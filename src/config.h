@@ -17,8 +17,13 @@ typedef struct cis2_config {
     float rms_norm_eps;        /* §2.3: one RNE cast f64->f32; 1e-05 -> 0x3727C5AC */
     double rope_theta_f64;
     float rope_theta;          /* (float)rope_theta_f64: `rope_theta as f32` of §7.1 */
+    /* rope_type "llama3" (docs/models.md §M1): its four members as parsed,
+     * and the f32 parameters of the rescaled table derived from them. */
+    int rope_llama3;
+    double l3_factor, l3_low_ff, l3_high_ff;
+    int64_t l3_old_ctx;        /* original_max_position_embeddings, <= 2^24 */
     int tie_word_embeddings;
-    char model_type[32];       /* "llama", "qwen2", or "" if absent (= llama) */
+    char model_type[32];       /* "llama", "qwen2", "mistral", "qwen3", or "" if absent (= llama) */
     int attention_bias;        /* as written (false if absent); Qwen2 ignores it */
     int mlp_bias;              /* as written (false if absent); Qwen2 ignores it */
     /* eos_token_id, for stop-at-eos (docs/sampling.md §S5.1): an integer or
@@ -55,8 +60,16 @@ int cis2_config_parse(cis2_config *c, const char *json, size_t len, const char *
  * have: the loader refuses it, CIS2_E_UNSUPPORTED). */
 int cis2_config_qkv_bias(const cis2_config *c);
 int cis2_config_o_bias(const cis2_config *c);
+/* qwen3: per-head RMSNorm of q and k (q_norm, k_norm; docs/models.md §M2). */
+int cis2_config_qk_norm(const cis2_config *c);
+/* The RoPE inverse-frequency table the config asks for, head_dim/2
+ * entries: §7.1, then for rope_type "llama3" docs/models.md §M1's
+ * rescaling.  What model.c rotates with and what §7.2's
+ * inv_freq_table_digest hashes (model.c, judge.c). */
+void cis2_config_inv_freq(const cis2_config *c, float *inv_freq);
 /* Total parameter count of the checkpoint this config describes (§2.5
- * tensors, plus q/k/v biases when `qkv_bias`, plus lm_head when untied). */
+ * tensors, plus q/k/v biases when `qkv_bias`, q/k norms for qwen3, plus
+ * lm_head when untied). */
 uint64_t cis2_config_param_count(const cis2_config *c, int qkv_bias);
 
 #endif

@@ -106,7 +106,7 @@ static int plan_tensors(cis2_model *m, loader *L, cis2_error *err)
                          L->path);
     m->tied = m->cfg.tie_word_embeddings;
     if (!m->tied) { NAME("lm_head.weight"); MAT(&m->lm_head, m->vocab, m->hidden); }
-    int qkv = cis2_config_qkv_bias(&m->cfg), obias = cis2_config_o_bias(&m->cfg);
+    int qkv = cis2_config_qkv_bias(&m->cfg), obias = cis2_config_o_bias(&m->cfg), qkn = cis2_config_qk_norm(&m->cfg);
     const char *family = m->cfg.model_type[0] ? m->cfg.model_type : "llama";
     for (size_t i = 0; i < m->n_layers; i++) {
         cis2_layer *ly = &m->layers[i];
@@ -124,6 +124,10 @@ static int plan_tensors(cis2_model *m, loader *L, cis2_error *err)
             NAME("model.layers.%zu.self_attn.k_proj.bias", i); VEC(&ly->bk, m->kv_dim);
             NAME("model.layers.%zu.self_attn.v_proj.bias", i); VEC(&ly->bv, m->kv_dim);
         }
+        if (qkn) { /* docs/models.md §M2 */
+            NAME("model.layers.%zu.self_attn.q_norm.weight", i); VEC(&ly->qn, m->head_dim);
+            NAME("model.layers.%zu.self_attn.k_norm.weight", i); VEC(&ly->kn, m->head_dim);
+        }
         if (obias && cis2_st_find(&L->w.st, NAME("model.layers.%zu.self_attn.o_proj.bias", i)))
             return cis2_fail(err, CIS2_E_UNSUPPORTED,
                              "%s: tensor %s (llama attention_bias is true) is not supported: §9.5 has no "
@@ -136,7 +140,7 @@ static int plan_tensors(cis2_model *m, loader *L, cis2_error *err)
         if (L->jobs[i].kind == J_NONE)
             return cis2_fail(err, CIS2_E_FORMAT, "%s: unexpected tensor %s (not part of a %zu-layer %s model%s)",
                              L->path, L->w.st.t[i].name, m->n_layers, family,
-                             !strcmp(family, "qwen2") ? "" : qkv ? " with attention_bias true"
+                             !strcmp(family, "qwen2") || qkn ? "" : qkv ? " with attention_bias true"
                                                                  : " with attention_bias false");
     return CIS2_OK;
 }
@@ -300,7 +304,7 @@ static int model_load(const cis2_ctx *cx, cis2_model *m, const char *dir,
     m->inv_freq = malloc(m->head_dim / 2 * sizeof(float));
     m->layers = calloc(m->n_layers, sizeof *m->layers);
     if (!m->inv_freq || !m->layers) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
-    cis2_rope_inv_freq(c->rope_theta, m->head_dim, m->inv_freq); /* §7.1 */
+    cis2_config_inv_freq(c, m->inv_freq); /* §7.1; docs/models.md §M1 for llama3 */
     cis2_inv_freq_table_digest(m->inv_freq, m->head_dim / 2, m->inv_freq_digest); /* §7.2 */
     cis2_table_digest(m->table_digest); /* §6.6 */
 
@@ -347,7 +351,7 @@ void cis2_model_free(cis2_model *m)
             cis2_layer *ly = &m->layers[i];
             cis2_pmat_free(&ly->q); cis2_pmat_free(&ly->k); cis2_pmat_free(&ly->v); cis2_pmat_free(&ly->o);
             cis2_pmat_free(&ly->gate); cis2_pmat_free(&ly->up); cis2_pmat_free(&ly->down);
-            free(ly->ln1); free(ly->ln2); free(ly->bq); free(ly->bk); free(ly->bv);
+            free(ly->ln1); free(ly->ln2); free(ly->bq); free(ly->bk); free(ly->bv); free(ly->qn); free(ly->kn);
         }
     free(m->layers);
     cis2_pmat_free(&m->embed);
@@ -446,13 +450,18 @@ static void r_bias(fwd *F, size_t r0, size_t r1) /* §9.1 */
     }
 }
 
-static void r_rope_store(fwd *F, size_t r0, size_t r1) /* §7.4 on every q and k head, then §3.5 */
+/* qwen3's q/k norm (docs/models.md §M2), §7.4 on every q and k head, then §3.5 */
+static void r_rope_store(fwd *F, size_t r0, size_t r1)
 {
     const cis2_model *m = F->m;
     size_t Q = m->q_dim, KV = m->kv_dim, hd = m->head_dim, half = hd / 2, l = F->layer;
     for (size_t r = r0; r < r1; r++) {
         float *q = F->q + r * Q, *k = F->k + r * KV;
         const float *cosv = F->cs + r * 2 * half, *sinv = cosv + half;
+        if (F->ly->qn) { /* §8's rmsnorm of each head (head_dim elements), in place */
+            rmsnorm_rows(q, F->ly->qn, m->cfg.rms_norm_eps, hd, m->n_heads, q);
+            rmsnorm_rows(k, F->ly->kn, m->cfg.rms_norm_eps, hd, m->n_kv, k);
+        }
         for (size_t h = 0; h < m->n_heads; h++) rope_rotate_n(q + h * hd, cosv, sinv, half);
         for (size_t h = 0; h < m->n_kv; h++) rope_rotate_n(k + h * hd, cosv, sinv, half);
         cis2_kv *kv = F->rows[r].kv; /* cache post-RoPE k, and v */

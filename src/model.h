@@ -21,6 +21,7 @@ typedef struct cis2_layer {
     cis2_pmat q, k, v, o, gate, up, down;
     float *ln1, *ln2;       /* input_layernorm, post_attention_layernorm */
     float *bq, *bk, *bv;    /* §9.1 optional biases (NULL when absent) */
+    float *qn, *kn;         /* qwen3's q_norm/k_norm, head_dim each (docs/models.md §M2; else NULL) */
 } cis2_layer;
 
 typedef struct cis2_model {
@@ -32,7 +33,7 @@ typedef struct cis2_model {
     cis2_pmat lm_head;      /* untied head; unused when tied */
     int tied;               /* §11.1: LM head = embed */
     float *norm;            /* model.norm.weight */
-    float *inv_freq;        /* §7.1, head_dim/2 */
+    float *inv_freq;        /* §7.1 (and docs/models.md §M1 for llama3), head_dim/2 */
     uint8_t weights_sha[32], config_sha[32], tokenizer_sha[32];
     uint8_t table_digest[32], inv_freq_digest[32];
     size_t weight_bytes;    /* packed bytes read per decoded token */
@@ -88,7 +89,8 @@ typedef struct cis2_row {
 /* The observer of intermediate tensors is include/cis2.h's cis2_trace_fn:
  * called for each traced row (identified by its step and position), layer
  * (-1 after the last layer) and tensor name, in a fixed order.  Names: ln1
- * q k v (after bias) q_rope k_rope scores (softmax probabilities, all
+ * q k v (after bias; for qwen3 before q/k norm) q_rope k_rope (for qwen3
+ * after the norm and RoPE) scores (softmax probabilities, all
  * heads) attn_out o_proj resid_attn ln2 gate up act down resid_mlp; then
  * final_norm, logits. */
 

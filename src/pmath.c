@@ -577,6 +577,33 @@ void rope_inv_freq(float rope_theta, size_t head_dim, float *inv_freq) /* §7.1 
     }
 }
 
+/* docs/models.md §M1: transformers' _compute_llama3_parameters in f32, in
+ * torch's operation order (a scalar divided by a tensor is the tensor's
+ * reciprocal times the scalar), one IEEE rounding per statement. */
+#define TWO_PI_F32 0x40C90FDBu /* (f32)(2 * math.pi) */
+void rope_llama3_scale(float *inv_freq, size_t half, const rope_llama3 *p)
+{
+    const float two_pi = f32_from_bits(TWO_PI_F32), one = f32_from_bits(0x3F800000u);
+    for (size_t i = 0; i < half; i++) {
+        float inv = inv_freq[i];
+        float r = one / inv;
+        float wl = r * two_pi;                 /* wavelen */
+        if (wl > p->low_wl) {                  /* low frequency: divided by factor */
+            inv_freq[i] = inv / p->factor;
+        } else if (!(wl < p->high_wl)) {       /* medium: the smooth interpolation */
+            float rw = one / wl;
+            float t = rw * p->old_ctx;         /* old_ctx / wavelen */
+            float u = t - p->low_ff;
+            float sf = u / p->den;             /* smooth_factor */
+            float a = one - sf;
+            float b = a * inv;
+            float c = b / p->factor;
+            float d = sf * inv;
+            inv_freq[i] = c + d;
+        }                                      /* high frequency: unchanged */
+    }
+}
+
 static void put_le32(uint8_t *p, uint32_t v)
 {
     p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);

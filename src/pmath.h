@@ -61,6 +61,18 @@ void attend_head(const float *q, const float *k, const float *v, size_t stride, 
 void attend_head_kt(const float *q, const float *kt, const float *v, size_t v_stride, size_t len,
                     size_t head_dim, float *scores, float *out);
 void rope_inv_freq(float rope_theta, size_t head_dim, float *inv_freq); /* §7.1 */
+/* Llama 3.1's RoPE scaling (docs/models.md §M1), applied in place to a
+ * §7.1 table of `half` entries: every field is the f32 the document pins
+ * (config.c derives them from config.json). */
+typedef struct rope_llama3 {
+    float factor;      /* rope_scaling.factor */
+    float low_ff;      /* low_freq_factor */
+    float old_ctx;     /* original_max_position_embeddings (exact) */
+    float low_wl;      /* (f32)(old_ctx_f64 / low_ff_f64) */
+    float high_wl;     /* (f32)(old_ctx_f64 / high_ff_f64) */
+    float den;         /* (f32)(high_ff_f64 - low_ff_f64) */
+} rope_llama3;
+void rope_llama3_scale(float *inv_freq, size_t half, const rope_llama3 *p); /* docs/models.md §M1 */
 void table_digest(uint8_t out[32]);                              /* §6.6 */
 void inv_freq_table_digest(const float *inv_freq, size_t half, uint8_t out[32]); /* §7.2 */
 

@@ -4,7 +4,8 @@
  * q/k/v biases (qwen2 shapes) and §11.1's lm_head.weight (untied shapes).
  *
  * Bit-exactness: each tensor has its own splitmix64 stream seeded from
- * (seed, FNV-1a of the tensor name).  One 64-bit draw makes one element:
+ * (seed, FNV-1a of the tensor name).  Qwen3 shapes (docs/models.md §M2)
+ * add q_norm/k_norm (norm weights) and size q/o by heads*head_dim.  One 64-bit draw makes one element:
  *   normal-ish: S = sum of its four 16-bit fields - 131070 (an integer,
  *               Irwin-Hall, std 65536/sqrt(3)), value = (float)S * k;
  *   norm weight: 1 + ((top 24 bits) - 2^23) * (0.1 / 2^23).
@@ -119,7 +120,9 @@ static size_t tensor_list(const cis2_synth_shape *s, tdesc *out, size_t cap)
 {
     size_t n = 0;
     uint64_t H = (uint64_t)s->hidden, I = (uint64_t)s->inter, V = (uint64_t)s->vocab;
-    uint64_t KV = (uint64_t)s->kv_heads * (H / (uint64_t)s->heads);
+    uint64_t D = s->head_dim ? (uint64_t)s->head_dim : H / (uint64_t)s->heads;
+    uint64_t Q = (uint64_t)s->heads * D, KV = (uint64_t)s->kv_heads * D; /* Q = H but for qwen3 (docs/models.md §M2) */
+    int qk_norm = !strcmp(s->model_type, "qwen3");
     float emb_std = 1.5f * cis2_rsqrt_cr((float)H), lin_h = cis2_rsqrt_cr((float)H), lin_i = cis2_rsqrt_cr((float)I);
 #define ADD(nd, a, b, kd, sd, ...)                                                    \
     do {                                                                              \
@@ -133,13 +136,18 @@ static size_t tensor_list(const cis2_synth_shape *s, tdesc *out, size_t cap)
     for (int64_t l = 0; l < s->layers; l++) {
         const char *p = "model.layers.";
         ADD(1, H, 0, K_NORM, 0, "%s%lld.input_layernorm.weight", p, (long long)l);
-        ADD(2, H, H, K_NORMAL, lin_h, "%s%lld.self_attn.q_proj.weight", p, (long long)l);
-        if (s->qkv_bias) ADD(1, H, 0, K_NORMAL, 0.05f, "%s%lld.self_attn.q_proj.bias", p, (long long)l);
+        ADD(2, Q, H, K_NORMAL, lin_h, "%s%lld.self_attn.q_proj.weight", p, (long long)l);
+        if (s->qkv_bias) ADD(1, Q, 0, K_NORMAL, 0.05f, "%s%lld.self_attn.q_proj.bias", p, (long long)l);
         ADD(2, KV, H, K_NORMAL, lin_h, "%s%lld.self_attn.k_proj.weight", p, (long long)l);
         if (s->qkv_bias) ADD(1, KV, 0, K_NORMAL, 0.05f, "%s%lld.self_attn.k_proj.bias", p, (long long)l);
         ADD(2, KV, H, K_NORMAL, lin_h, "%s%lld.self_attn.v_proj.weight", p, (long long)l);
         if (s->qkv_bias) ADD(1, KV, 0, K_NORMAL, 0.05f, "%s%lld.self_attn.v_proj.bias", p, (long long)l);
-        ADD(2, H, H, K_NORMAL, lin_h, "%s%lld.self_attn.o_proj.weight", p, (long long)l);
+        ADD(2, H, Q, K_NORMAL, Q == H ? lin_h : cis2_rsqrt_cr((float)Q), "%s%lld.self_attn.o_proj.weight", p,
+            (long long)l);
+        if (qk_norm) {
+            ADD(1, D, 0, K_NORM, 0, "%s%lld.self_attn.q_norm.weight", p, (long long)l);
+            ADD(1, D, 0, K_NORM, 0, "%s%lld.self_attn.k_norm.weight", p, (long long)l);
+        }
         ADD(1, H, 0, K_NORM, 0, "%s%lld.post_attention_layernorm.weight", p, (long long)l);
         ADD(2, I, H, K_NORMAL, lin_h, "%s%lld.mlp.gate_proj.weight", p, (long long)l);
         ADD(2, I, H, K_NORMAL, lin_h, "%s%lld.mlp.up_proj.weight", p, (long long)l);

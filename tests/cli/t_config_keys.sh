@@ -80,7 +80,7 @@ refuse() { # NAME NEEDLE PYTHON
     grep -q -- "$T/$1/config.json: $2" "$T/err" || fail "$1: stderr lacks 'config.json: $2': $(cat "$T/err")"
     n=$((n + 1)); echo "ok $n: exit 5: $(cut -c1-150 "$T/err")"
 }
-for t in yarn llama3 linear dynamic longrope; do
+for t in yarn linear dynamic longrope; do  # llama3 runs (docs/models.md §M1; t_torch_families)
     refuse "params_$t" "rope_parameters.rope_type \"$t\" is not implemented" \
         "del c['rope_theta']; c['rope_parameters'] = {'rope_type': '$t', 'rope_theta': 1e6, 'factor': 4.0}"
     refuse "scaling_$t" "rope_scaling.rope_type \"$t\" is not implemented" \
@@ -98,7 +98,7 @@ refuse softcap 'final_logit_softcapping = 30.0 is not implemented' 'c["final_log
 refuse sliding_window 'sliding_window = 4096 is not implemented' 'c["sliding_window"] = 4096'
 refuse use_sliding 'use_sliding_window is true' 'c["use_sliding_window"] = True'
 refuse partial 'partial_rotary_factor = 0.5 is not implemented' 'c["partial_rotary_factor"] = 0.5'
-refuse family "model_type 'qwen3' not supported" 'c["model_type"] = "qwen3"'
+refuse family "model_type 'olmo2' not supported" 'c["model_type"] = "olmo2"'
 refuse mistral_sliding 'sliding_window = 4096 is not implemented' \
     'c["model_type"] = "mistral"; c["sliding_window"] = 4096; c["use_sliding_window"] = False'
 echo "t_config_keys: ok ($n checks)"

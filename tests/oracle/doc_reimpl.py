@@ -271,6 +271,34 @@ def rope_inv_freq(theta, head_dim):
     return np.array(out, dtype=f32)
 
 
+def llama3_rescale(inv, factor, low, high, old):
+    """docs/models.md §M1.2-§M1.3: Llama 3.1's rescaling of the table, in
+    f32, the parameters narrowed from f64 (Python floats) once."""
+    F, LF, OC = f32(factor), f32(low), f32(old)
+    LW, HW, DEN = f32(old / low), f32(old / high), f32(high - low)
+    two_pi, one = from_bits(0x40C90FDB), from_bits(0x3F800000)
+    out = []
+    for x in inv:
+        x = f32(x)
+        r = one / x
+        wl = r * two_pi
+        if wl > LW:
+            out.append(x / F)
+        elif not (wl < HW):
+            rw = one / wl
+            t = rw * OC
+            u = t - LF
+            sf = u / DEN
+            a = one - sf
+            b = a * x
+            c = b / F
+            d = sf * x
+            out.append(c + d)
+        else:
+            out.append(x)
+    return np.array(out, dtype=f32)
+
+
 def inv_freq_table_digest(inv):
     """doc §5 [§7.2]: SHA-256 of the half values, 4 LE bytes each."""
     return hashlib.sha256(inv.astype("<f4").tobytes()).digest()
@@ -600,7 +628,17 @@ def cmd_goldens():
             ("table_digest", table_digest().hex(),
              "23c7bfaf5cef0095fd021af2eb1808abb4928bae4219756d86bdac670a06b35d"),
             ("inv_freq_table_digest(100000, 64)", inv_freq_table_digest(inv64).hex(),
-             "da9f6dcfde0425588815509e874515cdcd3d6b8818b6d0136590052e7bbf6f12")):
+             "da9f6dcfde0425588815509e874515cdcd3d6b8818b6d0136590052e7bbf6f12"),
+            # docs/models.md §M1.6
+            ("llama3 Llama-3.2-1B", inv_freq_table_digest(
+                llama3_rescale(rope_inv_freq(f32(500000), 64), 32.0, 1.0, 4.0, 8192)).hex(),
+             "e74522aa75fb2c5f441fd4a27c1dafa625916b3af0c71d4172782f8ee8098aa8"),
+            ("llama3 Llama-3.1-8B", inv_freq_table_digest(
+                llama3_rescale(rope_inv_freq(f32(500000), 128), 8.0, 1.0, 4.0, 8192)).hex(),
+             "dd56f90686e87b51e976b4559af8ba5319cc2ce43b400cf283ccc9df90587127"),
+            ("llama3 head_dim 16", inv_freq_table_digest(
+                llama3_rescale(rope_inv_freq(f32(10000), 16), 8.0, 1.0, 4.0, 64)).hex(),
+             "d0592bf4b3b8b03042a7d58886476276c51446d7bb75de5a97861e32cfdd52d7")):
         count[0] += 1
         if got != want:
             bad[0] += 1

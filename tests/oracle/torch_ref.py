@@ -8,6 +8,21 @@ pass (spec §2.5, §7-§11, written from the architecture description, not from
 cis2's code) in torch float32 with plain ops, and compares it with the
 logits cis2 dumped (`cis2 run --json --dump-logits FILE`).
 
+The families of issue 34, from Hugging Face transformers' semantics (not
+from cis2's code or docs/models.md's pinned order):
+  - Llama 3.1's RoPE scaling (rope_scaling / rope_parameters with
+    rope_type "llama3"): modeling_rope_utils._compute_llama3_parameters,
+    here in float64 on the float64 default table (wavelen = 2*pi/inv_freq;
+    above original/low_freq_factor divide by factor; below
+    original/high_freq_factor keep; between, the smooth interpolation
+    (1 - s) * inv / factor + s * inv with s = (original/wavelen - low) /
+    (high - low));
+  - Qwen3 (model_type qwen3): q_proj/o_proj of heads*head_dim, an RMSNorm
+    over each head's head_dim values of q and k (self_attn.q_norm /
+    k_norm weights, eps rms_norm_eps) after the projection, before RoPE.
+`check --ablate llama3|llama3_smooth|qk_norm` drops the feature from the oracle: the
+test shows that the comparison then fails (the feature is effective).
+
 It deliberately does NOT reproduce cis2's pinned arithmetic (§5-§6): torch
 uses its own matmul order and libm exp/sin/cos.  What it checks is that
 cis2 computes the right function: per-step relative L2 error of the logits
@@ -95,14 +110,46 @@ class Config:
         self.eps = float(c.get("rms_norm_eps", 1e-6))
         self.theta = float(c.get("rope_theta", 10000.0))
         self.tied = bool(c.get("tie_word_embeddings", False))
-        if c.get("rope_scaling"):
-            raise ValueError(f"{path}: rope_scaling is not supported by the oracle")
+        self.qk_norm = c.get("model_type") == "qwen3"
+        self.llama3 = None
+        for key in ("rope_scaling", "rope_parameters"):
+            rs = c.get(key) or {}
+            if "rope_theta" in rs:
+                self.theta = float(rs["rope_theta"])
+            t = rs.get("rope_type", rs.get("type", "default"))
+            if t == "llama3":
+                self.llama3 = {k: float(rs[k]) for k in ("factor", "low_freq_factor", "high_freq_factor",
+                                                         "original_max_position_embeddings")}
+            elif t != "default":
+                raise ValueError(f"{path}: {key} type {t} is not supported by the oracle")
         if c.get("rope_interleaved"):
             raise ValueError(f"{path}: rope_interleaved=true is not supported by the oracle")
         if c.get("hidden_act", "silu") != "silu":
             raise ValueError(f"{path}: hidden_act {c.get('hidden_act')} is not silu")
         if self.heads % self.kv_heads or self.head_dim % 2:
             raise ValueError(f"{path}: heads/kv_heads/head_dim inconsistent")
+
+
+def inv_freq_f64(cfg):
+    """The RoPE inverse frequencies in float64: theta^(-2i/D), then Llama
+    3.1's rescaling when the config asks for it (transformers'
+    _compute_llama3_parameters, written from its definition)."""
+    D = cfg.head_dim
+    inv = np.array([math.pow(cfg.theta, -(2.0 * j) / D) for j in range(D // 2)])
+    if not cfg.llama3:
+        return inv
+    p = cfg.llama3
+    factor, low, high, old = p["factor"], p["low_freq_factor"], p["high_freq_factor"], \
+        p["original_max_position_embeddings"]
+    low_wavelen, high_wavelen = old / low, old / high
+    wavelen = 2 * math.pi / inv
+    scaled = np.where(wavelen > low_wavelen, inv / factor, inv)
+    smooth = (old / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
+    if getattr(cfg, "no_smooth", False):                 # ablation: the medium band left unscaled
+        return scaled
+    return np.where(medium, smoothed, scaled)
 
 
 def load_model(model_dir):
@@ -130,8 +177,7 @@ def torch_forward(cfg, w, ids):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * g
 
     # RoPE tables, rotate-half (§7): inv_freq[i] = theta^(-2i/D)
-    i = np.arange(D // 2, dtype=np.float64)
-    inv_freq = torch.from_numpy((cfg.theta ** (-2.0 * i / D)).astype(np.float32))
+    inv_freq = torch.from_numpy(inv_freq_f64(cfg).astype(np.float32))
     pos = torch.arange(T, dtype=f32)
     ang = pos[:, None] * inv_freq[None, :]                       # [T, D/2]
     cos = torch.cat([ang.cos(), ang.cos()], dim=-1)              # [T, D]
@@ -153,8 +199,12 @@ def torch_forward(cfg, w, ids):
         for l in range(cfg.layers):
             p = f"model.layers.{l}."
             h = rmsnorm(x, W(p + "input_layernorm.weight"))
-            q = linear(h, p + "self_attn.q_proj").view(T, H, D).transpose(0, 1)
-            k = linear(h, p + "self_attn.k_proj").view(T, KV, D).transpose(0, 1)
+            q = linear(h, p + "self_attn.q_proj").view(T, H, D)
+            k = linear(h, p + "self_attn.k_proj").view(T, KV, D)
+            if cfg.qk_norm:                                      # Qwen3: per head, before RoPE
+                q = rmsnorm(q, W(p + "self_attn.q_norm.weight"))
+                k = rmsnorm(k, W(p + "self_attn.k_norm.weight"))
+            q, k = q.transpose(0, 1), k.transpose(0, 1)
             v = linear(h, p + "self_attn.v_proj").view(T, KV, D).transpose(0, 1)
             q, k = rope(q), rope(k)
             k = k.repeat_interleave(group, dim=0)                # head h -> kv h//group
@@ -179,7 +229,7 @@ def numpy_forward(cfg, w, ids):
     D, H, KV = cfg.head_dim, cfg.heads, cfg.kv_heads
     g = {k: v.astype(np.float64) for k, v in w.items()}
     half = D // 2
-    inv_freq = np.array([math.pow(cfg.theta, -(2.0 * j) / D) for j in range(half)])
+    inv_freq = inv_freq_f64(cfg)
 
     def norm(v, gain):
         return v / math.sqrt(float(np.dot(v, v)) / v.shape[0] + cfg.eps) * gain
@@ -188,6 +238,11 @@ def numpy_forward(cfg, w, ids):
         y = g[name + ".weight"].dot(v)
         b = g.get(name + ".bias")
         return y if b is None else y + b
+
+    def qknorm(vec, nh, gain):
+        if gain is None:
+            return vec
+        return np.concatenate([norm(vec[hh * D:(hh + 1) * D], gain) for hh in range(nh)])
 
     def rot(vec, nh, pos):
         out = np.empty_like(vec)
@@ -207,8 +262,10 @@ def numpy_forward(cfg, w, ids):
         for l in range(cfg.layers):
             p = f"model.layers.{l}."
             h = norm(x, g[p + "input_layernorm.weight"])
-            q = rot(lin(p + "self_attn.q_proj", h), H, pos)
-            kcache[l].append(rot(lin(p + "self_attn.k_proj", h), KV, pos))
+            qn = g.get(p + "self_attn.q_norm.weight") if cfg.qk_norm else None
+            kn = g.get(p + "self_attn.k_norm.weight") if cfg.qk_norm else None
+            q = rot(qknorm(lin(p + "self_attn.q_proj", h), H, qn), H, pos)
+            kcache[l].append(rot(qknorm(lin(p + "self_attn.k_proj", h), KV, kn), KV, pos))
             vcache[l].append(lin(p + "self_attn.v_proj", h))
             K = np.stack(kcache[l])                              # [pos+1, KV*D]
             V = np.stack(vcache[l])
@@ -326,8 +383,28 @@ def read_logits(path, n, vocab):
     return raw.reshape(n, vocab)
 
 
+def ablate(cfg, what):
+    """Drops a family feature from the oracle (the negative controls)."""
+    for f in what or []:
+        if f == "llama3":
+            if not cfg.llama3:
+                raise ValueError("--ablate llama3: the config has no llama3 RoPE scaling")
+            cfg.llama3 = None                                   # plain RoPE
+        elif f == "llama3_smooth":
+            if not cfg.llama3:
+                raise ValueError("--ablate llama3_smooth: the config has no llama3 RoPE scaling")
+            cfg.no_smooth = True                                # no interpolation in the medium band
+        elif f == "qk_norm":
+            if not cfg.qk_norm:
+                raise ValueError("--ablate qk_norm: the config is not qwen3")
+            cfg.qk_norm = False
+        else:
+            raise ValueError(f"--ablate {f}: unknown feature")
+
+
 def cmd_check(a):
     cfg, w = load_model(a.model_dir)
+    ablate(cfg, a.ablate)
     with open(a.json) as f:
         j = json.load(f)
     prompt = [int(t) for t in j["prompt_token_ids"]]
@@ -390,7 +467,8 @@ def write_safetensors(path, tensors):
 
 
 def make_checkpoint(d, rng, hidden, inter, layers, heads, kv_heads, vocab, head_dim=None,
-                    bias=False, tied=True, theta=10000.0, eps=1e-5, norm_f32=False):
+                    bias=False, tied=True, theta=10000.0, eps=1e-5, norm_f32=False, qwen3=False,
+                    llama3=None):
     D = head_dim or hidden // heads
     t = {}
     nd = "F32" if norm_f32 else "BF16"
@@ -405,6 +483,9 @@ def make_checkpoint(d, rng, hidden, inter, layers, heads, kv_heads, vocab, head_
             if bias:
                 t[p + f"self_attn.{n_}_proj.bias"] = ("BF16", 0.5 * rng.standard_normal(o))
         t[p + "self_attn.o_proj.weight"] = ("BF16", rng.standard_normal((hidden, heads * D)) / math.sqrt(heads * D))
+        if qwen3:
+            t[p + "self_attn.q_norm.weight"] = (nd, 1 + 0.3 * rng.standard_normal(D))
+            t[p + "self_attn.k_norm.weight"] = (nd, 1 + 0.3 * rng.standard_normal(D))
         t[p + "mlp.gate_proj.weight"] = ("BF16", sc * rng.standard_normal((inter, hidden)))
         t[p + "mlp.up_proj.weight"] = ("BF16", sc * rng.standard_normal((inter, hidden)))
         t[p + "mlp.down_proj.weight"] = ("BF16", rng.standard_normal((hidden, inter)) / math.sqrt(inter))
@@ -419,6 +500,10 @@ def make_checkpoint(d, rng, hidden, inter, layers, heads, kv_heads, vocab, head_
            "hidden_act": "silu"}
     if head_dim:
         cfg["head_dim"] = head_dim
+    if qwen3:
+        cfg["model_type"] = "qwen3"
+    if llama3:
+        cfg["rope_scaling"] = dict(llama3, rope_type="llama3")
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f)
 
@@ -434,6 +519,11 @@ def cmd_selftest(a):
         ("odd-headdim-f32norm", dict(hidden=40, inter=72, layers=2, heads=3, kv_heads=1, vocab=131,
                                      head_dim=18, norm_f32=True, theta=100000.0)),
         ("mha", dict(hidden=32, inter=64, layers=1, heads=2, kv_heads=2, vocab=64)),
+        ("llama3", dict(hidden=64, inter=128, layers=2, heads=4, kv_heads=2, vocab=200,
+                        llama3={"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                "original_max_position_embeddings": 64})),
+        ("qwen3", dict(hidden=48, inter=96, layers=2, heads=4, kv_heads=2, vocab=150, head_dim=20,
+                       qwen3=True, eps=1e-6, theta=1e6)),
     ]
     try:
         for name, kw in shapes:
@@ -493,6 +583,8 @@ def main(argv):
                    help="check a token when top1-top2 > MARGIN * max|logit|")
     c.add_argument("--min-checked", type=int, default=3,
                    help="fail unless at least this many steps had a checkable margin")
+    c.add_argument("--ablate", action="append", choices=["llama3", "llama3_smooth", "qk_norm"],
+                   help="drop this family feature from the oracle (a negative control)")
     g = sub.add_parser("greedy", help="print the oracle's own greedy tokens")
     x = sub.add_parser("crosscheck", help="torch fp32 vs numpy float64 on a checkpoint")
     for p in (g, x):

@@ -354,7 +354,7 @@ static void rope_parameters_base(void **s)
 static void rope_types_refused(void **s)
 {
     (void)s;
-    const char *types[] = {"yarn", "llama3", "linear", "dynamic", "longrope", "su", "mrope"};
+    const char *types[] = {"yarn", "linear", "dynamic", "longrope", "su", "mrope"}; /* llama3: llama3_rope */
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         char p[160], want[96];
         snprintf(p, sizeof p, "{\"rope_parameters\":{\"rope_type\":\"%s\",\"factor\":4.0,\"rope_theta\":1e6}}", types[i]);
@@ -497,17 +497,17 @@ static void families(void **s)
     (void)s;
     static const struct { const char *file, *why; } F[] = {
         {"DeepSeek-R1-Distill-Qwen-1.5B", NULL},
-        {"Llama-3.1-8B", "rope_scaling.rope_type \"llama3\" is not implemented"},
-        {"Llama-3.2-1B", "rope_scaling.rope_type \"llama3\" is not implemented"},
+        {"Llama-3.1-8B", NULL},
+        {"Llama-3.2-1B", NULL},
         {"Mistral-7B-v0.3", NULL},
         {"OLMo-2-0425-1B", "model_type 'olmo2' not supported"},
         {"Phi-3-mini-4k-instruct", "model_type 'phi3' not supported"},
         {"Qwen2.5-1.5B-Instruct", NULL},
         {"Qwen2.5-3B", NULL},
         {"Qwen2.5-7B", NULL},
-        {"Qwen3-0.6B", "model_type 'qwen3' not supported"},
-        {"Qwen3-1.7B", "model_type 'qwen3' not supported"},
-        {"Qwen3-8B", "model_type 'qwen3' not supported"},
+        {"Qwen3-0.6B", NULL},
+        {"Qwen3-1.7B", NULL},
+        {"Qwen3-8B", NULL},
         {"SmolLM3-3B", "model_type 'smollm3' not supported"},
         {"TinyLlama-1.1B-Chat-v1.0", NULL},
         {"gemma-3-1b-it", "model_type 'gemma3_text' not supported"},
@@ -534,6 +534,128 @@ static void families(void **s)
         if (rc && strstr(e.msg, "not known")) fail_msg("%s as llama: %s", F[i].file, e.msg);
         printf("    %s: %s; as llama: %s\n", F[i].file, F[i].why ? F[i].why : "loads", rc ? e.msg : "loads");
     }
+}
+
+/* rope_type "llama3" (docs/models.md §M1): the four members, required and
+ * checked, in rope_scaling or rope_parameters; and the rescaled table. */
+static void llama3_rope(void **s)
+{
+    (void)s;
+    cis2_config c;
+#define L3(extra) "{\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":32.0,\"low_freq_factor\":1.0," \
+                  "\"high_freq_factor\":4.0,\"original_max_position_embeddings\":8192" extra "}}"
+    patch_ok(&c, L3(""), NULL);
+    assert_true(c.rope_llama3);
+    assert_true(c.l3_factor == 32.0 && c.l3_low_ff == 1.0 && c.l3_high_ff == 4.0 && c.l3_old_ctx == 8192);
+    assert_int_equal(bits(c.rope_theta), 0x47C35000); /* the base stays BASE's 100000 */
+    patch_ok(&c, "{\"rope_parameters\":{\"rope_type\":\"llama3\",\"rope_theta\":500000.0,\"factor\":8.0,"
+                 "\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,\"original_max_position_embeddings\":8192}}",
+             "rope_theta");
+    assert_true(c.rope_llama3 && c.l3_factor == 8.0);
+    patch_ok(&c, "{\"rope_scaling\":{\"type\":\"llama3\",\"factor\":8,\"low_freq_factor\":1,"
+                 "\"high_freq_factor\":4,\"original_max_position_embeddings\":8192}}", NULL);
+    assert_true(c.rope_llama3);
+    patch_fails("{\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0}}", NULL, CIS2_E_FORMAT,
+                "rope_scaling.low_freq_factor is missing");
+    patch_fails(L3(",\"attention_factor\":1.0"), NULL, CIS2_E_UNSUPPORTED,
+                "rope_scaling.attention_factor = 1.0 is not implemented");
+    patch_fails("{\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":0.5,\"low_freq_factor\":1.0,"
+                "\"high_freq_factor\":4.0,\"original_max_position_embeddings\":8192}}", NULL, CIS2_E_FORMAT,
+                "factor 0.5 must be >= 1");
+    patch_fails("{\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,\"low_freq_factor\":4.0,"
+                "\"high_freq_factor\":4.0,\"original_max_position_embeddings\":8192}}", NULL, CIS2_E_FORMAT,
+                "must be below high_freq_factor");
+    patch_fails("{\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,\"low_freq_factor\":1.0,"
+                "\"high_freq_factor\":4.0,\"original_max_position_embeddings\":8192.5}}", NULL, CIS2_E_FORMAT,
+                "original_max_position_embeddings must be an integer");
+    patch_fails("{\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":\"8\",\"low_freq_factor\":1.0,"
+                "\"high_freq_factor\":4.0,\"original_max_position_embeddings\":8192}}", NULL, CIS2_E_FORMAT,
+                "rope_scaling.factor must be a finite number");
+    patch_fails("{\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,\"low_freq_factor\":1.0,"
+                "\"high_freq_factor\":4.0,\"original_max_position_embeddings\":8192},"
+                "\"rope_parameters\":{\"rope_type\":\"llama3\",\"factor\":8.0,\"low_freq_factor\":1.0,"
+                "\"high_freq_factor\":4.0,\"original_max_position_embeddings\":8192}}", NULL, CIS2_E_UNSUPPORTED,
+                "both ask for \"llama3\" scaling");
+#undef L3
+    /* The table (head_dim 16, theta 10000, original 64: bounds 64 and 16):
+     * wavelengths 2pi*10000^(i/8) put i = 0 above (high frequency: the
+     * §7.1 bits unchanged), i = 1, 2 in the medium band (strictly between
+     * inv/8 and inv), i >= 3 below (inv / 8, exact: the exponent less 3). */
+    static const char *cfg = "{\"hidden_size\":64,\"intermediate_size\":128,\"num_hidden_layers\":1,"
+        "\"num_attention_heads\":4,\"head_dim\":16,\"vocab_size\":300,\"rms_norm_eps\":1e-05,"
+        "\"rope_theta\":10000.0,\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,"
+        "\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,\"original_max_position_embeddings\":64}}";
+    cis2_error e = {0};
+    assert_int_equal(cis2_config_parse(&c, cfg, strlen(cfg), "l3", &e), CIS2_OK);
+    float plain[8], scaled[8];
+    cis2_rope_inv_freq(c.rope_theta, 16, plain);
+    cis2_config_inv_freq(&c, scaled);
+    assert_int_equal(bits(scaled[0]), bits(plain[0]));
+    for (int i = 1; i <= 2; i++) assert_true(scaled[i] < plain[i] && scaled[i] > plain[i] / 8.0f);
+    for (int i = 3; i < 8; i++) assert_int_equal(bits(scaled[i]), bits(plain[i]) - (3u << 23));
+    /* within 2 ulp of transformers' formula in f64 on the same §7.1 table */
+    for (int i = 0; i < 8; i++) {
+        double inv = plain[i], wl = 2 * 3.141592653589793 / inv, want = inv;
+        if (wl > 64.0) want = inv / 8.0;
+        else if (!(wl < 16.0)) {
+            double sf = (64.0 / wl - 1.0) / 3.0;
+            want = (1 - sf) * inv / 8.0 + sf * inv;
+        }
+        float w = (float)want;
+        int64_t d = (int64_t)bits(scaled[i]) - (int64_t)bits(w);
+        if (d < -2 || d > 2) fail_msg("inv_freq[%d] %a vs transformers' f64 %a", i, (double)scaled[i], want);
+    }
+}
+
+/* model_type qwen3 (docs/models.md §M2): head_dim free of hidden/heads, q/k
+ * norms, no biases (attention_bias true would give o_proj one: refused),
+ * mlp_bias not read, sliding_window inert without use_sliding_window. */
+static void qwen3_family(void **s)
+{
+    (void)s;
+    static const char *const base = "{\"model_type\":\"qwen3\",\"hidden_size\":64,\"intermediate_size\":128,"
+        "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"head_dim\":24,"
+        "\"vocab_size\":300,\"rms_norm_eps\":1e-06,\"rope_theta\":1000000,\"tie_word_embeddings\":true%s}";
+    static const struct { const char *extra, *why; } C[] = {
+        {"", NULL},
+        {",\"attention_bias\":false,\"use_sliding_window\":false,\"sliding_window\":4096,\"max_window_layers\":2", NULL},
+        {",\"mlp_bias\":true", NULL},
+        {",\"attention_bias\":true", "a qwen3 model's o_proj bias is not implemented"},
+        {",\"use_sliding_window\":true,\"sliding_window\":4096", "use_sliding_window is true"},
+    };
+    for (size_t i = 0; i < sizeof C / sizeof C[0]; i++) {
+        char t[1024];
+        snprintf(t, sizeof t, base, C[i].extra);
+        cis2_config c;
+        cis2_error e = {0};
+        int rc = cis2_config_parse(&c, t, strlen(t), "q3", &e);
+        if (C[i].why ? rc != CIS2_E_UNSUPPORTED || !strstr(e.msg, C[i].why) : rc != CIS2_OK)
+            fail_msg("case %zu (%s): rc=%d msg='%s'", i, C[i].extra, rc, e.msg);
+        if (!rc) {
+            assert_int_equal(c.head_dim, 24);
+            assert_true(cis2_config_qk_norm(&c));
+            assert_int_equal(cis2_config_qkv_bias(&c), 0);
+            assert_int_equal(cis2_config_o_bias(&c), 0);
+            /* embed + per layer (2 norms, q 96x64, k/v 48x64, o 64x96, MLP 3x128x64, q/k norm 2x24) + norm */
+            assert_int_equal(cis2_config_param_count(&c, 0),
+                             300 * 64 + 2 * (2 * 64 + 96 * 64 + 2 * 48 * 64 + 64 * 96 + 3 * 128 * 64 + 48) + 64);
+        }
+    }
+    /* without head_dim: Qwen3Config's default 128, not hidden/heads */
+    static const char *const nohd = "{\"model_type\":\"qwen3\",\"hidden_size\":64,\"intermediate_size\":128,"
+        "\"num_hidden_layers\":1,\"num_attention_heads\":4,\"vocab_size\":300,\"rms_norm_eps\":1e-06}";
+    cis2_config c0;
+    cis2_error e0 = {0};
+    assert_int_equal(cis2_config_parse(&c0, nohd, strlen(nohd), "q3", &e0), CIS2_OK);
+    assert_int_equal(c0.head_dim, 128);
+    /* head_dim x heads != hidden stays refused outside qwen3 (§2.5) */
+    char t[1024];
+    snprintf(t, sizeof t, base, "");
+    memcpy(strstr(t, "qwen3"), "llama", 5);
+    cis2_config c;
+    cis2_error e = {0};
+    assert_int_equal(cis2_config_parse(&c, t, strlen(t), "l", &e), CIS2_E_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "head_dim 24 x num_attention_heads 4 != hidden_size 64"));
 }
 
 /* model_type mistral (issue 33) is Llama's arithmetic only without a
@@ -735,6 +857,7 @@ int main(void)
         cmocka_unit_test(rope_members), cmocka_unit_test(layer_types), cmocka_unit_test(sliding_window),
         cmocka_unit_test(neutral_keys), cmocka_unit_test(pretraining_tp_accepted),
         cmocka_unit_test(transformers5_config), cmocka_unit_test(families), cmocka_unit_test(mistral_family),
+        cmocka_unit_test(llama3_rope), cmocka_unit_test(qwen3_family),
         cmocka_unit_test(synth_shape_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,112 @@
+#!/bin/sh
+# t_torch_families.sh - issue 34's model families (docs/models.md): Llama
+# 3.1's RoPE scaling (§M1, rope_type "llama3") and Qwen3 (§M2: per-head q/k
+# RMSNorm, heads*head_dim != hidden), on small synthetic configs chosen so
+# that each feature acts (llama3: original_max_position_embeddings 64 puts
+# the 8 frequencies of head_dim 16 in all three bands; qwen3: head_dim 24
+# x 4 heads = 96 != hidden 64).
+#   1. cis2 against the torch fp32 oracle written from transformers'
+#      semantics (torch_ref.py): every greedy token with a clear margin and
+#      relative L2 <= 1e-4 per step on the logits;
+#   2. the oracle without the feature (--ablate llama3 / llama3_smooth /
+#      qk_norm) must reject the same run: the feature changes the output;
+#   3. bit identity: every kernel x threads 1/2 gives the same logits dump
+#      and digest; a batch of prompts equals each prompt run alone; the
+#      KV-cache decode equals recompute; the receipt verifies (prefill);
+#      llama3's inv-freq-table-digest is docs/models.md §M1.6's.
+# The oracle parts skip without torch; the identity parts always run.
+set -u
+. tests/lib.sh
+PY=/usr/bin/python3
+ORACLE=tests/oracle/torch_ref.py
+[ -x "$CIS2" ] || fail "$CIS2 is not an executable (run make)"
+tmpdir T
+oracle=1
+[ -x "$PY" ] && "$PY" -c 'import torch, numpy' >/dev/null 2>&1 || { echo "note: no torch, oracle parts skipped"; oracle=0; }
+
+cat > "$T/llama3.json" <<'J'
+{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu", "hidden_size": 64,
+ "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+ "head_dim": 16, "vocab_size": 512, "max_position_embeddings": 512, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
+ "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                  "original_max_position_embeddings": 64, "rope_type": "llama3"},
+ "tie_word_embeddings": true, "attention_bias": false, "mlp_bias": false, "torch_dtype": "bfloat16"}
+J
+cat > "$T/qwen3.json" <<'J'
+{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_act": "silu", "hidden_size": 64,
+ "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+ "head_dim": 24, "vocab_size": 512, "max_position_embeddings": 512, "rms_norm_eps": 1e-06, "rope_theta": 1000000,
+ "rope_scaling": null, "tie_word_embeddings": false, "attention_bias": false, "use_sliding_window": false,
+ "sliding_window": null, "max_window_layers": 2, "torch_dtype": "bfloat16"}
+J
+
+kernels=""
+$CIS2 synth --shape tiny --seed 7 --out "$T/tiny" > /dev/null || fail "synth tiny"
+for k in scalar avx2 avx512 neon; do
+    $CIS2 run --model-dir "$T/tiny" --prompt-ids 1 --gen-toks 1 --kernel "$k" > /dev/null 2>&1 && kernels="$kernels $k"
+done
+echo "kernels:$kernels"
+
+ref() { sed -n 's/^CIS2_REF digest=\([0-9a-f]*\).*/\1/p' "$1"; }
+IDS=1,7,3,2,9,11,4,200,13,5,77,6
+
+# family FEATURES...: the checks above on $T/$fam.json
+family() {
+    fam=$1; shift
+    d=$T/$fam
+    $CIS2 synth --config "$T/$fam.json" --seed 3 --out "$d" > /dev/null || fail "$fam: synth --config"
+    $CIS2 run --model-dir "$d" --prompt-ids $IDS --gen-toks 12 --json --dump-logits "$d/lg.f32" > "$d/run.json" \
+        || fail "$fam: cis2 run"
+    if [ $oracle = 1 ]; then
+        "$PY" "$ORACLE" check --model-dir "$d" --json "$d/run.json" --logits "$d/lg.f32" > "$d/oracle.log" \
+            || { cat "$d/oracle.log"; fail_later "$fam: the oracle rejects cis2's run"; }
+        tail -n 1 "$d/oracle.log"
+        for f in "$@"; do
+            "$PY" "$ORACLE" check --model-dir "$d" --json "$d/run.json" --logits "$d/lg.f32" --ablate "$f" \
+                > "$d/ablate.log" 2>&1
+            rc=$?
+            [ $rc -eq 1 ] || { cat "$d/ablate.log"; fail_later "$fam: the oracle without $f: exit $rc, want 1"; }
+            echo "$fam without $f: $(tail -n 1 "$d/ablate.log")"
+        done
+    fi
+    # bit identity: kernels x threads
+    $CIS2 run --model-dir "$d" --prompt-ids $IDS --gen-toks 12 --dump-logits "$d/base.f32" > "$d/base" \
+        || fail "$fam: run"
+    for k in $kernels; do
+        for t in 1 2; do
+            $CIS2 run --model-dir "$d" --prompt-ids $IDS --gen-toks 12 --kernel "$k" --threads "$t" \
+                --dump-logits "$d/k.f32" > "$d/k" || fail "$fam: run --kernel $k --threads $t"
+            cmp -s "$d/k.f32" "$d/base.f32" || fail_later "$fam: logits differ with --kernel $k --threads $t"
+            [ "$(ref "$d/k")" = "$(ref "$d/base")" ] || fail_later "$fam: digest differs with --kernel $k --threads $t"
+        done
+    done
+    echo "$fam: same logits and digest on kernels$kernels x threads 1 2"
+    # prefill vs decode: KV cache == recompute
+    $CIS2 run --model-dir "$d" --prompt-ids $IDS --gen-toks 12 --recompute > "$d/rc" || fail "$fam: --recompute"
+    [ "$(ref "$d/rc")" = "$(ref "$d/base")" ] || fail_later "$fam: KV-cache decode differs from recompute"
+    # batch vs solo
+    printf '["Once upon a time", "ab", "The quick brown fox jumps"]' > "$d/prompts.json"
+    $CIS2 run --model-dir "$d" --prompt-file "$d/prompts.json" --gen-toks 6 > "$d/batch" || fail "$fam: batch"
+    i=0
+    for p in "Once upon a time" "ab" "The quick brown fox jumps"; do
+        $CIS2 run --model-dir "$d" --prompt "$p" --gen-toks 6 > "$d/solo" || fail "$fam: solo $i"
+        grep -q "^CIS2_REF digest=$(ref "$d/solo") prompt_idx=$i " "$d/batch" \
+            || fail_later "$fam: batch sequence $i differs from its run alone"
+        i=$((i + 1))
+    done
+    echo "$fam: batch == solo, KV decode == recompute"
+    # a receipt, verified by prefill
+    $CIS2 run --model-dir "$d" --prompt "Once upon a time" --gen-toks 6 --receipt "$d/r" > /dev/null \
+        || fail "$fam: run --receipt"
+    $CIS2 verify "$d/r" --model-dir "$d" > "$d/verify" 2>&1 || { cat "$d/verify"; fail_later "$fam: receipt does not verify"; }
+    # the table's digest: docs/models.md §M1.6 (doc_reimpl.py goldens recompute it from the document)
+    if [ "$fam" = llama3 ]; then
+        grep -qx "inv-freq-table-digest d0592bf4b3b8b03042a7d58886476276c51446d7bb75de5a97861e32cfdd52d7" "$d/r" \
+            || fail_later "llama3: inv-freq-table-digest $(sed -n 's/^inv-freq-table-digest //p' "$d/r"), docs/models.md §M1.6 says d0592bf4..."
+    fi
+}
+
+family llama3 llama3 llama3_smooth
+family qwen3 qk_norm
+end_fails
+echo ok
