@@ -18,6 +18,10 @@
 #   - every answer equals `cis2 run` of the same request (tests/server/ref.py:
 #     receipt byte for byte, text, finish, logprob bits), and every receipt
 #     verifies (`cis2 verify`) against the checkpoint
+#   - what a draining replica answers on a connection already open (as
+#     HAProxy's pooled ones are): 503 shutting_down, Retry-After: 1 and
+#     Connection: close, then the connection closes; its stream in flight
+#     still ends whole (tests/server/drain_conn.py)
 # About 15 s on 2 cores.
 set -u
 . tests/lib.sh
@@ -118,4 +122,14 @@ $TMO $PY tests/server/ref.py "$CIS2" "$d/tiny" "$d"/out/*.json || fail "an answe
 "$CIS2" verify "$d"/out/*.receipt --model-dir "$d/tiny" > "$d/verify.out" ||
     fail "cis2 verify: $(grep -v ' ok$' "$d/verify.out" | head)"
 [ "$(grep -c 'verdict: OK' "$d/verify.out")" -eq 60 ] || fail "not 60 OK verdicts: $(head "$d/verify.out")"
+echo "== a draining replica on a connection held open: 503, Retry-After: 1, Connection: close"
+# a checkpoint slow enough (8 layers of 256) that a 300-token stream is still in flight
+$PY -c 'import json,sys; c=json.load(open(sys.argv[1])); c.update(hidden_size=256, intermediate_size=640, num_hidden_layers=8, max_position_embeddings=2048); json.dump(c, open(sys.argv[2], "w"))' \
+    "$d/tiny/config.json" "$d/slow.json"
+"$CIS2" synth --config "$d/slow.json" --seed 3 --out "$d/slow" > /dev/null || fail "synth slow"
+start slow "$d/slow"
+$TMO $PY tests/server/drain_conn.py "$port_slow" "$pid_slow" slow || fail "what a draining replica answers on an open connection"
+wait "$pid_slow"; rc=$?
+[ $rc -eq 0 ] || fail "the slow replica exited $rc after SIGTERM"
+
 echo "PASS: 60 requests through haproxy, a replica stopped and restarted mid-load, none failed, all are cis2 run's"
