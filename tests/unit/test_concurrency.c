@@ -6,7 +6,9 @@
  * The oracle is the same call made alone on the engine before any thread
  * starts: a generate's or a session's witness (§12.1) and tokens, a
  * verify's verdicts (kind, summary, first bad step), a tokenize's ids, a
- * receipt's rendered text.  Results never depend on what else runs
+ * receipt's rendered text, a score's logprob bits and sums and its score
+ * receipts' text (docs/sampling.md §S11, docs/receipts.md "Score
+ * receipts"), and their verification.  Results never depend on what else runs
  * (§3.5), so every concurrent call must give its reference's bits; a data
  * race that corrupts shared state (the verifier's background hashing once
  * rode the engine's shared pool and crashed the server) shows as a
@@ -214,10 +216,73 @@ static void call_set_kernel(void)
     CHECK(cis2_engine_set_kernel(eng, k, &err) == CIS2_OK, "set_kernel %s: %s", k, err.msg);
 }
 
+/* cis2_score: two continuations of one context (computed once) and one
+ * without a context, with their score receipts; and their verification. */
+#define NSCORE 3
+static const uint32_t score_cont_ids[4] = {7, 300, 41, 42};
+static cis2_score_request score_reqs[NSCORE];
+static char *ref_score_text[NSCORE];
+static uint32_t ref_score_bits[NSCORE][64];
+static cis2_receipt *score_rcpts[NSCORE];
+
+static void make_score_requests(void)
+{
+    const char *ctx = texts[0];
+    score_reqs[0] = (cis2_score_request){.context = ctx, .context_len = strlen(ctx), .continuation = " there lived",
+                                         .continuation_len = 12, .top_logprobs = 2};
+    score_reqs[1] = (cis2_score_request){.context = ctx, .context_len = strlen(ctx), .continuation_ids = score_cont_ids,
+                                         .n_continuation_ids = 4, .top_logprobs = 2};
+    score_reqs[2] = (cis2_score_request){.continuation = texts[1], .continuation_len = strlen(texts[1])};
+}
+
+/* 1 if results and receipts are the references'. */
+static int score_matches(const cis2_score_result *res, cis2_receipt *const *rs)
+{
+    for (int i = 0; i < NSCORE; i++) {
+        char *text = NULL;
+        size_t len = 0;
+        if (cis2_receipt_render(rs[i], &text, &len, NULL)) return 0;
+        int same = !strcmp(text, ref_score_text[i]);
+        cis2_free(text);
+        if (!same) return 0;
+        for (size_t k = 0; k < res[i].n_ids && k < 64; k++)
+            if (memcmp(&res[i].logprobs[k], &ref_score_bits[i][k], 4)) return 0;
+    }
+    return 1;
+}
+
+static void call_score(void)
+{
+    cis2_score_result *res = NULL, *plain = NULL;
+    cis2_receipt *rs[NSCORE] = {0};
+    cis2_error err = {0};
+    int rc = cis2_score_receipts(eng, score_reqs, NSCORE, &res, rs, &err);
+    if (!rc) rc = cis2_score(eng, score_reqs, NSCORE, &plain, &err);
+    int same = !rc && score_matches(res, rs) && score_matches(plain, rs);
+    for (int i = 0; i < NSCORE; i++) cis2_receipt_free(rs[i]);
+    cis2_score_results_free(res, NSCORE);
+    cis2_score_results_free(plain, NSCORE);
+    CHECK(rc == CIS2_OK, "score: %s", err.msg);
+    CHECK(same, "score: a logprob or a score receipt differs from the reference");
+}
+
+static void call_score_verify(void)
+{
+    cis2_verdict *v = NULL;
+    cis2_error err = {0};
+    int rc = cis2_verify(eng, score_rcpts, NSCORE, NULL, &v, &err);
+    int ok = !rc;
+    for (int i = 0; ok && i < NSCORE; i++) ok = v[i].kind == CIS2_VERDICT_OK;
+    cis2_verdicts_free(v, NSCORE);
+    CHECK(rc == CIS2_OK, "score verify: %s", err.msg);
+    CHECK(ok, "score verify: a score receipt did not verify");
+}
+
 static const struct { const char *name; void (*fn)(void); } kinds[] = {
     {"generate", call_generate},     {"session", call_session},       {"verify", call_verify},
     {"verify-decode", call_verify_decode}, {"tokens", call_tokens},  {"receipt", call_receipt},
     {"info", call_info},             {"set_threads", call_set_threads}, {"set_kernel", call_set_kernel},
+    {"score", call_score},           {"score-verify", call_score_verify},
 };
 #define NKINDS (sizeof kinds / sizeof kinds[0])
 
@@ -264,6 +329,14 @@ static int setup(void **state)
     cis2_free(t1);
     rcpts[2]->generated[5] ^= 1; /* a claim the sampler does not make at step 5 */
     cis2_results_free(res, NPROMPT);
+    make_score_requests();
+    cis2_score_result *sres = NULL;
+    if (cis2_score_receipts(eng, score_reqs, NSCORE, &sres, score_rcpts, &err)) { fprintf(stderr, "score: %s\n", err.msg); return -1; }
+    for (int i = 0; i < NSCORE; i++) {
+        if (cis2_receipt_render(score_rcpts[i], &ref_score_text[i], &len, &err)) return -1;
+        for (size_t k = 0; k < sres[i].n_ids && k < 64; k++) memcpy(&ref_score_bits[i][k], &sres[i].logprobs[k], 4);
+    }
+    cis2_score_results_free(sres, NSCORE);
     cis2_verdict *v = NULL;
     if (cis2_verify_ex(eng, rcpts, 3, NULL, &small, NULL, &v, &err)) { fprintf(stderr, "verify: %s\n", err.msg); return -1; }
     save_verdicts(v, 0);
@@ -282,6 +355,10 @@ static int teardown(void **state)
     for (int i = 0; i < 3; i++) cis2_receipt_free(rcpts[i]);
     for (int i = 0; i < NPROMPT; i++) cis2_free(ref_ids[i]);
     cis2_free(ref_receipt_text);
+    for (int i = 0; i < NSCORE; i++) {
+        cis2_receipt_free(score_rcpts[i]);
+        cis2_free(ref_score_text[i]);
+    }
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
     return system(cmd) == 0 ? 0 : -1;
@@ -309,6 +386,20 @@ static void test_references(void **state)
         assert_int_equal(ref_verdict_dec[i].kind, ref_verdict[i].kind);
         assert_int_equal(ref_verdict_dec[i].bad, ref_verdict[i].bad);
     }
+    /* the score references: the receipts verify, and a doctored logprob is caught */
+    cis2_verdict *v = NULL;
+    cis2_error err = {0};
+    assert_int_equal(cis2_verify(eng, score_rcpts, NSCORE, NULL, &v, &err), CIS2_OK);
+    for (int i = 0; i < NSCORE; i++) assert_int_equal(v[i].kind, CIS2_VERDICT_OK);
+    cis2_verdicts_free(v, NSCORE);
+    score_rcpts[1]->lp_bits[0] ^= 1;
+    assert_int_equal(cis2_verify(eng, &score_rcpts[1], 1, NULL, &v, &err), CIS2_OK);
+    score_rcpts[1]->lp_bits[0] ^= 1;
+    free(score_rcpts[1]->get_text); /* cis2_receipt_get's cache of the doctored text */
+    score_rcpts[1]->get_text = NULL;
+    assert_int_equal(v[0].kind, CIS2_VERDICT_OUTPUT_MISMATCH);
+    assert_string_equal(v[0].summary, "OUTPUT-MISMATCH (logprob-bits)");
+    cis2_verdicts_free(v, 1);
 }
 
 static void test_every_pair(void **state)
