@@ -316,8 +316,19 @@ static json_t *verdict_json(const cis2_verdict *v)
  * bytes (no token is shorter than a byte) and the tokens it may run
  * (max-toks of an extension receipt, else gen-toks).  Known before any
  * work, so /v1/verify is bounded in work as well as in bytes. */
+/* the elements of a CSV value ("none": 0) */
+static size_t csv_count(const char *v)
+{
+    if (!v || !strcmp(v, "none")) return 0;
+    size_t n = 1;
+    for (; *v; v++) n += *v == ',';
+    return n;
+}
+
 static size_t receipt_work(const cis2_receipt *r)
 {
+    const char *cont = cis2_receipt_get(r, "continuation-token-ids"); /* a score receipt: the ids it scores */
+    if (cont) return csv_count(cont) + csv_count(cis2_receipt_get(r, "context-token-ids"));
     const char *hex = cis2_receipt_get(r, "prompt-hex"), *mt = cis2_receipt_get(r, "max-toks");
     const char *gt = cis2_receipt_get(r, "gen-toks");
     size_t bytes = hex ? strlen(hex) / 2 : 0;
