@@ -639,6 +639,18 @@ typedef struct cis2_score_result {
  * max_position_embeddings) before any is computed. */
 CIS2_API int cis2_score(cis2_engine *e, const cis2_score_request *reqs, size_t n, cis2_score_result **results,
                         cis2_error *err);
+
+/* Options of cis2_score_ex (zero-initialise; NULL = none). */
+typedef struct cis2_score_opts {
+    /* Asked before every weight pass, with the caller's floating-point
+     * environment; nonzero cancels the call (CIS2_E_CANCELLED, no results). */
+    int (*should_stop)(void *ctx);
+    void *should_stop_ctx;
+} cis2_score_opts;
+
+/* cis2_score with options: the same results, bit for bit. */
+CIS2_API int cis2_score_ex(cis2_engine *e, const cis2_score_request *reqs, size_t n, const cis2_score_opts *opts,
+                           cis2_score_result **results, cis2_error *err);
 CIS2_API void cis2_score_results_free(cis2_score_result *results, size_t n);
 
 /* Score receipts ("CIS-2-RECEIPT ext-score-1", docs/receipts.md "Score

@@ -538,6 +538,23 @@ static int build_job(serve_call *c, serve_err *e)
     return 0;
 }
 
+/* What ends a scoring early (cis2_score_opts.should_stop, asked between
+ * weight passes): shutdown past its drain, or --verify-timeout spent, as
+ * for /v1/verify (a client that leaves is noticed at the answer). */
+typedef struct score_guard {
+    const serve_ctx *sc;
+    double deadline;
+    int timeout;
+} score_guard;
+
+static int score_should_stop(void *ctx)
+{
+    score_guard *g = ctx;
+    if (atomic_load(&((serve_ctx *)g->sc)->stopping)) return 1;
+    if (serve_now() > g->deadline) g->timeout = 1;
+    return g->timeout;
+}
+
 /* echo: the prompt's scores (docs/sampling.md §S11: each prompt scored as
  * a continuation with no context, its ids the job's, the first token
  * unscored) when logprobs are asked with echo, or prompt_logprobs. */
@@ -562,8 +579,16 @@ static int score_prompts(const serve_ctx *sc, serve_call *c, serve_err *e)
                                      .n_continuation_ids = p->text ? 0 : p->n_ids, .top_logprobs = top};
     }
     cis2_error err = {0};
-    int rc = cis2_score(sc->e, rq, c->n_prompts, &c->scores, &err); /* concurrent with the engine, as /v1/verify */
+    score_guard g = {sc, serve_now() + sc->cfg.verify_timeout_s, 0};
+    cis2_score_opts so = {.should_stop = score_should_stop, .should_stop_ctx = &g};
+    int rc = cis2_score_ex(sc->e, rq, c->n_prompts, &so, &c->scores, &err); /* concurrent with the engine, as /v1/verify */
     free(rq);
+    if (rc == CIS2_E_CANCELLED && g.timeout)
+        return serve_fail(e, 413, "score_timeout", c->echo ? "echo" : "prompt_logprobs",
+                          "scoring the prompts took longer than this server's --verify-timeout (%u s): send fewer or "
+                          "shorter prompts at a time", sc->cfg.verify_timeout_s);
+    if (rc == CIS2_E_CANCELLED)
+        return serve_fail(e, 503, "shutting_down", NULL, "the server is shutting down; scoring was stopped");
     if (rc) return serve_fail(e, serve_status_for(rc), NULL, "prompt", "scoring the prompt failed: %s", err.msg);
     return 0;
 }

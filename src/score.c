@@ -37,6 +37,7 @@
  * logits; requests are admitted while their KV caches fit in
  * SCORE_KV_BUDGET (always at least one).
  */
+#include "api.h"
 #include "engine.h"
 #include "kernels.h"
 #include "model.h"
@@ -280,7 +281,19 @@ static size_t kv_need(const cis2_model *m, const sjob *j)
     return 2 * m->n_layers * ((j->len + 15) / 16 * 16) * m->kv_dim * sizeof(float);
 }
 
-static int run_jobs(const cis2_engine *e, const cis2_ctx *cx, sjob *jobs, size_t n, cis2_error *err)
+/* The caller's cancellation point (cis2_score_opts.should_stop): its code,
+ * so with the caller's floating-point environment (api.h). */
+static int should_stop(const cis2_score_opts *o)
+{
+    if (!o || !o->should_stop) return 0;
+    uint64_t pinned = cis2_api_callout_begin();
+    int stop = o->should_stop(o->should_stop_ctx);
+    cis2_api_callout_end(pinned);
+    return stop;
+}
+
+static int run_jobs(const cis2_engine *e, const cis2_ctx *cx, sjob *jobs, size_t n, const cis2_score_opts *opts,
+                    cis2_error *err)
 {
     const cis2_model *m = &e->m;
     const size_t V = m->vocab;
@@ -329,6 +342,10 @@ static int run_jobs(const cis2_engine *e, const cis2_ctx *cx, sjob *jobs, size_t
             }
         }
         if (nrows) {
+            if (should_stop(opts)) { /* between passes: nothing half done */
+                rc = cis2_fail(err, CIS2_E_CANCELLED, "score: cancelled by the caller");
+                goto out;
+            }
             if ((rc = cis2_forward(cx, m, &ws, rows, nrows, NULL, NULL, err))) goto out;
             size_t nch = nlog < SCORE_CHUNKS ? nlog : SCORE_CHUNKS;
             if (nch) {
@@ -407,11 +424,17 @@ static int witness_begin(const cis2_model *m, sjob *j)
 int cis2_score(cis2_engine *e, const cis2_score_request *reqs, size_t n, cis2_score_result **results,
                cis2_error *err)
 {
-    return cis2_score_run(e, reqs, n, NULL, results, err);
+    return cis2_score_run(e, reqs, n, NULL, NULL, results, err);
+}
+
+int cis2_score_ex(cis2_engine *e, const cis2_score_request *reqs, size_t n, const cis2_score_opts *opts,
+                  cis2_score_result **results, cis2_error *err)
+{
+    return cis2_score_run(e, reqs, n, NULL, opts, results, err);
 }
 
 int cis2_score_run(cis2_engine *e, const cis2_score_request *reqs, size_t n, uint8_t (*witness)[32],
-                   cis2_score_result **results, cis2_error *err)
+                   const cis2_score_opts *opts, cis2_score_result **results, cis2_error *err)
 {
     if (results) *results = NULL;
     if (!e || !results) return cis2_fail(err, CIS2_E_USAGE, "score: no engine or no place for the results");
@@ -429,7 +452,7 @@ int cis2_score_run(cis2_engine *e, const cis2_score_request *reqs, size_t n, uin
         jobs[i] = (sjob){.res = &res[i], .index = i, .len = res[i].n_context + res[i].n_ids, .state = J_WAIT};
         if (!rc && witness && witness_begin(&e->m, &jobs[i])) rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
     }
-    if (!rc) rc = run_jobs(e, &cx, jobs, n, err);
+    if (!rc) rc = run_jobs(e, &cx, jobs, n, opts, err);
     if (!rc)
         for (size_t i = 0; i < n; i++) sums(&res[i]);
 out:

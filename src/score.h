@@ -14,7 +14,7 @@
  * ++ continuation ids, the context's length as u32 LE, then per scored
  * token its row's logits and the token) into witness[i]. */
 int cis2_score_run(cis2_engine *e, const cis2_score_request *reqs, size_t n, uint8_t (*witness)[32],
-                   cis2_score_result **results, cis2_error *err);
+                   const cis2_score_opts *opts, cis2_score_result **results, cis2_error *err);
 
 /* logprob-digest: SHA-256 over every scored token in order of its logprob
  * bits (u32 LE), rank (u32 LE), greedy flag (one byte 0/1) and its
@@ -25,8 +25,8 @@ int cis2_score_logprob_digest(const cis2_score_result *r, uint8_t out[32]);
 /* Verdicts of score receipts (verify_score.c): v[i] for rs[i], each
  * already cis2_vd_init'ed; every receipt is re-scored in one cis2_score
  * call (shared weight passes, equal contexts once). */
-int cis2_verify_scores(cis2_engine *e, cis2_receipt *const *rs, size_t n, int twice, cis2_verdict *v,
-                       cis2_error *err);
+int cis2_verify_scores(cis2_engine *e, cis2_receipt *const *rs, size_t n, int twice, const cis2_score_opts *opts,
+                       cis2_verdict *v, cis2_error *err);
 
 /* cis2_check's fields and verdict for a score receipt (judge.c has read
  * the files): tok (with its sha) and cfg_sha/inv may be NULL (not given).

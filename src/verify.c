@@ -539,7 +539,9 @@ static int verify_mixed(cis2_engine *e, cis2_receipt *const *receipts, size_t n,
         sr[ns++] = receipts[i];
     }
     if (nc && (rc = cis2_verify_ex(e, cr, nc, o, limits, rows_computed, &cv, err))) goto out;
-    if ((rc = cis2_verify_scores(e, sr, ns, o ? o->twice : 0, sv, err))) goto out;
+    /* score receipts stop where verify's should_stop says so too */
+    cis2_score_opts so = {.should_stop = o ? o->should_stop : NULL, .should_stop_ctx = o ? o->should_stop_ctx : NULL};
+    if ((rc = cis2_verify_scores(e, sr, ns, o ? o->twice : 0, &so, sv, err))) goto out;
     for (size_t i = 0; i < ns && !rc; i++) rc = cis2_vd_finish(&sv[i], err);
     if (rc) goto out;
     for (size_t i = 0, a = 0, b = 0; i < n; i++) v[i] = receipts[i]->score ? sv[a++] : cv[b++];

@@ -130,7 +130,7 @@ int cis2_score_receipts(cis2_engine *e, const cis2_score_request *reqs, size_t n
     for (size_t i = 0; i < n; i++) receipts[i] = NULL;
     uint8_t (*w)[32] = malloc((n ? n : 1) * sizeof *w);
     if (!w) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
-    int rc = cis2_score_run(e, reqs, n, w, results, err);
+    int rc = cis2_score_run(e, reqs, n, w, NULL, results, err);
     for (size_t i = 0; i < n && !rc; i++) rc = make_one(e, &reqs[i], &(*results)[i], w[i], &receipts[i], err);
     free(w);
     if (rc) {
@@ -341,7 +341,8 @@ static void judge_outputs(cis2_verdict *v, judged *j, const cis2_receipt *r, con
     if (cis2_vd_digest(v, "witness-digest", r->witness, witness)) out_bad(j, "witness-digest");
 }
 
-int cis2_verify_scores(cis2_engine *e, cis2_receipt *const *rs, size_t n, int twice, cis2_verdict *v, cis2_error *err)
+int cis2_verify_scores(cis2_engine *e, cis2_receipt *const *rs, size_t n, int twice, const cis2_score_opts *opts,
+                       cis2_verdict *v, cis2_error *err)
 {
     cis2_score_request *q = calloc(n ? n : 1, sizeof *q);
     size_t *which = calloc(n ? n : 1, sizeof *which), k = 0;
@@ -365,9 +366,9 @@ int cis2_verify_scores(cis2_engine *e, cis2_receipt *const *rs, size_t n, int tw
         which[k++] = i;
     }
     if (!k) goto out;
-    if ((rc = cis2_score_run(e, q, k, w, &res, err))) goto out;
+    if ((rc = cis2_score_run(e, q, k, w, opts, &res, err))) goto out;
     if (twice) {
-        if ((rc = cis2_score_run(e, q, k, w2, &res2, err))) goto out;
+        if ((rc = cis2_score_run(e, q, k, w2, opts, &res2, err))) goto out;
         for (size_t i = 0; i < k && !rc; i++) {
             uint8_t a[32], b[32];
             if (cis2_score_logprob_digest(&res[i], a) || cis2_score_logprob_digest(&res2[i], b))

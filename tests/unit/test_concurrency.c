@@ -522,6 +522,44 @@ static void test_verify_cancel(void **state)
     }
 }
 
+/* cis2_score_ex's should_stop (issue 35: the server's echo scoring and
+ * score-receipt verification must end at shutdown or past their time):
+ * never stopping gives cis2_score's bits; stopping at the first poll gives
+ * CIS2_E_CANCELLED and no results; and a verify of score receipts stops
+ * where its own should_stop says so. */
+static void test_score_cancel(void **state)
+{
+    (void)state;
+    cis2_score_result *plain = NULL, *res = NULL;
+    cis2_error err = {0};
+    assert_int_equal(cis2_score(eng, score_reqs, NSCORE, &plain, &err), CIS2_OK);
+    stopper never = {0, -1, NULL};
+    cis2_score_opts o = {.should_stop = stop_after, .should_stop_ctx = &never};
+    assert_int_equal(cis2_score_ex(eng, score_reqs, NSCORE, &o, &res, &err), CIS2_OK);
+    assert_true(atomic_load(&never.polls) >= 1);
+    for (int i = 0; i < NSCORE; i++) {
+        assert_int_equal(res[i].n_ids, plain[i].n_ids);
+        assert_memory_equal(res[i].logprobs, plain[i].logprobs, res[i].n_ids * sizeof(float));
+        assert_memory_equal(&res[i].sum, &plain[i].sum, sizeof(float));
+    }
+    cis2_score_results_free(res, NSCORE);
+    cis2_score_results_free(plain, NSCORE);
+    stopper first = {0, 0, NULL};
+    o.should_stop_ctx = &first;
+    res = NULL;
+    memset(&err, 0, sizeof err);
+    assert_int_equal(cis2_score_ex(eng, score_reqs, NSCORE, &o, &res, &err), CIS2_E_CANCELLED);
+    assert_null(res);
+    assert_int_equal(atomic_load(&first.polls), 1);
+    assert_non_null(strstr(err.msg, "cancelled"));
+    stopper vfirst = {0, 0, NULL};
+    cis2_verify_opts vo = {.should_stop = stop_after, .should_stop_ctx = &vfirst};
+    cis2_verdict *v = NULL;
+    memset(&err, 0, sizeof err);
+    assert_int_equal(cis2_verify_ex(eng, score_rcpts, NSCORE, &vo, NULL, NULL, &v, &err), CIS2_E_CANCELLED);
+    assert_null(v);
+}
+
 /* Another thread raises the flag while a long verification runs (what
  * the server does for a client that has gone, or at shutdown). */
 static void *raise_flag(void *arg)
@@ -565,6 +603,7 @@ int main(void)
         cmocka_unit_test(test_change_from_callback),
         cmocka_unit_test(test_verify_cancel),
         cmocka_unit_test(test_verify_cancel_from_thread),
+        cmocka_unit_test(test_score_cancel),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
