@@ -19,7 +19,7 @@
  * describes), one line naming the file and the key: a key not in the
  * table; a neutral key at another value (rope_interleaved or use_mrope
  * true, soft-capping, partial_rotary_factor != 1, ...); model_type other
- * than llama/qwen2/mistral/qwen3; hidden_act other than silu; RoPE other
+ * than llama/qwen2/mistral/qwen3/smollm3; hidden_act other than silu; RoPE other
  * than §7's plain construction or Llama 3.1's "llama3" rescaling
  * (docs/models.md §M1: rope_parameters / rope_scaling with another
  * rope_type, or any member but rope_type, rope_theta, partial_rotary_factor
@@ -40,7 +40,9 @@
  * never o_proj or MLP biases, whatever attention_bias / mlp_bias say (its
  * modeling code does not read them); qwen3 has q_norm/k_norm weights per
  * layer, no MLP biases whatever mlp_bias says, and attention_bias true
- * (q/k/v and o_proj biases) refused.  Both must be booleans when present.
+ * (q/k/v and o_proj biases) refused; smollm3 is llama's tensors, with
+ * no_rope_layers / no_rope_layer_interval read (docs/models.md §M3).
+ * Both must be booleans when present.
  *
  * Memory: the file is read once (fileio.h, at most 16 MiB) and its JSON
  * cost bounded before parsing (jsonlim.h, CIS2_CFG_MAX_JSON_COST).
@@ -165,10 +167,16 @@ static int is_false(const json_t *root, const json_t *v) { (void)root; return js
 static int is_one(const json_t *root, const json_t *v) { (void)root; return json_is_number(v) && json_number_value(v) == 1.0; }
 static int is_silu(const json_t *root, const json_t *v) { (void)root; return json_is_string(v) && !strcmp(json_string_value(v), "silu"); }
 static int is_never(const json_t *root, const json_t *v) { (void)root; (void)v; return 0; }
-/* SmolLM3's no_rope_layers: 1 = this layer uses RoPE; all 1 is §7 everywhere. */
+static int is_smollm3(const json_t *root)
+{
+    const json_t *mt = json_object_get(root, "model_type");
+    return json_is_string(mt) && !strcmp(json_string_value(mt), "smollm3");
+}
+/* SmolLM3's no_rope_layers: 1 = this layer uses RoPE; all 1 is §7 everywhere.
+ * model_type smollm3 reads it (parse_nope, docs/models.md §M3). */
 static int all_rope(const json_t *root, const json_t *v)
 {
-    (void)root;
+    if (is_smollm3(root)) return 1;
     if (!json_is_array(v)) return 0;
     for (size_t i = 0; i < json_array_size(v); i++)
         if (!json_is_integer(json_array_get(v, i)) || json_integer_value(json_array_get(v, i)) != 1) return 0;
@@ -178,6 +186,7 @@ static int all_rope(const json_t *root, const json_t *v)
 static int interval_unused(const json_t *root, const json_t *v)
 {
     (void)v;
+    if (is_smollm3(root)) return 1; /* parse_nope reads it */
     const json_t *l = json_object_get(root, "no_rope_layers");
     return l && !json_is_null(l);
 }
@@ -439,6 +448,7 @@ static int rope_object(cis2_config *c, json_t *root, const char *key, theta_src 
 static int parse_rope(cis2_config *c, json_t *root, const char *name, cis2_error *err)
 {
     theta_src th = {10000.0, NULL}; /* LlamaConfig's default base */
+    if (!strcmp(c->model_type, "smollm3")) th.v = 2000000.0; /* SmolLM3Config's (docs/models.md §M3.1) */
     json_t *top = opt(root, "rope_theta");
     int rc;
     if ((top && (rc = theta_take(&th, top, "rope_theta", name, err))) ||
@@ -469,7 +479,8 @@ static int parse_layout(cis2_config *c, json_t *root, const char *name, cis2_err
     /* mistral's modeling code has no use_sliding_window: it slides whenever
      * sliding_window is set */
     int mistral = !strcmp(c->model_type, "mistral");
-    if (sw && (use != 0 || mistral) && strcmp(c->model_type, "qwen2") && strcmp(c->model_type, "qwen3")) {
+    if (sw && (use != 0 || mistral) && strcmp(c->model_type, "qwen2") && strcmp(c->model_type, "qwen3") &&
+        strcmp(c->model_type, "smollm3")) { /* SmolLM3Config's use_sliding_window defaults to false too */
         char val[48];
         show(sw, val);
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: sliding_window = %s is not implemented (§9 attends to every "
@@ -491,6 +502,40 @@ static int parse_layout(cis2_config *c, json_t *root, const char *name, cis2_err
     return CIS2_OK;
 }
 
+/* SmolLM3's layers without RoPE (docs/models.md §M3.1): no_rope_layers,
+ * one integer per layer (1 = RoPE, 0 = none), at least num_hidden_layers
+ * of them (later ones unused, as transformers indexes it by layer); absent
+ * or null, every no_rope_layer_interval-th layer (default 4) has none:
+ * layer L skips RoPE iff (L + 1) % interval == 0.  Other families: none
+ * (the key table holds them to "every layer rotates"). */
+static int parse_nope(cis2_config *c, json_t *root, const char *name, cis2_error *err)
+{
+    if (strcmp(c->model_type, "smollm3")) return CIS2_OK;
+    int64_t L = c->num_hidden_layers;
+    json_t *l = opt(root, "no_rope_layers");
+    if (l) {
+        if (!json_is_array(l) || (int64_t)json_array_size(l) < L)
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: no_rope_layers must be a list of at least num_hidden_layers "
+                             "(%lld) integers 0 or 1", name, (long long)L);
+        for (size_t i = 0; i < json_array_size(l); i++) {
+            json_t *e = json_array_get(l, i);
+            if (!json_is_integer(e) || (json_integer_value(e) != 0 && json_integer_value(e) != 1))
+                return cis2_fail(err, CIS2_E_FORMAT, "%s: no_rope_layers[%zu] must be 0 or 1", name, i);
+            if ((int64_t)i < L) c->no_rope[i] = json_integer_value(e) == 0;
+        }
+        return CIS2_OK;
+    }
+    int64_t every = 4; /* SmolLM3Config's no_rope_layer_interval */
+    json_t *iv = opt(root, "no_rope_layer_interval");
+    if (iv) {
+        if (!json_is_integer(iv) || json_integer_value(iv) < 1)
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: no_rope_layer_interval must be a positive integer", name);
+        every = json_integer_value(iv);
+    }
+    for (int64_t i = 0; i < L; i++) c->no_rope[i] = (i + 1) % every == 0;
+    return CIS2_OK;
+}
+
 /* model_type: llama (also absent), qwen2, or mistral.  Mistral's forward
  * pass is Llama's (no biases, RMSNorm, SwiGLU, default RoPE) except for
  * sliding-window attention, which parse_layout refuses unless
@@ -503,9 +548,10 @@ static int parse_family(cis2_config *c, json_t *root, const char *name, cis2_err
     if (!mt) return CIS2_OK;
     if (!json_is_string(mt)) return cis2_fail(err, CIS2_E_FORMAT, "%s: model_type must be a string", name);
     const char *s = json_string_value(mt);
-    if (strcmp(s, "llama") && strcmp(s, "qwen2") && strcmp(s, "mistral") && strcmp(s, "qwen3"))
-        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: model_type '%.40s' not supported (llama, qwen2, mistral or "
-                         "qwen3 only)", name, s);
+    if (strcmp(s, "llama") && strcmp(s, "qwen2") && strcmp(s, "mistral") && strcmp(s, "qwen3") &&
+        strcmp(s, "smollm3"))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: model_type '%.40s' not supported (llama, qwen2, mistral, "
+                         "qwen3 or smollm3 only)", name, s);
     snprintf(c->model_type, sizeof c->model_type, "%s", s);
     return CIS2_OK;
 }
@@ -587,7 +633,8 @@ static int parse_root(cis2_config *c, json_t *root, const char *name, cis2_error
     /* The family first, then every key against the table, then each part. */
     if ((rc = parse_family(c, root, name, err)) || (rc = check_keys(root, name, err)) ||
         (rc = parse_features(c, root, name, err)) || (rc = parse_sizes(c, root, name, err)) ||
-        (rc = parse_layout(c, root, name, err)) || (rc = parse_rope(c, root, name, err)))
+        (rc = parse_layout(c, root, name, err)) || (rc = parse_rope(c, root, name, err)) ||
+        (rc = parse_nope(c, root, name, err)))
         return rc;
 
     /* §2.3 eps */

@@ -10,6 +10,17 @@
 
 #include "cis2_toolkit.h" /* and cis2.h */
 
+/* Limits (see config.c): anything larger is refused as CIS2_E_FORMAT. */
+#define CIS2_CFG_MAX_HIDDEN 65536
+#define CIS2_CFG_MAX_INTER (1 << 20)
+#define CIS2_CFG_MAX_LAYERS 1024
+#define CIS2_CFG_MAX_VOCAB (1 << 22)
+#define CIS2_CFG_MAX_POS (1 << 20)
+#define CIS2_CFG_MAX_PARAMS 64000000000ull
+#define CIS2_CFG_MAX_FILE (16u << 20)
+/* jansson heap budget for config.json (jsonlim.h); real files need < 64 KiB. */
+#define CIS2_CFG_MAX_JSON_COST (64ull << 20)
+
 typedef struct cis2_config {
     int64_t hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
             num_key_value_heads, head_dim, vocab_size, max_position_embeddings;
@@ -23,7 +34,10 @@ typedef struct cis2_config {
     double l3_factor, l3_low_ff, l3_high_ff;
     int64_t l3_old_ctx;        /* original_max_position_embeddings, <= 2^24 */
     int tie_word_embeddings;
-    char model_type[32];       /* "llama", "qwen2", "mistral", "qwen3", or "" if absent (= llama) */
+    /* smollm3 (docs/models.md §M3): no_rope[L] = 1 where layer L skips RoPE
+     * (no_rope_layers' 0); all 0 for every other family. */
+    uint8_t no_rope[CIS2_CFG_MAX_LAYERS];
+    char model_type[32];       /* "llama", "qwen2", "mistral", "qwen3", "smollm3", or "" if absent (= llama) */
     int attention_bias;        /* as written (false if absent); Qwen2 ignores it */
     int mlp_bias;              /* as written (false if absent); Qwen2 ignores it */
     /* eos_token_id, for stop-at-eos (docs/sampling.md §S5.1): an integer or
@@ -35,16 +49,6 @@ typedef struct cis2_config {
     int eos_malformed;
 } cis2_config;
 
-/* Limits (see config.c): anything larger is refused as CIS2_E_FORMAT. */
-#define CIS2_CFG_MAX_HIDDEN 65536
-#define CIS2_CFG_MAX_INTER (1 << 20)
-#define CIS2_CFG_MAX_LAYERS 1024
-#define CIS2_CFG_MAX_VOCAB (1 << 22)
-#define CIS2_CFG_MAX_POS (1 << 20)
-#define CIS2_CFG_MAX_PARAMS 64000000000ull
-#define CIS2_CFG_MAX_FILE (16u << 20)
-/* jansson heap budget for config.json (jsonlim.h); real files need < 64 KiB. */
-#define CIS2_CFG_MAX_JSON_COST (64ull << 20)
 
 /* Reads `path` once (fileio.h: a regular file, at most CIS2_CFG_MAX_FILE
  * bytes, unchanged while read) and parses it (CIS2_E_IO if unreadable). */

@@ -110,6 +110,7 @@ static int plan_tensors(cis2_model *m, loader *L, cis2_error *err)
     const char *family = m->cfg.model_type[0] ? m->cfg.model_type : "llama";
     for (size_t i = 0; i < m->n_layers; i++) {
         cis2_layer *ly = &m->layers[i];
+        ly->no_rope = m->cfg.no_rope[i]; /* docs/models.md §M3 */
         NAME("model.layers.%zu.input_layernorm.weight", i); VEC(&ly->ln1, m->hidden);
         NAME("model.layers.%zu.post_attention_layernorm.weight", i); VEC(&ly->ln2, m->hidden);
         NAME("model.layers.%zu.self_attn.q_proj.weight", i); MAT(&ly->q, m->q_dim, m->hidden);
@@ -450,7 +451,8 @@ static void r_bias(fwd *F, size_t r0, size_t r1) /* §9.1 */
     }
 }
 
-/* qwen3's q/k norm (docs/models.md §M2), §7.4 on every q and k head, then §3.5 */
+/* qwen3's q/k norm (docs/models.md §M2), §7.4 on every q and k head (none
+ * in smollm3's NoPE layers, §M3), then §3.5 */
 static void r_rope_store(fwd *F, size_t r0, size_t r1)
 {
     const cis2_model *m = F->m;
@@ -462,8 +464,10 @@ static void r_rope_store(fwd *F, size_t r0, size_t r1)
             rmsnorm_rows(q, F->ly->qn, m->cfg.rms_norm_eps, hd, m->n_heads, q);
             rmsnorm_rows(k, F->ly->kn, m->cfg.rms_norm_eps, hd, m->n_kv, k);
         }
-        for (size_t h = 0; h < m->n_heads; h++) rope_rotate_n(q + h * hd, cosv, sinv, half);
-        for (size_t h = 0; h < m->n_kv; h++) rope_rotate_n(k + h * hd, cosv, sinv, half);
+        if (!F->ly->no_rope) { /* smollm3's NoPE layers keep q and k as projected (docs/models.md §M3.2) */
+            for (size_t h = 0; h < m->n_heads; h++) rope_rotate_n(q + h * hd, cosv, sinv, half);
+            for (size_t h = 0; h < m->n_kv; h++) rope_rotate_n(k + h * hd, cosv, sinv, half);
+        }
         cis2_kv *kv = F->rows[r].kv; /* cache post-RoPE k, and v */
         size_t p = F->rows[r].pos;
         float *kl = kv->k + l * kv->cap * KV; /* blocked keys, see cis2_kv */

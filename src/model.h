@@ -22,6 +22,7 @@ typedef struct cis2_layer {
     float *ln1, *ln2;       /* input_layernorm, post_attention_layernorm */
     float *bq, *bk, *bv;    /* §9.1 optional biases (NULL when absent) */
     float *qn, *kn;         /* qwen3's q_norm/k_norm, head_dim each (docs/models.md §M2; else NULL) */
+    int no_rope;            /* smollm3: this layer skips RoPE (docs/models.md §M3) */
 } cis2_layer;
 
 typedef struct cis2_model {

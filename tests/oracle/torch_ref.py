@@ -20,7 +20,12 @@ from cis2's code or docs/models.md's pinned order):
   - Qwen3 (model_type qwen3): q_proj/o_proj of heads*head_dim, an RMSNorm
     over each head's head_dim values of q and k (self_attn.q_norm /
     k_norm weights, eps rms_norm_eps) after the projection, before RoPE.
-`check --ablate llama3|llama3_smooth|qk_norm` drops the feature from the oracle: the
+  - SmolLM3 (model_type smollm3): Llama, except that a layer whose
+    no_rope_layers entry is 0 applies no rotary embedding to q and k
+    (SmolLM3Attention.use_rope); without the list, layer l has none when
+    (l + 1) % no_rope_layer_interval == 0 (default interval 4); the RoPE
+    base defaults to 2e6 (SmolLM3Config).
+`check --ablate llama3|llama3_smooth|qk_norm|nope` drops the feature from the oracle: the
 test shows that the comparison then fails (the feature is effective).
 
 It deliberately does NOT reproduce cis2's pinned arithmetic (§5-§6): torch
@@ -108,7 +113,15 @@ class Config:
         self.head_dim = int(c.get("head_dim") or self.hidden // self.heads)
         self.vocab = int(c["vocab_size"])
         self.eps = float(c.get("rms_norm_eps", 1e-6))
-        self.theta = float(c.get("rope_theta", 10000.0))
+        mt = c.get("model_type")
+        self.theta = float(c.get("rope_theta", 2000000.0 if mt == "smollm3" else 10000.0))
+        self.use_rope = [True] * self.layers                     # SmolLM3: per layer
+        if mt == "smollm3":
+            nrl = c.get("no_rope_layers")
+            if nrl is None:
+                every = int(c.get("no_rope_layer_interval", 4))
+                nrl = [int((l + 1) % every != 0) for l in range(self.layers)]
+            self.use_rope = [bool(nrl[l]) for l in range(self.layers)]
         self.tied = bool(c.get("tie_word_embeddings", False))
         self.qk_norm = c.get("model_type") == "qwen3"
         self.llama3 = None
@@ -206,7 +219,8 @@ def torch_forward(cfg, w, ids):
                 k = rmsnorm(k, W(p + "self_attn.k_norm.weight"))
             q, k = q.transpose(0, 1), k.transpose(0, 1)
             v = linear(h, p + "self_attn.v_proj").view(T, KV, D).transpose(0, 1)
-            q, k = rope(q), rope(k)
+            if cfg.use_rope[l]:                                  # SmolLM3: NoPE layers skip it
+                q, k = rope(q), rope(k)
             k = k.repeat_interleave(group, dim=0)                # head h -> kv h//group
             v = v.repeat_interleave(group, dim=0)
             s = (q @ k.transpose(1, 2)) / math.sqrt(D)
@@ -244,7 +258,9 @@ def numpy_forward(cfg, w, ids):
             return vec
         return np.concatenate([norm(vec[hh * D:(hh + 1) * D], gain) for hh in range(nh)])
 
-    def rot(vec, nh, pos):
+    def rot(vec, nh, pos, on=True):
+        if not on:
+            return vec
         out = np.empty_like(vec)
         c, s = np.cos(pos * inv_freq), np.sin(pos * inv_freq)
         for hh in range(nh):
@@ -264,8 +280,8 @@ def numpy_forward(cfg, w, ids):
             h = norm(x, g[p + "input_layernorm.weight"])
             qn = g.get(p + "self_attn.q_norm.weight") if cfg.qk_norm else None
             kn = g.get(p + "self_attn.k_norm.weight") if cfg.qk_norm else None
-            q = rot(qknorm(lin(p + "self_attn.q_proj", h), H, qn), H, pos)
-            kcache[l].append(rot(qknorm(lin(p + "self_attn.k_proj", h), KV, kn), KV, pos))
+            q = rot(qknorm(lin(p + "self_attn.q_proj", h), H, qn), H, pos, cfg.use_rope[l])
+            kcache[l].append(rot(qknorm(lin(p + "self_attn.k_proj", h), KV, kn), KV, pos, cfg.use_rope[l]))
             vcache[l].append(lin(p + "self_attn.v_proj", h))
             K = np.stack(kcache[l])                              # [pos+1, KV*D]
             V = np.stack(vcache[l])
@@ -398,6 +414,10 @@ def ablate(cfg, what):
             if not cfg.qk_norm:
                 raise ValueError("--ablate qk_norm: the config is not qwen3")
             cfg.qk_norm = False
+        elif f == "nope":
+            if all(cfg.use_rope):
+                raise ValueError("--ablate nope: the config has no layer without RoPE")
+            cfg.use_rope = [True] * cfg.layers                  # RoPE in every layer
         else:
             raise ValueError(f"--ablate {f}: unknown feature")
 
@@ -468,7 +488,7 @@ def write_safetensors(path, tensors):
 
 def make_checkpoint(d, rng, hidden, inter, layers, heads, kv_heads, vocab, head_dim=None,
                     bias=False, tied=True, theta=10000.0, eps=1e-5, norm_f32=False, qwen3=False,
-                    llama3=None):
+                    llama3=None, extra=None):
     D = head_dim or hidden // heads
     t = {}
     nd = "F32" if norm_f32 else "BF16"
@@ -504,6 +524,7 @@ def make_checkpoint(d, rng, hidden, inter, layers, heads, kv_heads, vocab, head_
         cfg["model_type"] = "qwen3"
     if llama3:
         cfg["rope_scaling"] = dict(llama3, rope_type="llama3")
+    cfg.update(extra or {})
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f)
 
@@ -524,6 +545,8 @@ def cmd_selftest(a):
                                 "original_max_position_embeddings": 64})),
         ("qwen3", dict(hidden=48, inter=96, layers=2, heads=4, kv_heads=2, vocab=150, head_dim=20,
                        qwen3=True, eps=1e-6, theta=1e6)),
+        ("smollm3", dict(hidden=48, inter=96, layers=3, heads=4, kv_heads=2, vocab=150, theta=1e5,
+                         extra={"model_type": "smollm3", "no_rope_layers": [1, 0, 1]})),
     ]
     try:
         for name, kw in shapes:
@@ -583,7 +606,7 @@ def main(argv):
                    help="check a token when top1-top2 > MARGIN * max|logit|")
     c.add_argument("--min-checked", type=int, default=3,
                    help="fail unless at least this many steps had a checkable margin")
-    c.add_argument("--ablate", action="append", choices=["llama3", "llama3_smooth", "qk_norm"],
+    c.add_argument("--ablate", action="append", choices=["llama3", "llama3_smooth", "qk_norm", "nope"],
                    help="drop this family feature from the oracle (a negative control)")
     g = sub.add_parser("greedy", help="print the oracle's own greedy tokens")
     x = sub.add_parser("crosscheck", help="torch fp32 vs numpy float64 on a checkpoint")

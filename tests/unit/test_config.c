@@ -508,7 +508,7 @@ static void families(void **s)
         {"Qwen3-0.6B", NULL},
         {"Qwen3-1.7B", NULL},
         {"Qwen3-8B", NULL},
-        {"SmolLM3-3B", "model_type 'smollm3' not supported"},
+        {"SmolLM3-3B", NULL},
         {"TinyLlama-1.1B-Chat-v1.0", NULL},
         {"gemma-3-1b-it", "model_type 'gemma3_text' not supported"},
     };
@@ -534,6 +534,46 @@ static void families(void **s)
         if (rc && strstr(e.msg, "not known")) fail_msg("%s as llama: %s", F[i].file, e.msg);
         printf("    %s: %s; as llama: %s\n", F[i].file, F[i].why ? F[i].why : "loads", rc ? e.msg : "loads");
     }
+}
+
+/* smollm3's NoPE layers (docs/models.md §M3.1): no_rope_layers' 0 entries
+ * (SmolLM3-3B: every 4th layer), or every no_rope_layer_interval-th layer
+ * when the list is absent, as SmolLM3Config derives it; bad lists refused;
+ * other families never skip RoPE. */
+static void smollm3_nope(void **s)
+{
+    (void)s;
+    cis2_config c;
+    char p[1024];
+    snprintf(p, sizeof p, "%s/models/families/SmolLM3-3B.json", shared());
+    cis2_error e = {0};
+    if (access(p, R_OK) == 0) {
+        if (cis2_config_load(&c, p, &e)) fail_msg("%s", e.msg);
+        for (int l = 0; l < 36; l++)
+            if (c.no_rope[l] != (l % 4 == 3)) fail_msg("SmolLM3-3B layer %d: no_rope %d", l, c.no_rope[l]);
+        assert_int_equal(bits(c.rope_theta), 0x4A989680); /* 5000000 */
+    }
+    patch_ok(&c, "{\"model_type\":\"smollm3\",\"no_rope_layer_interval\":3}", NULL); /* 30 layers */
+    for (int l = 0; l < 30; l++) assert_int_equal(c.no_rope[l], l % 3 == 2);
+    assert_int_equal(bits(c.rope_theta), 0x47C35000); /* BASE's 100000 */
+    patch_ok(&c, "{\"model_type\":\"smollm3\"}", "rope_theta"); /* the interval's default 4, theta's 2e6 */
+    for (int l = 0; l < 30; l++) assert_int_equal(c.no_rope[l], l % 4 == 3);
+    assert_int_equal(bits(c.rope_theta), 0x49F42400); /* 2000000 */
+    char lst[256] = "{\"model_type\":\"smollm3\",\"no_rope_layers\":[0";
+    for (int l = 1; l < 31; l++) strcat(lst, l == 5 ? ",0" : ",1"); /* 31 entries: the last one unused */
+    strcat(lst, "]}");
+    patch_ok(&c, lst, NULL);
+    for (int l = 0; l < 30; l++) assert_int_equal(c.no_rope[l], l == 0 || l == 5);
+    patch_fails("{\"model_type\":\"smollm3\",\"no_rope_layers\":[1,0,1]}", NULL, CIS2_E_FORMAT,
+                "no_rope_layers must be a list of at least num_hidden_layers (30)");
+    lst[strlen(lst) - 3] = '2';
+    patch_fails(lst, NULL, CIS2_E_FORMAT, "no_rope_layers[30] must be 0 or 1");
+    patch_fails("{\"model_type\":\"smollm3\",\"no_rope_layer_interval\":0}", NULL, CIS2_E_FORMAT,
+                "no_rope_layer_interval must be a positive integer");
+    patch_fails("{\"model_type\":\"llama\",\"no_rope_layer_interval\":4}", NULL, CIS2_E_UNSUPPORTED,
+                "no_rope_layer_interval");
+    patch_ok(&c, "{\"model_type\":\"qwen3\"}", NULL);
+    for (int l = 0; l < 30; l++) assert_int_equal(c.no_rope[l], 0);
 }
 
 /* rope_type "llama3" (docs/models.md §M1): the four members, required and
@@ -856,7 +896,7 @@ int main(void)
         cmocka_unit_test(rope_parameters_base), cmocka_unit_test(rope_types_refused),
         cmocka_unit_test(rope_members), cmocka_unit_test(layer_types), cmocka_unit_test(sliding_window),
         cmocka_unit_test(neutral_keys), cmocka_unit_test(pretraining_tp_accepted),
-        cmocka_unit_test(transformers5_config), cmocka_unit_test(families), cmocka_unit_test(mistral_family),
+        cmocka_unit_test(transformers5_config), cmocka_unit_test(families), cmocka_unit_test(smollm3_nope), cmocka_unit_test(mistral_family),
         cmocka_unit_test(llama3_rope), cmocka_unit_test(qwen3_family),
         cmocka_unit_test(synth_shape_table),
     };
