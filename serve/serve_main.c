@@ -26,6 +26,7 @@
 #include "../cli/cli.h"
 #include "serve.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,11 +227,16 @@ static int setup_chat_stop(serve_ctx *sc)
     return 0;
 }
 
-/* Waits for SIGTERM/SIGINT (blocked in every thread). */
+/* Waits for SIGTERM/SIGINT (blocked in every thread): the signal, or 0
+ * when none came within seconds.  Without a limit (seconds < 0) it waits
+ * through EINTR: SIGSTOP then SIGCONT (Ctrl-Z and fg, a paused container,
+ * a debugger) interrupts sigwaitinfo on Linux, and is no shutdown. */
 static int wait_signal(const sigset_t *set, double seconds)
 {
     struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
-    int s = seconds < 0 ? sigwaitinfo(set, NULL) : sigtimedwait(set, NULL, &ts);
+    int s;
+    do s = seconds < 0 ? sigwaitinfo(set, NULL) : sigtimedwait(set, NULL, &ts);
+    while (s < 0 && errno == EINTR && seconds < 0);
     return s > 0 ? s : 0;
 }
 

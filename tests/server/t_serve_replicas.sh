@@ -3,6 +3,7 @@
 # checkpoint behind Debian's haproxy (issue 36 item 1), run with the very
 # HAProxy config docs/deploy.md shows (its one ```haproxy block, read from
 # the page): everything on 127.0.0.1, free ports, every wait bounded.
+#   - SIGSTOP + SIGCONT of a replica is no shutdown (it was: EINTR)
 #   - haproxy -c accepts the page's config; both replicas pass its /health
 #     checks before the load starts
 #   - a bounded load through haproxy (tests/server/replicas.py: 3 clients x
@@ -12,7 +13,9 @@
 #     on open connections get 503 + Retry-After + Connection: close) and
 #     exits 0; haproxy retries what it refused on r2 (retry-on conn-failure
 #     empty-response 503, option redispatch 1); r1 is started again on its
-#     port, passes the health checks, and the rest of the load runs
+#     port and held bound but not answering (SIGSTOP: as while loading)
+#     while 6 requests go through haproxy, all answered by r2 in time; let
+#     go, it passes the health checks, and the rest of the load runs
 #   - zero failed client requests; the restarted r1 answered some of them;
 #     haproxy's log shows the retries went to the other replica
 #   - every answer equals `cis2 run` of the same request (tests/server/ref.py:
@@ -52,6 +55,12 @@ grep -q '^backend ' "$d/haproxy.cfg" || fail "docs/deploy.md has no \`\`\`haprox
 "$CIS2" synth --shape tiny --seed 5 --out "$d/tiny" > /dev/null || fail "synth tiny"
 start r1 "$d/tiny" --access-log "$d/r1.log"
 start r2 "$d/tiny" --access-log "$d/r2.log"
+# SIGSTOP then SIGCONT (Ctrl-Z and fg, a paused container; the readiness
+# check below holds a replica so) is no shutdown: it used to end the
+# server's wait for SIGTERM (sigwaitinfo's EINTR) and drain it
+kill -STOP $pid_r2; sleep 0.2; kill -CONT $pid_r2; sleep 0.3
+code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port_r2/health") || :
+[ "$code" = 200 ] && kill -0 $pid_r2 2> /dev/null || fail "r2 after SIGSTOP and SIGCONT: /health $code: $(cat "$TEST_TMP/r2.err")"
 LB=$(free_port)
 export CIS2_LB_ADDR="127.0.0.1:$LB" CIS2_R1_ADDR="127.0.0.1:$port_r1" CIS2_R2_ADDR="127.0.0.1:$port_r2"
 haproxy -c -q -f "$d/haproxy.cfg" > "$d/check.err" 2>&1 || fail "haproxy -c refuses docs/deploy.md's config: $(cat "$d/check.err")"
@@ -93,9 +102,33 @@ served_r1=$(grep -c ' POST /v1/completions 200 ' "$d/r1.log" || :)
 # r1 stays down while 12 more requests run: those haproxy still sends it
 # (its checks need `fall 2` failures to mark it down) are refused and retried
 progress_at_least $(($(cat "$d/out/progress" | wc -l) + 12))
+# haproxy marks r1 down (`fall 2` refused checks) before it starts again: a
+# replica back on its port sooner gets requests that wait for its load
+# (docs/deploy.md, "Restarting a replica")
+i=0
+until grep -q 'Server cis2_replicas/r1 is DOWN' "$d/haproxy.err"; do
+    i=$((i + 1)); [ $i -lt 200 ] || fail "haproxy did not mark r1 down within 10 s: $(cat "$d/haproxy.err")"; sleep 0.05
+done
 # again, on its port: haproxy's checks bring it back (nothing restarts haproxy)
 "$CIS2" serve --model-dir "$d/tiny" --port "$port_r1" --access-log "$d/r1b.log" > "$d/r1b.out" 2> "$d/r1b.err" &
-PIDS="$PIDS $!"
+pid_r1b=$!
+PIDS="$PIDS $pid_r1b"
+# bound but not answering, as while a checkpoint loads (the tiny one loads in
+# milliseconds, so SIGSTOP stands in for the loading): its checks time out,
+# so haproxy sends it nothing; requests meanwhile all go to r2 (one sent to
+# r1 would hang past curl's 10 s: a response timeout is not retried)
+i=0
+until grep -q '^cis2 serve: loading ' "$d/r1b.err" 2> /dev/null; do
+    i=$((i + 1)); [ $i -lt 300 ] || fail "the restarted r1 did not bind within 30 s: $(cat "$d/r1b.err")"; sleep 0.01
+done
+kill -STOP $pid_r1b
+for k in 1 2 3 4 5 6; do
+    code=$(curl -s -m 10 -o "$d/held.json" -w '%{http_code}' "http://127.0.0.1:$LB/v1/completions" \
+           -H Content-Type:application/json -d '{"model":"tiny","prompt":"held '$k'","max_tokens":4}') || :
+    [ "$code" = 200 ] || fail "request $k while r1 was bound but not answering: $code (haproxy routed it to r1?)"
+    sleep 0.5
+done
+kill -CONT $pid_r1b
 i=0
 until grep -q "listening on http://127.0.0.1:$port_r1 " "$d/r1b.out" 2> /dev/null; do
     i=$((i + 1)); [ $i -lt 300 ] || fail "the restarted r1 did not listen on $port_r1 within 30 s"; sleep 0.1
