@@ -19,7 +19,7 @@
  * describes), one line naming the file and the key: a key not in the
  * table; a neutral key at another value (rope_interleaved or use_mrope
  * true, soft-capping, partial_rotary_factor != 1, ...); model_type other
- * than llama/qwen2/mistral/qwen3/smollm3; hidden_act other than silu; RoPE other
+ * than llama/qwen2/mistral/qwen3/smollm3/olmo2; hidden_act other than silu; RoPE other
  * than §7's plain construction or Llama 3.1's "llama3" rescaling
  * (docs/models.md §M1: rope_parameters / rope_scaling with another
  * rope_type, or any member but rope_type, rope_theta, partial_rotary_factor
@@ -41,7 +41,10 @@
  * modeling code does not read them); qwen3 has q_norm/k_norm weights per
  * layer, no MLP biases whatever mlp_bias says, and attention_bias true
  * (q/k/v and o_proj biases) refused; smollm3 is llama's tensors, with
- * no_rope_layers / no_rope_layer_interval read (docs/models.md §M3).
+ * no_rope_layers / no_rope_layer_interval read (docs/models.md §M3);
+ * olmo2 has no input_layernorm, a post_attention_layernorm and a
+ * post_feedforward_layernorm after the blocks, q_norm/k_norm over the
+ * whole projections, and attention_bias true refused (§M4).
  * Both must be booleans when present.
  *
  * Memory: the file is read once (fileio.h, at most 16 MiB) and its JSON
@@ -110,7 +113,8 @@ uint64_t cis2_config_param_count(const cis2_config *c, int qkv_bias)
     uint64_t KV = (uint64_t)c->num_key_value_heads * (uint64_t)c->head_dim;
     uint64_t Q = (uint64_t)c->num_attention_heads * (uint64_t)c->head_dim;
     uint64_t layer = 2 * H + Q * H + 2 * KV * H + H * Q + 3 * I * H + (qkv_bias ? Q + 2 * KV : 0) +
-                     (cis2_config_qk_norm(c) ? 2 * (uint64_t)c->head_dim : 0);
+                     (cis2_config_qk_norm(c) ? 2 * (uint64_t)c->head_dim : 0) +
+                     (cis2_config_post_norm(c) ? Q + KV : 0); /* olmo2's q/k norms (docs/models.md §M4) */
     return V * H + (uint64_t)c->num_hidden_layers * layer + H + (c->tie_word_embeddings ? 0 : V * H);
 }
 
@@ -549,9 +553,9 @@ static int parse_family(cis2_config *c, json_t *root, const char *name, cis2_err
     if (!json_is_string(mt)) return cis2_fail(err, CIS2_E_FORMAT, "%s: model_type must be a string", name);
     const char *s = json_string_value(mt);
     if (strcmp(s, "llama") && strcmp(s, "qwen2") && strcmp(s, "mistral") && strcmp(s, "qwen3") &&
-        strcmp(s, "smollm3"))
+        strcmp(s, "smollm3") && strcmp(s, "olmo2"))
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: model_type '%.40s' not supported (llama, qwen2, mistral, "
-                         "qwen3 or smollm3 only)", name, s);
+                         "qwen3, smollm3 or olmo2 only)", name, s);
     snprintf(c->model_type, sizeof c->model_type, "%s", s);
     return CIS2_OK;
 }
@@ -580,6 +584,10 @@ static int parse_features(cis2_config *c, json_t *root, const char *name, cis2_e
     if (c->attention_bias && !strcmp(c->model_type, "qwen3"))
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: attention_bias is true: a qwen3 model's o_proj bias is not "
                          "implemented (§9.5)", name);
+    /* OLMo-2's attention_bias gives q/k/v and o_proj biases too (docs/models.md §M4.1) */
+    if (c->attention_bias && !strcmp(c->model_type, "olmo2"))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: attention_bias is true: an olmo2 model's attention biases "
+                         "are not implemented", name);
     json_t *tp = opt(root, "pretraining_tp"); /* any value computes the same: §5 fixes every sum's order */
     if (tp && (!json_is_integer(tp) || json_integer_value(tp) < 1))
         return cis2_fail(err, CIS2_E_FORMAT, "%s: pretraining_tp must be a positive integer", name);
@@ -660,6 +668,7 @@ static int parse_root(cis2_config *c, json_t *root, const char *name, cis2_error
 int cis2_config_qkv_bias(const cis2_config *c) { return !strcmp(c->model_type, "qwen2") || c->attention_bias; }
 int cis2_config_o_bias(const cis2_config *c) { return strcmp(c->model_type, "qwen2") && c->attention_bias; }
 int cis2_config_qk_norm(const cis2_config *c) { return !strcmp(c->model_type, "qwen3"); }
+int cis2_config_post_norm(const cis2_config *c) { return !strcmp(c->model_type, "olmo2"); }
 
 /* §7.1's table, then docs/models.md §M1 for "llama3": the f32 parameters
  * are the f64 members narrowed once (RNE), and the two wavelength bounds

@@ -37,7 +37,7 @@ typedef struct cis2_config {
     /* smollm3 (docs/models.md §M3): no_rope[L] = 1 where layer L skips RoPE
      * (no_rope_layers' 0); all 0 for every other family. */
     uint8_t no_rope[CIS2_CFG_MAX_LAYERS];
-    char model_type[32];       /* "llama", "qwen2", "mistral", "qwen3", "smollm3", or "" if absent (= llama) */
+    char model_type[32];       /* "llama", "qwen2", "mistral", "qwen3", "smollm3", "olmo2", or "" (= llama) */
     int attention_bias;        /* as written (false if absent); Qwen2 ignores it */
     int mlp_bias;              /* as written (false if absent); Qwen2 ignores it */
     /* eos_token_id, for stop-at-eos (docs/sampling.md §S5.1): an integer or
@@ -66,6 +66,10 @@ int cis2_config_qkv_bias(const cis2_config *c);
 int cis2_config_o_bias(const cis2_config *c);
 /* qwen3: per-head RMSNorm of q and k (q_norm, k_norm; docs/models.md §M2). */
 int cis2_config_qk_norm(const cis2_config *c);
+/* olmo2 (docs/models.md §M4): norms after the attention and MLP blocks, no
+ * pre-norms, q_norm [heads*head_dim] and k_norm [kv_heads*head_dim] over
+ * the whole projections. */
+int cis2_config_post_norm(const cis2_config *c);
 /* The RoPE inverse-frequency table the config asks for, head_dim/2
  * entries: §7.1, then for rope_type "llama3" docs/models.md §M1's
  * rescaling.  What model.c rotates with and what §7.2's

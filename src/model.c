@@ -107,12 +107,14 @@ static int plan_tensors(cis2_model *m, loader *L, cis2_error *err)
     m->tied = m->cfg.tie_word_embeddings;
     if (!m->tied) { NAME("lm_head.weight"); MAT(&m->lm_head, m->vocab, m->hidden); }
     int qkv = cis2_config_qkv_bias(&m->cfg), obias = cis2_config_o_bias(&m->cfg), qkn = cis2_config_qk_norm(&m->cfg);
+    int post = cis2_config_post_norm(&m->cfg); /* olmo2, docs/models.md §M4 */
     const char *family = m->cfg.model_type[0] ? m->cfg.model_type : "llama";
     for (size_t i = 0; i < m->n_layers; i++) {
         cis2_layer *ly = &m->layers[i];
         ly->no_rope = m->cfg.no_rope[i]; /* docs/models.md §M3 */
-        NAME("model.layers.%zu.input_layernorm.weight", i); VEC(&ly->ln1, m->hidden);
+        if (!post) { NAME("model.layers.%zu.input_layernorm.weight", i); VEC(&ly->ln1, m->hidden); }
         NAME("model.layers.%zu.post_attention_layernorm.weight", i); VEC(&ly->ln2, m->hidden);
+        if (post) { NAME("model.layers.%zu.post_feedforward_layernorm.weight", i); VEC(&ly->lnf, m->hidden); }
         NAME("model.layers.%zu.self_attn.q_proj.weight", i); MAT(&ly->q, m->q_dim, m->hidden);
         NAME("model.layers.%zu.self_attn.k_proj.weight", i); MAT(&ly->k, m->kv_dim, m->hidden);
         NAME("model.layers.%zu.self_attn.v_proj.weight", i); MAT(&ly->v, m->kv_dim, m->hidden);
@@ -125,9 +127,9 @@ static int plan_tensors(cis2_model *m, loader *L, cis2_error *err)
             NAME("model.layers.%zu.self_attn.k_proj.bias", i); VEC(&ly->bk, m->kv_dim);
             NAME("model.layers.%zu.self_attn.v_proj.bias", i); VEC(&ly->bv, m->kv_dim);
         }
-        if (qkn) { /* docs/models.md §M2 */
-            NAME("model.layers.%zu.self_attn.q_norm.weight", i); VEC(&ly->qn, m->head_dim);
-            NAME("model.layers.%zu.self_attn.k_norm.weight", i); VEC(&ly->kn, m->head_dim);
+        if (qkn || post) { /* docs/models.md §M2 (per head), §M4 (the whole projection) */
+            NAME("model.layers.%zu.self_attn.q_norm.weight", i); VEC(&ly->qn, post ? m->q_dim : m->head_dim);
+            NAME("model.layers.%zu.self_attn.k_norm.weight", i); VEC(&ly->kn, post ? m->kv_dim : m->head_dim);
         }
         if (obias && cis2_st_find(&L->w.st, NAME("model.layers.%zu.self_attn.o_proj.bias", i)))
             return cis2_fail(err, CIS2_E_UNSUPPORTED,
@@ -141,7 +143,7 @@ static int plan_tensors(cis2_model *m, loader *L, cis2_error *err)
         if (L->jobs[i].kind == J_NONE)
             return cis2_fail(err, CIS2_E_FORMAT, "%s: unexpected tensor %s (not part of a %zu-layer %s model%s)",
                              L->path, L->w.st.t[i].name, m->n_layers, family,
-                             !strcmp(family, "qwen2") || qkn ? "" : qkv ? " with attention_bias true"
+                             !strcmp(family, "qwen2") || qkn || post ? "" : qkv ? " with attention_bias true"
                                                                  : " with attention_bias false");
     return CIS2_OK;
 }
@@ -434,9 +436,10 @@ static void r_embed(fwd *F, size_t r0, size_t r1) /* embedding lookup; §7.3 cos
     }
 }
 
-static void r_ln1(fwd *F, size_t r0, size_t r1) /* §8 */
+static void r_ln1(fwd *F, size_t r0, size_t r1) /* §8; none in olmo2 (§M4: q/k/v read x) */
 {
     size_t H = F->m->hidden;
+    if (!F->ly->ln1) return;
     rmsnorm_rows(F->x + r0 * H, F->ly->ln1, F->m->cfg.rms_norm_eps, H, r1 - r0, F->xn + r0 * H);
 }
 
@@ -460,7 +463,10 @@ static void r_rope_store(fwd *F, size_t r0, size_t r1)
     for (size_t r = r0; r < r1; r++) {
         float *q = F->q + r * Q, *k = F->k + r * KV;
         const float *cosv = F->cs + r * 2 * half, *sinv = cosv + half;
-        if (F->ly->qn) { /* §8's rmsnorm of each head (head_dim elements), in place */
+        if (F->ly->qn && F->ly->lnf) { /* olmo2 (§M4.3): §8's rmsnorm over all Q (KV) values, in place */
+            rmsnorm_rows(q, F->ly->qn, m->cfg.rms_norm_eps, Q, 1, q);
+            rmsnorm_rows(k, F->ly->kn, m->cfg.rms_norm_eps, KV, 1, k);
+        } else if (F->ly->qn) { /* qwen3 (§M2.3): §8's rmsnorm of each head (head_dim elements), in place */
             rmsnorm_rows(q, F->ly->qn, m->cfg.rms_norm_eps, hd, m->n_heads, q);
             rmsnorm_rows(k, F->ly->kn, m->cfg.rms_norm_eps, hd, m->n_kv, k);
         }
@@ -482,18 +488,23 @@ static void r_rope_store(fwd *F, size_t r0, size_t r1)
 static void r_resid_o(fwd *F, size_t r0, size_t r1) /* §9.5 residual: o_proj output is in g */
 {
     size_t H = F->m->hidden;
+    if (F->ly->lnf) /* olmo2 (§M4.3): post_attention_layernorm of the block's output, in place, then the add */
+        rmsnorm_rows(F->g + r0 * H, F->ly->ln2, F->m->cfg.rms_norm_eps, H, r1 - r0, F->g + r0 * H);
     add_n(F->x + r0 * H, F->g + r0 * H, (r1 - r0) * H);
 }
 
-static void r_ln2(fwd *F, size_t r0, size_t r1) /* §8 */
+static void r_ln2(fwd *F, size_t r0, size_t r1) /* §8; none in olmo2 (§M4: gate/up read x) */
 {
     size_t H = F->m->hidden;
+    if (F->ly->lnf) return;
     rmsnorm_rows(F->x + r0 * H, F->ly->ln2, F->m->cfg.rms_norm_eps, H, r1 - r0, F->xn + r0 * H);
 }
 
 static void r_resid_down(fwd *F, size_t r0, size_t r1) /* §10 residual: down output is in xn */
 {
     size_t H = F->m->hidden;
+    if (F->ly->lnf) /* olmo2 (§M4.3): post_feedforward_layernorm of the block's output, in place, then the add */
+        rmsnorm_rows(F->xn + r0 * H, F->ly->lnf, F->m->cfg.rms_norm_eps, H, r1 - r0, F->xn + r0 * H);
     add_n(F->x + r0 * H, F->xn + r0 * H, (r1 - r0) * H);
 }
 
@@ -503,6 +514,7 @@ static void r_next_norm(fwd *F, size_t r0, size_t r1) /* the next layer's ln1, o
     size_t H = m->hidden;
     float eps = m->cfg.rms_norm_eps;
     if (F->layer + 1 < m->n_layers) {
+        if (!m->layers[F->layer + 1].ln1) return; /* olmo2: no pre-norm */
         rmsnorm_rows(F->x + r0 * H, m->layers[F->layer + 1].ln1, eps, H, r1 - r0, F->xn + r0 * H);
         return;
     }
@@ -651,10 +663,11 @@ int cis2_forward(const cis2_ctx *cx, const cis2_model *m, cis2_ws *ws, cis2_row 
         const cis2_layer *ly = &m->layers[l];
         F.layer = l;
         F.ly = ly;
-        TRACE("ln1", xn, H);
+        float *in = ly->ln1 ? xn : x; /* the blocks' input: olmo2 has no pre-norms (docs/models.md §M4) */
+        TRACE("ln1", in, H);
         const cis2_pmat *qkv_w[3] = {&ly->q, &ly->k, &ly->v};
         float *const qkv_y[3] = {q, k, v};
-        cis2_matmul_n(cx, qkv_w, 3, xn, n, qkv_y); /* §9.1 */
+        cis2_matmul_n(cx, qkv_w, 3, in, n, qkv_y); /* §9.1 */
         if (!trace) run_rows(&F, r_bias, r_rope_store);
         else {
             run_rows(&F, r_bias, NULL);
@@ -682,10 +695,10 @@ int cis2_forward(const cis2_ctx *cx, const cis2_model *m, cis2_ws *ws, cis2_row 
             TRACE("resid_attn", x, H);
             run_rows(&F, r_ln2, NULL);
         }
-        TRACE("ln2", xn, H);
+        TRACE("ln2", in, H);
         const cis2_pmat *gu_w[2] = {&ly->gate, &ly->up};
         float *const gu_y[2] = {g, u};
-        cis2_matmul_n(cx, gu_w, 2, xn, n, gu_y); /* §10 */
+        cis2_matmul_n(cx, gu_w, 2, in, n, gu_y); /* §10 */
         TRACE("gate", g, I);
         TRACE("up", u, I);
         swiglu_ctx sw = {cx, g, u, n * I};

@@ -19,9 +19,11 @@
 
 typedef struct cis2_layer {
     cis2_pmat q, k, v, o, gate, up, down;
-    float *ln1, *ln2;       /* input_layernorm, post_attention_layernorm */
+    float *ln1, *ln2;       /* input_layernorm (NULL for olmo2), post_attention_layernorm */
+    float *lnf;             /* olmo2's post_feedforward_layernorm (docs/models.md §M4; else NULL) */
     float *bq, *bk, *bv;    /* §9.1 optional biases (NULL when absent) */
-    float *qn, *kn;         /* qwen3's q_norm/k_norm, head_dim each (docs/models.md §M2; else NULL) */
+    float *qn, *kn;         /* qwen3's q_norm/k_norm, head_dim each (docs/models.md §M2); olmo2's, q_dim and
+                               kv_dim (§M4); else NULL */
     int no_rope;            /* smollm3: this layer skips RoPE (docs/models.md §M3) */
 } cis2_layer;
 

@@ -5,7 +5,10 @@
  *
  * Bit-exactness: each tensor has its own splitmix64 stream seeded from
  * (seed, FNV-1a of the tensor name).  Qwen3 shapes (docs/models.md §M2)
- * add q_norm/k_norm (norm weights) and size q/o by heads*head_dim.  One 64-bit draw makes one element:
+ * add q_norm/k_norm (norm weights) and size q/o by heads*head_dim; OLMo-2
+ * shapes (§M4) drop input_layernorm, add post_feedforward_layernorm and
+ * q_norm/k_norm of heads*head_dim and kv_heads*head_dim; SmolLM3's (§M3)
+ * are llama's.  One 64-bit draw makes one element:
  *   normal-ish: S = sum of its four 16-bit fields - 131070 (an integer,
  *               Irwin-Hall, std 65536/sqrt(3)), value = (float)S * k;
  *   norm weight: 1 + ((top 24 bits) - 2^23) * (0.1 / 2^23).
@@ -123,6 +126,7 @@ static size_t tensor_list(const cis2_synth_shape *s, tdesc *out, size_t cap)
     uint64_t D = s->head_dim ? (uint64_t)s->head_dim : H / (uint64_t)s->heads;
     uint64_t Q = (uint64_t)s->heads * D, KV = (uint64_t)s->kv_heads * D; /* Q = H but for qwen3 (docs/models.md §M2) */
     int qk_norm = !strcmp(s->model_type, "qwen3");
+    int post = !strcmp(s->model_type, "olmo2"); /* docs/models.md §M4: post-norms, q/k norms of Q and KV */
     float emb_std = 1.5f * cis2_rsqrt_cr((float)H), lin_h = cis2_rsqrt_cr((float)H), lin_i = cis2_rsqrt_cr((float)I);
 #define ADD(nd, a, b, kd, sd, ...)                                                    \
     do {                                                                              \
@@ -135,7 +139,7 @@ static size_t tensor_list(const cis2_synth_shape *s, tdesc *out, size_t cap)
     ADD(2, V, H, K_NORMAL, emb_std, "model.embed_tokens.weight");
     for (int64_t l = 0; l < s->layers; l++) {
         const char *p = "model.layers.";
-        ADD(1, H, 0, K_NORM, 0, "%s%lld.input_layernorm.weight", p, (long long)l);
+        if (!post) ADD(1, H, 0, K_NORM, 0, "%s%lld.input_layernorm.weight", p, (long long)l);
         ADD(2, Q, H, K_NORMAL, lin_h, "%s%lld.self_attn.q_proj.weight", p, (long long)l);
         if (s->qkv_bias) ADD(1, Q, 0, K_NORMAL, 0.05f, "%s%lld.self_attn.q_proj.bias", p, (long long)l);
         ADD(2, KV, H, K_NORMAL, lin_h, "%s%lld.self_attn.k_proj.weight", p, (long long)l);
@@ -144,6 +148,10 @@ static size_t tensor_list(const cis2_synth_shape *s, tdesc *out, size_t cap)
         if (s->qkv_bias) ADD(1, KV, 0, K_NORMAL, 0.05f, "%s%lld.self_attn.v_proj.bias", p, (long long)l);
         ADD(2, H, Q, K_NORMAL, Q == H ? lin_h : cis2_rsqrt_cr((float)Q), "%s%lld.self_attn.o_proj.weight", p,
             (long long)l);
+        if (post) {
+            ADD(1, Q, 0, K_NORM, 0, "%s%lld.self_attn.q_norm.weight", p, (long long)l);
+            ADD(1, KV, 0, K_NORM, 0, "%s%lld.self_attn.k_norm.weight", p, (long long)l);
+        }
         if (qk_norm) {
             ADD(1, D, 0, K_NORM, 0, "%s%lld.self_attn.q_norm.weight", p, (long long)l);
             ADD(1, D, 0, K_NORM, 0, "%s%lld.self_attn.k_norm.weight", p, (long long)l);
@@ -152,6 +160,7 @@ static size_t tensor_list(const cis2_synth_shape *s, tdesc *out, size_t cap)
         ADD(2, I, H, K_NORMAL, lin_h, "%s%lld.mlp.gate_proj.weight", p, (long long)l);
         ADD(2, I, H, K_NORMAL, lin_h, "%s%lld.mlp.up_proj.weight", p, (long long)l);
         ADD(2, H, I, K_NORMAL, lin_i, "%s%lld.mlp.down_proj.weight", p, (long long)l);
+        if (post) ADD(1, H, 0, K_NORM, 0, "%s%lld.post_feedforward_layernorm.weight", p, (long long)l);
     }
     ADD(1, H, 0, K_NORM, 0, "model.norm.weight");
     if (!s->tied) ADD(2, V, H, K_NORMAL, emb_std, "lm_head.weight");

@@ -5,12 +5,13 @@
 # that each feature acts (llama3: original_max_position_embeddings 64 puts
 # the 8 frequencies of head_dim 16 in all three bands; qwen3: head_dim 24
 # x 4 heads = 96 != hidden 64), SmolLM3 (§M3: no_rope_layers [1, 0, 1]:
-# the middle layer attends without RoPE).
+# the middle layer attends without RoPE), OLMo-2 (§M4: norms after the
+# blocks, q/k norm over the whole projection; GQA 4/2 so k_norm is 32 wide).
 #   1. cis2 against the torch fp32 oracle written from transformers'
 #      semantics (torch_ref.py): every greedy token with a clear margin and
 #      relative L2 <= 1e-4 per step on the logits;
 #   2. the oracle without the feature (--ablate llama3 / llama3_smooth /
-#      qk_norm / nope) must reject the same run: the feature changes the output;
+#      qk_norm / nope / post_norm / qk_norm_per_head) must reject the same run: the feature changes the output;
 #   3. bit identity: every kernel x threads 1/2 gives the same logits dump
 #      and digest; a batch of prompts equals each prompt run alone; the
 #      KV-cache decode equals recompute; the receipt verifies (prefill);
@@ -47,6 +48,13 @@ cat > "$T/smollm3.json" <<'J'
  "no_rope_layers": [1, 0, 1], "no_rope_layer_interval": 4, "rope_scaling": null, "tie_word_embeddings": true,
  "attention_bias": false, "mlp_bias": false, "use_sliding_window": false, "sliding_window": null,
  "torch_dtype": "bfloat16"}
+J
+cat > "$T/olmo2.json" <<'J'
+{"architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2", "hidden_act": "silu", "hidden_size": 64,
+ "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+ "vocab_size": 512, "max_position_embeddings": 512, "rms_norm_eps": 1e-06, "rope_theta": 500000,
+ "rope_scaling": null, "tie_word_embeddings": false, "attention_bias": false, "attention_dropout": 0.0,
+ "torch_dtype": "float32"}
 J
 
 kernels=""
@@ -118,5 +126,6 @@ family() {
 family llama3 llama3 llama3_smooth
 family qwen3 qk_norm
 family smollm3 nope
+family olmo2 post_norm qk_norm qk_norm_per_head
 end_fails
 echo ok

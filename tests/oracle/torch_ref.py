@@ -25,7 +25,17 @@ from cis2's code or docs/models.md's pinned order):
     (SmolLM3Attention.use_rope); without the list, layer l has none when
     (l + 1) % no_rope_layer_interval == 0 (default interval 4); the RoPE
     base defaults to 2e6 (SmolLM3Config).
-`check --ablate llama3|llama3_smooth|qk_norm|nope` drops the feature from the oracle: the
+  - OLMo-2 (model_type olmo2): no input_layernorm; q_norm / k_norm are
+    RMSNorms over the whole q_proj / k_proj output (heads*head_dim and
+    kv_heads*head_dim values) before the split into heads and RoPE; the
+    attention block's output goes through post_attention_layernorm and the
+    MLP's through post_feedforward_layernorm before each residual add
+    (Olmo2Attention, Olmo2DecoderLayer); the MLP reads the residual stream
+    itself.
+`check --ablate llama3|llama3_smooth|qk_norm|nope|post_norm|qk_norm_per_head`
+drops the feature from the oracle (post_norm: OLMo-2's block outputs added
+unnormalised; qk_norm_per_head: OLMo-2's q/k norm taken per head, Qwen3's
+way, with each head's slice of the weight): the
 test shows that the comparison then fails (the feature is effective).
 
 It deliberately does NOT reproduce cis2's pinned arithmetic (§5-§6): torch
@@ -123,7 +133,10 @@ class Config:
                 nrl = [int((l + 1) % every != 0) for l in range(self.layers)]
             self.use_rope = [bool(nrl[l]) for l in range(self.layers)]
         self.tied = bool(c.get("tie_word_embeddings", False))
-        self.qk_norm = c.get("model_type") == "qwen3"
+        self.qk_norm = c.get("model_type") in ("qwen3", "olmo2")
+        self.olmo2 = c.get("model_type") == "olmo2"
+        self.post_norm = self.olmo2
+        self.qk_whole = self.olmo2                              # OLMo-2: over the whole projection
         self.llama3 = None
         for key in ("rope_scaling", "rope_parameters"):
             rs = c.get(key) or {}
@@ -211,10 +224,17 @@ def torch_forward(cfg, w, ids):
         mask = torch.ones(T, T, dtype=torch.bool).tril()
         for l in range(cfg.layers):
             p = f"model.layers.{l}."
-            h = rmsnorm(x, W(p + "input_layernorm.weight"))
-            q = linear(h, p + "self_attn.q_proj").view(T, H, D)
-            k = linear(h, p + "self_attn.k_proj").view(T, KV, D)
-            if cfg.qk_norm:                                      # Qwen3: per head, before RoPE
+            h = x if cfg.olmo2 else rmsnorm(x, W(p + "input_layernorm.weight"))
+            q = linear(h, p + "self_attn.q_proj")
+            k = linear(h, p + "self_attn.k_proj")
+            if cfg.qk_norm and cfg.qk_whole:                     # OLMo-2: the whole projection
+                q = rmsnorm(q, W(p + "self_attn.q_norm.weight"))
+                k = rmsnorm(k, W(p + "self_attn.k_norm.weight"))
+            q, k = q.view(T, H, D), k.view(T, KV, D)
+            if cfg.qk_norm and not cfg.qk_whole and cfg.olmo2:   # ablation: per head, each head's weight slice
+                q = rmsnorm(q, W(p + "self_attn.q_norm.weight").view(H, D))
+                k = rmsnorm(k, W(p + "self_attn.k_norm.weight").view(KV, D))
+            elif cfg.qk_norm and not cfg.qk_whole:               # Qwen3: per head, before RoPE
                 q = rmsnorm(q, W(p + "self_attn.q_norm.weight"))
                 k = rmsnorm(k, W(p + "self_attn.k_norm.weight"))
             q, k = q.transpose(0, 1), k.transpose(0, 1)
@@ -226,11 +246,21 @@ def torch_forward(cfg, w, ids):
             s = (q @ k.transpose(1, 2)) / math.sqrt(D)
             s = s.masked_fill(~mask, float("-inf"))
             a = torch.softmax(s, dim=-1) @ v                     # [H, T, D]
-            x = x + linear(a.transpose(0, 1).reshape(T, H * D), p + "self_attn.o_proj")
-            h = rmsnorm(x, W(p + "post_attention_layernorm.weight"))
+            o = linear(a.transpose(0, 1).reshape(T, H * D), p + "self_attn.o_proj")
+            if cfg.olmo2:                                        # OLMo-2: norms after the blocks
+                if cfg.post_norm:
+                    o = rmsnorm(o, W(p + "post_attention_layernorm.weight"))
+                x = x + o
+                h = x
+            else:
+                x = x + o
+                h = rmsnorm(x, W(p + "post_attention_layernorm.weight"))
             g = linear(h, p + "mlp.gate_proj")
             u = linear(h, p + "mlp.up_proj")
-            x = x + linear(torch.nn.functional.silu(g) * u, p + "mlp.down_proj")
+            m = linear(torch.nn.functional.silu(g) * u, p + "mlp.down_proj")
+            if cfg.olmo2 and cfg.post_norm:
+                m = rmsnorm(m, W(p + "post_feedforward_layernorm.weight"))
+            x = x + m
         x = rmsnorm(x, W("model.norm.weight"))
         return (x @ W("lm_head.weight").T).numpy()
 
@@ -277,11 +307,15 @@ def numpy_forward(cfg, w, ids):
         x = g["model.embed_tokens.weight"][tok].copy()
         for l in range(cfg.layers):
             p = f"model.layers.{l}."
-            h = norm(x, g[p + "input_layernorm.weight"])
+            h = x if cfg.olmo2 else norm(x, g[p + "input_layernorm.weight"])
             qn = g.get(p + "self_attn.q_norm.weight") if cfg.qk_norm else None
             kn = g.get(p + "self_attn.k_norm.weight") if cfg.qk_norm else None
-            q = rot(qknorm(lin(p + "self_attn.q_proj", h), H, qn), H, pos, cfg.use_rope[l])
-            kcache[l].append(rot(qknorm(lin(p + "self_attn.k_proj", h), KV, kn), KV, pos, cfg.use_rope[l]))
+            if cfg.olmo2:                                        # whole projection, then no per-head norm
+                q = rot(norm(lin(p + "self_attn.q_proj", h), qn), H, pos, cfg.use_rope[l])
+                kcache[l].append(rot(norm(lin(p + "self_attn.k_proj", h), kn), KV, pos, cfg.use_rope[l]))
+            else:
+                q = rot(qknorm(lin(p + "self_attn.q_proj", h), H, qn), H, pos, cfg.use_rope[l])
+                kcache[l].append(rot(qknorm(lin(p + "self_attn.k_proj", h), KV, kn), KV, pos, cfg.use_rope[l]))
             vcache[l].append(lin(p + "self_attn.v_proj", h))
             K = np.stack(kcache[l])                              # [pos+1, KV*D]
             V = np.stack(vcache[l])
@@ -292,6 +326,12 @@ def numpy_forward(cfg, w, ids):
                 sc = K[:, kv * D:(kv + 1) * D].dot(qs) / math.sqrt(D)
                 e = np.exp(sc - sc.max())
                 att[hh * D:(hh + 1) * D] = (e / e.sum()).dot(V[:, kv * D:(kv + 1) * D])
+            if cfg.olmo2:
+                x = x + norm(lin(p + "self_attn.o_proj", att), g[p + "post_attention_layernorm.weight"])
+                gt = lin(p + "mlp.gate_proj", x)
+                mo = lin(p + "mlp.down_proj", gt / (1.0 + np.exp(-gt)) * lin(p + "mlp.up_proj", x))
+                x = x + norm(mo, g[p + "post_feedforward_layernorm.weight"])
+                continue
             x = x + lin(p + "self_attn.o_proj", att)
             h = norm(x, g[p + "post_attention_layernorm.weight"])
             gt = lin(p + "mlp.gate_proj", h)
@@ -412,8 +452,16 @@ def ablate(cfg, what):
             cfg.no_smooth = True                                # no interpolation in the medium band
         elif f == "qk_norm":
             if not cfg.qk_norm:
-                raise ValueError("--ablate qk_norm: the config is not qwen3")
+                raise ValueError("--ablate qk_norm: the config is not qwen3 or olmo2")
             cfg.qk_norm = False
+        elif f == "post_norm":
+            if not cfg.olmo2:
+                raise ValueError("--ablate post_norm: the config is not olmo2")
+            cfg.post_norm = False
+        elif f == "qk_norm_per_head":
+            if not cfg.olmo2:
+                raise ValueError("--ablate qk_norm_per_head: the config is not olmo2")
+            cfg.qk_whole = False
         elif f == "nope":
             if all(cfg.use_rope):
                 raise ValueError("--ablate nope: the config has no layer without RoPE")
@@ -503,6 +551,11 @@ def make_checkpoint(d, rng, hidden, inter, layers, heads, kv_heads, vocab, head_
             if bias:
                 t[p + f"self_attn.{n_}_proj.bias"] = ("BF16", 0.5 * rng.standard_normal(o))
         t[p + "self_attn.o_proj.weight"] = ("BF16", rng.standard_normal((hidden, heads * D)) / math.sqrt(heads * D))
+        if (extra or {}).get("model_type") == "olmo2":
+            del t[p + "input_layernorm.weight"]
+            t[p + "post_feedforward_layernorm.weight"] = (nd, 1 + 0.1 * rng.standard_normal(hidden))
+            t[p + "self_attn.q_norm.weight"] = (nd, 1 + 0.3 * rng.standard_normal(heads * D))
+            t[p + "self_attn.k_norm.weight"] = (nd, 1 + 0.3 * rng.standard_normal(kv_heads * D))
         if qwen3:
             t[p + "self_attn.q_norm.weight"] = (nd, 1 + 0.3 * rng.standard_normal(D))
             t[p + "self_attn.k_norm.weight"] = (nd, 1 + 0.3 * rng.standard_normal(D))
@@ -547,6 +600,8 @@ def cmd_selftest(a):
                        qwen3=True, eps=1e-6, theta=1e6)),
         ("smollm3", dict(hidden=48, inter=96, layers=3, heads=4, kv_heads=2, vocab=150, theta=1e5,
                          extra={"model_type": "smollm3", "no_rope_layers": [1, 0, 1]})),
+        ("olmo2", dict(hidden=48, inter=96, layers=2, heads=4, kv_heads=2, vocab=150, eps=1e-6,
+                       extra={"model_type": "olmo2"})),
     ]
     try:
         for name, kw in shapes:
@@ -606,7 +661,8 @@ def main(argv):
                    help="check a token when top1-top2 > MARGIN * max|logit|")
     c.add_argument("--min-checked", type=int, default=3,
                    help="fail unless at least this many steps had a checkable margin")
-    c.add_argument("--ablate", action="append", choices=["llama3", "llama3_smooth", "qk_norm", "nope"],
+    c.add_argument("--ablate", action="append", choices=["llama3", "llama3_smooth", "qk_norm", "nope", "post_norm",
+                                                     "qk_norm_per_head"],
                    help="drop this family feature from the oracle (a negative control)")
     g = sub.add_parser("greedy", help="print the oracle's own greedy tokens")
     x = sub.add_parser("crosscheck", help="torch fp32 vs numpy float64 on a checkpoint")

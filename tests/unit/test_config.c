@@ -242,7 +242,7 @@ REJ(unsup_rope_scaling, "rope_scaling", "{\"type\":\"linear\",\"factor\":2.0}", 
 REJ(unsup_act, "hidden_act", "\"gelu\"", CIS2_E_UNSUPPORTED, "hidden_act 'gelu'")
 REJ(unsup_interleaved, "rope_interleaved", "true", CIS2_E_UNSUPPORTED, "rope_interleaved = true is not implemented")
 REJ(unsup_sliding, "use_sliding_window", "true", CIS2_E_UNSUPPORTED, "use_sliding_window is true")
-REJ(unsup_model_type, "model_type", "\"olmo2\"", CIS2_E_UNSUPPORTED, "model_type 'olmo2'")
+REJ(unsup_model_type, "model_type", "\"phi3\"", CIS2_E_UNSUPPORTED, "model_type 'phi3'")
 REJ(unsup_mlp_bias, "mlp_bias", "true", CIS2_E_UNSUPPORTED, "mlp_bias is true")
 REJ(unsup_mrope, "use_mrope", "true", CIS2_E_UNSUPPORTED, "use_mrope = true is not implemented")
 REJ(unsup_head_dim_mismatch, "head_dim", "128", CIS2_E_UNSUPPORTED, "head_dim 128")
@@ -500,7 +500,7 @@ static void families(void **s)
         {"Llama-3.1-8B", NULL},
         {"Llama-3.2-1B", NULL},
         {"Mistral-7B-v0.3", NULL},
-        {"OLMo-2-0425-1B", "model_type 'olmo2' not supported"},
+        {"OLMo-2-0425-1B", NULL},
         {"Phi-3-mini-4k-instruct", "model_type 'phi3' not supported"},
         {"Qwen2.5-1.5B-Instruct", NULL},
         {"Qwen2.5-3B", NULL},
@@ -574,6 +574,35 @@ static void smollm3_nope(void **s)
                 "no_rope_layer_interval");
     patch_ok(&c, "{\"model_type\":\"qwen3\"}", NULL);
     for (int l = 0; l < 30; l++) assert_int_equal(c.no_rope[l], 0);
+}
+
+/* olmo2 (docs/models.md §M4.1): the real OLMo-2-0425-1B config loads as
+ * post-norm with whole-projection q/k norms (their Q + KV weights counted);
+ * attention_bias true refused; other families are not post-norm. */
+static void olmo2_family(void **s)
+{
+    (void)s;
+    cis2_config c;
+    char p[1024];
+    snprintf(p, sizeof p, "%s/models/families/OLMo-2-0425-1B.json", shared());
+    cis2_error e = {0};
+    if (access(p, R_OK) == 0) {
+        if (cis2_config_load(&c, p, &e)) fail_msg("%s", e.msg);
+        assert_true(cis2_config_post_norm(&c) && !cis2_config_qk_norm(&c) && !cis2_config_qkv_bias(&c));
+        assert_int_equal(c.head_dim, 128);
+        /* 16 layers of 2*2048 norm + 4*2048^2 attention + 3*2048*8192 MLP + 2*2048 q/k norm weights, the
+         * untied embedding and head 2*100352*2048, the final norm 2048: OLMo-2-0425-1B's 1,484,916,736 */
+        assert_true(cis2_config_param_count(&c, 0) == 1484916736ull);
+    }
+    patch_ok(&c, "{\"model_type\":\"olmo2\"}", NULL);
+    assert_true(cis2_config_post_norm(&c));
+    patch_fails("{\"model_type\":\"olmo2\",\"attention_bias\":true}", NULL, CIS2_E_UNSUPPORTED,
+                "attention_bias is true: an olmo2 model's attention biases");
+    patch_fails("{\"model_type\":\"olmo2\",\"clip_qkv\":8}", NULL, CIS2_E_UNSUPPORTED, "clip_qkv");
+    patch_ok(&c, "{\"model_type\":\"qwen3\"}", NULL);
+    assert_false(cis2_config_post_norm(&c));
+    patch_ok(&c, "{\"model_type\":\"llama\"}", NULL);
+    assert_false(cis2_config_post_norm(&c));
 }
 
 /* rope_type "llama3" (docs/models.md §M1): the four members, required and
@@ -896,7 +925,7 @@ int main(void)
         cmocka_unit_test(rope_parameters_base), cmocka_unit_test(rope_types_refused),
         cmocka_unit_test(rope_members), cmocka_unit_test(layer_types), cmocka_unit_test(sliding_window),
         cmocka_unit_test(neutral_keys), cmocka_unit_test(pretraining_tp_accepted),
-        cmocka_unit_test(transformers5_config), cmocka_unit_test(families), cmocka_unit_test(smollm3_nope), cmocka_unit_test(mistral_family),
+        cmocka_unit_test(transformers5_config), cmocka_unit_test(families), cmocka_unit_test(smollm3_nope), cmocka_unit_test(olmo2_family), cmocka_unit_test(mistral_family),
         cmocka_unit_test(llama3_rope), cmocka_unit_test(qwen3_family),
         cmocka_unit_test(synth_shape_table),
     };
