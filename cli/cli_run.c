@@ -292,6 +292,7 @@ static int on_token(void *ctx, const cis2_token_event *ev)
 typedef struct run_opts {
     cli_engine eng;
     const char *prompt_text, *prompt_file, *prompt_ids, *dump, *receipt, *trace;
+    const char *speculate;    /* --speculate: off, lookup or lookup:K (docs/speculate.md) */
     size_t gen;
     int json, recompute, trace_dump, progress, stream;
     /* docs/sampling.md: the sampler, logprobs and stop rules */
@@ -413,6 +414,19 @@ static int sampling_opts(run_opts *o, const cli_opt *opts)
     return CIS2_OK;
 }
 
+/* --speculate's forms (cis2_engine_set_speculate), checked before the model loads. */
+static int speculate_ok(const char *s)
+{
+    if (!strcmp(s, "off") || !strcmp(s, "lookup")) return 1;
+    if (strncmp(s, "lookup:", 7) || !s[7] || strlen(s + 7) > 2) return 0;
+    int k = 0;
+    for (const char *p = s + 7; *p; p++) {
+        if (*p < '0' || *p > '9') return 0;
+        k = 10 * k + (*p - '0');
+    }
+    return k >= 1 && k <= 16;
+}
+
 static int parse_run(int argc, char **argv, run_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -432,6 +446,7 @@ static int parse_run(int argc, char **argv, run_opts *o)
         {"--progress", OPT_FLAG, &o->progress, 0, 0},
         {"--stream", OPT_FLAG, &o->stream, 0, 0},
         {"--recompute", OPT_FLAG, &o->recompute, 0, 0},
+        {"--speculate", OPT_STR, &o->speculate, 0, 0},
         {"--temperature", OPT_STR, &o->temperature, 0, 0},
         {"--top-k", OPT_SIZE, &o->top_k, UINT32_MAX, 0},
         {"--top-p", OPT_STR, &o->top_p, 0, 0},
@@ -455,6 +470,8 @@ static int parse_run(int argc, char **argv, run_opts *o)
     if (o->trace_dump && !o->trace) return cli_usage_error("run", "--trace-dump needs --trace FILE");
     if (o->stream && o->json) return cli_usage_error("run", "--stream is for the text output, not --json");
     if (o->prompt_text && !*o->prompt_text) return cli_usage_error("run", "--prompt is empty");
+    if (o->speculate && !speculate_ok(o->speculate))
+        return cli_usage_error("run", "--speculate '%s': give off, lookup or lookup:K with K 1..16", o->speculate);
     const char *paths[3] = {o->receipt, o->dump, o->trace};
     const char *names[3] = {"--receipt", "--dump-logits", "--trace"};
     for (int i = 0; i < 3; i++)
@@ -600,6 +617,7 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "cis2: note: %s/tokenizer.json uses the non-normative tokenizer extension (outside CIS-2 v0.3b §3)\n",
                 o.eng.model_dir);
     if (o.receipt && o.prompt_ids && (rc = check_round_trip(e, &ps[0], &err))) goto out;
+    if (o.speculate && (rc = cis2_engine_set_speculate(e, o.speculate, &err))) goto out;
     if (!(reqs = make_requests(&o, ps, np))) { rc = cis2_fail(&err, CIS2_E_NOMEM, "out of memory"); goto out; }
     if ((rc = side_open(&o, np, &so, &err))) goto out;
     /* streamed text on a terminal: no \r progress line over it unless asked */

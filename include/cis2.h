@@ -210,6 +210,16 @@ CIS2_API const cis2_model_info *cis2_engine_info(const cis2_engine *e);
  * inside a call (a token callback) CIS2_E_USAGE. */
 CIS2_API int cis2_engine_set_kernel(cis2_engine *e, const char *kernel, cis2_error *err);
 CIS2_API int cis2_engine_set_threads(cis2_engine *e, int threads, cis2_error *err);
+/* Speculative decoding for every later generate and session step:
+ * "lookup" or "lookup:K" drafts up to K (1..16, default 4) tokens per step
+ * by prompt lookup (the latest earlier match of the last 3, 2 or 1 tokens
+ * in the prompt and the text so far) and checks them in one pass of K+1
+ * rows; "off" (or NULL, the default) decodes one token per pass.  Never
+ * changes a bit: tokens, logprobs, witness, finish and receipts are plain
+ * decoding's (docs/speculate.md); only the time can differ.  Not used by
+ * traced or recompute runs.  Waits like set_kernel; a bad spec is
+ * CIS2_E_USAGE and leaves the setting as it was. */
+CIS2_API int cis2_engine_set_speculate(cis2_engine *e, const char *spec, cis2_error *err);
 /* 1 if this build and CPU can run the named kernel ("auto" always). */
 CIS2_API int cis2_kernel_available(const char *name);
 

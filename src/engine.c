@@ -13,6 +13,7 @@
  * prompts given as ids still run (the file is hashed into the witness either way, §12.1).
  */
 #include "engine.h"
+#include "speculate.h"
 #include "kernels.h"
 #include "tokenizer.h"
 
@@ -187,6 +188,21 @@ int cis2_engine_set_threads(cis2_engine *e, int threads, cis2_error *err)
     e->info.threads = cis2_pool_size(e->pool);
     pthread_rwlock_unlock(&e->calls);
     return rc;
+}
+
+/* Speculation never changes a bit (session.c), so like the kernel it is
+ * the engine's to set for every call. */
+int cis2_engine_set_speculate(cis2_engine *e, const char *spec, cis2_error *err)
+{
+    int kind;
+    unsigned k;
+    int rc = cis2_spec_parse(spec, &kind, &k, err);
+    if (rc) return rc; /* refused: the setting stays */
+    if ((rc = engine_change_begin(e, "cis2_engine_set_speculate", err))) return rc;
+    e->spec_kind = kind;
+    e->spec_k = k;
+    pthread_rwlock_unlock(&e->calls);
+    return CIS2_OK;
 }
 
 /* ------------------------------------------------------------- tokens */

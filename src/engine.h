@@ -36,7 +36,9 @@ struct cis2_engine {
     const struct cis2_variant *kern; /* its kernel variant (--kernel); likewise */
     char *dir;
     cis2_model_info info;
-    pthread_rwlock_t calls;   /* shared: a computing call; exclusive: set_kernel/threads */
+    pthread_rwlock_t calls;   /* shared: a computing call; exclusive: set_kernel/threads/speculate */
+    int spec_kind;            /* speculative decoding (speculate.h): enum cis2_spec_kind, likewise */
+    unsigned spec_k;          /* its draft length */
 };
 
 /* Takes the engine for a computing call and opens an API frame; on a pin

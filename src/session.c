@@ -23,6 +23,7 @@
 #include "session.h"
 #include "digest.h"
 #include "sample.h"
+#include "speculate.h"
 #include "kernels.h"
 #include "pmath.h"
 #include "tokenizer.h"
@@ -63,6 +64,12 @@ typedef struct sseq {
     cis2_sample_ws sws;        /* the sampler's scratch */
     cis2_stop_state stop;      /* §S5.3 step 3's running bytes */
     uint64_t cut;              /* stop-string: where the completion text ends */
+    /* speculation (speculate.h): this step's drafted tokens, the rows after
+     * the last known token's, and the steps decided from the rows' logits */
+    uint32_t draft[CIS2_SPEC_K_MAX];
+    size_t ndraft;
+    uint32_t dec[CIS2_SPEC_K_MAX + 1];
+    size_t ndec;
 } sseq;
 
 struct cis2_session {
@@ -463,26 +470,47 @@ static int grow(void **p, size_t *cap, size_t want, size_t elem)
 
 /* One sequence's choice for this step: the token (§11.2 argmax, or the
  * sampler of docs/sampling.md §S3), its logprobs when asked (§S4), then
- * the witness items 7a, 7b.  Runs across the pool, one sequence per item. */
+ * the witness items 7a, 7b.  Runs across the pool, one sequence per item.
+ * A sequence with drafted tokens has a logits row per draft more: row i
+ * decides step n_gen + i exactly as plain decoding would (its logits are
+ * the single-sequence arithmetic, §3.5; the step's own Philox stream), and
+ * the rows after the first decided token that differs from its draft are
+ * discarded.  Its witness is then hashed step by step with the stop rules
+ * (step_accept), which may end it before the last decided step. */
 typedef struct pick_ctx { const cis2_ctx *cx; cis2_session *s; size_t vocab; } pick_ctx;
 
-static void pick_task(void *vctx, size_t i)
+static int decide(const pick_ctx *c, sseq *q, size_t i)
 {
-    pick_ctx *c = vctx;
-    sseq *q = c->s->picks[i];
-    size_t step = q->n_gen;
-    q->pick_rc = cis2_sample_step(c->cx, q->logits, c->vocab, &q->rule.samp, (uint32_t)step, &q->sws, &q->pick, NULL);
-    if (!q->pick_rc && q->want_lp) {
+    const float *x = q->logits + i * c->vocab;
+    size_t step = q->n_gen + i;
+    uint32_t tok;
+    int rc = cis2_sample_step(c->cx, x, c->vocab, &q->rule.samp, (uint32_t)step, &q->sws, &tok, NULL);
+    if (!rc && q->want_lp) {
         size_t nt;
-        q->pick_rc = cis2_logprobs(c->cx, q->logits, c->vocab, q->pick, q->top_n, &q->sws, &q->lp[step],
-                                   q->top_ids ? q->top_ids + step * q->top_n : NULL,
-                                   q->top_lp ? q->top_lp + step * q->top_n : NULL, &nt);
+        rc = cis2_logprobs(c->cx, x, c->vocab, tok, q->top_n, &q->sws, &q->lp[step],
+                           q->top_ids ? q->top_ids + step * q->top_n : NULL,
+                           q->top_lp ? q->top_lp + step * q->top_n : NULL, &nt);
         for (size_t k = nt; k < q->top_n; k++) { /* fewer candidates than asked: marked by id 2^32-1 */
             q->top_ids[step * q->top_n + k] = UINT32_MAX;
             q->top_lp[step * q->top_n + k] = 0.0f;
         }
     }
-    cis2_witness_step(&q->w, q->logits, c->vocab, q->pick); /* §12.1 item 7 */
+    q->dec[i] = tok;
+    return rc;
+}
+
+static void pick_task(void *vctx, size_t i)
+{
+    pick_ctx *c = vctx;
+    sseq *q = c->s->picks[i];
+    q->ndec = 0;
+    for (size_t r = 0; r <= q->ndraft; r++) {
+        if ((q->pick_rc = decide(c, q, r))) return;
+        q->ndec = r + 1;
+        if (r < q->ndraft && q->dec[r] != q->draft[r]) break; /* the first disagreement: its token is kept */
+    }
+    q->pick = q->dec[0];
+    if (!q->ndraft) cis2_witness_step(&q->w, q->logits, c->vocab, q->pick); /* §12.1 item 7 */
 }
 
 /* §S5.3 after token `step` was appended. */
@@ -518,10 +546,12 @@ int cis2_session_step_framed(cis2_session *s, const cis2_ctx *cx, size_t *runnin
     /* rows: the next prompt chunk of prefilling sequences, one row per decoding
      * one; picks: the sequences whose last row this step yields logits, in
      * row order */
-    size_t nrows = 0, nlog = 0, budget = s->o.prefill_chunk;
+    size_t nrows = 0, nlog = 0, npick = 0, budget = s->o.prefill_chunk;
+    size_t spec_k = s->e->spec_kind == CIS2_SPEC_LOOKUP && !s->in.recompute ? s->e->spec_k : 0;
     for (size_t i = 0; i < s->n; i++) {
         sseq *q = s->seqs[i];
         q->logits = NULL;
+        q->ndraft = 0;
         if (q->state != S_RUNNING) continue;
         size_t from, to; /* positions [from, to) */
         if (s->in.recompute) {
@@ -539,8 +569,13 @@ int cis2_session_step_framed(cis2_session *s, const cis2_ctx *cx, size_t *runnin
         } else {
             from = q->n_prompt + q->n_gen - 1;
             to = from + 1;
+            /* drafts: step n_gen + ndraft is at most the last (max_tokens - 1), so
+             * every row's position is inside the cache; a traced run has none */
+            size_t room = q->rule.max_tokens - 1 - q->n_gen;
+            size_t k = spec_k < room ? spec_k : room;
+            if (k && !q->traced) q->ndraft = cis2_spec_lookup(q->prompt, q->n_prompt, q->gen, q->n_gen, k, q->draft);
         }
-        if (grow((void **)&s->rows, &s->rows_cap, nrows + (to - from), sizeof *s->rows))
+        if (grow((void **)&s->rows, &s->rows_cap, nrows + (to - from) + q->ndraft, sizeof *s->rows))
             return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
         for (size_t p = from; p < to; p++) {
             cis2_row *r = &s->rows[nrows++];
@@ -552,10 +587,17 @@ int cis2_session_step_framed(cis2_session *s, const cis2_ctx *cx, size_t *runnin
             r->traced = q->traced;
         }
         if (to == q->n_prompt + q->n_gen && q->prefilled == q->n_prompt) { /* the step's last known token */
-            if (grow((void **)&s->picks, &s->picks_cap, nlog + 1, sizeof *s->picks))
+            if (grow((void **)&s->picks, &s->picks_cap, npick + 1, sizeof *s->picks))
                 return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
-            s->picks[nlog++] = q;
+            s->picks[npick++] = q;
             s->rows[nrows - 1].logits = &wants_logits; /* a mark: the buffer is set below */
+            nlog++;
+            for (size_t d = 0; d < q->ndraft; d++) { /* drafted tokens, each row's logits decide the next step */
+                cis2_row *r = &s->rows[nrows++];
+                *r = (cis2_row){.kv = &q->kv, .pos = to + d, .token = q->draft[d], .logits = &wants_logits,
+                                .step = q->n_gen + d + 1, .traced = 0};
+                nlog++;
+            }
         }
     }
     if (running) *running = cis2_session_pending(s);
@@ -568,11 +610,12 @@ int cis2_session_step_framed(cis2_session *s, const cis2_ctx *cx, size_t *runnin
         if (!s->logits) return cis2_fail(err, CIS2_E_NOMEM, "out of memory for %zu logit rows", nlog);
     }
     for (size_t r = 0, k = 0; r < nrows; r++)
-        if (s->rows[r].logits) {
-            s->rows[r].logits = s->logits + k * V;
-            s->picks[k++]->logits = s->rows[r].logits;
-        }
-    size_t j = nlog;
+        if (s->rows[r].logits) s->rows[r].logits = s->logits + k++ * V;
+    for (size_t i = 0, k = 0; i < npick; i++) { /* a sequence's logits rows are together, in row order */
+        s->picks[i]->logits = s->logits + k * V;
+        k += 1 + s->picks[i]->ndraft;
+    }
+    size_t j = npick;
     if ((rc = cis2_forward(cx, m, &s->ws, s->rows, nrows, s->in.trace, s->in.trace_ctx, err))) return rc;
     s->steps++;
     pick_ctx pc = {cx, s, V};
@@ -581,20 +624,26 @@ int cis2_session_step_framed(cis2_session *s, const cis2_ctx *cx, size_t *runnin
         if (s->picks[i]->pick_rc) return cis2_fail(err, CIS2_E_NOMEM, "out of memory in the sampler");
     for (size_t i = 0; i < j; i++) {
         sseq *q = s->picks[i];
-        size_t step = q->n_gen;
-        q->gen[q->n_gen++] = q->pick;
-        int reason = stop_reason(s, q, step);
-        if (reason < 0) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
-        if (s->o.on_token && !q->quiet) {
-            cis2_token_event ev = {.seq = q->index, .user = q->user, .step = step, .token = q->pick,
-                                   .logits = q->logits, .vocab = V, .finish = reason,
-                                   .logprob = q->lp ? q->lp[step] : 0.0f, .n_top = q->top_n,
-                                   .top_ids = q->top_ids ? q->top_ids + step * q->top_n : NULL,
-                                   .top_logprobs = q->top_lp ? q->top_lp + step * q->top_n : NULL};
-            uint64_t pinned = cis2_api_callout_begin();
-            int stop = s->o.on_token(s->o.on_token_ctx, &ev);
-            cis2_api_callout_end(pinned);
-            if (stop && !reason) reason = CIS2_FINISH_CANCELLED;
+        int reason = 0;
+        for (size_t d = 0; d < q->ndec && !reason; d++) { /* each decided step in order, as plain decoding */
+            size_t step = q->n_gen;
+            const float *x = q->logits + d * V;
+            q->pick = q->dec[d];
+            if (q->ndraft) cis2_witness_step(&q->w, x, V, q->pick); /* §12.1 item 7 */
+            q->gen[q->n_gen++] = q->pick;
+            reason = stop_reason(s, q, step);
+            if (reason < 0) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+            if (s->o.on_token && !q->quiet) {
+                cis2_token_event ev = {.seq = q->index, .user = q->user, .step = step, .token = q->pick,
+                                       .logits = x, .vocab = V, .finish = reason,
+                                       .logprob = q->lp ? q->lp[step] : 0.0f, .n_top = q->top_n,
+                                       .top_ids = q->top_ids ? q->top_ids + step * q->top_n : NULL,
+                                       .top_logprobs = q->top_lp ? q->top_lp + step * q->top_n : NULL};
+                uint64_t pinned = cis2_api_callout_begin();
+                int stop = s->o.on_token(s->o.on_token_ctx, &ev);
+                cis2_api_callout_end(pinned);
+                if (stop && !reason) reason = CIS2_FINISH_CANCELLED;
+            }
         }
         if (reason && (rc = seq_finish(s, q, reason, err))) return rc;
     }
