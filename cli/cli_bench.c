@@ -18,7 +18,10 @@
  * below N); scoring (issue 35 item 5, docs/sampling.md §S11): 64 tokens
  * scored (cis2_score) against the prefill of 64, and (not with --quick)
  * 4 continuations of 8 tokens after one 200-token context scored
- * together (the context computed once) against each alone.  A benchmark prints numbers; it
+ * together (the context computed once) against each alone; speculative
+ * decoding (issue 37, docs/speculate.md): greedy tokens/s of plain decode
+ * and of lookup:2, 4, 8 on a repetitive prompt, and whether their tokens
+ * are the same (they must be).  A benchmark prints numbers; it
  * asserts nothing.
  *
  * --quick (issue 32 item 10) measures the headline figures only, once
@@ -137,6 +140,58 @@ static int decode_timed(cis2_engine *e, size_t nseq, size_t nprompt, size_t gen,
     cis2_results_free(r, nseq);
     free(q);
     free(ids);
+    return rc;
+}
+
+static uint32_t bench_id(size_t s, size_t i, size_t V);
+
+/* ---- speculative decoding (docs/speculate.md) against plain decode ---- */
+#define SPEC_GEN 64      /* tokens decoded per figure (--quick: 32) */
+#define SPEC_PROMPT 48   /* a pattern of 8 ids, 6 times: lookup finds it at once */
+static const unsigned spec_ks[3] = {2, 4, 8};
+
+typedef struct spbench {
+    double plain_tps, tps[3];  /* greedy tokens/s over the steps after the first */
+    int same;                  /* every speculative run's tokens are the plain run's */
+} spbench;
+
+/* One greedy decode of the repetitive prompt with `spec` ("off",
+ * "lookup:K"): its tokens/s and its `gen` tokens into out. */
+static int spec_timed(cis2_engine *e, const char *spec, size_t gen, double *tps, uint32_t *out, cis2_error *err)
+{
+    size_t V = cis2_engine_info(e)->vocab_size;
+    uint32_t ids[SPEC_PROMPT];
+    for (size_t i = 0; i < SPEC_PROMPT; i++) ids[i] = bench_id(0, i % 8, V);
+    cis2_request q = {.ids = ids, .n_ids = SPEC_PROMPT, .max_tokens = gen};
+    timing t = {.total = gen};
+    cis2_gen_opts o = {.on_token = on_token, .on_token_ctx = &t};
+    cis2_result *r = NULL;
+    int rc = cis2_engine_set_speculate(e, spec, err);
+    if (rc) return rc;
+    t.t0 = now();
+    rc = cis2_generate(e, &q, 1, &o, &r, err);
+    if (!rc) {
+        *tps = (double)(gen - 1) / (t.t_end - t.t_first);
+        memcpy(out, r->tokens, gen * sizeof *out);
+    }
+    cis2_results_free(r, 1);
+    int rc2 = cis2_engine_set_speculate(e, "off", err);
+    return rc ? rc : rc2;
+}
+
+static int bench_speculate(cis2_engine *e, int quick, spbench *b, cis2_error *err)
+{
+    size_t gen = quick ? SPEC_GEN / 2 : SPEC_GEN;
+    uint32_t plain[SPEC_GEN], got[SPEC_GEN];
+    phase("speculative decode: plain and lookup:2, 4, 8 on a repetitive prompt");
+    int rc = spec_timed(e, "off", gen, &b->plain_tps, plain, err);
+    b->same = 1;
+    for (int k = 0; k < 3 && !rc; k++) {
+        char spec[16];
+        snprintf(spec, sizeof spec, "lookup:%u", spec_ks[k]);
+        rc = spec_timed(e, spec, gen, &b->tps[k], got, err);
+        if (!rc && memcmp(plain, got, gen * sizeof *got)) b->same = 0;
+    }
     return rc;
 }
 
@@ -373,6 +428,7 @@ typedef struct bench_res {
     size_t weight_bytes;
     vbench vb;
     sbench sb;
+    spbench sp;
 } bench_res;
 
 static const size_t batches[4] = {1, 4, 8, 16};
@@ -419,6 +475,7 @@ static int measure(cis2_engine *e, size_t long_gen, int quick, bench_res *b, cis
         if ((rc = decode_timed(e, 1, 4, long_pos[i], &w, err))) return rc;
         b->long_tps[i] = 8.0 / (w.at[1] - w.at[0]);
     }
+    if ((rc = bench_speculate(e, quick, &b->sp, err))) return rc;
     if (!quick && (rc = bench_verify(e, &b->vb, err))) return rc;
     if (!quick && cis2_kernel_available("scalar") && cis2_engine_set_kernel(e, "scalar", err) == CIS2_OK) {
         phase("the scalar kernel: 3 tokens");
@@ -462,6 +519,16 @@ static void print_json(const bench_res *b, size_t long_gen)
         json_object_set_new(sc, "shared_context_gain", json_real(b->sb.alone_s / b->sb.together_s));
     }
     json_object_set_new(o, "score", sc);
+    json_t *sp = json_object(); /* issue 37: the same tokens, fewer passes */
+    json_object_set_new(sp, "prompt", json_string("48 ids, a pattern of 8 repeated"));
+    json_object_set_new(sp, "plain_tokens_per_s", json_real(b->sp.plain_tps));
+    for (int k = 0; k < 3; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "lookup_%u_tokens_per_s", spec_ks[k]);
+        json_object_set_new(sp, key, json_real(b->sp.tps[k]));
+    }
+    json_object_set_new(sp, "same_tokens", json_boolean(b->sp.same));
+    json_object_set_new(o, "speculate", sp);
     json_t *bt = json_object();
     for (int k = 0; k < 4; k++) {
         char key[8];
@@ -547,6 +614,9 @@ static void print_table(const bench_res *b)
         printf("score %d x %d-token continuations of one %zu-token context: %.4f s each together, %.4f s alone (%.1fx)\n",
            SCORE_NCONT, SCORE_CONT, b->sb.ctx, b->sb.together_s / SCORE_NCONT, b->sb.alone_s / SCORE_NCONT,
            b->sb.alone_s / b->sb.together_s);
+    printf("speculative decode        plain %.1f tokens/s; lookup:2 %.1f (%.2fx), :4 %.1f (%.2fx), :8 %.1f (%.2fx)%s\n",
+           b->sp.plain_tps, b->sp.tps[0], b->sp.tps[0] / b->sp.plain_tps, b->sp.tps[1], b->sp.tps[1] / b->sp.plain_tps,
+           b->sp.tps[2], b->sp.tps[2] / b->sp.plain_tps, b->sp.same ? "" : " TOKENS DIFFER");
     for (int k = 0; k < 4; k++)
         printf("batched decode, batch %-3zu %.1f tokens/s (%.2fx batch 1)\n", batches[k], b->batch_tps[k],
                b->batch_tps[k] / b->batch_tps[0]);

@@ -25,6 +25,11 @@ done
 # the two groups of samples of one prompt (tiny's context holds 128 + 64 tokens)
 [ "$(echo "$out" | grep -c '"prompt_tokens"')" -eq 2 ] || fail "bench --json lacks the two one-prompt groups"
 echo "$out" | grep -q '"all_ok": true' || fail "a receipt bench made did not verify"
+# speculative decoding (docs/speculate.md): lookup's tokens are plain decode's
+for k in plain_tokens_per_s lookup_2_tokens_per_s lookup_4_tokens_per_s lookup_8_tokens_per_s; do
+    echo "$out" | grep -q "\"$k\"" || fail "bench --json lacks speculate.$k"
+done
+echo "$out" | grep -q '"same_tokens": true' || fail "bench: speculative decode made other tokens than plain decode"
 # the kernel benchmark calls internals: it must keep building against them
 if [ -z "${RUNNER:-}" ]; then
     ${CC:-cc} -std=c11 -ffp-contract=off -fno-fast-math -O2 -D_DEFAULT_SOURCE -Iinclude -Isrc -pthread \
