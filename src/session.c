@@ -70,6 +70,7 @@ typedef struct sseq {
     size_t ndraft;
     uint32_t dec[CIS2_SPEC_K_MAX + 1];
     size_t ndec;
+    unsigned misses, rest;     /* drafting steps in a row that kept no draft; plain steps still to run */
 } sseq;
 
 struct cis2_session {
@@ -573,7 +574,8 @@ int cis2_session_step_framed(cis2_session *s, const cis2_ctx *cx, size_t *runnin
              * every row's position is inside the cache; a traced run has none */
             size_t room = q->rule.max_tokens - 1 - q->n_gen;
             size_t k = spec_k < room ? spec_k : room;
-            if (k && !q->traced) q->ndraft = cis2_spec_lookup(q->prompt, q->n_prompt, q->gen, q->n_gen, k, q->draft);
+            if (k && !q->traced && q->rest) q->rest--; /* backing off after wrong drafts (time only) */
+            else if (k && !q->traced) q->ndraft = cis2_spec_lookup(q->prompt, q->n_prompt, q->gen, q->n_gen, k, q->draft);
         }
         if (grow((void **)&s->rows, &s->rows_cap, nrows + (to - from) + q->ndraft, sizeof *s->rows))
             return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
@@ -625,6 +627,10 @@ int cis2_session_step_framed(cis2_session *s, const cis2_ctx *cx, size_t *runnin
     for (size_t i = 0; i < j; i++) {
         sseq *q = s->picks[i];
         int reason = 0;
+        if (q->ndraft) { /* every draft wrong: the next `misses` steps (at most 16) do not draft */
+            q->misses = q->ndec > 1 ? 0 : q->misses < 16 ? q->misses + 1 : 16;
+            q->rest = q->misses;
+        }
         for (size_t d = 0; d < q->ndec && !reason; d++) { /* each decided step in order, as plain decoding */
             size_t step = q->n_gen;
             const float *x = q->logits + d * V;
