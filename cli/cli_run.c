@@ -212,7 +212,7 @@ static void stream_token(run_stream *st, const cis2_token_event *ev)
         st->off = 1;
         return;
     }
-    memcpy(st->raw + st->raw_n, b, l);
+    if (l) memcpy(st->raw + st->raw_n, b, l); /* raw is NULL until a token has bytes */
     cis2_free(b);
     st->raw_n += l;
     st->ids[st->n] = ev->token;

@@ -498,9 +498,9 @@ int cis2_tokenizer_encode_flags(const cis2_tokenizer *t, const char *text, size_
         if (rc) { *ids = NULL; *n = 0; return rc; }
         uint32_t *all = malloc((nb + extra) * sizeof *all);
         if (!all) { free(body); *ids = NULL; *n = 0; return cis2_fail(err, CIS2_E_NOMEM, "tokenize: out of memory"); }
-        memcpy(all, t->post_pre, t->npost_pre * sizeof *all);
+        if (t->npost_pre) memcpy(all, t->post_pre, t->npost_pre * sizeof *all); /* NULL when none: memcpy's UB */
         if (nb) memcpy(all + t->npost_pre, body, nb * sizeof *all);
-        memcpy(all + t->npost_pre + nb, t->post_post, t->npost_post * sizeof *all);
+        if (t->npost_post) memcpy(all + t->npost_pre + nb, t->post_post, t->npost_post * sizeof *all);
         free(body);
         *ids = all; *n = nb + extra;
         return CIS2_OK;
