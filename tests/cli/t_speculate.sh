@@ -8,8 +8,9 @@
 # single-sequence arithmetic, §3.5) and the per-step sampler with it.  Shapes
 # tiny, tiny-qwen and odd; a plain prompt, a repetitive text prompt and a
 # prompt that repeats the model's own greedy continuation (lookup drafts
-# right most of the time); greedy, and seeded sampling with --logprobs and a
-# stop id that fires mid-run; K = 1, 2, 4, 8; 1 and 2 threads; every
+# right most of the time); greedy, and seeded sampling with --logprobs, a
+# stop id that fires mid-run, stop strings; --stream;
+# several prompts decoding together; K = 1, 2, 4, 8; 1 and 2 threads; every
 # kernel this CPU runs.
 #
 # The test can fail: two planted off-by-ones in the acceptance (src/session.c
@@ -80,6 +81,12 @@ for shape in tiny tiny-qwen odd; do
     NORECEIPT=0
     same "$shape repetitive sampled" --model-dir "$m" --prompt "$rep" --gen-toks 40 $samp --stop-id "$stop"
     same "$shape greedy stop" --model-dir "$m" --prompt "$rep" --gen-toks 40 --logprobs 2 --stop-id "$stop"
+    same "$shape stop strings" --model-dir "$m" --prompt "$rep" --gen-toks 40 $samp --stop JJ --stop 22 --stop "<f" # each fires mid-run on one shape
+    # --stream: the text as its tokens come, then the block
+    $CIS2 run --model-dir "$m" --prompt "$rep" --gen-toks 30 --stream > "$d/p.txt" || fail "$shape: --stream"
+    $CIS2 run --model-dir "$m" --prompt "$rep" --gen-toks 30 --stream --speculate lookup:8 > "$d/s.txt" ||
+        fail "$shape: --stream --speculate"
+    cmp -s "$d/p.txt" "$d/s.txt" || fail "$shape: --stream differs"
     # several prompts decoding together, each with its own drafts
     printf '%s\n' "Once upon a time" "$rep" "abcabcabcabc" > "$d/prompts"
     $CIS2 run --model-dir "$m" --prompt-file "$d/prompts" --gen-toks 30 $samp --json --receipt "$d/pb.r" > "$d/pb.json" ||
