@@ -190,6 +190,7 @@ _PROTOS = {
     "cis2_engine_info": (P(ModelInfo), [VP]),
     "cis2_engine_set_kernel": (c_int, [VP, c_char_p, E]),
     "cis2_engine_set_threads": (c_int, [VP, c_int, E]),
+    "cis2_engine_set_speculate": (c_int, [VP, c_char_p, E]),
     "cis2_engine_tokenize": (c_int, [VP, c_char_p, c_size_t, P(P(c_uint32)), P(c_size_t), E]),
     "cis2_engine_detokenize": (c_int, [VP, P(c_uint32), c_size_t, c_int, P(P(c_char)), P(c_size_t), E]),
     "cis2_finish_name": (c_char_p, [c_int]),

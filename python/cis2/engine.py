@@ -452,6 +452,20 @@ class Engine:
         err = _lib.Err()
         _lib.check(_lib.get().cis2_engine_set_threads(self._handle(), int(n or 0), byref(err)), err)
 
+    @property
+    def speculate(self):
+        """Speculative decoding of later generate and session calls: "off"
+        (default), "lookup" or "lookup:K" (K 1..16; docs/speculate.md).
+        Assign to change; never changes a bit, only the time."""
+        return getattr(self, "_speculate", "off")
+
+    @speculate.setter
+    def speculate(self, spec):
+        spec = spec or "off"
+        err = _lib.Err()
+        _lib.check(_lib.get().cis2_engine_set_speculate(self._handle(), spec.encode(), byref(err)), err)
+        self._speculate = spec
+
     def __repr__(self):
         return "Engine(%r)" % (self.model_dir if self._h else "<closed>")
 

@@ -1,0 +1,52 @@
+"""Speculative decoding from Python (Engine.speculate, docs/speculate.md):
+generate, batches and sessions with lookup drafting give plain decoding's
+receipts, witnesses, tokens, logprobs and logits, byte for byte.  Oracle:
+the same engine's plain decoding (speculate "off")."""
+import struct
+
+import pytest
+
+import cis2
+from conftest import PROMPT
+
+REP = "the cat sat on the mat. the cat sat on the mat. the cat sat on the mat. the cat"
+SAMPLED = dict(temperature=0.7, top_k=8, seed=42, logprobs=True, top_logprobs=3)
+
+
+def _same(a, b):
+    assert (a.receipt, a.witness, a.argmax_digest, a.token_ids, a.finish, a.text) == \
+        (b.receipt, b.witness, b.argmax_digest, b.token_ids, b.finish, b.text)
+    bits = lambda r: None if r.logprobs is None else [struct.pack("<f", x) for x in r.logprobs]
+    assert bits(a) == bits(b)
+    assert a.top_logprobs == b.top_logprobs
+    assert a.logits.tobytes() == b.logits.tobytes()
+
+
+@pytest.mark.parametrize("shape", ["tiny", "tiny-qwen", "odd"])
+def test_speculate_equals_plain(models, shape):
+    with cis2.Engine(models[shape]) as e:
+        assert e.speculate == "off"
+        cases = [(PROMPT, 30, {}), (REP, 40, {}), (REP, 40, SAMPLED)]
+        plain = [e.generate(p, gen_toks=n, logits=True, **kw) for p, n, kw in cases]
+        batch = e.generate_batch([cis2.Request(p, n, **kw) for p, n, kw in cases], logits=True)
+        for spec in ("lookup:1", "lookup", "lookup:8"):
+            e.speculate = spec
+            assert e.speculate == spec
+            for (p, n, kw), ref in zip(cases, plain):
+                _same(e.generate(p, gen_toks=n, logits=True, **kw), ref)
+            for r, ref in zip(e.generate_batch([cis2.Request(p, n, **kw) for p, n, kw in cases], logits=True), batch):
+                _same(r, ref)
+            with e.session(max_batch=2, prefill_chunk=8, logits=True) as s:
+                ids = [s.add(cis2.Request(p, n, **kw)) for p, n, kw in cases]
+                s.run()
+                for i, ref in zip(ids, plain):
+                    _same(s.take(i), ref)
+        e.speculate = None
+        assert e.speculate == "off"
+
+
+def test_speculate_bad_spec(engine):
+    for bad in ("lookup:0", "lookup:17", "draft", "lookup:"):
+        with pytest.raises(cis2.UsageError):
+            engine.speculate = bad
+    assert engine.speculate == "off"
