@@ -16,6 +16,14 @@
  * (kernels.h): cis2_session_step and cis2_generate take the engine's pool
  * and kernel at entry (engine.h, cis2_engine_ctx).
  *
+ * With speculation on (cis2_engine_set_speculate, speculate.h,
+ * docs/speculate.md) a decoding sequence also feeds up to K drafted tokens
+ * after its last one; each of those rows' logits decides the next step as
+ * plain decoding would, the decided tokens are kept up to and including
+ * the first that differs from its draft, and each kept step goes through
+ * the witness, logprobs, stop rules and callback in order.  Rows past the
+ * kept text leave KV entries that are rewritten before any row reads them.
+ *
  * Each sequence has its own witness chain (§12.1, witness.h) and argmax
  * digest (§12.2).  Without stop rules exactly max_tokens tokens are made
  * and EOS is not special (§3.4).
