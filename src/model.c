@@ -354,7 +354,8 @@ void cis2_model_free(cis2_model *m)
             cis2_layer *ly = &m->layers[i];
             cis2_pmat_free(&ly->q); cis2_pmat_free(&ly->k); cis2_pmat_free(&ly->v); cis2_pmat_free(&ly->o);
             cis2_pmat_free(&ly->gate); cis2_pmat_free(&ly->up); cis2_pmat_free(&ly->down);
-            free(ly->ln1); free(ly->ln2); free(ly->bq); free(ly->bk); free(ly->bv); free(ly->qn); free(ly->kn);
+            free(ly->ln1); free(ly->ln2); free(ly->lnf); free(ly->bq); free(ly->bk); free(ly->bv);
+            free(ly->qn); free(ly->kn);
         }
     free(m->layers);
     cis2_pmat_free(&m->embed);
