@@ -108,6 +108,17 @@ void cis2_receipt_clear(cis2_receipt *r)
     memset(r, 0, sizeof *r);
 }
 
+void cis2_receipt_set_model(cis2_receipt *r, const cis2_model *m)
+{
+    snprintf(r->spec_version, sizeof r->spec_version, "%s", CIS2_SPEC_VERSION);
+    snprintf(r->dtype, sizeof r->dtype, "fp32");
+    memcpy(r->weights_sha, m->weights_sha, 32);
+    memcpy(r->config_sha, m->config_sha, 32);
+    memcpy(r->tokenizer_sha, m->tokenizer_sha, 32);
+    memcpy(r->table_digest, m->table_digest, 32);
+    memcpy(r->inv_freq_digest, m->inv_freq_digest, 32);
+}
+
 cis2_receipt *cis2_receipt_new(void)
 {
     cis2_receipt *r = calloc(1, sizeof(cis2_receipt));
@@ -726,14 +737,7 @@ int cis2_receipt_make(const cis2_engine *e, const cis2_result *res, cis2_receipt
         return cis2_fail(err, CIS2_E_USAGE, "receipt: a cancelled or empty run has no receipt");
     cis2_receipt *r = cis2_receipt_new();
     if (!r) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
-    const cis2_model *m = &e->m;
-    snprintf(r->spec_version, sizeof r->spec_version, "%s", CIS2_SPEC_VERSION);
-    snprintf(r->dtype, sizeof r->dtype, "fp32");
-    memcpy(r->weights_sha, m->weights_sha, 32);
-    memcpy(r->config_sha, m->config_sha, 32);
-    memcpy(r->tokenizer_sha, m->tokenizer_sha, 32);
-    memcpy(r->table_digest, m->table_digest, 32);
-    memcpy(r->inv_freq_digest, m->inv_freq_digest, 32);
+    cis2_receipt_set_model(r, &e->m);
     memcpy(r->argmax, res->argmax_digest, 32);
     memcpy(r->witness, res->witness, 32);
     r->gen_toks = (uint32_t)res->n_tokens;

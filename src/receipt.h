@@ -116,6 +116,10 @@ int cis2_receipt_copy_into(cis2_receipt *dst, const cis2_receipt *src, cis2_erro
 void cis2_receipt_clear(cis2_receipt *r);
 /* A zeroed receipt on the heap (NULL when out of memory). */
 cis2_receipt *cis2_receipt_new(void);
+struct cis2_model;
+/* The lines every receipt kind takes from its engine's model: the spec
+ * version, dtype, the three artifact hashes and the two table digests. */
+void cis2_receipt_set_model(cis2_receipt *r, const struct cis2_model *m);
 
 /* docs/sampling.md §S7.5: the parameter block of an ext receipt's own
  * fields (malloc'ed, NUL-terminated), or NULL when out of memory. */

@@ -91,15 +91,8 @@ static int make_one(const cis2_engine *e, const cis2_score_request *q, const cis
 {
     cis2_receipt *r = cis2_receipt_new();
     if (!r) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
-    const cis2_model *m = &e->m;
     r->score = 1;
-    snprintf(r->spec_version, sizeof r->spec_version, "%s", CIS2_SPEC_VERSION);
-    snprintf(r->dtype, sizeof r->dtype, "fp32");
-    memcpy(r->weights_sha, m->weights_sha, 32);
-    memcpy(r->config_sha, m->config_sha, 32);
-    memcpy(r->tokenizer_sha, m->tokenizer_sha, 32);
-    memcpy(r->table_digest, m->table_digest, 32);
-    memcpy(r->inv_freq_digest, m->inv_freq_digest, 32);
+    cis2_receipt_set_model(r, &e->m);
     memcpy(r->witness, witness, 32);
     int rc = part_bytes(e, q->context, q->context_len, s->context_ids, s->n_context, &r->ctx_from, &r->ctx_bytes,
                         &r->ctx_len, err);
