@@ -3,9 +3,15 @@
  * (src/config.c cis2_config_parse on the raw bytes).
  *
  * On success the documented limits must hold, so that every later size
- * product (model.c) stays within size_t.
+ * product (model.c) stays within size_t, and the RoPE table the config
+ * asks for (§7.1, docs/models.md §M1) must be finite and non-negative.
+ * heads x head_dim may differ from hidden_size for qwen3 only
+ * (docs/models.md §M2); it is bounded through the parameter count.
  */
 #include "fuzz_util.h"
+
+#include <math.h>
+#include <string.h>
 
 #include "config.h"
 
@@ -22,10 +28,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             c.max_position_embeddings <= 0 || c.max_position_embeddings > CIS2_CFG_MAX_POS ||
             c.num_attention_heads <= 0 || c.num_key_value_heads <= 0 ||
             c.num_attention_heads % c.num_key_value_heads != 0 ||
-            c.head_dim * c.num_attention_heads != c.hidden_size || c.head_dim % 2 != 0 ||
+            c.head_dim <= 0 || c.head_dim > CIS2_CFG_MAX_HIDDEN || c.head_dim % 2 != 0 ||
+            (c.head_dim * c.num_attention_heads != c.hidden_size && strcmp(c.model_type, "qwen3")) ||
             !(c.rms_norm_eps > 0.0f) || !(c.rope_theta > 0.0f) ||
             cis2_config_param_count(&c, 1) > CIS2_CFG_MAX_PARAMS)
             abort();
+        static float inv_freq[CIS2_CFG_MAX_HIDDEN / 2];
+        cis2_config_inv_freq(&c, inv_freq);
+        for (int64_t i = 0; i < c.head_dim / 2; i++)
+            if (!isfinite(inv_freq[i]) || inv_freq[i] < 0.0f) abort();
     }
     return 0;
 }

@@ -68,6 +68,18 @@ put("config", "head_dim.json", json.dumps(dict(base, head_dim=16, pretraining_tp
 put("config", "bad_heads.json", json.dumps(dict(base, num_attention_heads=7)))
 put("config", "huge.json", json.dumps(dict(base, hidden_size=65536, intermediate_size=1 << 20,
                                            num_hidden_layers=1024, vocab_size=1 << 22)))
+# the families of docs/models.md: llama3 RoPE (§M1), qwen3's own head_dim
+# (§M2), smollm3's no-RoPE layers (§M3), olmo2 (§M4), mistral unwindowed
+put("config", "llama3_rope.json", json.dumps(dict(base, head_dim=16, rope_theta=500000.0, rope_scaling={
+    "rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 64})))
+put("config", "qwen3.json", json.dumps(dict(base, model_type="qwen3", head_dim=32, sliding_window=None,
+                                            use_sliding_window=False, max_window_layers=2)))
+put("config", "smollm3.json", json.dumps(dict(base, model_type="smollm3", num_hidden_layers=4,
+                                              no_rope_layers=[1, 1, 1, 0], no_rope_layer_interval=4,
+                                              use_sliding_window=False, sliding_window=None)))
+put("config", "olmo2.json", json.dumps(dict(base, model_type="olmo2", tie_word_embeddings=False)))
+put("config", "mistral.json", json.dumps(dict(base, model_type="mistral", sliding_window=None)))
 
 # ---- tokenizer.json (the SmolLM2 shape, a small vocab) ----
 def b2u():
