@@ -412,9 +412,11 @@ struct serve_call {
 /* --------------------------------------------- requests (serve_request.c) */
 
 /* Parses and validates a body (json) for CALL_COMPLETION / CALL_CHAT;
- * raw is the body text (for exact decimal floats). */
-int serve_call_parse(const serve_ctx *sc, int kind, const char *raw, size_t raw_len, serve_call **out,
-                     serve_err *e);
+ * raw is the body text (for exact decimal floats).  client_fd is the
+ * connection's socket (-1: none), watched while echo scores the prompts
+ * (a client that leaves ends the scoring: status 499, nothing to send). */
+int serve_call_parse(const serve_ctx *sc, int kind, const char *raw, size_t raw_len, int client_fd,
+                     serve_call **out, serve_err *e);
 void serve_call_free(serve_call *c);
 /* The job, before it is submitted. */
 serve_job *serve_call_peek_job(serve_call *c);
@@ -463,6 +465,9 @@ int serve_http_start(serve_http **out, serve_ctx *sc, int fd, cis2_error *err);
 void serve_http_quiesce(serve_http *h);
 /* Requests (HTTP side) still in progress. */
 size_t serve_http_active(serve_http *h);
+/* Has the peer of socket fd closed its end (or has the socket failed)?
+ * Never blocks; 0 for fd < 0. */
+int serve_client_gone(int fd);
 void serve_http_stop(serve_http *h);
 
 #endif

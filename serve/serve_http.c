@@ -148,8 +148,8 @@ static int conn_fd(struct MHD_Connection *c)
     return ci ? ci->connect_fd : -1;
 }
 
-/* The peer closed its end (or the socket failed)? */
-static int client_gone(int fd)
+/* The peer closed its end (or the socket failed)? (serve.h) */
+int serve_client_gone(int fd)
 {
     if (fd < 0) return 0;
     struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
@@ -351,7 +351,7 @@ static int verify_should_stop(void *ctx)
 {
     verify_guard *g = ctx;
     if (atomic_load(&((serve_ctx *)g->sc)->stopping)) g->why = VG_STOPPING;
-    else if (client_gone(g->fd)) g->why = VG_GONE;
+    else if (serve_client_gone(g->fd)) g->why = VG_GONE;
     else if (serve_now() > g->deadline) g->why = VG_TIMEOUT;
     return g->why != VG_NONE;
 }
@@ -520,7 +520,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         serve_engine_lock(sc->eng);
         int changed = serve_sse_collect(st->sse);
         while (!changed && serve_now() - st->t_write < keepalive) {
-            if (client_gone(st->fd)) {
+            if (serve_client_gone(st->fd)) {
                 serve_engine_unlock(sc->eng);
                 return MHD_CONTENT_READER_END_WITH_ERROR;
             }
@@ -550,7 +550,7 @@ static int wait_job(serve_engine *eng, serve_job *j, int fd, int whole)
 {
     while (whole ? j->in_engine || j->state == JOB_NEW : j->state == JOB_NEW) {
         serve_engine_wait(eng, j, 100);
-        if ((whole ? j->in_engine || j->state == JOB_NEW : j->state == JOB_NEW) && client_gone(fd)) return -1;
+        if ((whole ? j->in_engine || j->state == JOB_NEW : j->state == JOB_NEW) && serve_client_gone(fd)) return -1;
     }
     return 0;
 }
@@ -562,7 +562,14 @@ static enum MHD_Result do_generate(struct MHD_Connection *c, req_ctx *r, int kin
     serve_call *call = NULL;
     if (json_too_deep(r->body, r->len))
         FAIL(c, r, 400, "invalid_json", NULL, "the JSON body is nested deeper than %d levels", MAX_JSON_DEPTH);
-    if (serve_call_parse(sc, kind, r->body ? r->body : "", r->len, &call, &e)) return send_err(c, r, &e);
+    if (serve_call_parse(sc, kind, r->body ? r->body : "", r->len, conn_fd(c), &call, &e)) {
+        if (e.status == 499) { /* echo's scoring ended: the client left */
+            serve_metrics_request(sc->met, ep_label[r->ep], 499);
+            r->status = 499;
+            return MHD_NO;
+        }
+        return send_err(c, r, &e);
+    }
     snprintf(r->id, sizeof r->id, "%s", call->id);
     serve_job *j = serve_call_peek_job(call);
     if (!j) { /* echo with max_tokens 0: the prompt's scores, no generation */

@@ -38,7 +38,8 @@
  *     prompt as a continuation without context), computed here on the HTTP
  *     thread (score_prompts), as /v1/verify computes its prefills, and
  *     bounded as /v1/verify is: more than --verify-max-tokens prompt tokens
- *     in all is 413 score_too_large before any work.
+ *     in all is 413 score_too_large before any work; a client that leaves
+ *     ends it at the next weight pass (499, nothing sent).
  */
 #include "serve.h"
 
@@ -539,26 +540,29 @@ static int build_job(serve_call *c, serve_err *e)
 }
 
 /* What ends a scoring early (cis2_score_opts.should_stop, asked between
- * weight passes): shutdown past its drain, or --verify-timeout spent, as
- * for /v1/verify (a client that leaves is noticed at the answer). */
+ * weight passes): shutdown past its drain, the client gone, or
+ * --verify-timeout spent, as for /v1/verify. */
 typedef struct score_guard {
     const serve_ctx *sc;
+    int fd;                    /* the client's socket, -1 for none */
     double deadline;
-    int timeout;
+    int why;                   /* SG_* once it said stop */
 } score_guard;
+enum { SG_NONE, SG_STOPPING, SG_GONE, SG_TIMEOUT };
 
 static int score_should_stop(void *ctx)
 {
     score_guard *g = ctx;
-    if (atomic_load(&((serve_ctx *)g->sc)->stopping)) return 1;
-    if (serve_now() > g->deadline) g->timeout = 1;
-    return g->timeout;
+    if (atomic_load(&((serve_ctx *)g->sc)->stopping)) g->why = SG_STOPPING;
+    else if (serve_client_gone(g->fd)) g->why = SG_GONE;
+    else if (serve_now() > g->deadline) g->why = SG_TIMEOUT;
+    return g->why != SG_NONE;
 }
 
 /* echo: the prompt's scores (docs/sampling.md §S11: each prompt scored as
  * a continuation with no context, its ids the job's, the first token
  * unscored) when logprobs are asked with echo, or prompt_logprobs. */
-static int score_prompts(const serve_ctx *sc, serve_call *c, serve_err *e)
+static int score_prompts(const serve_ctx *sc, serve_call *c, int fd, serve_err *e)
 {
     if (!(c->echo && c->logprobs) && !c->prompt_lp) return 0;
     unsigned top = c->prompt_lp ? c->prompt_lp_top : 0;
@@ -579,11 +583,13 @@ static int score_prompts(const serve_ctx *sc, serve_call *c, serve_err *e)
                                      .n_continuation_ids = p->text ? 0 : p->n_ids, .top_logprobs = top};
     }
     cis2_error err = {0};
-    score_guard g = {sc, serve_now() + sc->cfg.verify_timeout_s, 0};
+    score_guard g = {sc, fd, serve_now() + sc->cfg.verify_timeout_s, SG_NONE};
     cis2_score_opts so = {.should_stop = score_should_stop, .should_stop_ctx = &g};
     int rc = cis2_score_ex(sc->e, rq, c->n_prompts, &so, &c->scores, &err); /* concurrent with the engine, as /v1/verify */
     free(rq);
-    if (rc == CIS2_E_CANCELLED && g.timeout)
+    if (rc == CIS2_E_CANCELLED && g.why == SG_GONE)
+        return serve_fail(e, 499, "client_gone", NULL, "the client left while its prompts were scored");
+    if (rc == CIS2_E_CANCELLED && g.why == SG_TIMEOUT)
         return serve_fail(e, 413, "score_timeout", c->echo ? "echo" : "prompt_logprobs",
                           "scoring the prompts took longer than this server's --verify-timeout (%u s): send fewer or "
                           "shorter prompts at a time", sc->cfg.verify_timeout_s);
@@ -624,7 +630,7 @@ static int parse_stream(json_t *body, serve_call *c, serve_err *e)
 /* Every parameter of a parsed body, in the order their errors are
  * reported (the first one wins), then the job. */
 static int parse_params(const serve_ctx *sc, json_t *body, const char *raw, size_t raw_len,
-                        const serve_big_num *big, serve_call *c, serve_err *e)
+                        const serve_big_num *big, int fd, serve_call *c, serve_err *e)
 {
     int chat = c->kind == CALL_CHAT;
     long long n = 1;
@@ -646,11 +652,12 @@ static int parse_params(const serve_ctx *sc, json_t *body, const char *raw, size
                         c->n_prompts * c->n_choices, sc->cfg.max_batch);
     if (!rc) rc = parse_max_tokens(sc, body, c, e);
     if (!rc) rc = build_job(c, e);
-    if (!rc) rc = score_prompts(sc, c, e);
+    if (!rc) rc = score_prompts(sc, c, fd, e);
     return rc;
 }
 
-int serve_call_parse(const serve_ctx *sc, int kind, const char *raw, size_t raw_len, serve_call **out, serve_err *e)
+int serve_call_parse(const serve_ctx *sc, int kind, const char *raw, size_t raw_len, int fd, serve_call **out,
+                     serve_err *e)
 {
     *out = NULL;
     json_t *body = NULL;
@@ -661,7 +668,7 @@ int serve_call_parse(const serve_ctx *sc, int kind, const char *raw, size_t raw_
     c->kind = kind;
     c->created = (long long)time(NULL);
     make_id(c->id, sizeof c->id, kind == CALL_CHAT ? "chatcmpl" : "cmpl");
-    int rc = parse_params(sc, body, raw, raw_len, &big, c, e);
+    int rc = parse_params(sc, body, raw, raw_len, &big, fd, c, e);
     json_decref(body);
     if (rc) { serve_call_free(c); return rc; }
     c->met = sc->met;

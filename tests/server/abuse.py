@@ -18,6 +18,9 @@ printing why).
   verify-gone FILE     two /v1/verify of FILE (long) whose clients leave
                        after 0.5 s, then a third: it is not refused with
                        429 verify_busy, so the two left have stopped
+  echo-gone FILE       an echo /v1/completions of FILE (prompts whose
+                       scoring takes T) whose client leaves after 0.3 s:
+                       /metrics counts its 499 within T/2
   verify-status FILE STATUS CODE SECS
                        /v1/verify of FILE answers STATUS with error CODE
                        within SECS seconds
@@ -234,6 +237,41 @@ def verify_gone(path):
     healthy()
 
 
+def count_499(endpoint):
+    st, text = request("GET", "/metrics")
+    key = f'cis2_requests_total{{endpoint="{endpoint}",status="499"}} '.encode()
+    for line in text.split(b"\n"):
+        if line.startswith(key):
+            return int(line[len(key):])
+    return 0
+
+
+def echo_gone(path):
+    """An echo request's scoring (taking T when answered) ends within T/2
+    once its client leaves: /metrics counts a 499 for it."""
+    body = open(path, "rb").read()
+    t0 = time.time()
+    st, rest = request("POST", "/v1/completions", body, timeout=120)
+    whole = time.time() - t0
+    if st != 200:
+        fail(f"echo: {st} {rest[:300]!r}")
+    if whole < 2:
+        fail(f"echo scoring took {whole:.1f}s: too short to tell a cancelled scoring from a finished one")
+    before = count_499("completions")
+    s = conn()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+              + str(len(body)).encode() + b"\r\n\r\n" + body)
+    time.sleep(0.3)
+    s.close()
+    left = time.time()
+    while count_499("completions") == before:
+        if time.time() - left > whole / 2:
+            fail(f"the scoring of a client that left went on: no 499 {whole / 2:.1f}s after it left "
+                 f"(a whole answer takes {whole:.1f}s)")
+        time.sleep(0.1)
+    print(f"echo-gone: scored whole in {whole:.1f}s; stopped {time.time() - left:.1f}s after its client left")
+
+
 def verify_status(path, status, code, secs):
     body = open(path, "rb").read()
     t0 = time.time()
@@ -268,6 +306,8 @@ def main():
         verify_gone(args[0])
     elif name == "verify-status":
         verify_status(args[0], int(args[1]), args[2], float(args[3]))
+    elif name == "echo-gone":
+        echo_gone(args[0])
     elif name == "verify-hold":
         verify_hold(args[0])
         return

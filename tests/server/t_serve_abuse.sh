@@ -62,6 +62,10 @@ def doctored(text):
         out.append(line)
     return "\n".join(out)
 r2000, r200 = open(d + "/r2000").read(), open(d + "/r200").read()
+# echo: 16 prompts of 700 words each scored (max_tokens 0), several seconds
+words = "once upon a time the cat sat on the mat and a dog ran far away".split()
+json.dump({"model": "m", "prompt": [" ".join(words[(i * 7 + k) % len(words)] for i in range(700)) for k in range(16)], "echo": True,
+           "logprobs": 1, "max_tokens": 0}, open(d + "/echo.body", "w"))
 bodies = {"long": [doctored(r2000)] * 12,                  # ~5 s of decoding, 24192 positions claimed
           "eight": [doctored(r2000)] * 8,                  # ~3 s
           "beside": [r2000, doctored(r200), r2000, r200]}  # prefill passes and decode steps
@@ -75,6 +79,7 @@ $ABUSE "$port_A" slowloris 8 4 || fail "slowloris"
 $ABUSE "$port_A" framing || fail "framing"
 $ABUSE "$port_A" verify-beside "$d/beside.body" || fail "verify beside a stream"
 $ABUSE "$port_A" verify-gone "$d/long.body" || fail "verify of a client that left"
+$ABUSE "$port_A" echo-gone "$d/echo.body" || fail "echo scoring of a client that left"
 kill -0 "$pid_A" || fail "server A died"
 
 echo "== B: a verification's work and time are bounded"
