@@ -217,6 +217,7 @@ _PROTOS = {
     "cis2_verdicts_free": (None, [P(Verdict), c_size_t]),
     "cis2_score": (c_int, [VP, P(ScoreRequest), c_size_t, P(P(ScoreResult)), E]),
     "cis2_score_results_free": (None, [P(ScoreResult), c_size_t]),
+    "cis2_score_receipts": (c_int, [VP, P(ScoreRequest), c_size_t, P(P(ScoreResult)), P(VP), E]),
     "cis2_synth_write": (c_int, [c_char_p, c_uint64, c_char_p, c_char_p, E]),
     "cis2_tokenizer_load_ext": (c_int, [P(VP), c_char_p, c_uint, E]),
     "cis2_tokenizer_free": (None, [VP]),

@@ -255,10 +255,12 @@ class Score:
     §S3.3; 0 when unscored or NaN), greedy (bool: §11.2's argmax of its
     row), top_logprobs (a list of (id, logprob), [] when unscored);
     n_scored, sum (the §S11.3 f32 sum, a float), sum_bits, sum_f64,
-    all_greedy."""
+    all_greedy; receipt: the score receipt's text ("CIS-2-RECEIPT
+    ext-score-1", docs/receipts.md "Score receipts") when scored with
+    receipt=True, else None."""
 
     __slots__ = ("context_ids", "ids", "first", "logprobs", "bits", "ranks", "greedy", "top_logprobs", "n_scored",
-                 "sum", "sum_bits", "sum_f64", "all_greedy")
+                 "sum", "sum_bits", "sum_f64", "all_greedy", "receipt")
 
     def __init__(self, r):
         n, k = r.n_ids, r.n_top
@@ -282,6 +284,7 @@ class Score:
         self.sum_bits = _f32_hex(r.sum)
         self.sum_f64 = r.sum_f64
         self.all_greedy = bool(r.all_greedy)
+        self.receipt = None
 
     def __repr__(self):
         return "Score(ids=%r, sum=%r, all_greedy=%r)" % (self.ids, self.sum, self.all_greedy)
@@ -556,7 +559,7 @@ class Engine:
                 L.cis2_results_free(res, len(reqs))
 
     # ----------------------------------------------------------- scoring
-    def score(self, context, continuations, top_logprobs=0):
+    def score(self, context, continuations, top_logprobs=0, receipt=False):
         """The logprobs of continuation tokens after context (docs/sampling.md
         §S11) -> Score, or a list of Score for a list of continuations.
 
@@ -567,15 +570,18 @@ class Engine:
         The continuations of one context share its prefill and every weight
         pass; each Score is bit for bit the one computed alone, and each
         logprob is the one generate(..., logprobs=True) reports when it
-        generates the same token."""
+        generates the same token.  receipt=True also makes each Score's
+        receipt (cis2_score_receipts), which Receipt.parse(s.receipt)
+        .verify(engine) re-derives."""
         one = _is_one_part(continuations)
         conts = [continuations] if one else list(continuations)
-        out = self.score_batch([(context, c) for c in conts], top_logprobs)
+        out = self.score_batch([(context, c) for c in conts], top_logprobs, receipt)
         return out[0] if one else out
 
-    def score_batch(self, pairs, top_logprobs=0):
+    def score_batch(self, pairs, top_logprobs=0, receipt=False):
         """Scores many (context, continuation) pairs together, sharing every
-        weight pass and computing each distinct context once -> list of Score."""
+        weight pass and computing each distinct context once -> list of Score
+        (with receipt=True each with its receipt's text)."""
         pairs = list(pairs)
         if not pairs:
             raise UsageError("cis2: score needs at least one continuation")
@@ -589,14 +595,31 @@ class Engine:
             _score_part(q, "continuation", cont, keep)
             q.top_logprobs = t
         L = _lib.get()
+        n = len(pairs)
         res = POINTER(_lib.ScoreResult)()
         err = _lib.Err()
+        if not receipt:
+            with self._using() as h:
+                _lib.check(L.cis2_score(h, creqs, n, byref(res), byref(err)), err)
+                try:
+                    return [Score(res[i]) for i in range(n)]
+                finally:
+                    L.cis2_score_results_free(res, n)
+        rs = (c_void_p * n)()
         with self._using() as h:
-            _lib.check(L.cis2_score(h, creqs, len(pairs), byref(res), byref(err)), err)
-            try:
-                return [Score(res[i]) for i in range(len(pairs))]
-            finally:
-                L.cis2_score_results_free(res, len(pairs))
+            _lib.check(L.cis2_score_receipts(h, creqs, n, byref(res), rs, byref(err)), err)
+        try:
+            out = [Score(res[i]) for i in range(n)]
+            for s, r in zip(out, rs):
+                txt, k = POINTER(c_char)(), c_size_t()
+                _lib.check(L.cis2_receipt_render(r, byref(txt), byref(k), byref(err)), err)
+                s.receipt = _lib.take_bytes(txt, k.value).decode("ascii")
+            return out
+        finally:
+            L.cis2_score_results_free(res, n)
+            for r in rs:
+                if r:
+                    L.cis2_receipt_free(r)
 
     def session(self, max_batch=0, prefill_chunk=0, on_token=None, logits=False):
         """A Session on this engine (continuous batching)."""

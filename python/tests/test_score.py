@@ -95,3 +95,46 @@ def test_bad_requests(engine):
         engine.score([1, 2], [V])
     with pytest.raises(cis2.Unsupported, match="max_position_embeddings"):
         engine.score([1] * engine.config.max_position_embeddings, [2])
+
+
+def receipt_lines(text):
+    return dict(line.split(" ", 1) for line in text.rstrip("\n").split("\n")[1:])
+
+
+def test_score_receipts_verify_and_name_a_doctored_score(engine, tiny, tmp_path):
+    """receipt=True (cis2_score_receipts): each receipt carries the Score's
+    bits and a logprob-digest recomputed here by hashlib from the Score's
+    figures (docs/receipts.md "Score receipts"), verifies OK on the engine,
+    equals the CLI's `cis2 score --receipt`, and a doctored logprob is named."""
+    import hashlib
+    from conftest import cli
+    ss = engine.score(PROMPT, [" the cat", " a dog sat"], top_logprobs=2, receipt=True)
+    plain = engine.score(PROMPT, [" the cat", " a dog sat"], top_logprobs=2)
+    for s, p in zip(ss, plain):
+        assert s.bits == p.bits and s.sum_bits == p.sum_bits and p.receipt is None
+        assert s.receipt.startswith("CIS-2-RECEIPT ext-score-1\n")
+        kv = receipt_lines(s.receipt)
+        assert kv["logprob-bits"] == ",".join(s.bits) and kv["sum-bits"] == s.sum_bits
+        assert kv["continuation-token-ids"] == ",".join(map(str, s.ids))
+        h = hashlib.sha256()
+        for k in range(s.first, len(s.ids)):
+            h.update(struct.pack("<IIB", int(s.bits[k], 16), s.ranks[k], 1 if s.greedy[k] else 0))
+            alts = [(i, int(bits(v), 16)) for i, v in s.top_logprobs[k]]
+            alts += [(0xFFFFFFFF, 0)] * (2 - len(alts))
+            for i, b in alts:
+                h.update(struct.pack("<II", i, b))
+        assert kv["logprob-digest"] == h.hexdigest()
+        v = cis2.Receipt.parse(s.receipt).verify(engine)
+        assert v.ok, v.summary
+    out = str(tmp_path / "s")
+    cli("score", "--model-dir", tiny, "--context", PROMPT, "--continuation", " the cat", "--continuation",
+        " a dog sat", "--top-logprobs", "2", "--receipt", out)
+    for i, s in enumerate(ss):
+        with open("%s.%d" % (out, i)) as f:
+            assert f.read() == s.receipt
+    kv = receipt_lines(ss[0].receipt)
+    b = kv["logprob-bits"].split(",")
+    b[0] = "%08x" % (int(b[0], 16) ^ 1)
+    doctored = ss[0].receipt.replace("logprob-bits " + kv["logprob-bits"], "logprob-bits " + ",".join(b))
+    v = cis2.Receipt.parse(doctored).verify(engine)
+    assert not v.ok and v.field("logprob-bits").status == "mismatch", v.summary
