@@ -156,15 +156,6 @@ static int load_digits(cis2_tokenizer *t, json_t *o, const char *path, cis2_erro
     return CIS2_OK;
 }
 
-/* The message for a part of a family's shape (Qwen2.5/Qwen3, Llama-3,
- * Llama-2, Gemma-3) when the flag is absent. */
-static int refuse_ext(cis2_error *err, const char *path, const char *what)
-{
-    return cis2_fail(err, CIS2_E_UNSUPPORTED,
-                     "%s: %s is outside CIS-2 v0.3b §3: give token ids with --prompt-ids, "
-                     "or allow the non-normative extension with --tokenizer-ext", path, what);
-}
-
 static int is_str(json_t *v, const char *want)
 {
     return json_is_string(v) && json_string_length(v) == strlen(want) && !strcmp(json_string_value(v), want);
@@ -173,7 +164,7 @@ static int is_str(json_t *v, const char *want)
 /* NON-NORMATIVE: the Split pre-tokenizer: exactly Qwen2.5/Qwen3's or
  * Llama-3's regex, Isolated (then ByteLevel without regex); or a literal
  * string, MergedWithPrevious (Gemma-3, alone: SentencePiece-style). */
-static int load_split(cis2_tokenizer *t, json_t *o, unsigned flags, const char *path, cis2_error *err)
+static int load_split(cis2_tokenizer *t, json_t *o, const char *path, cis2_error *err)
 {
     json_t *pat = json_object_get(o, "pattern"), *beh = json_object_get(o, "behavior");
     json_t *rx = json_is_object(pat) ? json_object_get(pat, "Regex") : NULL;
@@ -185,7 +176,6 @@ static int load_split(cis2_tokenizer *t, json_t *o, unsigned flags, const char *
                          "{\"String\": ...}, behavior and a boolean invert", path);
     int nmax = is_str(rx, CIS2_QWEN_SPLIT_REGEX) ? 1 : is_str(rx, CIS2_LLAMA3_SPLIT_REGEX) ? 3 : 0;
     if (lit && json_string_length(lit) > 0 && is_str(beh, "MergedWithPrevious") && !inv) {
-        if (!(flags & CIS2_TOK_ALLOW_NONNORMATIVE)) return refuse_ext(err, path, "pre_tokenizer Split (String)");
         t->split_lit_len = json_string_length(lit);
         if (!(t->split_lit = malloc(t->split_lit_len)))
             return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
@@ -196,8 +186,6 @@ static int load_split(cis2_tokenizer *t, json_t *o, unsigned flags, const char *
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: pre_tokenizer Split is supported only with Qwen2.5/Qwen3's "
                          "or Llama-3's regex, behavior Isolated and invert false, or a String pattern with "
                          "behavior MergedWithPrevious", path);
-    if (!(flags & CIS2_TOK_ALLOW_NONNORMATIVE))
-        return refuse_ext(err, path, nmax == 1 ? "pre_tokenizer Split (Qwen2.5 regex)" : "pre_tokenizer Split (Llama-3 regex)");
     t->split_qwen = nmax;
     return CIS2_OK;
 }
@@ -206,9 +194,8 @@ static int load_split(cis2_tokenizer *t, json_t *o, unsigned flags, const char *
  * (Mistral, Llama-2 files converted without the legacy normalizer):
  * replacement "▁", prepend_scheme always/first/never, split; only without
  * a normalizer (its "first" piece is the one that starts the input). */
-static int load_metaspace(cis2_tokenizer *t, json_t *o, unsigned flags, const char *path, cis2_error *err)
+static int load_metaspace(cis2_tokenizer *t, json_t *o, const char *path, cis2_error *err)
 {
-    if (!(flags & CIS2_TOK_ALLOW_NONNORMATIVE)) return refuse_ext(err, path, "pre_tokenizer Metaspace");
     json_t *ps = json_object_get(o, "prepend_scheme");
     int split;
     if (!is_str(json_object_get(o, "replacement"), "\xe2\x96\x81") || get_bool(o, "split", 1, &split) ||
@@ -225,21 +212,19 @@ static int load_metaspace(cis2_tokenizer *t, json_t *o, unsigned flags, const ch
 }
 
 /* Admitted: ByteLevel, or Sequence [ByteLevel] / [Digits, ByteLevel] (§3.1.4);
- * with the flag also Sequence [Split, ByteLevel(use_regex=false)]. */
-static int load_pretok(cis2_tokenizer *t, json_t *p, unsigned flags, const char *path, cis2_error *err)
+ * non-normative (tokenizer_family.c) also Sequence [Split, ByteLevel(use_regex=false)]. */
+static int load_pretok(cis2_tokenizer *t, json_t *p, const char *path, cis2_error *err)
 {
     if (!p || json_is_null(p)) {           /* SentencePiece-style BPE (Llama-2): non-normative */
-        if (!(flags & CIS2_TOK_ALLOW_NONNORMATIVE))
-            return refuse_ext(err, path, "pre_tokenizer null (cis2 needs a ByteLevel pre-tokenizer)");
         t->sp = 1;
         return CIS2_OK;
     }
     const char *ty = json_is_object(p) ? type_of(p) : NULL;
     if (!ty) return cis2_fail(err, CIS2_E_FORMAT, "%s: pre_tokenizer has no type", path);
     if (!strcmp(ty, "ByteLevel")) return load_bytelevel(t, p, path, err);
-    if (!strcmp(ty, "Metaspace")) return load_metaspace(t, p, flags, path, err);
+    if (!strcmp(ty, "Metaspace")) return load_metaspace(t, p, path, err);
     if (!strcmp(ty, "Split")) {             /* alone: a String pattern (Gemma-3), SentencePiece-style */
-        int rc = load_split(t, p, flags, path, err);
+        int rc = load_split(t, p, path, err);
         if (!rc && !t->split_lit)
             return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: pre_tokenizer Split with a regex must be followed by "
                              "ByteLevel with use_regex=false", path);
@@ -259,7 +244,7 @@ static int load_pretok(cis2_tokenizer *t, json_t *p, unsigned flags, const char 
         if (!et) return cis2_fail(err, CIS2_E_FORMAT, "%s: pre_tokenizer Sequence item %zu has no type", path, i);
         int rc;
         if (!strcmp(et, "Digits") && i == 0 && n == 2) rc = load_digits(t, e, path, err);
-        else if (!strcmp(et, "Split") && i == 0 && n == 2) rc = load_split(t, e, flags, path, err);
+        else if (!strcmp(et, "Split") && i == 0 && n == 2) rc = load_split(t, e, path, err);
         else if (!strcmp(et, "ByteLevel") && i == n - 1) { rc = load_bytelevel(t, e, path, err); have_bl = 1; }
         else
             return cis2_fail(err, CIS2_E_UNSUPPORTED,
@@ -278,13 +263,13 @@ static int load_pretok(cis2_tokenizer *t, json_t *p, unsigned flags, const char 
     return CIS2_OK;
 }
 
-/* post_processor / decoder: null or ByteLevel (neither adds tokens); with
- * the flag (non-normative, tokenizer_family.c) the post_processor
+/* post_processor / decoder: null or ByteLevel (neither adds tokens); and,
+ * non-normative (tokenizer_family.c), the post_processor
  * TemplateProcessing (or Sequence [ByteLevel, TemplateProcessing]) and,
  * for SentencePiece-style BPE, its decoder Sequence.  The decoder must
  * match the model: ByteLevel (or null) with ByteLevel, the Sequence
  * without. */
-static int load_passive(cis2_tokenizer *t, json_t *root, const char *key, unsigned flags, const char *path,
+static int load_passive(cis2_tokenizer *t, json_t *root, const char *key, const char *path,
                         cis2_error *err)
 {
     json_t *v = json_object_get(root, key);
@@ -300,11 +285,6 @@ static int load_passive(cis2_tokenizer *t, json_t *root, const char *key, unsign
     if (!strcmp(ty, "ByteLevel") && !(dec && t->sp)) return CIS2_OK;
     int fam = dec ? t->sp && !strcmp(ty, "Sequence") : !strcmp(ty, "TemplateProcessing") || !strcmp(ty, "Sequence");
     if (!fam) return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s type %s is not supported", path, key, ty);
-    if (!(flags & CIS2_TOK_ALLOW_NONNORMATIVE)) {
-        char what[96];
-        snprintf(what, sizeof what, "%s %s", key, ty);
-        return refuse_ext(err, path, what);
-    }
     return dec ? tokfam_decoder_sp(t, v, path, err) : tokfam_post(t, v, path, err);
 }
 
@@ -621,8 +601,8 @@ static int build_decode(cis2_tokenizer *t, const char *path, cis2_error *err)
     return CIS2_OK;
 }
 
-/* normalizer: null, or (non-normative, with the flag) {"type": "NFC"}. */
-static int load_normalizer(cis2_tokenizer *t, json_t *v, unsigned flags, const char *path, cis2_error *err)
+/* normalizer: null, or (non-normative) {"type": "NFC"}. */
+static int load_normalizer(cis2_tokenizer *t, json_t *v, const char *path, cis2_error *err)
 {
     if (!v || json_is_null(v)) return CIS2_OK;
     const char *ty = json_is_object(v) ? type_of(v) : NULL;
@@ -631,11 +611,6 @@ static int load_normalizer(cis2_tokenizer *t, json_t *v, unsigned flags, const c
     if (!fam)
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: normalizer %s is not supported (CIS-2 v0.3b §3.1.3: none)",
                          path, ty ? ty : "(no type)");
-    if (!(flags & CIS2_TOK_ALLOW_NONNORMATIVE)) {
-        char what[64];
-        snprintf(what, sizeof what, "normalizer %s", ty);
-        return refuse_ext(err, path, what);
-    }
     return tokfam_normalizer(t, v, path, err);   /* non-normative: tokenizer_family.c */
 }
 
@@ -647,9 +622,10 @@ int cis2_tokenizer_load_mem(cis2_tokenizer **out, const char *buf, size_t len, c
     cis2_tokenizer *t = NULL;
     *out = NULL;
     if (!path) path = "tokenizer.json";
-    /* issue 33: the families' shapes load by default (CIS2_TOK_ALLOW_NONNORMATIVE is
-     * accepted and has no effect); they stay outside v0.3b §3 (cis2_tokenizer_is_normative) */
-    flags |= CIS2_TOK_ALLOW_NONNORMATIVE;
+    /* issue 33: the families' shapes load by default (flags, e.g.
+     * CIS2_TOK_ALLOW_NONNORMATIVE, are accepted and have no effect); they
+     * stay outside v0.3b §3 (cis2_tokenizer_is_normative) */
+    (void)flags;
     if (len > CIS2_TOK_MAX_FILE)
         FAIL(CIS2_E_FORMAT, "%s: larger than %u bytes, the limit for a tokenizer.json (%zu bytes)", path,
              CIS2_TOK_MAX_FILE, len);
@@ -665,7 +641,7 @@ int cis2_tokenizer_load_mem(cis2_tokenizer **out, const char *buf, size_t len, c
     for (int i = 0; i < 2; i++)
         if (!absent_or_null(root, nulls[i]))
             FAIL(CIS2_E_UNSUPPORTED, "%s: %s is not null (cis2 implements none)", path, nulls[i]);
-    if ((rc = load_normalizer(t, json_object_get(root, "normalizer"), flags, path, err))) goto out;
+    if ((rc = load_normalizer(t, json_object_get(root, "normalizer"), path, err))) goto out;
     json_t *model = json_object_get(root, "model");
     if (!json_is_object(model)) FAIL(CIS2_E_FORMAT, "%s: model is missing", path);
     const char *mty = type_of(model);
@@ -679,7 +655,7 @@ int cis2_tokenizer_load_mem(cis2_tokenizer **out, const char *buf, size_t len, c
     for (int i = 0; i < 4; i++) {
         json_t *mv = json_object_get(model, mnulls[i]);
         if (i >= 2 && json_is_string(mv) && json_string_length(mv) == 0) continue; /* "" = none (Qwen2.5's files) */
-        if (i == 1 && json_is_string(mv) && (flags & CIS2_TOK_ALLOW_NONNORMATIVE)) continue; /* checked below */
+        if (i == 1 && json_is_string(mv)) continue; /* checked below */
         if (!absent_or_null(model, mnulls[i]))
             FAIL(CIS2_E_UNSUPPORTED, "%s: model.%s is not null (not supported)", path, mnulls[i]);
     }
@@ -687,17 +663,14 @@ int cis2_tokenizer_load_mem(cis2_tokenizer **out, const char *buf, size_t len, c
     if (get_bool(model, "byte_fallback", 0, &bf) || get_bool(model, "fuse_unk", 0, &fu) ||
         get_bool(model, "ignore_merges", 0, &t->ignore_merges))
         FAIL(CIS2_E_FORMAT, "%s: model has a non-boolean byte_fallback/fuse_unk/ignore_merges", path);
-    if (bf && !(flags & CIS2_TOK_ALLOW_NONNORMATIVE)) FAIL(CIS2_E_UNSUPPORTED, "%s: model.byte_fallback=true is "
-        "outside CIS-2 v0.3b §3: give token ids with --prompt-ids, or allow the non-normative extension with "
-        "--tokenizer-ext", path);
 
-    if ((rc = load_pretok(t, json_object_get(root, "pre_tokenizer"), flags, path, err))) goto out;
+    if ((rc = load_pretok(t, json_object_get(root, "pre_tokenizer"), path, err))) goto out;
     if ((bf || json_is_string(unk)) && !t->sp)
         FAIL(CIS2_E_UNSUPPORTED, "%s: model.%s is supported only for SentencePiece-style BPE (no ByteLevel "
              "pre-tokenizer)", path, bf ? "byte_fallback=true" : "unk_token");
     t->byte_fallback = bf; t->fuse_unk = fu;
-    if ((rc = load_passive(t, root, "post_processor", flags, path, err))) goto out;
-    if ((rc = load_passive(t, root, "decoder", flags, path, err))) goto out;
+    if ((rc = load_passive(t, root, "post_processor", path, err))) goto out;
+    if ((rc = load_passive(t, root, "decoder", path, err))) goto out;
     if ((rc = load_vocab(t, vocab, path, err))) goto out;
     t->unk_id = UINT32_MAX;
     if (json_is_string(unk)) {
