@@ -24,6 +24,8 @@ printing why).
   verify-status FILE STATUS CODE SECS
                        /v1/verify of FILE answers STATUS with error CODE
                        within SECS seconds
+  echo-status FILE STATUS CODE SECS
+                       the same for /v1/completions
   verify-hold FILE     sends /v1/verify of FILE and keeps the socket open
                        for 60 s (a client that waits; SIGTERM the server)
 After each check but verify-hold the server must answer GET /health 200.
@@ -272,15 +274,15 @@ def echo_gone(path):
     print(f"echo-gone: scored whole in {whole:.1f}s; stopped {time.time() - left:.1f}s after its client left")
 
 
-def verify_status(path, status, code, secs):
+def post_status(endpoint, path, status, code, secs):
     body = open(path, "rb").read()
     t0 = time.time()
-    st, rest = request("POST", "/v1/verify", body, timeout=secs + 30)
+    st, rest = request("POST", endpoint, body, timeout=secs + 30)
     took = time.time() - t0
     if st != status or error_code(rest) != code:
-        fail(f"/v1/verify: {st} {rest[:300]!r}, want {status} {code}")
+        fail(f"{endpoint}: {st} {rest[:300]!r}, want {status} {code}")
     if took > secs:
-        fail(f"/v1/verify answered {status} after {took:.1f}s, more than {secs}s")
+        fail(f"{endpoint} answered {status} after {took:.1f}s, more than {secs}s")
     healthy()
 
 
@@ -305,7 +307,9 @@ def main():
     elif name == "verify-gone":
         verify_gone(args[0])
     elif name == "verify-status":
-        verify_status(args[0], int(args[1]), args[2], float(args[3]))
+        post_status("/v1/verify", args[0], int(args[1]), args[2], float(args[3]))
+    elif name == "echo-status":
+        post_status("/v1/completions", args[0], int(args[1]), args[2], float(args[3]))
     elif name == "echo-gone":
         echo_gone(args[0])
     elif name == "verify-hold":

@@ -9,9 +9,11 @@
 #   A  --max-connections 8 --timeout 3 --request-timeout 4: eight slowloris
 #      sockets are cut and /health answers; ambiguous framing is 400; two
 #      verifications beside a stream, three rounds, same verdicts, no
-#      crash; verifications whose clients left stop (their slots free up)
+#      crash; verifications whose clients left stop (their slots free up),
+#      and so does an echo's scoring (a 499 counted in /metrics; issue 35)
 #   B  --verify-max-tokens / --verify-timeout: 413 verify_too_large at
-#      once, 413 verify_timeout after about a second
+#      once, 413 verify_timeout after about a second; the same for echo's
+#      scoring (score_too_large, score_timeout)
 #   C  SIGTERM while a long verification runs: the drain ends it, the
 #      server exits 0, the client gets 503; a second SIGTERM ends the
 #      drain at once
@@ -66,6 +68,8 @@ r2000, r200 = open(d + "/r2000").read(), open(d + "/r200").read()
 words = "once upon a time the cat sat on the mat and a dog ran far away".split()
 json.dump({"model": "m", "prompt": [" ".join(words[(i * 7 + k) % len(words)] for i in range(700)) for k in range(16)], "echo": True,
            "logprobs": 1, "max_tokens": 0}, open(d + "/echo.body", "w"))
+json.dump({"model": "m", "prompt": [" ".join(words[(i * 7 + k) % len(words)] for i in range(700)) for k in range(7)], "echo": True,
+           "logprobs": 1, "max_tokens": 0}, open(d + "/echo7.body", "w"))  # ~19300 prompt tokens, ~2 s
 bodies = {"long": [doctored(r2000)] * 12,                  # ~5 s of decoding, 24192 positions claimed
           "eight": [doctored(r2000)] * 8,                  # ~3 s
           "beside": [r2000, doctored(r200), r2000, r200]}  # prefill passes and decode steps
@@ -82,10 +86,12 @@ $ABUSE "$port_A" verify-gone "$d/long.body" || fail "verify of a client that lef
 $ABUSE "$port_A" echo-gone "$d/echo.body" || fail "echo scoring of a client that left"
 kill -0 "$pid_A" || fail "server A died"
 
-echo "== B: a verification's work and time are bounded"
+echo "== B: a verification's (and an echo scoring's) work and time are bounded"
 start_long B --verify-max-tokens 20000 --verify-timeout 1
 $ABUSE "$port_B" verify-status "$d/long.body" 413 verify_too_large 1 || fail "verify_too_large"
 $ABUSE "$port_B" verify-status "$d/eight.body" 413 verify_timeout 2.5 || fail "verify_timeout"
+$ABUSE "$port_B" echo-status "$d/echo.body" 413 score_too_large 1 || fail "score_too_large (echo past --verify-max-tokens)"
+$ABUSE "$port_B" echo-status "$d/echo7.body" 413 score_timeout 2.5 || fail "score_timeout (echo scoring past --verify-timeout)"
 kill -TERM "$pid_B"
 stopped "$pid_B" 15 || fail "server B did not stop within 15 s of SIGTERM"
 
