@@ -414,19 +414,6 @@ static int sampling_opts(run_opts *o, const cli_opt *opts)
     return CIS2_OK;
 }
 
-/* --speculate's forms (cis2_engine_set_speculate), checked before the model loads. */
-static int speculate_ok(const char *s)
-{
-    if (!strcmp(s, "off") || !strcmp(s, "lookup")) return 1;
-    if (strncmp(s, "lookup:", 7) || !s[7] || strlen(s + 7) > 2) return 0;
-    int k = 0;
-    for (const char *p = s + 7; *p; p++) {
-        if (*p < '0' || *p > '9') return 0;
-        k = 10 * k + (*p - '0');
-    }
-    return k >= 1 && k <= 16;
-}
-
 static int parse_run(int argc, char **argv, run_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -470,7 +457,7 @@ static int parse_run(int argc, char **argv, run_opts *o)
     if (o->trace_dump && !o->trace) return cli_usage_error("run", "--trace-dump needs --trace FILE");
     if (o->stream && o->json) return cli_usage_error("run", "--stream is for the text output, not --json");
     if (o->prompt_text && !*o->prompt_text) return cli_usage_error("run", "--prompt is empty");
-    if (o->speculate && !speculate_ok(o->speculate))
+    if (o->speculate && !cli_speculate_ok(o->speculate))
         return cli_usage_error("run", "--speculate '%s': give off, lookup or lookup:K with K 1..16", o->speculate);
     const char *paths[3] = {o->receipt, o->dump, o->trace};
     const char *names[3] = {"--receipt", "--dump-logits", "--trace"};

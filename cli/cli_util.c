@@ -177,6 +177,9 @@ const cli_command cli_commands[] = {
      "  --model-name NAME   the model clients name (default: DIR's last component)\n"
      "  --access-log FILE|-|off  one line per finished request: appended to FILE, to\n"
      "                      stderr (-, the default), or none (off)\n"
+     "  --speculate lookup[:K]  decode with prompt-lookup drafts of up to K tokens (1..16,\n"
+     "                      default 4): the same responses and receipts, bit for bit\n"
+     "                      (docs/speculate.md); off (default) decodes token by token\n"
      "  --render-chat       print what chat requests on stdin (JSON lines) render to, and exit\n"
      ENGINE_USAGE},
 };
@@ -549,4 +552,17 @@ void cli_print_verdict(const cis2_verdict *v, int colon)
         else printf(colon ? "%s: %s\n" : "%s %s\n", f->key, f->detail);
     }
     printf("verdict: %s\n", v->summary);
+}
+
+/* cli.h */
+int cli_speculate_ok(const char *s)
+{
+    if (!strcmp(s, "off") || !strcmp(s, "lookup")) return 1;
+    if (strncmp(s, "lookup:", 7) || !s[7] || strlen(s + 7) > 2) return 0;
+    int k = 0;
+    for (const char *p = s + 7; *p; p++) {
+        if (*p < '0' || *p > '9') return 0;
+        k = 10 * k + (*p - '0');
+    }
+    return k >= 1 && k <= 16;
 }

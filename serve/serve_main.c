@@ -35,7 +35,7 @@
 
 typedef struct serve_opts {
     cli_engine eng;
-    const char *host, *api_key_file, *chat_template, *model_name, *access_log;
+    const char *host, *api_key_file, *chat_template, *model_name, *access_log, *speculate;
     size_t port, max_batch, max_queue, prefill_chunk, max_tokens, max_body, max_connections, timeout, drain;
     size_t request_timeout, verify_timeout, verify_max_tokens;
     size_t kv_budget_mib;
@@ -78,6 +78,7 @@ static int parse_serve(int argc, char **argv, serve_opts *o)
         {"--chat-template", OPT_STR, &o->chat_template, 0, 0},
         {"--model-name", OPT_STR, &o->model_name, 0, 0},
         {"--access-log", OPT_STR, &o->access_log, 0, 0},
+        {"--speculate", OPT_STR, &o->speculate, 0, 0},
         {"--render-chat", OPT_FLAG, &o->render_chat, 0, 0},
         {0}};
     int rc = cli_parse("serve", argc, argv, opts, NULL, 0, NULL);
@@ -89,6 +90,8 @@ static int parse_serve(int argc, char **argv, serve_opts *o)
     if (o->request_timeout == 0) return cli_usage_error("serve", "--request-timeout must be at least 1");
     if (o->verify_timeout == 0) return cli_usage_error("serve", "--verify-timeout must be at least 1");
     if (!*o->host) return cli_usage_error("serve", "--host is empty");
+    if (o->speculate && !cli_speculate_ok(o->speculate))
+        return cli_usage_error("serve", "--speculate '%s': give off, lookup or lookup:K with K 1..16", o->speculate);
     if (o->model_name && !*o->model_name) return cli_usage_error("serve", "--model-name is empty");
     if (o->access_log && !*o->access_log) return cli_usage_error("serve", "--access-log is empty (a FILE, - or off)");
     return CIS2_OK;
@@ -327,6 +330,7 @@ int cmd_serve(int argc, char **argv)
             o.eng.model_dir, v6 ? "[" : "", o.host, v6 ? "]" : "", port);
     double t_load = serve_now();
     if ((rc = cli_engine_open(&o.eng, &sc.e, &err))) goto out;
+    if (o.speculate && (rc = cis2_engine_set_speculate(sc.e, o.speculate, &err))) goto out; /* docs/speculate.md */
     sc.mi = cis2_engine_info(sc.e);
     if (!sc.mi->has_tokenizer) {
         uint32_t *ids = NULL;
