@@ -21,8 +21,11 @@
  * score, computes every row's logits), and (not with --quick) 4 continuations of 8 tokens after one 200-token context scored
  * together (the context computed once) against each alone; speculative
  * decoding (issue 37, docs/speculate.md): greedy tokens/s of plain decode
- * and of lookup:2, 4, 8 on a repetitive prompt, and whether their tokens
- * are the same (they must be).  A benchmark prints numbers; it
+ * and of lookup:2, 4, 8 on a repetitive prompt, and (not with --quick) at
+ * forced acceptance rates 100, 80, 50, 0% x K 2, 4, 8 (a drafter, through
+ * cis2_engine_set_drafter, proposing the known continuation with that
+ * share of its tokens right), and whether their tokens are the same (they
+ * must be).  A benchmark prints numbers; it
  * asserts nothing.
  *
  * --quick (issue 32 item 10) measures the headline figures only, once
@@ -151,10 +154,35 @@ static uint32_t bench_id(size_t s, size_t i, size_t V);
 #define SPEC_PROMPT 48   /* a pattern of 8 ids, 6 times: lookup finds it at once */
 static const unsigned spec_ks[3] = {2, 4, 8};
 
+static const unsigned spec_rates[4] = {100, 80, 50, 0}; /* forced acceptance, percent */
+
 typedef struct spbench {
     double plain_tps, tps[3];  /* greedy tokens/s over the steps after the first */
     int same;                  /* every speculative run's tokens are the plain run's */
+    /* forced acceptance (not --quick): a drafter proposing the known
+     * continuation with a set share of its tokens changed, rate x K */
+    double forced_plain_tps, forced_tps[4][3];
+    int forced;
 } spbench;
+
+/* The forced-acceptance drafter (cis2_draft_fn): the known greedy
+ * continuation, its token at each absolute step changed unless the step's
+ * fixed hash falls below the rate, so a share `rate` of drafted tokens is
+ * right whatever the step. */
+typedef struct forced_drafter { const uint32_t *known; size_t n; unsigned rate; size_t V; } forced_drafter;
+
+static size_t forced_draft(void *ctx, const uint32_t *prompt, size_t n_prompt, const uint32_t *gen, size_t n_gen,
+                           size_t max_k, uint32_t *out)
+{
+    const forced_drafter *f = ctx;
+    (void)prompt; (void)n_prompt; (void)gen;
+    size_t n = 0;
+    for (size_t s = n_gen; s < f->n && n < max_k; s++, n++) {
+        uint32_t h = (uint32_t)(s * 2654435761u) >> 7;
+        out[n] = h % 100 < f->rate ? f->known[s] : (f->known[s] + 1) % (uint32_t)f->V;
+    }
+    return n;
+}
 
 /* One greedy decode of the repetitive prompt with `spec` ("off",
  * "lookup:K"): its tokens/s and its `gen` tokens into out. */
@@ -180,6 +208,56 @@ static int spec_timed(cis2_engine *e, const char *spec, size_t gen, double *tps,
     return rc ? rc : rc2;
 }
 
+/* One greedy decode of a 16-id prompt of distinct ids with drafter f
+ * (NULL: plain): its tokens/s and its tokens. */
+static int forced_timed(cis2_engine *e, forced_drafter *f, unsigned k, size_t gen, double *tps, uint32_t *out,
+                        cis2_error *err)
+{
+    size_t V = cis2_engine_info(e)->vocab_size;
+    uint32_t ids[16];
+    for (size_t i = 0; i < 16; i++) ids[i] = bench_id(5, i, V);
+    cis2_request q = {.ids = ids, .n_ids = 16, .max_tokens = gen};
+    timing t = {.total = gen};
+    cis2_gen_opts o = {.on_token = on_token, .on_token_ctx = &t};
+    cis2_result *r = NULL;
+    int rc = cis2_engine_set_drafter(e, f ? forced_draft : NULL, f, k, err);
+    if (rc) return rc;
+    t.t0 = now();
+    rc = cis2_generate(e, &q, 1, &o, &r, err);
+    if (!rc) {
+        *tps = (double)(gen - 1) / (t.t_end - t.t_first);
+        memcpy(out, r->tokens, gen * sizeof *out);
+    }
+    cis2_results_free(r, 1);
+    int rc2 = cis2_engine_set_drafter(e, NULL, NULL, 0, err);
+    return rc ? rc : rc2;
+}
+
+/* Plain, then every rate x K; the best of 2 each. */
+static int bench_forced(cis2_engine *e, spbench *b, cis2_error *err)
+{
+    size_t gen = SPEC_GEN, V = cis2_engine_info(e)->vocab_size;
+    uint32_t known[SPEC_GEN], got[SPEC_GEN];
+    phase("speculative decode: forced acceptance 100, 80, 50, 0%% x K 2, 4, 8");
+    double t;
+    b->forced_plain_tps = 0;
+    int rc = CIS2_OK;
+    for (int rep = 0; rep < 2 && !rc; rep++)
+        if (!(rc = forced_timed(e, NULL, 0, gen, &t, known, err)) && t > b->forced_plain_tps) b->forced_plain_tps = t;
+    for (int r = 0; r < 4 && !rc; r++)
+        for (int k = 0; k < 3 && !rc; k++) {
+            forced_drafter f = {known, gen, spec_rates[r], V};
+            b->forced_tps[r][k] = 0;
+            for (int rep = 0; rep < 2 && !rc; rep++) {
+                if ((rc = forced_timed(e, &f, spec_ks[k], gen, &t, got, err))) break;
+                if (t > b->forced_tps[r][k]) b->forced_tps[r][k] = t;
+                if (memcmp(known, got, gen * sizeof *got)) b->same = 0;
+            }
+        }
+    b->forced = !rc;
+    return rc;
+}
+
 static int bench_speculate(cis2_engine *e, int quick, spbench *b, cis2_error *err)
 {
     size_t gen = quick ? SPEC_GEN / 2 : SPEC_GEN;
@@ -193,6 +271,8 @@ static int bench_speculate(cis2_engine *e, int quick, spbench *b, cis2_error *er
         rc = spec_timed(e, spec, gen, &b->tps[k], got, err);
         if (!rc && memcmp(plain, got, gen * sizeof *got)) b->same = 0;
     }
+    b->forced = 0;
+    if (!rc && !quick) rc = bench_forced(e, b, err);
     return rc;
 }
 
@@ -559,6 +639,17 @@ static void print_json(const bench_res *b, size_t long_gen)
         json_object_set_new(sp, key, json_real(b->sp.tps[k]));
     }
     json_object_set_new(sp, "same_tokens", json_boolean(b->sp.same));
+    if (b->sp.forced) { /* issue 37 item 3: goals 2x plain at 80%, at most 10% slower at 0% */
+        json_t *fo = json_object();
+        json_object_set_new(fo, "plain_tokens_per_s", json_real(b->sp.forced_plain_tps));
+        for (int r = 0; r < 4; r++)
+            for (int k = 0; k < 3; k++) {
+                char key[48];
+                snprintf(key, sizeof key, "accept_%u_k%u_tokens_per_s", spec_rates[r], spec_ks[k]);
+                json_object_set_new(fo, key, json_real(b->sp.forced_tps[r][k]));
+            }
+        json_object_set_new(sp, "forced", fo);
+    }
     json_object_set_new(o, "speculate", sp);
     json_t *bt = json_object();
     for (int k = 0; k < 4; k++) {
@@ -651,6 +742,14 @@ static void print_table(const bench_res *b)
     printf("speculative decode        plain %.1f tokens/s; lookup:2 %.1f (%.2fx), :4 %.1f (%.2fx), :8 %.1f (%.2fx)%s\n",
            b->sp.plain_tps, b->sp.tps[0], b->sp.tps[0] / b->sp.plain_tps, b->sp.tps[1], b->sp.tps[1] / b->sp.plain_tps,
            b->sp.tps[2], b->sp.tps[2] / b->sp.plain_tps, b->sp.same ? "" : " TOKENS DIFFER");
+    if (b->sp.forced) {
+        printf("forced acceptance         plain %.1f tokens/s; K = 2, 4, 8 (x plain):\n", b->sp.forced_plain_tps);
+        for (int r = 0; r < 4; r++)
+            printf("  %3u%% of drafts right     %.1f (%.2fx), %.1f (%.2fx), %.1f (%.2fx)\n", spec_rates[r],
+                   b->sp.forced_tps[r][0], b->sp.forced_tps[r][0] / b->sp.forced_plain_tps, b->sp.forced_tps[r][1],
+                   b->sp.forced_tps[r][1] / b->sp.forced_plain_tps, b->sp.forced_tps[r][2],
+                   b->sp.forced_tps[r][2] / b->sp.forced_plain_tps);
+    }
     for (int k = 0; k < 4; k++)
         printf("batched decode, batch %-3zu %.1f tokens/s (%.2fx batch 1)\n", batches[k], b->batch_tps[k],
                b->batch_tps[k] / b->batch_tps[0]);

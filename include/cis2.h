@@ -220,6 +220,22 @@ CIS2_API int cis2_engine_set_threads(cis2_engine *e, int threads, cis2_error *er
  * traced or recompute runs.  Waits like set_kernel; a bad spec is
  * CIS2_E_USAGE and leaves the setting as it was. */
 CIS2_API int cis2_engine_set_speculate(cis2_engine *e, const char *spec, cis2_error *err);
+/* A drafter of the caller's own for speculative decoding: given a decoding
+ * sequence's prompt ids and the tokens it generated so far, writes up to
+ * max_k proposed next tokens into out and returns how many (0: no draft
+ * this step; more than max_k count as max_k; an id >= vocab_size ends the
+ * draft there).  Every draft is checked against the model's own choice,
+ * as lookup's are, so none can change a bit of any output; a wrong one
+ * only costs time.  Called during cis2_generate and session steps, on the
+ * stepping thread, once per decoding sequence per step; it must not call
+ * the engine. */
+typedef size_t (*cis2_draft_fn)(void *ctx, const uint32_t *prompt, size_t n_prompt, const uint32_t *gen,
+                                size_t n_gen, size_t max_k, uint32_t *out);
+/* Speculation with fn as the drafter, up to k (1..16) drafted tokens per
+ * step; fn NULL turns speculation off.  Replaces the setting of
+ * cis2_engine_set_speculate (and that one replaces this).  Waits like
+ * set_kernel; k out of range is CIS2_E_USAGE, the setting unchanged. */
+CIS2_API int cis2_engine_set_drafter(cis2_engine *e, cis2_draft_fn fn, void *ctx, unsigned k, cis2_error *err);
 /* 1 if this build and CPU can run the named kernel ("auto" always). */
 CIS2_API int cis2_kernel_available(const char *name);
 

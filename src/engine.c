@@ -201,6 +201,22 @@ int cis2_engine_set_speculate(cis2_engine *e, const char *spec, cis2_error *err)
     if ((rc = engine_change_begin(e, "cis2_engine_set_speculate", err))) return rc;
     e->spec_kind = kind;
     e->spec_k = k;
+    e->draft_fn = NULL;
+    e->draft_ctx = NULL;
+    pthread_rwlock_unlock(&e->calls);
+    return CIS2_OK;
+}
+
+int cis2_engine_set_drafter(cis2_engine *e, cis2_draft_fn fn, void *ctx, unsigned k, cis2_error *err)
+{
+    if (fn && (k < 1 || k > CIS2_SPEC_K_MAX))
+        return cis2_fail(err, CIS2_E_USAGE, "cis2_engine_set_drafter: k %u is not in 1..%d", k, CIS2_SPEC_K_MAX);
+    int rc = engine_change_begin(e, "cis2_engine_set_drafter", err);
+    if (rc) return rc;
+    e->spec_kind = fn ? CIS2_SPEC_CALLER : CIS2_SPEC_OFF;
+    e->spec_k = fn ? k : 0;
+    e->draft_fn = fn;
+    e->draft_ctx = fn ? ctx : NULL;
     pthread_rwlock_unlock(&e->calls);
     return CIS2_OK;
 }

@@ -39,6 +39,8 @@ struct cis2_engine {
     pthread_rwlock_t calls;   /* shared: a computing call; exclusive: set_kernel/threads/speculate */
     int spec_kind;            /* speculative decoding (speculate.h): enum cis2_spec_kind, likewise */
     unsigned spec_k;          /* its draft length */
+    cis2_draft_fn draft_fn;   /* CIS2_SPEC_CALLER's drafter and its context, likewise */
+    void *draft_ctx;
 };
 
 /* Takes the engine for a computing call and opens an API frame; on a pin

@@ -16,8 +16,9 @@
  * (kernels.h): cis2_session_step and cis2_generate take the engine's pool
  * and kernel at entry (engine.h, cis2_engine_ctx).
  *
- * With speculation on (cis2_engine_set_speculate, speculate.h,
- * docs/speculate.md) a decoding sequence also feeds up to K drafted tokens
+ * With speculation on (cis2_engine_set_speculate or a caller's drafter,
+ * cis2_engine_set_drafter; speculate.h, docs/speculate.md) a decoding
+ * sequence also feeds up to K drafted tokens
  * after its last one; each of those rows' logits decides the next step as
  * plain decoding would, the decided tokens are kept up to and including
  * the first that differs from its draft, and each kept step goes through
@@ -534,6 +535,20 @@ static int stop_reason(const cis2_session *s, sseq *q, size_t step)
     return why;
 }
 
+/* This step's drafts of q, at most k (speculate.h): prompt lookup, or the
+ * caller's drafter (cis2_engine_set_drafter), its answer cut to k and
+ * ended at the first id outside the vocabulary (it must never index the
+ * embedding).  Drafts only cost time if wrong: the rows decide. */
+static size_t draft(const cis2_engine *e, sseq *q, size_t k)
+{
+    if (e->spec_kind == CIS2_SPEC_LOOKUP) return cis2_spec_lookup(q->prompt, q->n_prompt, q->gen, q->n_gen, k, q->draft);
+    size_t n = e->draft_fn(e->draft_ctx, q->prompt, q->n_prompt, q->gen, q->n_gen, k, q->draft);
+    if (n > k) n = k;
+    for (size_t i = 0; i < n; i++)
+        if (q->draft[i] >= e->m.vocab) return i;
+    return n;
+}
+
 static float wants_logits;
 
 int cis2_session_step_framed(cis2_session *s, const cis2_ctx *cx, size_t *running, cis2_error *err)
@@ -556,7 +571,7 @@ int cis2_session_step_framed(cis2_session *s, const cis2_ctx *cx, size_t *runnin
      * one; picks: the sequences whose last row this step yields logits, in
      * row order */
     size_t nrows = 0, nlog = 0, npick = 0, budget = s->o.prefill_chunk;
-    size_t spec_k = s->e->spec_kind == CIS2_SPEC_LOOKUP && !s->in.recompute ? s->e->spec_k : 0;
+    size_t spec_k = s->e->spec_kind != CIS2_SPEC_OFF && !s->in.recompute ? s->e->spec_k : 0;
     for (size_t i = 0; i < s->n; i++) {
         sseq *q = s->seqs[i];
         q->logits = NULL;
@@ -583,7 +598,7 @@ int cis2_session_step_framed(cis2_session *s, const cis2_ctx *cx, size_t *runnin
             size_t room = q->rule.max_tokens - 1 - q->n_gen;
             size_t k = spec_k < room ? spec_k : room;
             if (k && !q->traced && q->rest) q->rest--; /* backing off after wrong drafts (time only) */
-            else if (k && !q->traced) q->ndraft = cis2_spec_lookup(q->prompt, q->n_prompt, q->gen, q->n_gen, k, q->draft);
+            else if (k && !q->traced) q->ndraft = draft(s->e, q, k);
         }
         if (grow((void **)&s->rows, &s->rows_cap, nrows + (to - from) + q->ndraft, sizeof *s->rows))
             return cis2_fail(err, CIS2_E_NOMEM, "out of memory");

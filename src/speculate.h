@@ -16,7 +16,9 @@
 #define CIS2_SPEC_K_MAX 16   /* drafted tokens per step at most */
 #define CIS2_SPEC_K_DEFAULT 4
 
-enum cis2_spec_kind { CIS2_SPEC_OFF = 0, CIS2_SPEC_LOOKUP = 1 };
+/* LOOKUP: cis2_spec_lookup; CALLER: the caller's cis2_draft_fn
+ * (cis2_engine_set_drafter). */
+enum cis2_spec_kind { CIS2_SPEC_OFF = 0, CIS2_SPEC_LOOKUP = 1, CIS2_SPEC_CALLER = 2 };
 
 /* "off", "lookup" or "lookup:K" (K 1..16) into kind and k; CIS2_E_USAGE
  * with a one-line message otherwise. */

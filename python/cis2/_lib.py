@@ -111,6 +111,8 @@ class TokenEvent(Structure):  # cis2_token_event
 TOKEN_FN = CFUNCTYPE(c_int, c_void_p, POINTER(TokenEvent))                     # cis2_token_fn
 STOP_FN = CFUNCTYPE(c_int, c_void_p)                                           # cis2_verify_opts.should_stop
 TRACE_FN = CFUNCTYPE(None, c_void_p, c_size_t, c_size_t, c_int, c_char_p, POINTER(c_float), c_size_t)
+DRAFT_FN = CFUNCTYPE(c_size_t, c_void_p, POINTER(c_uint32), c_size_t, POINTER(c_uint32), c_size_t, c_size_t,
+                     POINTER(c_uint32))                                          # cis2_draft_fn
 
 
 class GenOpts(Structure):  # cis2_gen_opts
@@ -191,6 +193,7 @@ _PROTOS = {
     "cis2_engine_set_kernel": (c_int, [VP, c_char_p, E]),
     "cis2_engine_set_threads": (c_int, [VP, c_int, E]),
     "cis2_engine_set_speculate": (c_int, [VP, c_char_p, E]),
+    "cis2_engine_set_drafter": (c_int, [VP, DRAFT_FN, VP, c_uint, E]),
     "cis2_engine_tokenize": (c_int, [VP, c_char_p, c_size_t, P(P(c_uint32)), P(c_size_t), E]),
     "cis2_engine_detokenize": (c_int, [VP, P(c_uint32), c_size_t, c_int, P(P(c_char)), P(c_size_t), E]),
     "cis2_finish_name": (c_char_p, [c_int]),

@@ -468,6 +468,31 @@ class Engine:
         err = _lib.Err()
         _lib.check(_lib.get().cis2_engine_set_speculate(self._handle(), spec.encode(), byref(err)), err)
         self._speculate = spec
+        self._drafter = None
+
+    def set_drafter(self, fn, k=4):
+        """Speculative decoding with drafts of your own (cis2_engine_set_drafter):
+        fn(prompt_ids, generated_ids, max_k) -> a list of up to max_k
+        proposed next ids, called per decoding sequence per step; every
+        draft is checked, so none changes a bit (only the time).  fn None
+        turns speculation off.  An exception in fn counts as no draft."""
+        err = _lib.Err()
+        if fn is None:
+            _lib.check(_lib.get().cis2_engine_set_drafter(self._handle(), _lib.DRAFT_FN(), None, 0, byref(err)), err)
+            self._drafter, self._speculate = None, "off"
+            return
+
+        def cb(_ctx, prompt, n_prompt, gen, n_gen, max_k, out):
+            try:
+                d = list(fn(prompt[:n_prompt], gen[:n_gen], max_k))[:max_k]
+                for i, t in enumerate(d):
+                    out[i] = int(t) & 0xFFFFFFFF
+                return len(d)
+            except Exception:  # a drafter's error is no draft: the output cannot change
+                return 0
+        c = _lib.DRAFT_FN(cb)
+        _lib.check(_lib.get().cis2_engine_set_drafter(self._handle(), c, None, _uint("k", k, 32), byref(err)), err)
+        self._drafter, self._speculate = c, "drafter:%d" % k
 
     def __repr__(self):
         return "Engine(%r)" % (self.model_dir if self._h else "<closed>")
