@@ -216,6 +216,29 @@ static void call_set_kernel(void)
     CHECK(cis2_engine_set_kernel(eng, k, &err) == CIS2_OK, "set_kernel %s: %s", k, err.msg);
 }
 
+/* Speculation never changes a bit, so every other call's references
+ * hold whatever is set: off, prompt lookup, or a drafter whose drafts
+ * are mostly wrong (it repeats the last token, or proposes 7, 8, ...). */
+static size_t odd_drafter(void *ctx, const uint32_t *prompt, size_t n_prompt, const uint32_t *gen, size_t n_gen,
+                          size_t max_k, uint32_t *out)
+{
+    (void)ctx;
+    for (size_t i = 0; i < max_k; i++)
+        out[i] = n_gen ? gen[n_gen - 1] : (n_prompt ? prompt[n_prompt - 1] : 7) + (uint32_t)i;
+    return max_k;
+}
+
+static void call_set_speculate(void)
+{
+    cis2_error err = {0};
+    static atomic_int flip;
+    int f = atomic_fetch_add(&flip, 1) % 3;
+    int rc = f == 0 ? cis2_engine_set_speculate(eng, "lookup:4", &err)
+           : f == 1 ? cis2_engine_set_drafter(eng, odd_drafter, NULL, 3, &err)
+                    : cis2_engine_set_speculate(eng, "off", &err);
+    CHECK(rc == CIS2_OK, "set_speculate/set_drafter (%d): %s", f, err.msg);
+}
+
 /* cis2_score: two continuations of one context (computed once) and one
  * without a context, with their score receipts; and their verification. */
 #define NSCORE 3
@@ -283,6 +306,7 @@ static const struct { const char *name; void (*fn)(void); } kinds[] = {
     {"verify-decode", call_verify_decode}, {"tokens", call_tokens},  {"receipt", call_receipt},
     {"info", call_info},             {"set_threads", call_set_threads}, {"set_kernel", call_set_kernel},
     {"score", call_score},           {"score-verify", call_score_verify},
+    {"set_speculate", call_set_speculate},
 };
 #define NKINDS (sizeof kinds / sizeof kinds[0])
 
