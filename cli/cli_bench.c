@@ -184,6 +184,25 @@ static size_t forced_draft(void *ctx, const uint32_t *prompt, size_t n_prompt, c
     return n;
 }
 
+/* One greedy decode of the prompt ids[0..n) with the engine's speculation
+ * as set: the tokens/s of the steps after the first, and its gen tokens. */
+static int greedy_timed(cis2_engine *e, const uint32_t *ids, size_t n, size_t gen, double *tps, uint32_t *out,
+                        cis2_error *err)
+{
+    cis2_request q = {.ids = ids, .n_ids = n, .max_tokens = gen};
+    timing t = {.total = gen};
+    cis2_gen_opts o = {.on_token = on_token, .on_token_ctx = &t};
+    cis2_result *r = NULL;
+    t.t0 = now();
+    int rc = cis2_generate(e, &q, 1, &o, &r, err);
+    if (!rc) {
+        *tps = (double)(gen - 1) / (t.t_end - t.t_first);
+        memcpy(out, r->tokens, gen * sizeof *out);
+    }
+    cis2_results_free(r, 1);
+    return rc;
+}
+
 /* One greedy decode of the repetitive prompt with `spec` ("off",
  * "lookup:K"): its tokens/s and its `gen` tokens into out. */
 static int spec_timed(cis2_engine *e, const char *spec, size_t gen, double *tps, uint32_t *out, cis2_error *err)
@@ -191,19 +210,8 @@ static int spec_timed(cis2_engine *e, const char *spec, size_t gen, double *tps,
     size_t V = cis2_engine_info(e)->vocab_size;
     uint32_t ids[SPEC_PROMPT];
     for (size_t i = 0; i < SPEC_PROMPT; i++) ids[i] = bench_id(0, i % 8, V);
-    cis2_request q = {.ids = ids, .n_ids = SPEC_PROMPT, .max_tokens = gen};
-    timing t = {.total = gen};
-    cis2_gen_opts o = {.on_token = on_token, .on_token_ctx = &t};
-    cis2_result *r = NULL;
     int rc = cis2_engine_set_speculate(e, spec, err);
-    if (rc) return rc;
-    t.t0 = now();
-    rc = cis2_generate(e, &q, 1, &o, &r, err);
-    if (!rc) {
-        *tps = (double)(gen - 1) / (t.t_end - t.t_first);
-        memcpy(out, r->tokens, gen * sizeof *out);
-    }
-    cis2_results_free(r, 1);
+    if (!rc) rc = greedy_timed(e, ids, SPEC_PROMPT, gen, tps, out, err);
     int rc2 = cis2_engine_set_speculate(e, "off", err);
     return rc ? rc : rc2;
 }
@@ -216,19 +224,8 @@ static int forced_timed(cis2_engine *e, forced_drafter *f, unsigned k, size_t ge
     size_t V = cis2_engine_info(e)->vocab_size;
     uint32_t ids[16];
     for (size_t i = 0; i < 16; i++) ids[i] = bench_id(5, i, V);
-    cis2_request q = {.ids = ids, .n_ids = 16, .max_tokens = gen};
-    timing t = {.total = gen};
-    cis2_gen_opts o = {.on_token = on_token, .on_token_ctx = &t};
-    cis2_result *r = NULL;
     int rc = cis2_engine_set_drafter(e, f ? forced_draft : NULL, f, k, err);
-    if (rc) return rc;
-    t.t0 = now();
-    rc = cis2_generate(e, &q, 1, &o, &r, err);
-    if (!rc) {
-        *tps = (double)(gen - 1) / (t.t_end - t.t_first);
-        memcpy(out, r->tokens, gen * sizeof *out);
-    }
-    cis2_results_free(r, 1);
+    if (!rc) rc = greedy_timed(e, ids, 16, gen, tps, out, err);
     int rc2 = cis2_engine_set_drafter(e, NULL, NULL, 0, err);
     return rc ? rc : rc2;
 }

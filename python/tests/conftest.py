@@ -79,3 +79,16 @@ def m135(models):
 def engine135(m135):
     with cis2.Engine(m135) as e:
         yield e
+
+
+def same_result(a, b):
+    """Two Results are the same bytes: receipt, witness, argmax digest,
+    tokens, finish, text, logprob bits, alternatives and logits (the
+    speculative-decoding tests' oracle is plain decoding)."""
+    import struct
+    assert (a.receipt, a.witness, a.argmax_digest, a.token_ids, a.finish, a.text) == \
+        (b.receipt, b.witness, b.argmax_digest, b.token_ids, b.finish, b.text)
+    bits = lambda r: None if r.logprobs is None else [struct.pack("<f", x) for x in r.logprobs]
+    assert bits(a) == bits(b)
+    assert a.top_logprobs == b.top_logprobs
+    assert a.logits.tobytes() == b.logits.tobytes()

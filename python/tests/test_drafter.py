@@ -11,12 +11,11 @@ engine's plain decoding (no drafter).  The right drafter must make fewer
 passes than tokens: checked through the drafter's own call count."""
 import json
 import random
-import struct
 
 import pytest
 
 import cis2
-from conftest import PROMPT, TOKENIZER_135M
+from conftest import PROMPT, TOKENIZER_135M, same_result as _same
 
 # tools/matrix's family shapes (docs/models.md §M1-§M4)
 FAMILIES = {
@@ -53,15 +52,6 @@ def shapes(models, tmp_path_factory):
         cli("synth", "--config", c, "--seed", 3, "--out", base / name)
         out[name] = str(base / name)
     return out
-
-
-def _same(a, b):
-    assert (a.receipt, a.witness, a.argmax_digest, a.token_ids, a.finish, a.text) == \
-        (b.receipt, b.witness, b.argmax_digest, b.token_ids, b.finish, b.text)
-    bits = lambda r: None if r.logprobs is None else [struct.pack("<f", x) for x in r.logprobs]
-    assert bits(a) == bits(b)
-    assert a.top_logprobs == b.top_logprobs
-    assert a.logits.tobytes() == b.logits.tobytes()
 
 
 class Drafter:

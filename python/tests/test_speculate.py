@@ -2,24 +2,14 @@
 generate, batches and sessions with lookup drafting give plain decoding's
 receipts, witnesses, tokens, logprobs and logits, byte for byte.  Oracle:
 the same engine's plain decoding (speculate "off")."""
-import struct
 
 import pytest
 
 import cis2
-from conftest import PROMPT
+from conftest import PROMPT, same_result as _same
 
 REP = "the cat sat on the mat. the cat sat on the mat. the cat sat on the mat. the cat"
 SAMPLED = dict(temperature=0.7, top_k=8, seed=42, logprobs=True, top_logprobs=3)
-
-
-def _same(a, b):
-    assert (a.receipt, a.witness, a.argmax_digest, a.token_ids, a.finish, a.text) == \
-        (b.receipt, b.witness, b.argmax_digest, b.token_ids, b.finish, b.text)
-    bits = lambda r: None if r.logprobs is None else [struct.pack("<f", x) for x in r.logprobs]
-    assert bits(a) == bits(b)
-    assert a.top_logprobs == b.top_logprobs
-    assert a.logits.tobytes() == b.logits.tobytes()
 
 
 @pytest.mark.parametrize("shape", ["tiny", "tiny-qwen", "odd"])
