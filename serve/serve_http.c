@@ -33,19 +33,20 @@
 #define _GNU_SOURCE
 #include "serve.h"
 
+#include <poll.h>
+#include <sys/socket.h>
+
 #ifdef CIS2_HAVE_MHD
 #include <microhttpd.h>
 
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -146,21 +147,6 @@ static int conn_fd(struct MHD_Connection *c)
 {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     return ci ? ci->connect_fd : -1;
-}
-
-/* The peer closed its end (or the socket failed)? (serve.h) */
-int serve_client_gone(int fd)
-{
-    if (fd < 0) return 0;
-    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
-    if (poll(&p, 1, 0) <= 0) return 0;
-    if (p.revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)) return 1;
-    if (p.revents & POLLIN) {
-        char b;
-        ssize_t k = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-        return k == 0;
-    }
-    return 0;
 }
 
 static int json_too_deep(const char *s, size_t n)
@@ -1014,3 +1000,19 @@ void serve_http_quiesce(serve_http *h) { (void)h; }
 size_t serve_http_active(serve_http *h) { (void)h; return 0; }
 void serve_http_stop(serve_http *h) { (void)h; }
 #endif
+
+/* The peer closed its end (or the socket failed)? (serve.h)  Built with or
+ * without libmicrohttpd: serve_request.c's echo scoring asks it too. */
+int serve_client_gone(int fd)
+{
+    if (fd < 0) return 0;
+    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return 0;
+    if (p.revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)) return 1;
+    if (p.revents & POLLIN) {
+        char b;
+        ssize_t k = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        return k == 0;
+    }
+    return 0;
+}
