@@ -19,14 +19,15 @@
  * describes), one line naming the file and the key: a key not in the
  * table; a neutral key at another value (rope_interleaved or use_mrope
  * true, soft-capping, partial_rotary_factor != 1, ...); model_type other
- * than llama/qwen2/mistral/qwen3/smollm3/olmo2; hidden_act other than silu; RoPE other
+ * than llama/qwen2/mistral/qwen3/smollm3/olmo2/phi3; hidden_act other than silu; RoPE other
  * than §7's plain construction or Llama 3.1's "llama3" rescaling
  * (docs/models.md §M1: rope_parameters / rope_scaling with another
  * rope_type, or any member but rope_type, rope_theta, partial_rotary_factor
  * 1 and llama3's four); two RoPE bases that disagree (rope_theta,
  * rope_parameters.rope_theta, rope_scaling.rope_theta); sliding-window
- * attention (use_sliding_window true, a sliding_window that could act,
- * layer_types other than "full_attention"); llama mlp_bias true (§10 has
+ * attention but mistral's and phi3's (docs/models.md §M5:
+ * use_sliding_window true, a sliding_window that could act, layer_types
+ * other than "full_attention"); llama mlp_bias true (§10 has
  * no MLP biases); and an explicit head_dim with heads*head_dim !=
  * hidden_size (§2.5 pins q_proj/o_proj as [hidden, hidden]) except for
  * qwen3 (docs/models.md §M2: q_proj [heads*head_dim, hidden]).
@@ -44,7 +45,10 @@
  * no_rope_layers / no_rope_layer_interval read (docs/models.md §M3);
  * olmo2 has no input_layernorm, a post_attention_layernorm and a
  * post_feedforward_layernorm after the blocks, q_norm/k_norm over the
- * whole projections, and attention_bias true refused (§M4).
+ * whole projections, and attention_bias true refused (§M4); phi3 is
+ * llama's arithmetic with q/k/v fused into one qkv_proj and gate/up into
+ * one gate_up_proj (split as they load, §M6) and mistral's window, and
+ * attention_bias true refused.
  * Both must be booleans when present.
  *
  * Memory: the file is read once (fileio.h, at most 16 MiB) and its JSON
@@ -468,27 +472,36 @@ static int parse_rope(cis2_config *c, json_t *root, const char *name, cis2_error
 }
 
 /* ---- attention layout (§9 attends to every earlier position) ----
- * use_sliding_window true is refused; sliding_window is inert only where
- * it cannot act: use_sliding_window present and false (not for mistral,
- * which has no such switch), or qwen2 (whose default is false); layer_types must be num_hidden_layers entries, all
+ * mistral and phi3 (docs/models.md §M5): their modeling code slides
+ * whenever sliding_window is set and has no use_sliding_window switch, so
+ * a set sliding_window (an integer >= 1) is their window, whatever
+ * use_sliding_window says.  Other families: use_sliding_window true is
+ * refused; sliding_window is inert only where it cannot act:
+ * use_sliding_window present and false, or qwen2/qwen3/smollm3 (whose
+ * default is false).  layer_types must be num_hidden_layers entries, all
  * "full_attention". */
 static int parse_layout(cis2_config *c, json_t *root, const char *name, cis2_error *err)
 {
     int use = -1, rc;
     if ((rc = get_bool(root, "use_sliding_window", &use, name, err))) return rc;
-    if (use == 1)
-        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: use_sliding_window is true: sliding-window attention is not "
-                         "implemented (§9)", name);
     json_t *sw = opt(root, "sliding_window");
-    /* mistral's modeling code has no use_sliding_window: it slides whenever
-     * sliding_window is set */
-    int mistral = !strcmp(c->model_type, "mistral");
-    if (sw && (use != 0 || mistral) && strcmp(c->model_type, "qwen2") && strcmp(c->model_type, "qwen3") &&
+    int slides = !strcmp(c->model_type, "mistral") || !strcmp(c->model_type, "phi3");
+    if (slides && sw) {
+        if (!json_is_integer(sw) || json_integer_value(sw) < 1 || json_integer_value(sw) > ((int64_t)1 << 31))
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: sliding_window must be null or an integer in [1, 2^31]", name);
+        c->sliding_window = json_integer_value(sw);
+    }
+    if (use == 1 && !slides)
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: use_sliding_window is true: sliding-window attention is not "
+                         "implemented for model_type %s (docs/models.md §M5: mistral and phi3)", name,
+                         c->model_type[0] ? c->model_type : "llama");
+    if (sw && !slides && use != 0 && strcmp(c->model_type, "qwen2") && strcmp(c->model_type, "qwen3") &&
         strcmp(c->model_type, "smollm3")) { /* SmolLM3Config's use_sliding_window defaults to false too */
         char val[48];
         show(sw, val);
-        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: sliding_window = %s is not implemented (§9 attends to every "
-                         "earlier position)", name, val);
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: sliding_window = %s is not implemented for model_type %s "
+                         "(§9 attends to every earlier position; docs/models.md §M5: mistral and phi3 slide)", name,
+                         val, c->model_type[0] ? c->model_type : "llama");
     }
     json_t *lt = opt(root, "layer_types");
     if (!lt) return CIS2_OK;
@@ -540,12 +553,13 @@ static int parse_nope(cis2_config *c, json_t *root, const char *name, cis2_error
     return CIS2_OK;
 }
 
-/* model_type: llama (also absent), qwen2, or mistral.  Mistral's forward
- * pass is Llama's (no biases, RMSNorm, SwiGLU, default RoPE) except for
- * sliding-window attention, which parse_layout refuses unless
- * sliding_window is null or absent (Mistral-7B-v0.3); its modeling code has
- * no attention or MLP biases whatever the config says, so a config that
- * asks for them is refused rather than followed or ignored. */
+/* model_type: llama (also absent), qwen2, mistral, qwen3, smollm3, olmo2
+ * or phi3.  Mistral's forward pass is Llama's (no biases, RMSNorm, SwiGLU,
+ * default RoPE) with a sliding window when sliding_window is set
+ * (parse_layout, docs/models.md §M5); its modeling code has no attention
+ * or MLP biases whatever the config says, so a config that asks for them
+ * is refused rather than followed or ignored.  Phi-3's is Mistral's with
+ * fused tensors (§M6). */
 static int parse_family(cis2_config *c, json_t *root, const char *name, cis2_error *err)
 {
     json_t *mt = opt(root, "model_type");
@@ -553,9 +567,9 @@ static int parse_family(cis2_config *c, json_t *root, const char *name, cis2_err
     if (!json_is_string(mt)) return cis2_fail(err, CIS2_E_FORMAT, "%s: model_type must be a string", name);
     const char *s = json_string_value(mt);
     if (strcmp(s, "llama") && strcmp(s, "qwen2") && strcmp(s, "mistral") && strcmp(s, "qwen3") &&
-        strcmp(s, "smollm3") && strcmp(s, "olmo2"))
+        strcmp(s, "smollm3") && strcmp(s, "olmo2") && strcmp(s, "phi3"))
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: model_type '%.40s' not supported (llama, qwen2, mistral, "
-                         "qwen3, smollm3 or olmo2 only)", name, s);
+                         "qwen3, smollm3, olmo2 or phi3 only)", name, s);
     snprintf(c->model_type, sizeof c->model_type, "%s", s);
     return CIS2_OK;
 }
@@ -577,9 +591,9 @@ static int parse_features(cis2_config *c, json_t *root, const char *name, cis2_e
     int qwen = !strcmp(c->model_type, "qwen2") || !strcmp(c->model_type, "qwen3");
     if (c->mlp_bias && !qwen) /* Qwen2/Qwen3's MLP has no biases and never reads mlp_bias */
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: mlp_bias is true: MLP biases are not part of §10", name);
-    if (c->attention_bias && !strcmp(c->model_type, "mistral"))
-        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: attention_bias is true, but a mistral model has no attention "
-                         "biases", name);
+    if (c->attention_bias && (!strcmp(c->model_type, "mistral") || !strcmp(c->model_type, "phi3")))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: attention_bias is true, but a %s model has no attention "
+                         "biases", name, c->model_type);
     /* Qwen3's attention_bias gives q/k/v and o_proj biases (§9.5 has none) */
     if (c->attention_bias && !strcmp(c->model_type, "qwen3"))
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: attention_bias is true: a qwen3 model's o_proj bias is not "
@@ -669,6 +683,7 @@ int cis2_config_qkv_bias(const cis2_config *c) { return !strcmp(c->model_type, "
 int cis2_config_o_bias(const cis2_config *c) { return strcmp(c->model_type, "qwen2") && c->attention_bias; }
 int cis2_config_qk_norm(const cis2_config *c) { return !strcmp(c->model_type, "qwen3"); }
 int cis2_config_post_norm(const cis2_config *c) { return !strcmp(c->model_type, "olmo2"); }
+int cis2_config_fused(const cis2_config *c) { return !strcmp(c->model_type, "phi3"); }
 
 /* §7.1's table, then docs/models.md §M1 for "llama3": the f32 parameters
  * are the f64 members narrowed once (RNE), and the two wavelength bounds

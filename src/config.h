@@ -37,7 +37,10 @@ typedef struct cis2_config {
     /* smollm3 (docs/models.md §M3): no_rope[L] = 1 where layer L skips RoPE
      * (no_rope_layers' 0); all 0 for every other family. */
     uint8_t no_rope[CIS2_CFG_MAX_LAYERS];
-    char model_type[32];       /* "llama", "qwen2", "mistral", "qwen3", "smollm3", "olmo2", or "" (= llama) */
+    /* mistral, phi3 (docs/models.md §M5): sliding_window as written, in
+     * [1, 2^31]; 0 where no window acts (null, absent, other families). */
+    int64_t sliding_window;
+    char model_type[32];       /* "llama", "qwen2", "mistral", "qwen3", "smollm3", "olmo2", "phi3", or "" (= llama) */
     int attention_bias;        /* as written (false if absent); Qwen2 ignores it */
     int mlp_bias;              /* as written (false if absent); Qwen2 ignores it */
     /* eos_token_id, for stop-at-eos (docs/sampling.md §S5.1): an integer or
@@ -70,6 +73,9 @@ int cis2_config_qk_norm(const cis2_config *c);
  * pre-norms, q_norm [heads*head_dim] and k_norm [kv_heads*head_dim] over
  * the whole projections. */
 int cis2_config_post_norm(const cis2_config *c);
+/* phi3 (docs/models.md §M6): q/k/v as one qkv_proj and gate/up as one
+ * gate_up_proj tensor per layer, split by rows as they load. */
+int cis2_config_fused(const cis2_config *c);
 /* The RoPE inverse-frequency table the config asks for, head_dim/2
  * entries: §7.1, then for rope_type "llama3" docs/models.md §M1's
  * rescaling.  What model.c rotates with and what §7.2's

@@ -438,11 +438,17 @@ size_t cis2_argmax_lanes(const cis2_ctx *cx, const float *v, size_t n)
 }
 
 void cis2_attend_group(const cis2_ctx *cx, const float *q, size_t G, const float *kt, const float *v,
-                       size_t v_stride, size_t len, size_t head_dim, float *scores, float *out)
+                       size_t v_stride, size_t lo, size_t len, size_t head_dim, float *scores, float *out)
 {
     const struct cis2_variant *var = cx->kern;
     float scale = rsqrt_cr((float)head_dim); /* §9.2 */
-    (var->scores ? var->scores : cis2_attn_scores_generic)(q, G, kt, len, head_dim, scale, scores);
-    softmax_seq_rows(scores, G, len, exp_of(var)); /* §9.3, head by head */
-    (var->vmix ? var->vmix : cis2_attn_vmix_generic)(scores, G, v, v_stride, len, head_dim, out);
+    /* Keys [lo, len) (docs/models.md §M5): the scores of [b, len), b = the
+     * start of lo's key block, each one key's own dot product (§9.2), then
+     * each head's row moved down to its [lo, len) part. */
+    size_t b = lo / 16 * 16, skip = lo - b, m = len - b, w = len - lo;
+    (var->scores ? var->scores : cis2_attn_scores_generic)(q, G, kt + b * head_dim, m, head_dim, scale, scores);
+    if (skip)
+        for (size_t g = 0; g < G; g++) memmove(scores + g * w, scores + g * m + skip, w * sizeof(float));
+    softmax_seq_rows(scores, G, w, exp_of(var)); /* §9.3, head by head */
+    (var->vmix ? var->vmix : cis2_attn_vmix_generic)(scores, G, v + lo * v_stride, v_stride, w, head_dim, out); /* §9.4 */
 }

@@ -122,14 +122,17 @@ const char *cis2_kernel_name(const struct cis2_variant *v);
 /* Runs fn(arg, i) for i in [0, n) across cx's pool; returns when all done. */
 void cis2_parallel_for(const cis2_ctx *cx, size_t n, void (*fn)(void *arg, size_t i), void *arg);
 
-/* §9.2-§9.4 for the G query heads that share one KV head (GQA): q and out
- * hold G heads of head_dim floats, scores G rows of len (the
- * probabilities); keys in the cache's blocked layout (cis2_attend_head_kt,
- * cis2_toolkit.h), values v[j * v_stride + d].  Each head's bits are
+/* §9.2-§9.4 for the G query heads that share one KV head (GQA), over keys
+ * [lo, len): q and out hold G heads of head_dim floats; keys in the cache's
+ * blocked layout (cis2_attend_head_kt, cis2_toolkit.h), values
+ * v[j * v_stride + d], both given from key 0.  lo is 0 but for a sliding
+ * window (docs/models.md §M5), where the bits are those of a context of
+ * keys lo..len-1 alone.  scores: room for G rows of len; on return G rows
+ * of len - lo (the probabilities of keys lo..len-1).  Each head's bits are
  * cis2_attend_head_kt's whatever the kernel variant: the variants' halves
  * (kernels/variant.h) keep the generic lanes (pmath.h) and their order. */
 void cis2_attend_group(const cis2_ctx *cx, const float *q, size_t G, const float *kt, const float *v,
-                       size_t v_stride, size_t len, size_t head_dim, float *scores, float *out);
+                       size_t v_stride, size_t lo, size_t len, size_t head_dim, float *scores, float *out);
 
 /* §6.2 exp_pinned / §6.4 silu_pinned of n floats (out may be x), in
  * cx's variant's lanes (pmath_lanes.h): the scalar bits whatever the

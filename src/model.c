@@ -54,8 +54,15 @@ static int path_join(char *out, size_t cap, const char *dir, const char *file, c
 enum { J_NONE = 0, J_MAT, J_VEC };
 typedef struct job {
     int kind;               /* J_NONE: the config does not call for this tensor */
-    void *dest;             /* J_MAT: cis2_pmat *, J_VEC: float ** */
+    void *dest;             /* J_VEC: float ** */
     size_t rows, cols;      /* J_VEC: rows elements, cols 1 */
+    /* J_MAT: the tensor's rows go to nparts packed matrices in turn, the
+     * first part_rows[0] rows to part[0], ...: one part but for phi3's
+     * fused tensors (docs/models.md §M6: qkv_proj into q/k/v, gate_up_proj
+     * into gate/up), whose split bits are those of separate tensors. */
+    cis2_pmat *part[3];
+    size_t part_rows[3];
+    int nparts;
 } job;
 
 typedef struct loader {
@@ -79,8 +86,24 @@ static const cis2_st_tensor *want(loader *L, const char *name, uint64_t d0, uint
                   ndim > 1 ? "," : "", ndim > 1 ? (unsigned long long)d1 : 0ull);
         return NULL;
     }
-    L->jobs[t - L->w.st.t] = (job){kind, dest, (size_t)d0, ndim > 1 ? (size_t)d1 : 1};
+    L->jobs[t - L->w.st.t] = (job){kind, dest, (size_t)d0, ndim > 1 ? (size_t)d1 : 1,
+                                   .part = {kind == J_MAT ? dest : NULL}, .part_rows = {(size_t)d0}, .nparts = 1};
     return t;
+}
+
+/* A fused matrix (docs/models.md §M6): `name` of [sum of rows[], cols],
+ * its rows split among dest[0..n) in turn. */
+static int want_fused(loader *L, const char *name, cis2_pmat **dest, const size_t *rows, int n, size_t cols,
+                      cis2_error *err)
+{
+    size_t total = 0;
+    for (int p = 0; p < n; p++) total += rows[p];
+    const cis2_st_tensor *t = want(L, name, total, cols, 2, J_MAT, NULL, err);
+    if (!t) return err->code;
+    job *j = &L->jobs[t - L->w.st.t];
+    j->nparts = n;
+    for (int p = 0; p < n; p++) { j->part[p] = dest[p]; j->part_rows[p] = rows[p]; }
+    return CIS2_OK;
 }
 
 /* Matches every tensor of the file to the config before any weight is
@@ -108,6 +131,7 @@ static int plan_tensors(cis2_model *m, loader *L, cis2_error *err)
     if (!m->tied) { NAME("lm_head.weight"); MAT(&m->lm_head, m->vocab, m->hidden); }
     int qkv = cis2_config_qkv_bias(&m->cfg), obias = cis2_config_o_bias(&m->cfg), qkn = cis2_config_qk_norm(&m->cfg);
     int post = cis2_config_post_norm(&m->cfg); /* olmo2, docs/models.md §M4 */
+    int fused = cis2_config_fused(&m->cfg);    /* phi3, §M6 */
     const char *family = m->cfg.model_type[0] ? m->cfg.model_type : "llama";
     for (size_t i = 0; i < m->n_layers; i++) {
         cis2_layer *ly = &m->layers[i];
@@ -115,12 +139,23 @@ static int plan_tensors(cis2_model *m, loader *L, cis2_error *err)
         if (!post) { NAME("model.layers.%zu.input_layernorm.weight", i); VEC(&ly->ln1, m->hidden); }
         NAME("model.layers.%zu.post_attention_layernorm.weight", i); VEC(&ly->ln2, m->hidden);
         if (post) { NAME("model.layers.%zu.post_feedforward_layernorm.weight", i); VEC(&ly->lnf, m->hidden); }
-        NAME("model.layers.%zu.self_attn.q_proj.weight", i); MAT(&ly->q, m->q_dim, m->hidden);
-        NAME("model.layers.%zu.self_attn.k_proj.weight", i); MAT(&ly->k, m->kv_dim, m->hidden);
-        NAME("model.layers.%zu.self_attn.v_proj.weight", i); MAT(&ly->v, m->kv_dim, m->hidden);
+        if (fused) { /* docs/models.md §M6: q, k, v rows in turn; gate's rows, then up's */
+            cis2_pmat *qkv_d[3] = {&ly->q, &ly->k, &ly->v}, *gu_d[2] = {&ly->gate, &ly->up};
+            size_t qkv_r[3] = {m->q_dim, m->kv_dim, m->kv_dim}, gu_r[2] = {m->inter, m->inter};
+            int rc;
+            if ((rc = want_fused(L, NAME("model.layers.%zu.self_attn.qkv_proj.weight", i), qkv_d, qkv_r, 3,
+                                 m->hidden, err)) ||
+                (rc = want_fused(L, NAME("model.layers.%zu.mlp.gate_up_proj.weight", i), gu_d, gu_r, 2, m->hidden,
+                                 err)))
+                return rc;
+        } else {
+            NAME("model.layers.%zu.self_attn.q_proj.weight", i); MAT(&ly->q, m->q_dim, m->hidden);
+            NAME("model.layers.%zu.self_attn.k_proj.weight", i); MAT(&ly->k, m->kv_dim, m->hidden);
+            NAME("model.layers.%zu.self_attn.v_proj.weight", i); MAT(&ly->v, m->kv_dim, m->hidden);
+            NAME("model.layers.%zu.mlp.gate_proj.weight", i); MAT(&ly->gate, m->inter, m->hidden);
+            NAME("model.layers.%zu.mlp.up_proj.weight", i); MAT(&ly->up, m->inter, m->hidden);
+        }
         NAME("model.layers.%zu.self_attn.o_proj.weight", i); MAT(&ly->o, m->hidden, m->q_dim);
-        NAME("model.layers.%zu.mlp.gate_proj.weight", i); MAT(&ly->gate, m->inter, m->hidden);
-        NAME("model.layers.%zu.mlp.up_proj.weight", i); MAT(&ly->up, m->inter, m->hidden);
         NAME("model.layers.%zu.mlp.down_proj.weight", i); MAT(&ly->down, m->hidden, m->inter);
         if (qkv) { /* §9.1 */
             NAME("model.layers.%zu.self_attn.q_proj.bias", i); VEC(&ly->bq, m->q_dim);
@@ -160,18 +195,19 @@ static int wmem_plan(cis2_model *m, loader *L, cis2_error *err)
     size_t total = 0;
     for (size_t i = 0; i < L->w.st.n; i++) {
         const job *j = &L->jobs[i];
-        if (j->kind != J_MAT) continue;
-        size_t need = cis2_wmem_need(packed_type(&L->w.st.t[i]), j->rows, j->cols);
-        if (!need || need > SIZE_MAX - total)
-            return cis2_fail(err, CIS2_E_NOMEM, "%s: the weights are too large to pack", L->path);
-        total += need;
+        for (int p = 0; j->kind == J_MAT && p < j->nparts; p++) {
+            size_t need = cis2_wmem_need(packed_type(&L->w.st.t[i]), j->part_rows[p], j->cols);
+            if (!need || need > SIZE_MAX - total)
+                return cis2_fail(err, CIS2_E_NOMEM, "%s: the weights are too large to pack", L->path);
+            total += need;
+        }
     }
     return cis2_wmem_init(&m->wmem, total, err);
 }
 
-/* One read of the data area: rows [r0, r0 + nr) of tensor `t` (a matrix),
- * or all of it (a vector). */
-typedef struct seg { size_t t, r0, nr, bytes; } seg;
+/* One read of the data area: rows [r0, r0 + nr) of part p of tensor `t`
+ * (a matrix), or all of it (a vector). */
+typedef struct seg { size_t t, p, r0, nr, bytes; } seg;
 
 /* One step of the pipeline, run across the pool: item 0 reads (and hashes)
  * the next segment into the other staging buffer while items 1.. pack the
@@ -206,7 +242,7 @@ static void step_item(void *ctx, size_t i)
         cis2_st_widen_f32(dt, src, nr * j->cols, w);
         src = (const uint8_t *)w;
     }
-    cis2_pmat_pack_groups(S->L->cx, j->dest, src, (S->cur->r0 + r) / CIS2_KG, nr);
+    cis2_pmat_pack_groups(S->L->cx, j->part[S->cur->p], src, (S->cur->r0 + r) / CIS2_KG, nr);
 }
 
 /* Reads the data area in file order, each tensor straight into its packed
@@ -226,7 +262,7 @@ static int stream_tensors(cis2_model *m, loader *L, cis2_error *err)
         const job *j = &L->jobs[i];
         if (j->kind == J_VEC) { nseg++; continue; }
         size_t batch = cap / (j->cols * cis2_st_dtype_size(st->t[i].dtype)) / CIS2_KG * CIS2_KG;
-        nseg += (j->rows + batch - 1) / batch;
+        for (int p = 0; p < j->nparts; p++) nseg += (j->part_rows[p] + batch - 1) / batch;
     }
     int f16 = 0;
     for (size_t i = 0; i < st->n; i++) f16 |= L->jobs[i].kind == J_MAT && st->t[i].dtype == CIS2_ST_F16;
@@ -240,12 +276,13 @@ static int stream_tensors(cis2_model *m, loader *L, cis2_error *err)
         size_t i = st->order[o];
         const job *j = &L->jobs[i];
         size_t es = cis2_st_dtype_size(st->t[i].dtype);
-        if (j->kind == J_VEC) { sg[k++] = (seg){i, 0, j->rows, (size_t)st->t[i].nbytes}; continue; }
+        if (j->kind == J_VEC) { sg[k++] = (seg){i, 0, 0, j->rows, (size_t)st->t[i].nbytes}; continue; }
         size_t rowbytes = j->cols * es, batch = cap / rowbytes / CIS2_KG * CIS2_KG;
-        for (size_t r0 = 0; r0 < j->rows; r0 += batch) {
-            size_t nr = j->rows - r0 < batch ? j->rows - r0 : batch;
-            sg[k++] = (seg){i, r0, nr, nr * rowbytes};
-        }
+        for (int p = 0; p < j->nparts; p++) /* the parts' rows follow one another in the file */
+            for (size_t r0 = 0, rows = j->part_rows[p]; r0 < rows; r0 += batch) {
+                size_t nr = rows - r0 < batch ? rows - r0 : batch;
+                sg[k++] = (seg){i, (size_t)p, r0, nr, nr * rowbytes};
+            }
     }
     if (!rc && nseg) rc = cis2_wset_read(&L->w, buf[0], sg[0].bytes, err);
     for (size_t s = 0; !rc && s < nseg; s++) {
@@ -260,8 +297,9 @@ static int stream_tensors(cis2_model *m, loader *L, cis2_error *err)
             cis2_st_widen_f32(t->dtype, S.cur_buf, j->rows, *v);
             step_item(&S, 0);
         } else {
-            cis2_pmat *pm = j->dest;
-            if (cur->r0 == 0 && (rc = cis2_pmat_alloc_in(pm, &m->wmem, packed_type(t), j->rows, j->cols, err)))
+            cis2_pmat *pm = j->part[cur->p];
+            if (cur->r0 == 0 &&
+                (rc = cis2_pmat_alloc_in(pm, &m->wmem, packed_type(t), j->part_rows[cur->p], j->cols, err)))
                 break;
             size_t gbytes = CIS2_KG * j->cols * cis2_st_dtype_size(t->dtype);
             S.groups_per_item = gbytes >= ((size_t)64 << 10) ? 1 : ((size_t)64 << 10) / gbytes;
@@ -303,6 +341,7 @@ static int model_load(const cis2_ctx *cx, cis2_model *m, const char *dir,
     m->vocab = (size_t)c->vocab_size;
     m->q_dim = m->n_heads * m->head_dim;
     m->kv_dim = m->n_kv * m->head_dim;
+    m->window = (size_t)c->sliding_window; /* docs/models.md §M5 (mistral, phi3) */
 
     m->inv_freq = malloc(m->head_dim / 2 * sizeof(float));
     m->layers = calloc(m->n_layers, sizeof *m->layers);
@@ -562,13 +601,21 @@ static void attend_task(void *ctx, size_t idx)
     const cis2_row *row = &F->rows[r];
     const cis2_kv *kv = row->kv;
     size_t hd = m->head_dim, len = row->pos + 1;
+    /* docs/models.md §M5: a window of W keys, the row's own and the W - 1 before it */
+    size_t lo = m->window && len > m->window ? len - m->window : 0;
     const float *kt = kv->k + (F->layer * kv->cap) * m->kv_dim + kvh * hd * kv->cap;
     const float *vc = kv->v + (F->layer * m->n_kv + kvh) * kv->cap * hd;
     float stackbuf[4096];
     float *s = G * len <= 4096 ? stackbuf : malloc(G * len * sizeof(float));
     if (!s) { F->oom = 1; return; }
-    cis2_attend_group(F->cx, F->q + r * m->q_dim + h0 * hd, G, kt, vc, hd, len, hd, s, F->att + r * m->q_dim + h0 * hd);
-    if (F->probs) memcpy(F->probs + r * F->probs_stride + h0 * len, s, G * len * sizeof(float));
+    cis2_attend_group(F->cx, F->q + r * m->q_dim + h0 * hd, G, kt, vc, hd, lo, len, hd, s,
+                      F->att + r * m->q_dim + h0 * hd);
+    if (F->probs) /* the trace's rows hold every position; those outside the window have probability 0 */
+        for (size_t g = 0; g < G; g++) {
+            float *dst = F->probs + r * F->probs_stride + (h0 + g) * len;
+            memset(dst, 0, lo * sizeof(float));
+            memcpy(dst + lo, s + g * (len - lo), (len - lo) * sizeof(float));
+        }
     if (s != stackbuf) free(s);
 }
 

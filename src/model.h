@@ -30,6 +30,7 @@ typedef struct cis2_layer {
 typedef struct cis2_model {
     cis2_config cfg;
     size_t hidden, inter, n_layers, n_heads, n_kv, head_dim, vocab, q_dim, kv_dim;
+    size_t window;          /* docs/models.md §M5: each row attends to its last `window` keys; 0 = all (§9) */
     cis2_layer *layers;
     cis2_wmem wmem;         /* every packed matrix below (kernels.h: huge pages) */
     cis2_pmat embed;        /* [vocab, hidden] */

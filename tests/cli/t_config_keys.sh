@@ -66,6 +66,14 @@ same v5
 variant mistral 'c["rope_theta"] = 1e6; c["model_type"] = "mistral"; c["architectures"] = ["MistralForCausalLM"];
 c["sliding_window"] = None'
 same mistral
+# ... and so is a window of 8 keys or more on this run, whose 4 steps read
+# the logits of positions 4..7 (docs/models.md §M5), while one of 7 is not
+variant mistral_wide 'c["rope_theta"] = 1e6; c["model_type"] = "mistral"; c["sliding_window"] = 8'
+same mistral_wide
+variant mistral_narrow 'c["rope_theta"] = 1e6; c["model_type"] = "mistral"; c["sliding_window"] = 7'
+logits "$T/mistral_narrow" "$T/mistral_narrow.logits"
+cmp -s "$T/ref.logits" "$T/mistral_narrow.logits" && fail "mistral_narrow: a window of 7 keys on 8 positions changed nothing"
+n=$((n + 1)); echo "ok $n: mistral_narrow: a window one key short of the run changes the logits"
 
 # ---- refusals: exit 5, one line naming the file and the key, before the weights ----
 refuse() { # NAME NEEDLE PYTHON
@@ -98,7 +106,7 @@ refuse softcap 'final_logit_softcapping = 30.0 is not implemented' 'c["final_log
 refuse sliding_window 'sliding_window = 4096 is not implemented' 'c["sliding_window"] = 4096'
 refuse use_sliding 'use_sliding_window is true' 'c["use_sliding_window"] = True'
 refuse partial 'partial_rotary_factor = 0.5 is not implemented' 'c["partial_rotary_factor"] = 0.5'
-refuse family "model_type 'phi3' not supported" 'c["model_type"] = "phi3"'
-refuse mistral_sliding 'sliding_window = 4096 is not implemented' \
-    'c["model_type"] = "mistral"; c["sliding_window"] = 4096; c["use_sliding_window"] = False'
+refuse family "model_type 'gemma3_text' not supported" 'c["model_type"] = "gemma3_text"'
+refuse qwen2_sliding 'use_sliding_window is true' \
+    'c["model_type"] = "qwen2"; c["sliding_window"] = 4096; c["use_sliding_window"] = True'
 echo "t_config_keys: ok ($n checks)"

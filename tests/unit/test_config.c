@@ -242,7 +242,7 @@ REJ(unsup_rope_scaling, "rope_scaling", "{\"type\":\"linear\",\"factor\":2.0}", 
 REJ(unsup_act, "hidden_act", "\"gelu\"", CIS2_E_UNSUPPORTED, "hidden_act 'gelu'")
 REJ(unsup_interleaved, "rope_interleaved", "true", CIS2_E_UNSUPPORTED, "rope_interleaved = true is not implemented")
 REJ(unsup_sliding, "use_sliding_window", "true", CIS2_E_UNSUPPORTED, "use_sliding_window is true")
-REJ(unsup_model_type, "model_type", "\"phi3\"", CIS2_E_UNSUPPORTED, "model_type 'phi3'")
+REJ(unsup_model_type, "model_type", "\"gemma3_text\"", CIS2_E_UNSUPPORTED, "model_type 'gemma3_text'")
 REJ(unsup_mlp_bias, "mlp_bias", "true", CIS2_E_UNSUPPORTED, "mlp_bias is true")
 REJ(unsup_mrope, "use_mrope", "true", CIS2_E_UNSUPPORTED, "use_mrope = true is not implemented")
 REJ(unsup_head_dim_mismatch, "head_dim", "128", CIS2_E_UNSUPPORTED, "head_dim 128")
@@ -501,7 +501,7 @@ static void families(void **s)
         {"Llama-3.2-1B", NULL},
         {"Mistral-7B-v0.3", NULL},
         {"OLMo-2-0425-1B", NULL},
-        {"Phi-3-mini-4k-instruct", "model_type 'phi3' not supported"},
+        {"Phi-3-mini-4k-instruct", NULL},
         {"Qwen2.5-1.5B-Instruct", NULL},
         {"Qwen2.5-3B", NULL},
         {"Qwen2.5-7B", NULL},
@@ -727,9 +727,59 @@ static void qwen3_family(void **s)
     assert_non_null(strstr(e.msg, "head_dim 24 x num_attention_heads 4 != hidden_size 64"));
 }
 
-/* model_type mistral (issue 33) is Llama's arithmetic only without a
- * sliding window: Mistral's modeling code applies sliding_window whenever
- * it is set (it has no use_sliding_window), and has no biases at all. */
+/* model_type phi3 (docs/models.md §M6): the real Phi-3-mini config's
+ * window (2047) and fused tensors; the window's bounds (§M5: an integer in
+ * [1, 2^31], null for none); no attention biases. */
+static void phi3_family(void **s)
+{
+    (void)s;
+    char p[1024];
+    snprintf(p, sizeof p, "%s/models/families/Phi-3-mini-4k-instruct.json", shared());
+    cis2_config c;
+    cis2_error e = {0};
+    if (access(p, R_OK) == 0) {
+        if (cis2_config_load(&c, p, &e)) fail_msg("%s", e.msg);
+        assert_int_equal(c.sliding_window, 2047);
+        assert_int_equal(cis2_config_fused(&c), 1);
+        assert_int_equal(c.head_dim, 96);
+        assert_int_equal(cis2_config_param_count(&c, 0), 3821079552ull); /* Phi-3-mini's published 3.8B */
+    }
+    static const char *const base = "{\"model_type\":\"phi3\",\"hidden_size\":64,\"intermediate_size\":128,"
+        "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"vocab_size\":300,"
+        "\"rms_norm_eps\":1e-05,\"rope_theta\":10000.0,\"tie_word_embeddings\":false%s}";
+    static const struct { const char *extra; int rc; const char *why; int64_t window; } C[] = {
+        {"", CIS2_OK, NULL, 0},
+        {",\"sliding_window\":null", CIS2_OK, NULL, 0},
+        {",\"sliding_window\":2047", CIS2_OK, NULL, 2047},
+        {",\"sliding_window\":2147483648", CIS2_OK, NULL, 2147483648},
+        {",\"sliding_window\":0", CIS2_E_FORMAT, "sliding_window must be null or an integer in [1, 2^31]", 0},
+        {",\"sliding_window\":-5", CIS2_E_FORMAT, "sliding_window must be null or an integer", 0},
+        {",\"sliding_window\":2147483649", CIS2_E_FORMAT, "sliding_window must be null or an integer", 0},
+        {",\"sliding_window\":64.0", CIS2_E_FORMAT, "sliding_window must be null or an integer", 0},
+        {",\"sliding_window\":\"64\"", CIS2_E_FORMAT, "sliding_window must be null or an integer", 0},
+        {",\"attention_bias\":true", CIS2_E_UNSUPPORTED, "a phi3 model has no attention biases", 0},
+        {",\"mlp_bias\":true", CIS2_E_UNSUPPORTED, "mlp_bias is true", 0},
+        {",\"rope_scaling\":{\"type\":\"longrope\",\"short_factor\":[1.0],\"long_factor\":[1.0]}",
+         CIS2_E_UNSUPPORTED, "rope_scaling.type \"longrope\" is not implemented", 0},
+    };
+    for (size_t i = 0; i < sizeof C / sizeof C[0]; i++) {
+        char t[1024];
+        snprintf(t, sizeof t, base, C[i].extra);
+        memset(&e, 0, sizeof e);
+        int rc = cis2_config_parse(&c, t, strlen(t), "phi", &e);
+        if (rc != C[i].rc || (C[i].why && !strstr(e.msg, C[i].why)))
+            fail_msg("case %zu (%s): rc=%d msg='%s'", i, C[i].extra, rc, e.msg);
+        if (!rc) {
+            assert_int_equal(c.sliding_window, C[i].window);
+            assert_int_equal(cis2_config_fused(&c), 1);
+            assert_int_equal(cis2_config_qkv_bias(&c), 0);
+        }
+    }
+}
+
+/* model_type mistral (issue 33) is Llama's arithmetic, with a sliding
+ * window wherever sliding_window is set (docs/models.md §M5: Mistral's
+ * modeling code has no use_sliding_window), and has no biases at all. */
 static void mistral_family(void **s)
 {
     (void)s;
@@ -739,8 +789,9 @@ static void mistral_family(void **s)
     static const struct { const char *extra, *why; } C[] = {
         {"", NULL},
         {",\"sliding_window\":null", NULL},
-        {",\"sliding_window\":4096", "sliding_window = 4096 is not implemented"},
-        {",\"sliding_window\":4096,\"use_sliding_window\":false", "sliding_window = 4096 is not implemented"},
+        {",\"sliding_window\":4096", NULL},
+        {",\"sliding_window\":4096,\"use_sliding_window\":false", NULL},
+        {",\"sliding_window\":1,\"use_sliding_window\":true", NULL},
         {",\"attention_bias\":true", "a mistral model has no attention biases"},
         {",\"mlp_bias\":true", "mlp_bias is true"},
     };
@@ -754,6 +805,8 @@ static void mistral_family(void **s)
             fail_msg("case %zu (%s): rc=%d msg='%s'", i, C[i].extra, rc, e.msg);
         if (!rc) {
             assert_string_equal(c.model_type, "mistral");
+            assert_int_equal(c.sliding_window, strstr(C[i].extra, "4096") ? 4096 : strstr(C[i].extra, ":1,") ? 1 : 0);
+            assert_int_equal(cis2_config_fused(&c), 0);
             assert_int_equal(cis2_config_qkv_bias(&c), 0);
             assert_int_equal(cis2_config_o_bias(&c), 0);
         }
@@ -925,7 +978,7 @@ int main(void)
         cmocka_unit_test(rope_parameters_base), cmocka_unit_test(rope_types_refused),
         cmocka_unit_test(rope_members), cmocka_unit_test(layer_types), cmocka_unit_test(sliding_window),
         cmocka_unit_test(neutral_keys), cmocka_unit_test(pretraining_tp_accepted),
-        cmocka_unit_test(transformers5_config), cmocka_unit_test(families), cmocka_unit_test(smollm3_nope), cmocka_unit_test(olmo2_family), cmocka_unit_test(mistral_family),
+        cmocka_unit_test(transformers5_config), cmocka_unit_test(families), cmocka_unit_test(smollm3_nope), cmocka_unit_test(olmo2_family), cmocka_unit_test(mistral_family), cmocka_unit_test(phi3_family),
         cmocka_unit_test(llama3_rope), cmocka_unit_test(qwen3_family),
         cmocka_unit_test(synth_shape_table),
     };

@@ -365,7 +365,9 @@ static void test_matmul_n(void **state)
 /* cis2_attend_group under every variant equals, head by head, the
  * row-layout reference cis2_attend_head (an independent loop: plain keys,
  * one dot_seq per position): G heads sharing a KV head, head sizes with and
- * without a 16-float tail, lengths across key blocks. */
+ * without a 16-float tail, lengths across key blocks; and with a sliding
+ * window's first key lo (docs/models.md §M5), in and across key blocks,
+ * against the reference run on keys lo..len-1 alone. */
 static void test_attention_variants(void **state)
 {
     (void)state;
@@ -374,6 +376,7 @@ static void test_attention_variants(void **state)
     for (int it = 0; it < 60; it++) {
         size_t G = 1 + rnd() % 8, hd = HD[rnd() % 5], len = LEN[rnd() % 7], cap = (len + 15) / 16 * 16;
         size_t vs = hd + (it % 3) * 8; /* value rows may be strided */
+        size_t lo = it % 3 == 0 ? 0 : rnd() % len, w = len - lo;
         float *q = malloc(G * hd * 4), *k = malloc(len * hd * 4), *v = malloc(len * vs * 4);
         float *kt = calloc(cap * hd, 4), *s = malloc(G * len * 4), *o = malloc(G * hd * 4);
         float *s_ref = malloc(G * len * 4), *o_ref = malloc(G * hd * 4);
@@ -384,7 +387,8 @@ static void test_attention_variants(void **state)
             for (size_t d = 0; d < hd; d++) kt[(j / 16) * 16 * hd + d * 16 + j % 16] = k[j * hd + d];
         float *vr = malloc(len * hd * 4); /* the reference reads k and v rows with one stride */
         for (size_t j = 0; j < len; j++) memcpy(vr + j * hd, v + j * vs, hd * 4);
-        for (size_t h = 0; h < G; h++) cis2_attend_head(q + h * hd, k, vr, hd, len, hd, s_ref + h * len, o_ref + h * hd);
+        for (size_t h = 0; h < G; h++)
+            cis2_attend_head(q + h * hd, k + lo * hd, vr + lo * hd, hd, w, hd, s_ref + h * w, o_ref + h * hd);
         free(vr);
         for (size_t n = 0; n < NNAMES; n++) {
             if (!cis2_kernel_available(NAMES[n])) continue;
@@ -392,15 +396,15 @@ static void test_attention_variants(void **state)
             assert_int_equal(use_kernel(NAMES[n], &err), CIS2_OK);
             memset(s, 0xFF, G * len * 4);
             memset(o, 0xFF, G * hd * 4);
-            cis2_attend_group(&X, q, G, kt, v, vs, len, hd, s, o);
-            for (size_t i = 0; i < G * len; i++)
+            cis2_attend_group(&X, q, G, kt, v, vs, lo, len, hd, s, o);
+            for (size_t i = 0; i < G * w; i++)
                 if (bitsf(s[i]) != bitsf(s_ref[i]))
-                    fail_msg("%s: G %zu hd %zu len %zu: prob[%zu] = %08X, want %08X", NAMES[n], G, hd, len, i,
-                             bitsf(s[i]), bitsf(s_ref[i]));
+                    fail_msg("%s: G %zu hd %zu lo %zu len %zu: prob[%zu] = %08X, want %08X", NAMES[n], G, hd, lo,
+                             len, i, bitsf(s[i]), bitsf(s_ref[i]));
             for (size_t i = 0; i < G * hd; i++)
                 if (bitsf(o[i]) != bitsf(o_ref[i]))
-                    fail_msg("%s: G %zu hd %zu len %zu: out[%zu] = %08X, want %08X", NAMES[n], G, hd, len, i,
-                             bitsf(o[i]), bitsf(o_ref[i]));
+                    fail_msg("%s: G %zu hd %zu lo %zu len %zu: out[%zu] = %08X, want %08X", NAMES[n], G, hd, lo,
+                             len, i, bitsf(o[i]), bitsf(o_ref[i]));
             pairs++;
         }
         free(q); free(k); free(v); free(kt); free(s); free(o); free(s_ref); free(o_ref);
