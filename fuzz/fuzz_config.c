@@ -6,7 +6,8 @@
  * product (model.c) stays within size_t, and the RoPE table the config
  * asks for (§7.1, docs/models.md §M1) must be finite and non-negative.
  * heads x head_dim may differ from hidden_size for qwen3 only
- * (docs/models.md §M2); it is bounded through the parameter count.
+ * (docs/models.md §M2); it is bounded through the parameter count.  A
+ * sliding window (§M5) is mistral's or phi3's only, in [1, 2^31].
  */
 #include "fuzz_util.h"
 
@@ -30,7 +31,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             c.num_attention_heads % c.num_key_value_heads != 0 ||
             c.head_dim <= 0 || c.head_dim > CIS2_CFG_MAX_HIDDEN || c.head_dim % 2 != 0 ||
             (c.head_dim * c.num_attention_heads != c.hidden_size && strcmp(c.model_type, "qwen3")) ||
-            !(c.rms_norm_eps > 0.0f) || !(c.rope_theta > 0.0f) ||
+            !(c.rms_norm_eps > 0.0f) || !(c.rope_theta > 0.0f) || c.sliding_window < 0 ||
+            c.sliding_window > ((int64_t)1 << 31) ||
+            (c.sliding_window && strcmp(c.model_type, "mistral") && strcmp(c.model_type, "phi3")) ||
             cis2_config_param_count(&c, 1) > CIS2_CFG_MAX_PARAMS)
             abort();
         static float inv_freq[CIS2_CFG_MAX_HIDDEN / 2];

@@ -70,6 +70,7 @@ put("config", "huge.json", json.dumps(dict(base, hidden_size=65536, intermediate
                                            num_hidden_layers=1024, vocab_size=1 << 22)))
 # the families of docs/models.md: llama3 RoPE (§M1), qwen3's own head_dim
 # (§M2), smollm3's no-RoPE layers (§M3), olmo2 (§M4), mistral unwindowed
+# and windowed, phi3 (§M5, §M6)
 put("config", "llama3_rope.json", json.dumps(dict(base, head_dim=16, rope_theta=500000.0, rope_scaling={
     "rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
     "original_max_position_embeddings": 64})))
@@ -80,6 +81,9 @@ put("config", "smollm3.json", json.dumps(dict(base, model_type="smollm3", num_hi
                                               use_sliding_window=False, sliding_window=None)))
 put("config", "olmo2.json", json.dumps(dict(base, model_type="olmo2", tie_word_embeddings=False)))
 put("config", "mistral.json", json.dumps(dict(base, model_type="mistral", sliding_window=None)))
+put("config", "mistral_window.json", json.dumps(dict(base, model_type="mistral", sliding_window=4096)))
+put("config", "phi3.json", json.dumps(dict(base, model_type="phi3", sliding_window=2047, embd_pdrop=0.0,
+                                           resid_pdrop=0.0, original_max_position_embeddings=4096)))
 
 # ---- tokenizer.json (the SmolLM2 shape, a small vocab) ----
 def b2u():

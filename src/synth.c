@@ -127,6 +127,7 @@ static size_t tensor_list(const cis2_synth_shape *s, tdesc *out, size_t cap)
     uint64_t Q = (uint64_t)s->heads * D, KV = (uint64_t)s->kv_heads * D; /* Q = H but for qwen3 (docs/models.md §M2) */
     int qk_norm = !strcmp(s->model_type, "qwen3");
     int post = !strcmp(s->model_type, "olmo2"); /* docs/models.md §M4: post-norms, q/k norms of Q and KV */
+    int fused = !strcmp(s->model_type, "phi3"); /* §M6: one qkv_proj, one gate_up_proj per layer */
     float emb_std = 1.5f * cis2_rsqrt_cr((float)H), lin_h = cis2_rsqrt_cr((float)H), lin_i = cis2_rsqrt_cr((float)I);
 #define ADD(nd, a, b, kd, sd, ...)                                                    \
     do {                                                                              \
@@ -140,12 +141,15 @@ static size_t tensor_list(const cis2_synth_shape *s, tdesc *out, size_t cap)
     for (int64_t l = 0; l < s->layers; l++) {
         const char *p = "model.layers.";
         if (!post) ADD(1, H, 0, K_NORM, 0, "%s%lld.input_layernorm.weight", p, (long long)l);
-        ADD(2, Q, H, K_NORMAL, lin_h, "%s%lld.self_attn.q_proj.weight", p, (long long)l);
-        if (s->qkv_bias) ADD(1, Q, 0, K_NORMAL, 0.05f, "%s%lld.self_attn.q_proj.bias", p, (long long)l);
-        ADD(2, KV, H, K_NORMAL, lin_h, "%s%lld.self_attn.k_proj.weight", p, (long long)l);
-        if (s->qkv_bias) ADD(1, KV, 0, K_NORMAL, 0.05f, "%s%lld.self_attn.k_proj.bias", p, (long long)l);
-        ADD(2, KV, H, K_NORMAL, lin_h, "%s%lld.self_attn.v_proj.weight", p, (long long)l);
-        if (s->qkv_bias) ADD(1, KV, 0, K_NORMAL, 0.05f, "%s%lld.self_attn.v_proj.bias", p, (long long)l);
+        if (fused) ADD(2, Q + 2 * KV, H, K_NORMAL, lin_h, "%s%lld.self_attn.qkv_proj.weight", p, (long long)l);
+        else {
+            ADD(2, Q, H, K_NORMAL, lin_h, "%s%lld.self_attn.q_proj.weight", p, (long long)l);
+            if (s->qkv_bias) ADD(1, Q, 0, K_NORMAL, 0.05f, "%s%lld.self_attn.q_proj.bias", p, (long long)l);
+            ADD(2, KV, H, K_NORMAL, lin_h, "%s%lld.self_attn.k_proj.weight", p, (long long)l);
+            if (s->qkv_bias) ADD(1, KV, 0, K_NORMAL, 0.05f, "%s%lld.self_attn.k_proj.bias", p, (long long)l);
+            ADD(2, KV, H, K_NORMAL, lin_h, "%s%lld.self_attn.v_proj.weight", p, (long long)l);
+            if (s->qkv_bias) ADD(1, KV, 0, K_NORMAL, 0.05f, "%s%lld.self_attn.v_proj.bias", p, (long long)l);
+        }
         ADD(2, H, Q, K_NORMAL, Q == H ? lin_h : cis2_rsqrt_cr((float)Q), "%s%lld.self_attn.o_proj.weight", p,
             (long long)l);
         if (post) {
@@ -157,8 +161,11 @@ static size_t tensor_list(const cis2_synth_shape *s, tdesc *out, size_t cap)
             ADD(1, D, 0, K_NORM, 0, "%s%lld.self_attn.k_norm.weight", p, (long long)l);
         }
         ADD(1, H, 0, K_NORM, 0, "%s%lld.post_attention_layernorm.weight", p, (long long)l);
-        ADD(2, I, H, K_NORMAL, lin_h, "%s%lld.mlp.gate_proj.weight", p, (long long)l);
-        ADD(2, I, H, K_NORMAL, lin_h, "%s%lld.mlp.up_proj.weight", p, (long long)l);
+        if (fused) ADD(2, 2 * I, H, K_NORMAL, lin_h, "%s%lld.mlp.gate_up_proj.weight", p, (long long)l);
+        else {
+            ADD(2, I, H, K_NORMAL, lin_h, "%s%lld.mlp.gate_proj.weight", p, (long long)l);
+            ADD(2, I, H, K_NORMAL, lin_h, "%s%lld.mlp.up_proj.weight", p, (long long)l);
+        }
         ADD(2, H, I, K_NORMAL, lin_i, "%s%lld.mlp.down_proj.weight", p, (long long)l);
         if (post) ADD(1, H, 0, K_NORM, 0, "%s%lld.post_feedforward_layernorm.weight", p, (long long)l);
     }

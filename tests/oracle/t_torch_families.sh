@@ -6,12 +6,17 @@
 # the 8 frequencies of head_dim 16 in all three bands; qwen3: head_dim 24
 # x 4 heads = 96 != hidden 64), SmolLM3 (§M3: no_rope_layers [1, 0, 1]:
 # the middle layer attends without RoPE), OLMo-2 (§M4: norms after the
-# blocks, q/k norm over the whole projection; GQA 4/2 so k_norm is 32 wide).
+# blocks, q/k norm over the whole projection; GQA 4/2 so k_norm is 32 wide),
+# Mistral with a sliding window (§M5: 7 keys, so that the 24 positions of
+# a run slide past it and past a 16-key block of the cache) and Phi-3 (§M6:
+# fused qkv_proj and gate_up_proj, a window of 5).
 #   1. cis2 against the torch fp32 oracle written from transformers'
 #      semantics (torch_ref.py): every greedy token with a clear margin and
 #      relative L2 <= 1e-4 per step on the logits;
 #   2. the oracle without the feature (--ablate llama3 / llama3_smooth /
-#      qk_norm / nope / post_norm / qk_norm_per_head) must reject the same run: the feature changes the output;
+#      qk_norm / nope / post_norm / qk_norm_per_head / window /
+#      window_off_by_one) must reject the same run: the feature changes
+#      the output (and a window one key wider is not the same function);
 #   3. bit identity: every kernel x threads 1/2 gives the same logits dump
 #      and digest; a batch of prompts equals each prompt run alone; the
 #      KV-cache decode equals recompute; the receipt verifies (prefill);
@@ -55,6 +60,20 @@ cat > "$T/olmo2.json" <<'J'
  "vocab_size": 512, "max_position_embeddings": 512, "rms_norm_eps": 1e-06, "rope_theta": 500000,
  "rope_scaling": null, "tie_word_embeddings": false, "attention_bias": false, "attention_dropout": 0.0,
  "torch_dtype": "float32"}
+J
+cat > "$T/mistral_sw.json" <<'J'
+{"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_act": "silu", "hidden_size": 64,
+ "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+ "vocab_size": 512, "max_position_embeddings": 512, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0,
+ "sliding_window": 7, "tie_word_embeddings": false, "attention_dropout": 0.0, "torch_dtype": "bfloat16"}
+J
+cat > "$T/phi3.json" <<'J'
+{"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "hidden_act": "silu", "hidden_size": 64,
+ "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+ "vocab_size": 512, "max_position_embeddings": 512, "original_max_position_embeddings": 512,
+ "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "rope_scaling": null, "sliding_window": 5,
+ "tie_word_embeddings": false, "attention_bias": false, "embd_pdrop": 0.0, "resid_pdrop": 0.0,
+ "pad_token_id": 32000, "bos_token_id": 1, "eos_token_id": 32000, "torch_dtype": "bfloat16"}
 J
 
 kernels=""
@@ -127,5 +146,7 @@ family llama3 llama3 llama3_smooth
 family qwen3 qk_norm
 family smollm3 nope
 family olmo2 post_norm qk_norm qk_norm_per_head
+family mistral_sw window window_off_by_one
+family phi3 window window_off_by_one
 end_fails
 echo ok

@@ -32,10 +32,20 @@ from cis2's code or docs/models.md's pinned order):
     MLP's through post_feedforward_layernorm before each residual add
     (Olmo2Attention, Olmo2DecoderLayer); the MLP reads the residual stream
     itself.
-`check --ablate llama3|llama3_smooth|qk_norm|nope|post_norm|qk_norm_per_head`
+  - Mistral and Phi-3 (model_type mistral / phi3) with sliding_window W
+    set: the causal mask and'ed with transformers' sliding_window_overlay,
+    key kv visible from query q iff kv > q - W (masking_utils), so each
+    position sees its own key and the W - 1 before it.
+  - Phi-3 (model_type phi3): self_attn.qkv_proj holds q_proj's rows
+    (heads*head_dim), then k_proj's and v_proj's (kv_heads*head_dim each),
+    sliced in that order (Phi3Attention's query_pos); mlp.gate_up_proj is
+    chunk(2) of the output: the first intermediate_size rows the gate, the
+    rest up (Phi3MLP); split here at load, the arithmetic then Llama's.
+`check --ablate llama3|llama3_smooth|qk_norm|nope|post_norm|qk_norm_per_head|window|window_off_by_one`
 drops the feature from the oracle (post_norm: OLMo-2's block outputs added
 unnormalised; qk_norm_per_head: OLMo-2's q/k norm taken per head, Qwen3's
-way, with each head's slice of the weight): the
+way, with each head's slice of the weight; window: full attention;
+window_off_by_one: W + 1 keys, the older flash-attention reading): the
 test shows that the comparison then fails (the feature is effective).
 
 It deliberately does NOT reproduce cis2's pinned arithmetic (§5-§6): torch
@@ -137,6 +147,10 @@ class Config:
         self.olmo2 = c.get("model_type") == "olmo2"
         self.post_norm = self.olmo2
         self.qk_whole = self.olmo2                              # OLMo-2: over the whole projection
+        self.window = None                                       # Mistral / Phi-3 sliding window
+        if mt in ("mistral", "phi3") and c.get("sliding_window") is not None:
+            self.window = int(c["sliding_window"])
+        self.fused = mt == "phi3"                                # Phi-3: qkv_proj, gate_up_proj
         self.llama3 = None
         for key in ("rope_scaling", "rope_parameters"):
             rs = c.get(key) or {}
@@ -181,6 +195,16 @@ def inv_freq_f64(cfg):
 def load_model(model_dir):
     cfg = Config(os.path.join(model_dir, "config.json"))
     w = load_safetensors(os.path.join(model_dir, "model.safetensors"))
+    if cfg.fused:                                                # Phi-3: split as Phi3Attention / Phi3MLP slice
+        qn, kn = cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+        for l in range(cfg.layers):
+            p = f"model.layers.{l}."
+            qkv = w.pop(p + "self_attn.qkv_proj.weight")
+            w[p + "self_attn.q_proj.weight"] = qkv[:qn]
+            w[p + "self_attn.k_proj.weight"] = qkv[qn:qn + kn]
+            w[p + "self_attn.v_proj.weight"] = qkv[qn + kn:]
+            gu = w.pop(p + "mlp.gate_up_proj.weight")
+            w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"] = gu[:cfg.inter], gu[cfg.inter:]
     if "lm_head.weight" not in w:
         # tied (or a checkpoint that simply omits the head): reuse the embedding (§11.1)
         w["lm_head.weight"] = w["model.embed_tokens.weight"]
@@ -222,6 +246,9 @@ def torch_forward(cfg, w, ids):
     with torch.no_grad():
         x = W("model.embed_tokens.weight")[torch.tensor(ids, dtype=torch.long)]
         mask = torch.ones(T, T, dtype=torch.bool).tril()
+        if cfg.window:                                           # sliding_window_overlay: kv > q - W
+            qi, ki = torch.arange(T)[:, None], torch.arange(T)[None, :]
+            mask = mask & (ki > qi - cfg.window)
         for l in range(cfg.layers):
             p = f"model.layers.{l}."
             h = x if cfg.olmo2 else rmsnorm(x, W(p + "input_layernorm.weight"))
@@ -317,8 +344,9 @@ def numpy_forward(cfg, w, ids):
                 q = rot(qknorm(lin(p + "self_attn.q_proj", h), H, qn), H, pos, cfg.use_rope[l])
                 kcache[l].append(rot(qknorm(lin(p + "self_attn.k_proj", h), KV, kn), KV, pos, cfg.use_rope[l]))
             vcache[l].append(lin(p + "self_attn.v_proj", h))
-            K = np.stack(kcache[l])                              # [pos+1, KV*D]
-            V = np.stack(vcache[l])
+            lo = max(0, pos + 1 - cfg.window) if cfg.window else 0   # the window's first key
+            K = np.stack(kcache[l][lo:])                         # [pos+1-lo, KV*D]
+            V = np.stack(vcache[l][lo:])
             att = np.empty(H * D)
             for hh in range(H):
                 kv = hh // (H // KV)
@@ -454,6 +482,10 @@ def ablate(cfg, what):
             if not cfg.qk_norm:
                 raise ValueError("--ablate qk_norm: the config is not qwen3 or olmo2")
             cfg.qk_norm = False
+        elif f in ("window", "window_off_by_one"):
+            if not cfg.window:
+                raise ValueError(f"--ablate {f}: the config has no sliding window")
+            cfg.window = None if f == "window" else cfg.window + 1
         elif f == "post_norm":
             if not cfg.olmo2:
                 raise ValueError("--ablate post_norm: the config is not olmo2")
@@ -661,7 +693,7 @@ def main(argv):
                    help="check a token when top1-top2 > MARGIN * max|logit|")
     c.add_argument("--min-checked", type=int, default=3,
                    help="fail unless at least this many steps had a checkable margin")
-    c.add_argument("--ablate", action="append", choices=["llama3", "llama3_smooth", "qk_norm", "nope", "post_norm",
+    c.add_argument("--ablate", action="append", choices=["llama3", "llama3_smooth", "qk_norm", "nope", "post_norm", "window", "window_off_by_one",
                                                      "qk_norm_per_head"],
                    help="drop this family feature from the oracle (a negative control)")
     g = sub.add_parser("greedy", help="print the oracle's own greedy tokens")
