@@ -292,7 +292,7 @@ static int on_token(void *ctx, const cis2_token_event *ev)
 typedef struct run_opts {
     cli_engine eng;
     const char *prompt_text, *prompt_file, *prompt_ids, *dump, *receipt, *trace;
-    const char *speculate;    /* --speculate: off, lookup or lookup:K (docs/speculate.md) */
+    const char *speculate;    /* --speculate: off, lookup[:K] or draft:DIR[:K] (docs/speculate.md) */
     size_t gen;
     int json, recompute, trace_dump, progress, stream;
     /* docs/sampling.md: the sampler, logprobs and stop rules */
@@ -458,7 +458,7 @@ static int parse_run(int argc, char **argv, run_opts *o)
     if (o->stream && o->json) return cli_usage_error("run", "--stream is for the text output, not --json");
     if (o->prompt_text && !*o->prompt_text) return cli_usage_error("run", "--prompt is empty");
     if (o->speculate && !cli_speculate_ok(o->speculate))
-        return cli_usage_error("run", "--speculate '%s': give off, lookup or lookup:K with K 1..16", o->speculate);
+        return cli_usage_error("run", "--speculate '%s': give off, lookup, lookup:K, draft:DIR or draft:DIR:K with K 1..16", o->speculate);
     const char *paths[3] = {o->receipt, o->dump, o->trace};
     const char *names[3] = {"--receipt", "--dump-logits", "--trace"};
     for (int i = 0; i < 3; i++)

@@ -59,6 +59,8 @@ const cli_command cli_commands[] = {
      "  --speculate lookup[:K]  draft up to K tokens (1..16, default 4) by prompt lookup and\n"
      "                      check them in one pass: faster on repetitive text, never changes\n"
      "                      a bit (docs/speculate.md); off (default) decodes token by token\n"
+     "  --speculate draft:DIR[:K]  the drafts from a smaller model in DIR with the same\n"
+     "                      tokenizer.json (its greedy tokens); never changes a bit either\n"
      " seeded sampling, logprobs and stop rules (docs/sampling.md; any of them makes the\n"
      " receipt CIS-2-RECEIPT ext-sampling-1, except a greedy run without stop rules):\n"
      "  --temperature T     0 (default) is greedy (§11.2); decimals are rounded once to binary32\n"
@@ -180,6 +182,8 @@ const cli_command cli_commands[] = {
      "  --speculate lookup[:K]  decode with prompt-lookup drafts of up to K tokens (1..16,\n"
      "                      default 4): the same responses and receipts, bit for bit\n"
      "                      (docs/speculate.md); off (default) decodes token by token\n"
+     "  --speculate draft:DIR[:K]  drafts from a smaller model in DIR with the same\n"
+     "                      tokenizer.json; the same responses and receipts too\n"
      "  --render-chat       print what chat requests on stdin (JSON lines) render to, and exit\n"
      ENGINE_USAGE},
 };
@@ -555,14 +559,23 @@ void cli_print_verdict(const cis2_verdict *v, int colon)
 }
 
 /* cli.h */
-int cli_speculate_ok(const char *s)
+/* A draft length: 1..16, digits only. */
+static int spec_k_ok(const char *p)
 {
-    if (!strcmp(s, "off") || !strcmp(s, "lookup")) return 1;
-    if (strncmp(s, "lookup:", 7) || !s[7] || strlen(s + 7) > 2) return 0;
+    if (!*p || strlen(p) > 2) return 0;
     int k = 0;
-    for (const char *p = s + 7; *p; p++) {
+    for (; *p; p++) {
         if (*p < '0' || *p > '9') return 0;
         k = 10 * k + (*p - '0');
     }
     return k >= 1 && k <= 16;
+}
+
+int cli_speculate_ok(const char *s)
+{
+    if (!strcmp(s, "off") || !strcmp(s, "lookup")) return 1;
+    if (!strncmp(s, "lookup:", 7)) return spec_k_ok(s + 7);
+    if (strncmp(s, "draft:", 6) || !s[6] || s[6] == ':') return 0;
+    const char *c = strrchr(s + 6, ':'); /* draft:DIR:K when the last part is all digits */
+    return !c || !c[1] || strspn(c + 1, "0123456789") != strlen(c + 1) || spec_k_ok(c + 1);
 }

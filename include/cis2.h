@@ -213,8 +213,11 @@ CIS2_API int cis2_engine_set_threads(cis2_engine *e, int threads, cis2_error *er
 /* Speculative decoding for every later generate and session step:
  * "lookup" or "lookup:K" drafts up to K (1..16, default 4) tokens per step
  * by prompt lookup (the latest earlier match of the last 3, 2 or 1 tokens
- * in the prompt and the text so far) and checks them in one pass of K+1
- * rows; "off" (or NULL, the default) decodes one token per pass.  Never
+ * in the prompt and the text so far), "draft:DIR" or "draft:DIR:K" by the
+ * greedy decoding of the model in DIR (loaded here; its tokenizer.json
+ * must be this model's, else CIS2_E_USAGE; unreadable, CIS2_E_IO), and
+ * checks them in one pass of K+1 rows; "off" (or NULL, the default)
+ * decodes one token per pass.  Never
  * changes a bit: tokens, logprobs, witness, finish and receipts are plain
  * decoding's (docs/speculate.md); only the time can differ.  Not used by
  * traced or recompute runs.  Waits like set_kernel; a bad spec is

@@ -144,6 +144,7 @@ out:
 void cis2_engine_close(cis2_engine *e)
 {
     if (!e) return;
+    cis2_dmodel_free(e->dm);
     cis2_model_free(&e->m);
     cis2_tokenizer_free(e->tok);
     cis2_pool_destroy(e->pool);
@@ -190,20 +191,47 @@ int cis2_engine_set_threads(cis2_engine *e, int threads, cis2_error *err)
     return rc;
 }
 
+/* A draft model for e, loaded as any computing call runs (with e's pool,
+ * beside other calls); the setting changes only after. */
+static int load_draft(cis2_engine *e, const char *dir, cis2_dmodel **dm, cis2_error *err)
+{
+    cis2_frame f;
+    cis2_ctx cx;
+    int rc = CIS2_OK;
+    ENGINE_ENTER(e, f, err, rc, out);
+    cx = cis2_engine_ctx(e);
+    rc = cis2_dmodel_load(&cx, dm, dir, &e->m, err);
+out:
+    ENGINE_LEAVE(f);
+    return rc;
+}
+
 /* Speculation never changes a bit (session.c), so like the kernel it is
  * the engine's to set for every call. */
 int cis2_engine_set_speculate(cis2_engine *e, const char *spec, cis2_error *err)
 {
     int kind;
     unsigned k;
-    int rc = cis2_spec_parse(spec, &kind, &k, err);
+    char *dir;
+    cis2_dmodel *dm = NULL;
+    if (cis2_api_in_frame()) /* before a draft model's load, as engine_change_begin would refuse */
+        return cis2_fail(err, CIS2_E_USAGE, "cis2_engine_set_speculate: not from inside a call of the library (a callback)");
+    int rc = cis2_spec_parse(spec, &kind, &k, &dir, err);
+    if (!rc && dir) rc = load_draft(e, dir, &dm, err);
+    free(dir);
     if (rc) return rc; /* refused: the setting stays */
-    if ((rc = engine_change_begin(e, "cis2_engine_set_speculate", err))) return rc;
+    if ((rc = engine_change_begin(e, "cis2_engine_set_speculate", err))) {
+        cis2_dmodel_free(dm);
+        return rc;
+    }
+    cis2_dmodel *old = e->dm;
     e->spec_kind = kind;
     e->spec_k = k;
     e->draft_fn = NULL;
     e->draft_ctx = NULL;
+    e->dm = dm;
     pthread_rwlock_unlock(&e->calls);
+    cis2_dmodel_free(old);
     return CIS2_OK;
 }
 
@@ -217,7 +245,10 @@ int cis2_engine_set_drafter(cis2_engine *e, cis2_draft_fn fn, void *ctx, unsigne
     e->spec_k = fn ? k : 0;
     e->draft_fn = fn;
     e->draft_ctx = fn ? ctx : NULL;
+    cis2_dmodel *old = e->dm;
+    e->dm = NULL;
     pthread_rwlock_unlock(&e->calls);
+    cis2_dmodel_free(old);
     return CIS2_OK;
 }
 

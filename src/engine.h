@@ -22,6 +22,7 @@
 
 #include "api.h"
 #include "cis2_toolkit.h" /* and cis2.h */
+#include "draft.h"
 #include "kernels.h"
 #include "model.h"
 #include "threadpool.h"
@@ -41,6 +42,7 @@ struct cis2_engine {
     unsigned spec_k;          /* its draft length */
     cis2_draft_fn draft_fn;   /* CIS2_SPEC_CALLER's drafter and its context, likewise */
     void *draft_ctx;
+    cis2_dmodel *dm;          /* CIS2_SPEC_DRAFT's draft model (owned), likewise */
 };
 
 /* Takes the engine for a computing call and opens an API frame; on a pin

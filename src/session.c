@@ -31,6 +31,7 @@
  */
 #include "session.h"
 #include "digest.h"
+#include "draft.h"
 #include "sample.h"
 #include "speculate.h"
 #include "kernels.h"
@@ -80,6 +81,7 @@ typedef struct sseq {
     uint32_t dec[CIS2_SPEC_K_MAX + 1];
     size_t ndec;
     unsigned misses, rest;     /* drafting steps in a row that kept no draft; plain steps still to run */
+    cis2_dstate ds;            /* a draft model's state for this sequence (draft.h), when one drafts */
 } sseq;
 
 struct cis2_session {
@@ -221,6 +223,7 @@ static void seq_free(sseq *q)
     free(q->prompt_bytes);
     cis2_rule_clear(&q->rule);
     cis2_kv_free(&q->kv);
+    cis2_dstate_free(&q->ds);
     if (q->w_open) {
         uint8_t junk[32];
         cis2_sha_final(&q->w, junk);
@@ -262,6 +265,7 @@ static int seq_finish(cis2_session *s, sseq *q, int reason, cis2_error *err)
     if (cis2_argmax_digest(q->prompt, q->n_prompt, q->gen, q->n_gen, q->argmax)) /* §12.2 */
         return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
     cis2_kv_free(&q->kv);
+    cis2_dstate_free(&q->ds);
     s->kv_used -= q->kv_bytes;
     q->kv_bytes = 0;
     return CIS2_OK;
@@ -535,14 +539,18 @@ static int stop_reason(const cis2_session *s, sseq *q, size_t step)
     return why;
 }
 
-/* This step's drafts of q, at most k (speculate.h): prompt lookup, or the
- * caller's drafter (cis2_engine_set_drafter), its answer cut to k and
- * ended at the first id outside the vocabulary (it must never index the
- * embedding).  Drafts only cost time if wrong: the rows decide. */
-static size_t draft(const cis2_engine *e, sseq *q, size_t k)
+/* This step's drafts of q, at most k (speculate.h): prompt lookup, a
+ * draft model (draft.h, its passes on cx) or the caller's drafter
+ * (cis2_engine_set_drafter), the answer cut to k and ended at the first id
+ * outside the vocabulary (it must never index the embedding).  Drafts only
+ * cost time if wrong: the rows decide. */
+static size_t draft(const cis2_ctx *cx, const cis2_engine *e, sseq *q, size_t k)
 {
     if (e->spec_kind == CIS2_SPEC_LOOKUP) return cis2_spec_lookup(q->prompt, q->n_prompt, q->gen, q->n_gen, k, q->draft);
-    size_t n = e->draft_fn(e->draft_ctx, q->prompt, q->n_prompt, q->gen, q->n_gen, k, q->draft);
+    size_t n = e->spec_kind == CIS2_SPEC_DRAFT
+                   ? cis2_dmodel_draft(cx, e->dm, &q->ds, q->prompt, q->n_prompt, q->gen, q->n_gen,
+                                       q->n_prompt + q->rule.max_tokens, k, q->draft)
+                   : e->draft_fn(e->draft_ctx, q->prompt, q->n_prompt, q->gen, q->n_gen, k, q->draft);
     if (n > k) n = k;
     for (size_t i = 0; i < n; i++)
         if (q->draft[i] >= e->m.vocab) return i;
@@ -598,7 +606,7 @@ int cis2_session_step_framed(cis2_session *s, const cis2_ctx *cx, size_t *runnin
             size_t room = q->rule.max_tokens - 1 - q->n_gen;
             size_t k = spec_k < room ? spec_k : room;
             if (k && !q->traced && q->rest) q->rest--; /* backing off after wrong drafts (time only) */
-            else if (k && !q->traced) q->ndraft = draft(s->e, q, k);
+            else if (k && !q->traced) q->ndraft = draft(cx, s->e, q, k);
         }
         if (grow((void **)&s->rows, &s->rows_cap, nrows + (to - from) + q->ndraft, sizeof *s->rows))
             return cis2_fail(err, CIS2_E_NOMEM, "out of memory");

@@ -17,12 +17,14 @@
 #define CIS2_SPEC_K_DEFAULT 4
 
 /* LOOKUP: cis2_spec_lookup; CALLER: the caller's cis2_draft_fn
- * (cis2_engine_set_drafter). */
-enum cis2_spec_kind { CIS2_SPEC_OFF = 0, CIS2_SPEC_LOOKUP = 1, CIS2_SPEC_CALLER = 2 };
+ * (cis2_engine_set_drafter); DRAFT: a draft model (draft.h). */
+enum cis2_spec_kind { CIS2_SPEC_OFF = 0, CIS2_SPEC_LOOKUP = 1, CIS2_SPEC_CALLER = 2, CIS2_SPEC_DRAFT = 3 };
 
-/* "off", "lookup" or "lookup:K" (K 1..16) into kind and k; CIS2_E_USAGE
- * with a one-line message otherwise. */
-int cis2_spec_parse(const char *spec, int *kind, unsigned *k, cis2_error *err);
+/* "off", "lookup", "lookup:K", "draft:DIR" or "draft:DIR:K" (K 1..16,
+ * default 4) into kind, k and, for a draft model, its directory (*dir, the
+ * caller frees; NULL otherwise); CIS2_E_USAGE with a one-line message
+ * otherwise. */
+int cis2_spec_parse(const char *spec, int *kind, unsigned *k, char **dir, cis2_error *err);
 
 /* Prompt lookup: in the context a ++ b (the prompt and the tokens made so
  * far), the latest earlier occurrence of its last n tokens (n = 3, 2, 1,

@@ -458,7 +458,9 @@ class Engine:
     @property
     def speculate(self):
         """Speculative decoding of later generate and session calls: "off"
-        (default), "lookup" or "lookup:K" (K 1..16; docs/speculate.md).
+        (default), "lookup" or "lookup:K" (prompt lookup), "draft:DIR" or
+        "draft:DIR:K" (a smaller model in DIR with the same tokenizer.json
+        drafts; K 1..16, default 4; docs/speculate.md).
         Assign to change; never changes a bit, only the time."""
         return getattr(self, "_speculate", "off")
 

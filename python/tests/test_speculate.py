@@ -1,5 +1,6 @@
 """Speculative decoding from Python (Engine.speculate, docs/speculate.md):
-generate, batches and sessions with lookup drafting give plain decoding's
+generate, batches and sessions with lookup drafting and with a draft model
+(the model itself, and the tiny shape: same synthetic tokenizer) give plain decoding's
 receipts, witnesses, tokens, logprobs and logits, byte for byte.  Oracle:
 the same engine's plain decoding (speculate "off")."""
 
@@ -19,7 +20,7 @@ def test_speculate_equals_plain(models, shape):
         cases = [(PROMPT, 30, {}), (REP, 40, {}), (REP, 40, SAMPLED)]
         plain = [e.generate(p, gen_toks=n, logits=True, **kw) for p, n, kw in cases]
         batch = e.generate_batch([cis2.Request(p, n, **kw) for p, n, kw in cases], logits=True)
-        for spec in ("lookup:1", "lookup", "lookup:8"):
+        for spec in ("lookup:1", "lookup", "lookup:8", f"draft:{models[shape]}:3", f"draft:{models['tiny']}"):
             e.speculate = spec
             assert e.speculate == spec
             for (p, n, kw), ref in zip(cases, plain):
@@ -36,7 +37,17 @@ def test_speculate_equals_plain(models, shape):
 
 
 def test_speculate_bad_spec(engine):
-    for bad in ("lookup:0", "lookup:17", "draft", "lookup:"):
+    for bad in ("lookup:0", "lookup:17", "draft", "lookup:", "draft:", "draft:x:0"):
         with pytest.raises(cis2.UsageError):
             engine.speculate = bad
     assert engine.speculate == "off"
+
+
+def test_speculate_draft_refused(engine, tmp_path):
+    """A draft directory that does not exist is a FileError (exit class io) and the setting
+    stays as it was."""
+    engine.speculate = "lookup:2"
+    with pytest.raises(cis2.FileError):
+        engine.speculate = f"draft:{tmp_path}/none:4"
+    assert engine.speculate == "lookup:2"
+    engine.speculate = "off"

@@ -13,6 +13,9 @@
 # (cis2_decode_steps_total) than tokens generated, the plain one as many.
 # Streams are compared by what they carry (text, logprobs, finish, cis2),
 # not by their chunks: those follow the engine's steps.
+# A third server drafts with a draft model (--speculate draft:DIR:4, the
+# checkpoint itself as its own draft model, so its greedy drafts are
+# right): the same checks, and fewer passes than tokens on the same prompt.
 # A bad --speculate is a usage error (exit 2) before any load.
 set -u
 . tests/lib.sh
@@ -29,8 +32,9 @@ tmpdir d
 "$CIS2" run --model-dir "$d/m" --prompt "Once upon a time" --gen-toks 24 --json > "$d/own.json" || fail "own run"
 start plain "$d/m"
 start spec "$d/m" --speculate lookup:4
+start draft "$d/m" --speculate "draft:$d/m:4"
 
-$PY - "$port_plain" "$port_spec" "$d" "$CIS2" <<'EOF' || fail "the speculative server differs (above)"
+cat > "$d/cmp.py" <<'EOF'
 import json, subprocess, sys, urllib.request
 pp, ps, d, cis2 = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 
@@ -115,4 +119,6 @@ for p, name in ((pp, "plain"), (ps, "speculative")):
         sys.exit(f"FAIL: the speculative server made {steps} passes for {toks} tokens: its drafts were not used")
 print("t_serve_speculate: every response the same")
 EOF
+$PY "$d/cmp.py" "$port_plain" "$port_spec" "$d" "$CIS2" || fail "the lookup server differs (above)"
+$PY "$d/cmp.py" "$port_plain" "$port_draft" "$d" "$CIS2" || fail "the draft-model server differs (above)"
 echo "t_serve_speculate: all passed"

@@ -217,8 +217,10 @@ static void call_set_kernel(void)
 }
 
 /* Speculation never changes a bit, so every other call's references
- * hold whatever is set: off, prompt lookup, or a drafter whose drafts
- * are mostly wrong (it repeats the last token, or proposes 7, 8, ...). */
+ * hold whatever is set: off, prompt lookup, a drafter whose drafts are
+ * mostly wrong (it repeats the last token, or proposes 7, 8, ...), or a
+ * draft model (the checkpoint itself: loaded while other calls compute,
+ * replaced between a session's steps). */
 static size_t odd_drafter(void *ctx, const uint32_t *prompt, size_t n_prompt, const uint32_t *gen, size_t n_gen,
                           size_t max_k, uint32_t *out)
 {
@@ -232,9 +234,12 @@ static void call_set_speculate(void)
 {
     cis2_error err = {0};
     static atomic_int flip;
-    int f = atomic_fetch_add(&flip, 1) % 3;
+    int f = atomic_fetch_add(&flip, 1) % 4;
+    char spec[sizeof dir_tiny + 16];
+    snprintf(spec, sizeof spec, "draft:%s:3", dir_tiny);
     int rc = f == 0 ? cis2_engine_set_speculate(eng, "lookup:4", &err)
            : f == 1 ? cis2_engine_set_drafter(eng, odd_drafter, NULL, 3, &err)
+           : f == 2 ? cis2_engine_set_speculate(eng, spec, &err)
                     : cis2_engine_set_speculate(eng, "off", &err);
     CHECK(rc == CIS2_OK, "set_speculate/set_drafter (%d): %s", f, err.msg);
 }

@@ -14,6 +14,7 @@
 
 #include "speculate.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static size_t draft(const uint32_t *a, size_t na, const uint32_t *b, size_t nb, size_t k, uint32_t *out)
@@ -59,22 +60,38 @@ static void test_parse(void **state)
     (void)state;
     int kind;
     unsigned k;
+    char *dir;
     cis2_error err = {0};
-    assert_int_equal(cis2_spec_parse("lookup", &kind, &k, &err), CIS2_OK);
+    assert_int_equal(cis2_spec_parse("lookup", &kind, &k, &dir, &err), CIS2_OK);
     assert_true(kind == CIS2_SPEC_LOOKUP && k == 4);
-    assert_int_equal(cis2_spec_parse("lookup:1", &kind, &k, &err), CIS2_OK);
+    assert_int_equal(cis2_spec_parse("lookup:1", &kind, &k, &dir, &err), CIS2_OK);
     assert_int_equal(k, 1);
-    assert_int_equal(cis2_spec_parse("lookup:16", &kind, &k, &err), CIS2_OK);
+    assert_int_equal(cis2_spec_parse("lookup:16", &kind, &k, &dir, &err), CIS2_OK);
     assert_int_equal(k, 16);
-    assert_int_equal(cis2_spec_parse("off", &kind, &k, &err), CIS2_OK);
+    assert_int_equal(cis2_spec_parse("off", &kind, &k, &dir, &err), CIS2_OK);
     assert_int_equal(kind, CIS2_SPEC_OFF);
-    assert_int_equal(cis2_spec_parse(NULL, &kind, &k, &err), CIS2_OK);
+    assert_int_equal(cis2_spec_parse(NULL, &kind, &k, &dir, &err), CIS2_OK);
     assert_int_equal(kind, CIS2_SPEC_OFF);
-    const char *bad[] = {"lookup:0", "lookup:17", "lookup:", "lookup:x", "lookup:4x", "lookupx", "draft", "", "lookup:-1"};
+    assert_null(dir);
+    /* draft:DIR[:K]: K is the last ':' part when all digits */
+    static const struct { const char *spec, *dir; unsigned k; } D[] = {
+        {"draft:m", "m", 4}, {"draft:/a/b:8", "/a/b", 8}, {"draft:x:y", "x:y", 4}, {"draft:x:y:16", "x:y", 16},
+        {"draft:dir:", "dir:", 4}, {"draft:a:4:2", "a:4", 2},
+    };
+    for (size_t i = 0; i < sizeof D / sizeof *D; i++) {
+        assert_int_equal(cis2_spec_parse(D[i].spec, &kind, &k, &dir, &err), CIS2_OK);
+        assert_int_equal(kind, CIS2_SPEC_DRAFT);
+        assert_int_equal(k, D[i].k);
+        assert_string_equal(dir, D[i].dir);
+        free(dir);
+    }
+    const char *bad[] = {"lookup:0", "lookup:17", "lookup:", "lookup:x", "lookup:4x", "lookupx", "draft", "", "lookup:-1",
+                         "draft:", "draft::4", "draft:m:0", "draft:m:17", "draft:m:99999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         cis2_error e = {0};
-        assert_int_equal(cis2_spec_parse(bad[i], &kind, &k, &e), CIS2_E_USAGE);
+        assert_int_equal(cis2_spec_parse(bad[i], &kind, &k, &dir, &e), CIS2_E_USAGE);
         assert_non_null(strstr(e.msg, "speculate"));
+        assert_null(dir);
     }
 }
 
