@@ -54,6 +54,8 @@ while True:
         s.connect(("127.0.0.1", port))
     except ConnectionRefusedError:
         break
+    except ConnectionResetError:
+        pass  # the listener closed while this connect was in its backlog: ask again
     finally:
         s.close()
     if time.time() > t:
