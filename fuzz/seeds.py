@@ -70,7 +70,7 @@ put("config", "huge.json", json.dumps(dict(base, hidden_size=65536, intermediate
                                            num_hidden_layers=1024, vocab_size=1 << 22)))
 # the families of docs/models.md: llama3 RoPE (§M1), qwen3's own head_dim
 # (§M2), smollm3's no-RoPE layers (§M3), olmo2 (§M4), mistral unwindowed
-# and windowed, phi3 (§M5, §M6)
+# and windowed, phi3 (§M5, §M6), gemma3_text (§M7)
 put("config", "llama3_rope.json", json.dumps(dict(base, head_dim=16, rope_theta=500000.0, rope_scaling={
     "rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
     "original_max_position_embeddings": 64})))
@@ -84,6 +84,10 @@ put("config", "mistral.json", json.dumps(dict(base, model_type="mistral", slidin
 put("config", "mistral_window.json", json.dumps(dict(base, model_type="mistral", sliding_window=4096)))
 put("config", "phi3.json", json.dumps(dict(base, model_type="phi3", sliding_window=2047, embd_pdrop=0.0,
                                            resid_pdrop=0.0, original_max_position_embeddings=4096)))
+put("config", "gemma3.json", json.dumps(dict(base, model_type="gemma3_text", hidden_act=None, head_dim=16,
+                                             sliding_window=5, sliding_window_pattern=2, query_pre_attn_scalar=24,
+                                             rope_local_base_freq=10000.0, hidden_activation="gelu_pytorch_tanh",
+                                             final_logit_softcapping=None)))
 
 # ---- tokenizer.json (the SmolLM2 shape, a small vocab) ----
 def b2u():

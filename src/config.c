@@ -19,15 +19,18 @@
  * describes), one line naming the file and the key: a key not in the
  * table; a neutral key at another value (rope_interleaved or use_mrope
  * true, soft-capping, partial_rotary_factor != 1, ...); model_type other
- * than llama/qwen2/mistral/qwen3/smollm3/olmo2/phi3; hidden_act other than silu; RoPE other
+ * than llama/qwen2/mistral/qwen3/smollm3/olmo2/phi3/gemma3_text; hidden_act
+ * other than silu (gelu_pytorch_tanh for gemma3_text); RoPE other
  * than §7's plain construction or Llama 3.1's "llama3" rescaling
  * (docs/models.md §M1: rope_parameters / rope_scaling with another
  * rope_type, or any member but rope_type, rope_theta, partial_rotary_factor
  * 1 and llama3's four); two RoPE bases that disagree (rope_theta,
  * rope_parameters.rope_theta, rope_scaling.rope_theta); sliding-window
- * attention but mistral's and phi3's (docs/models.md §M5:
- * use_sliding_window true, a sliding_window that could act, layer_types
- * other than "full_attention"); llama mlp_bias true (§10 has
+ * attention but mistral's, phi3's and gemma3_text's (docs/models.md §M5,
+ * §M7: use_sliding_window true, a sliding_window that could act, layer_types
+ * other than "full_attention"); Gemma 3's keys (query_pre_attn_scalar,
+ * rope_local_base_freq, sliding_window_pattern) in any other family;
+ * llama mlp_bias true (§10 has
  * no MLP biases); and an explicit head_dim with heads*head_dim !=
  * hidden_size (§2.5 pins q_proj/o_proj as [hidden, hidden]) except for
  * qwen3 (docs/models.md §M2: q_proj [heads*head_dim, hidden]).
@@ -48,7 +51,13 @@
  * whole projections, and attention_bias true refused (§M4); phi3 is
  * llama's arithmetic with q/k/v fused into one qkv_proj and gate/up into
  * one gate_up_proj (split as they load, §M6) and mistral's window, and
- * attention_bias true refused.
+ * attention_bias true refused; gemma3_text (§M7) has q_norm/k_norm per
+ * head, four norms per layer (input, post_attention, pre_feedforward,
+ * post_feedforward), every norm multiplying by 1 + w, a scaled
+ * embedding, tied weights by default, Gemma3TextConfig's defaults
+ * (head_dim 256, rope_theta 1e6, rope_local_base_freq 1e4,
+ * query_pre_attn_scalar 256, sliding_window 4096, pattern 6), and
+ * attention_bias / mlp_bias true refused.
  * Both must be booleans when present.
  *
  * Memory: the file is read once (fileio.h, at most 16 MiB) and its JSON
@@ -118,7 +127,8 @@ uint64_t cis2_config_param_count(const cis2_config *c, int qkv_bias)
     uint64_t Q = (uint64_t)c->num_attention_heads * (uint64_t)c->head_dim;
     uint64_t layer = 2 * H + Q * H + 2 * KV * H + H * Q + 3 * I * H + (qkv_bias ? Q + 2 * KV : 0) +
                      (cis2_config_qk_norm(c) ? 2 * (uint64_t)c->head_dim : 0) +
-                     (cis2_config_post_norm(c) ? Q + KV : 0); /* olmo2's q/k norms (docs/models.md §M4) */
+                     (cis2_config_post_norm(c) ? Q + KV : 0) + /* olmo2's q/k norms (docs/models.md §M4) */
+                     (cis2_config_gemma3(c) ? 2 * H : 0);      /* gemma3_text's two more norms (§M7.2) */
     return V * H + (uint64_t)c->num_hidden_layers * layer + H + (c->tie_word_embeddings ? 0 : V * H);
 }
 
@@ -173,7 +183,6 @@ typedef struct key_rule {
 
 static int is_false(const json_t *root, const json_t *v) { (void)root; return json_is_false(v); }
 static int is_one(const json_t *root, const json_t *v) { (void)root; return json_is_number(v) && json_number_value(v) == 1.0; }
-static int is_silu(const json_t *root, const json_t *v) { (void)root; return json_is_string(v) && !strcmp(json_string_value(v), "silu"); }
 static int is_never(const json_t *root, const json_t *v) { (void)root; (void)v; return 0; }
 static int is_smollm3(const json_t *root)
 {
@@ -218,6 +227,10 @@ static const key_rule KEYS[] = {
     {"attention_bias", KEY_READ, NULL, NULL},
     {"mlp_bias", KEY_READ, NULL, NULL},
     {"hidden_act", KEY_READ, NULL, NULL},
+    {"hidden_activation", KEY_READ, NULL, NULL},      /* gemma3_text's; silu elsewhere (parse_features) */
+    {"query_pre_attn_scalar", KEY_READ, NULL, NULL},  /* gemma3_text only (parse_gemma3) */
+    {"rope_local_base_freq", KEY_READ, NULL, NULL},   /* gemma3_text only */
+    {"sliding_window_pattern", KEY_READ, NULL, NULL}, /* gemma3_text only (parse_layout) */
     {"layer_types", KEY_READ, NULL, NULL},
     {"use_sliding_window", KEY_READ, NULL, NULL},
     {"sliding_window", KEY_READ, NULL, NULL},
@@ -227,12 +240,8 @@ static const key_rule KEYS[] = {
     {"rope_interleaved", KEY_NEUTRAL, is_false, "interleaved RoPE is not §7's rotate-half"},
     {"use_mrope", KEY_NEUTRAL, is_false, "multimodal RoPE is not §7"},
     {"partial_rotary_factor", KEY_NEUTRAL, is_one, "§7 rotates every dimension of a head"},
-    {"hidden_activation", KEY_NEUTRAL, is_silu, "§10's activation is silu"},
     {"attn_logit_softcapping", KEY_NEUTRAL, is_never, "§9 has no score soft-capping"},
     {"final_logit_softcapping", KEY_NEUTRAL, is_never, "§11 has no logit soft-capping"},
-    {"query_pre_attn_scalar", KEY_NEUTRAL, is_never, "§9 scales scores by 1/sqrt(head_dim)"},
-    {"rope_local_base_freq", KEY_NEUTRAL, is_never, "a second RoPE base for local layers is not §7"},
-    {"sliding_window_pattern", KEY_NEUTRAL, is_never, "sliding-window attention is not §9"},
     {"no_rope_layers", KEY_NEUTRAL, all_rope, "§7 rotates q and k in every layer"},
     {"no_rope_layer_interval", KEY_NEUTRAL, interval_unused, "§7 rotates q and k in every layer"},
     {"qk_norm", KEY_NEUTRAL, is_false, "§9 has no q/k norm"},
@@ -457,6 +466,7 @@ static int parse_rope(cis2_config *c, json_t *root, const char *name, cis2_error
 {
     theta_src th = {10000.0, NULL}; /* LlamaConfig's default base */
     if (!strcmp(c->model_type, "smollm3")) th.v = 2000000.0; /* SmolLM3Config's (docs/models.md §M3.1) */
+    if (cis2_config_gemma3(c)) th.v = 1000000.0;               /* Gemma3TextConfig's (§M7.1) */
     json_t *top = opt(root, "rope_theta");
     int rc;
     if ((top && (rc = theta_take(&th, top, "rope_theta", name, err))) ||
@@ -475,26 +485,58 @@ static int parse_rope(cis2_config *c, json_t *root, const char *name, cis2_error
  * mistral and phi3 (docs/models.md §M5): their modeling code slides
  * whenever sliding_window is set and has no use_sliding_window switch, so
  * a set sliding_window (an integer >= 1) is their window, whatever
- * use_sliding_window says.  Other families: use_sliding_window true is
- * refused; sliding_window is inert only where it cannot act:
- * use_sliding_window present and false, or qwen2/qwen3/smollm3 (whose
- * default is false).  layer_types must be num_hidden_layers entries, all
- * "full_attention". */
+ * use_sliding_window says.  gemma3_text (§M7.1): sliding_window (default
+ * 4096; null refused: its sliding layers need one) is the window of the
+ * layers layer_types calls "sliding_attention", or, without layer_types,
+ * of every layer but each sliding_window_pattern-th (default 6).  Other
+ * families: use_sliding_window true is refused; sliding_window is inert
+ * only where it cannot act: use_sliding_window present and false, or
+ * qwen2/qwen3/smollm3 (whose default is false).  layer_types must be
+ * num_hidden_layers entries, all "full_attention" but for gemma3_text. */
+static int window_value(cis2_config *c, const json_t *sw, const char *name, cis2_error *err)
+{
+    if (!json_is_integer(sw) || json_integer_value(sw) < 1 || json_integer_value(sw) > ((int64_t)1 << 31))
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: sliding_window must be %san integer in [1, 2^31]", name,
+                         cis2_config_gemma3(c) ? "" : "null or ");
+    c->sliding_window = json_integer_value(sw);
+    return CIS2_OK;
+}
+
+/* gemma3_text's layer pattern, as Gemma3TextConfig derives layer_types
+ * from it: layer L slides unless (L + 1) % pattern == 0. */
+static int gemma3_pattern(cis2_config *c, json_t *root, int from_types, const char *name, cis2_error *err)
+{
+    int64_t every = 6, L = c->num_hidden_layers;
+    json_t *p = opt(root, "sliding_window_pattern");
+    if (!p && from_types) return CIS2_OK;
+    if (p && (!json_is_integer(p) || json_integer_value(p) < 1))
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: sliding_window_pattern must be a positive integer", name);
+    if (p) every = json_integer_value(p);
+    for (int64_t i = 0; i < L; i++) {
+        uint8_t want = (i + 1) % every != 0;
+        if (from_types && c->slides[i] != want)
+            return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: layer_types[%lld] and sliding_window_pattern %lld "
+                             "disagree: which layers slide?", name, (long long)i, (long long)every);
+        c->slides[i] = want;
+    }
+    return CIS2_OK;
+}
+
 static int parse_layout(cis2_config *c, json_t *root, const char *name, cis2_error *err)
 {
-    int use = -1, rc;
+    int use = -1, rc, gemma = cis2_config_gemma3(c);
     if ((rc = get_bool(root, "use_sliding_window", &use, name, err))) return rc;
     json_t *sw = opt(root, "sliding_window");
-    int slides = !strcmp(c->model_type, "mistral") || !strcmp(c->model_type, "phi3");
-    if (slides && sw) {
-        if (!json_is_integer(sw) || json_integer_value(sw) < 1 || json_integer_value(sw) > ((int64_t)1 << 31))
-            return cis2_fail(err, CIS2_E_FORMAT, "%s: sliding_window must be null or an integer in [1, 2^31]", name);
-        c->sliding_window = json_integer_value(sw);
-    }
+    int slides = !strcmp(c->model_type, "mistral") || !strcmp(c->model_type, "phi3") || gemma;
+    if (gemma && !sw && json_object_get(root, "sliding_window"))
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: sliding_window is null, but a gemma3_text model's sliding layers "
+                         "need a window", name);
+    if (gemma) c->sliding_window = 4096; /* Gemma3TextConfig's */
+    if (slides && sw && (rc = window_value(c, sw, name, err))) return rc;
     if (use == 1 && !slides)
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: use_sliding_window is true: sliding-window attention is not "
-                         "implemented for model_type %s (docs/models.md §M5: mistral and phi3)", name,
-                         c->model_type[0] ? c->model_type : "llama");
+                         "implemented for model_type %s (docs/models.md §M5, §M7: mistral, phi3, gemma3_text)",
+                         name, c->model_type[0] ? c->model_type : "llama");
     if (sw && !slides && use != 0 && strcmp(c->model_type, "qwen2") && strcmp(c->model_type, "qwen3") &&
         strcmp(c->model_type, "smollm3")) { /* SmolLM3Config's use_sliding_window defaults to false too */
         char val[48];
@@ -503,8 +545,12 @@ static int parse_layout(cis2_config *c, json_t *root, const char *name, cis2_err
                          "(§9 attends to every earlier position; docs/models.md §M5: mistral and phi3 slide)", name,
                          val, c->model_type[0] ? c->model_type : "llama");
     }
+    if (!gemma && opt(root, "sliding_window_pattern"))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: sliding_window_pattern is not implemented for model_type %s "
+                         "(gemma3_text's, docs/models.md §M7)", name, c->model_type[0] ? c->model_type : "llama");
+    for (int64_t i = 0; i < c->num_hidden_layers; i++) c->slides[i] = c->sliding_window != 0; /* mistral, phi3 */
     json_t *lt = opt(root, "layer_types");
-    if (!lt) return CIS2_OK;
+    if (!lt) return gemma ? gemma3_pattern(c, root, 0, name, err) : CIS2_OK;
     if (!json_is_array(lt) || (int64_t)json_array_size(lt) != c->num_hidden_layers)
         return cis2_fail(err, CIS2_E_FORMAT, "%s: layer_types must be a list of num_hidden_layers (%lld) strings",
                          name, (long long)c->num_hidden_layers);
@@ -512,10 +558,50 @@ static int parse_layout(cis2_config *c, json_t *root, const char *name, cis2_err
         json_t *t = json_array_get(lt, i);
         if (!json_is_string(t))
             return cis2_fail(err, CIS2_E_FORMAT, "%s: layer_types[%zu] must be a string", name, i);
-        if (strcmp(json_string_value(t), "full_attention"))
+        int full = !strcmp(json_string_value(t), "full_attention");
+        if (gemma && (full || !strcmp(json_string_value(t), "sliding_attention"))) {
+            c->slides[i] = !full;
+            continue;
+        }
+        if (!full)
             return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: layer_types[%zu] \"%.40s\" is not implemented (§9 is "
-                             "full attention: \"full_attention\" only)", name, i, json_string_value(t));
+                             "full attention: \"full_attention\" only%s)", name, i, json_string_value(t),
+                             gemma ? ", and gemma3_text's \"sliding_attention\"" : "");
     }
+    return gemma ? gemma3_pattern(c, root, 1, name, err) : CIS2_OK;
+}
+
+/* gemma3_text (docs/models.md §M7.1): query_pre_attn_scalar, an integer
+ * in [1, 2^24] (exact in f32; default 256), and rope_local_base_freq, the
+ * local layers' RoPE base (default 10000; finite and > 0, also as f32).
+ * Other families: either key set is refused (§9's scale is head_dim's, §7
+ * has one base). */
+static int parse_gemma3(cis2_config *c, json_t *root, const char *name, cis2_error *err)
+{
+    json_t *qs = opt(root, "query_pre_attn_scalar"), *lb = opt(root, "rope_local_base_freq");
+    if (!cis2_config_gemma3(c)) {
+        if (qs || lb)
+            return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s is not implemented for model_type %s (gemma3_text's, "
+                             "docs/models.md §M7)", name, qs ? "query_pre_attn_scalar" : "rope_local_base_freq",
+                             c->model_type[0] ? c->model_type : "llama");
+        return CIS2_OK;
+    }
+    c->query_pre_attn_scalar = 256;
+    if (qs) {
+        double d = json_is_number(qs) ? json_number_value(qs) : 0.0;
+        if (!(d >= 1.0 && d <= 16777216.0 && d == (double)(int64_t)d))
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: query_pre_attn_scalar must be an integer in [1, 16777216]",
+                             name);
+        c->query_pre_attn_scalar = (int64_t)d;
+    }
+    c->rope_local_theta_f64 = 10000.0;
+    if (lb) {
+        if (!json_is_number(lb)) return cis2_fail(err, CIS2_E_FORMAT, "%s: rope_local_base_freq must be a number", name);
+        c->rope_local_theta_f64 = json_number_value(lb);
+    }
+    c->rope_local_theta = (float)c->rope_local_theta_f64; /* as §7.1 casts rope_theta */
+    if (!finite_pos(c->rope_local_theta_f64) || !finite_pos((double)c->rope_local_theta))
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: rope_local_base_freq must be finite and > 0 (also as f32)", name);
     return CIS2_OK;
 }
 
@@ -559,7 +645,7 @@ static int parse_nope(cis2_config *c, json_t *root, const char *name, cis2_error
  * (parse_layout, docs/models.md §M5); its modeling code has no attention
  * or MLP biases whatever the config says, so a config that asks for them
  * is refused rather than followed or ignored.  Phi-3's is Mistral's with
- * fused tensors (§M6). */
+ * fused tensors (§M6).  Gemma-3's text model is §M7. */
 static int parse_family(cis2_config *c, json_t *root, const char *name, cis2_error *err)
 {
     json_t *mt = opt(root, "model_type");
@@ -567,9 +653,9 @@ static int parse_family(cis2_config *c, json_t *root, const char *name, cis2_err
     if (!json_is_string(mt)) return cis2_fail(err, CIS2_E_FORMAT, "%s: model_type must be a string", name);
     const char *s = json_string_value(mt);
     if (strcmp(s, "llama") && strcmp(s, "qwen2") && strcmp(s, "mistral") && strcmp(s, "qwen3") &&
-        strcmp(s, "smollm3") && strcmp(s, "olmo2") && strcmp(s, "phi3"))
+        strcmp(s, "smollm3") && strcmp(s, "olmo2") && strcmp(s, "phi3") && strcmp(s, "gemma3_text"))
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: model_type '%.40s' not supported (llama, qwen2, mistral, "
-                         "qwen3, smollm3, olmo2 or phi3 only)", name, s);
+                         "qwen3, smollm3, olmo2, phi3 or gemma3_text only)", name, s);
     snprintf(c->model_type, sizeof c->model_type, "%s", s);
     return CIS2_OK;
 }
@@ -578,12 +664,18 @@ static int parse_family(cis2_config *c, json_t *root, const char *name, cis2_err
 static int parse_features(cis2_config *c, json_t *root, const char *name, cis2_error *err)
 {
     int rc;
-    json_t *act = opt(root, "hidden_act");
-    if (act) {
-        if (!json_is_string(act)) return cis2_fail(err, CIS2_E_FORMAT, "%s: hidden_act must be a string", name);
-        if (strcmp(json_string_value(act), "silu"))
-            return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: hidden_act '%.40s' not supported (silu only, §6.4)", name,
-                             json_string_value(act));
+    /* §10's silu; gemma3_text's gelu_pytorch_tanh (docs/models.md §M7.5), which
+     * Gemma3MLP reads from hidden_activation (hidden_act, an older Gemma key,
+     * is held to the same value rather than ignored) */
+    const char *want = cis2_config_gemma3(c) ? "gelu_pytorch_tanh" : "silu";
+    for (int i = 0; i < 2; i++) {
+        const char *key = i ? "hidden_activation" : "hidden_act";
+        json_t *act = opt(root, key);
+        if (!act) continue;
+        if (!json_is_string(act)) return cis2_fail(err, CIS2_E_FORMAT, "%s: %s must be a string", name, key);
+        if (strcmp(json_string_value(act), want))
+            return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s '%.40s' not supported (a %s model's activation is %s)",
+                             name, key, json_string_value(act), c->model_type[0] ? c->model_type : "llama", want);
     }
     if ((rc = get_bool(root, "attention_bias", &c->attention_bias, name, err)) ||
         (rc = get_bool(root, "mlp_bias", &c->mlp_bias, name, err)))
@@ -591,7 +683,8 @@ static int parse_features(cis2_config *c, json_t *root, const char *name, cis2_e
     int qwen = !strcmp(c->model_type, "qwen2") || !strcmp(c->model_type, "qwen3");
     if (c->mlp_bias && !qwen) /* Qwen2/Qwen3's MLP has no biases and never reads mlp_bias */
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: mlp_bias is true: MLP biases are not part of §10", name);
-    if (c->attention_bias && (!strcmp(c->model_type, "mistral") || !strcmp(c->model_type, "phi3")))
+    if (c->attention_bias && (!strcmp(c->model_type, "mistral") || !strcmp(c->model_type, "phi3") ||
+                              cis2_config_gemma3(c)))
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: attention_bias is true, but a %s model has no attention "
                          "biases", name, c->model_type);
     /* Qwen3's attention_bias gives q/k/v and o_proj biases (§9.5 has none) */
@@ -619,7 +712,7 @@ static int parse_sizes(cis2_config *c, json_t *root, const char *name, cis2_erro
         (rc = get_size(root, "vocab_size", 1, CIS2_CFG_MAX_VOCAB, &c->vocab_size, name, err)))
         return rc;
     c->num_key_value_heads = c->num_attention_heads;
-    c->max_position_embeddings = 2048;
+    c->max_position_embeddings = cis2_config_gemma3(c) ? 131072 : 2048; /* Gemma3TextConfig's, LlamaConfig's */
     c->head_dim = 0;
     if ((rc = get_size(root, "num_key_value_heads", 0, CIS2_CFG_MAX_HIDDEN, &c->num_key_value_heads, name, err)) ||
         (rc = get_size(root, "max_position_embeddings", 0, CIS2_CFG_MAX_POS, &c->max_position_embeddings, name,
@@ -627,13 +720,15 @@ static int parse_sizes(cis2_config *c, json_t *root, const char *name, cis2_erro
         (rc = get_size(root, "head_dim", 0, CIS2_CFG_MAX_HIDDEN, &c->head_dim, name, err)))
         return rc;
     int64_t H = c->hidden_size, nh = c->num_attention_heads, kv = c->num_key_value_heads;
+    int free_hd = !strcmp(c->model_type, "qwen3") || cis2_config_gemma3(c); /* docs/models.md §M2, §M7 */
     if (c->head_dim == 0 && !strcmp(c->model_type, "qwen3")) c->head_dim = 128; /* Qwen3Config's default */
+    if (c->head_dim == 0 && cis2_config_gemma3(c)) c->head_dim = 256;           /* Gemma3TextConfig's */
     if (c->head_dim == 0) {
         if (H % nh)
             return cis2_fail(err, CIS2_E_FORMAT, "%s: hidden_size %lld is not divisible by num_attention_heads %lld",
                              name, (long long)H, (long long)nh);
         c->head_dim = H / nh;
-    } else if (c->head_dim * nh != H && strcmp(c->model_type, "qwen3")) { /* Qwen3: docs/models.md §M2 */
+    } else if (c->head_dim * nh != H && !free_hd) {
         return cis2_fail(err, CIS2_E_UNSUPPORTED,
                          "%s: head_dim %lld x num_attention_heads %lld != hidden_size %lld (§2.5 needs q_proj "
                          "[hidden, hidden])", name, (long long)c->head_dim, (long long)nh, (long long)H);
@@ -656,19 +751,20 @@ static int parse_root(cis2_config *c, json_t *root, const char *name, cis2_error
     if ((rc = parse_family(c, root, name, err)) || (rc = check_keys(root, name, err)) ||
         (rc = parse_features(c, root, name, err)) || (rc = parse_sizes(c, root, name, err)) ||
         (rc = parse_layout(c, root, name, err)) || (rc = parse_rope(c, root, name, err)) ||
-        (rc = parse_nope(c, root, name, err)))
+        (rc = parse_nope(c, root, name, err)) || (rc = parse_gemma3(c, root, name, err)))
         return rc;
 
     /* §2.3 eps */
     json_t *eps = opt(root, "rms_norm_eps");
-    if (!eps) return cis2_fail(err, CIS2_E_FORMAT, "%s: missing required field rms_norm_eps", name);
-    if (!json_is_number(eps)) return cis2_fail(err, CIS2_E_FORMAT, "%s: rms_norm_eps must be a number", name);
-    c->rms_norm_eps_f64 = json_number_value(eps);
+    if (!eps && !cis2_config_gemma3(c))
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: missing required field rms_norm_eps", name);
+    if (eps && !json_is_number(eps)) return cis2_fail(err, CIS2_E_FORMAT, "%s: rms_norm_eps must be a number", name);
+    c->rms_norm_eps_f64 = eps ? json_number_value(eps) : 1e-6; /* Gemma3TextConfig's default */
     c->rms_norm_eps = (float)c->rms_norm_eps_f64; /* §2.3: one RNE f64 -> f32 narrowing */
     if (!finite_pos(c->rms_norm_eps_f64) || !finite_pos((double)c->rms_norm_eps))
         return cis2_fail(err, CIS2_E_FORMAT, "%s: rms_norm_eps must be finite and > 0 (also as f32)", name);
 
-    c->tie_word_embeddings = 0;
+    c->tie_word_embeddings = cis2_config_gemma3(c); /* LlamaConfig's false; Gemma3TextConfig's true */
     if ((rc = get_bool(root, "tie_word_embeddings", &c->tie_word_embeddings, name, err))) return rc;
     parse_eos(c, json_object_get(root, "eos_token_id"));
 
@@ -681,17 +777,25 @@ static int parse_root(cis2_config *c, json_t *root, const char *name, cis2_error
 
 int cis2_config_qkv_bias(const cis2_config *c) { return !strcmp(c->model_type, "qwen2") || c->attention_bias; }
 int cis2_config_o_bias(const cis2_config *c) { return strcmp(c->model_type, "qwen2") && c->attention_bias; }
-int cis2_config_qk_norm(const cis2_config *c) { return !strcmp(c->model_type, "qwen3"); }
+int cis2_config_qk_norm(const cis2_config *c) { return !strcmp(c->model_type, "qwen3") || cis2_config_gemma3(c); }
 int cis2_config_post_norm(const cis2_config *c) { return !strcmp(c->model_type, "olmo2"); }
 int cis2_config_fused(const cis2_config *c) { return !strcmp(c->model_type, "phi3"); }
+int cis2_config_gemma3(const cis2_config *c) { return !strcmp(c->model_type, "gemma3_text"); }
 
 /* §7.1's table, then docs/models.md §M1 for "llama3": the f32 parameters
  * are the f64 members narrowed once (RNE), and the two wavelength bounds
  * and the denominator each one f64 operation narrowed once, as Python
  * computes them before torch casts them to the table's f32. */
+size_t cis2_config_inv_freq_len(const cis2_config *c)
+{
+    return (size_t)c->head_dim / 2 * (cis2_config_gemma3(c) ? 2 : 1);
+}
+
 void cis2_config_inv_freq(const cis2_config *c, float *inv_freq)
 {
     rope_inv_freq(c->rope_theta, (size_t)c->head_dim, inv_freq); /* §7.1 */
+    if (cis2_config_gemma3(c)) /* docs/models.md §M7.4: the local layers' §7.1 table follows */
+        rope_inv_freq(c->rope_local_theta, (size_t)c->head_dim, inv_freq + c->head_dim / 2);
     if (!c->rope_llama3) return;
     double old = (double)c->l3_old_ctx;
     rope_llama3 p = {(float)c->l3_factor, (float)c->l3_low_ff, (float)old, (float)(old / c->l3_low_ff),

@@ -37,10 +37,21 @@ typedef struct cis2_config {
     /* smollm3 (docs/models.md §M3): no_rope[L] = 1 where layer L skips RoPE
      * (no_rope_layers' 0); all 0 for every other family. */
     uint8_t no_rope[CIS2_CFG_MAX_LAYERS];
-    /* mistral, phi3 (docs/models.md §M5): sliding_window as written, in
-     * [1, 2^31]; 0 where no window acts (null, absent, other families). */
+    /* mistral, phi3 (docs/models.md §M5), gemma3_text (§M7): sliding_window
+     * as written (gemma3_text: 4096 if absent), in [1, 2^31]; 0 where no
+     * window acts (null, absent, other families).  slides[L] = 1 where
+     * layer L has the window: every layer for mistral and phi3, gemma3_text's
+     * "sliding_attention" layers (§M7.1). */
     int64_t sliding_window;
-    char model_type[32];       /* "llama", "qwen2", "mistral", "qwen3", "smollm3", "olmo2", "phi3", or "" (= llama) */
+    uint8_t slides[CIS2_CFG_MAX_LAYERS];
+    /* gemma3_text (docs/models.md §M7): query_pre_attn_scalar (an integer in
+     * [1, 2^24], default 256) and the local layers' RoPE base
+     * (rope_local_base_freq, default 10000) as parsed and as f32. */
+    int64_t query_pre_attn_scalar;
+    double rope_local_theta_f64;
+    float rope_local_theta;
+    char model_type[32];       /* "llama", "qwen2", "mistral", "qwen3", "smollm3", "olmo2", "phi3", "gemma3_text",
+                                  or "" (= llama) */
     int attention_bias;        /* as written (false if absent); Qwen2 ignores it */
     int mlp_bias;              /* as written (false if absent); Qwen2 ignores it */
     /* eos_token_id, for stop-at-eos (docs/sampling.md §S5.1): an integer or
@@ -67,7 +78,8 @@ int cis2_config_parse(cis2_config *c, const char *json, size_t len, const char *
  * have: the loader refuses it, CIS2_E_UNSUPPORTED). */
 int cis2_config_qkv_bias(const cis2_config *c);
 int cis2_config_o_bias(const cis2_config *c);
-/* qwen3: per-head RMSNorm of q and k (q_norm, k_norm; docs/models.md §M2). */
+/* qwen3, gemma3_text: per-head RMSNorm of q and k (q_norm, k_norm;
+ * docs/models.md §M2, §M7). */
 int cis2_config_qk_norm(const cis2_config *c);
 /* olmo2 (docs/models.md §M4): norms after the attention and MLP blocks, no
  * pre-norms, q_norm [heads*head_dim] and k_norm [kv_heads*head_dim] over
@@ -76,11 +88,19 @@ int cis2_config_post_norm(const cis2_config *c);
 /* phi3 (docs/models.md §M6): q/k/v as one qkv_proj and gate/up as one
  * gate_up_proj tensor per layer, split by rows as they load. */
 int cis2_config_fused(const cis2_config *c);
+/* gemma3_text (docs/models.md §M7): the embedding scaled, RMSNorm weights
+ * used as (1 + w), four norms per layer, per-head q/k norms, GELU-tanh,
+ * query_pre_attn_scalar, and local layers with their own RoPE base. */
+int cis2_config_gemma3(const cis2_config *c);
 /* The RoPE inverse-frequency table the config asks for, head_dim/2
  * entries: §7.1, then for rope_type "llama3" docs/models.md §M1's
  * rescaling.  What model.c rotates with and what §7.2's
  * inv_freq_table_digest hashes (model.c, judge.c). */
 void cis2_config_inv_freq(const cis2_config *c, float *inv_freq);
+/* How many entries cis2_config_inv_freq writes: head_dim/2, or for
+ * gemma3_text the global table then the local one (docs/models.md §M7.4),
+ * head_dim each.  §7.2's digest hashes them all, in that order. */
+size_t cis2_config_inv_freq_len(const cis2_config *c);
 /* Total parameter count of the checkpoint this config describes (§2.5
  * tensors, plus q/k/v biases when `qkv_bias`, q/k norms for qwen3, plus
  * lm_head when untied). */

@@ -40,11 +40,11 @@ static int read_config(const char *path, check_in *c, cis2_error *err)
     rc = cis2_config_parse(&c->cfg, buf, len, path, err);
     free(buf);
     if (rc) return rc;
-    size_t half = (size_t)c->cfg.head_dim / 2;
-    float *inv = malloc((half ? half : 1) * sizeof(float));
+    size_t n_inv = cis2_config_inv_freq_len(&c->cfg);
+    float *inv = malloc((n_inv ? n_inv : 1) * sizeof(float));
     if (!inv) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
-    cis2_config_inv_freq(&c->cfg, inv); /* §7.1 (and docs/models.md §M1), as model.c */
-    inv_freq_table_digest(inv, half, c->inv_digest);                /* §7.2 */
+    cis2_config_inv_freq(&c->cfg, inv); /* §7.1 (and docs/models.md §M1, §M7.4), as model.c */
+    inv_freq_table_digest(inv, n_inv, c->inv_digest);               /* §7.2 */
     free(inv);
     c->has_cfg = 1;
     return CIS2_OK;

@@ -438,10 +438,10 @@ size_t cis2_argmax_lanes(const cis2_ctx *cx, const float *v, size_t n)
 }
 
 void cis2_attend_group(const cis2_ctx *cx, const float *q, size_t G, const float *kt, const float *v,
-                       size_t v_stride, size_t lo, size_t len, size_t head_dim, float *scores, float *out)
+                       size_t v_stride, size_t lo, size_t len, size_t head_dim, float scale, float *scores,
+                       float *out)
 {
     const struct cis2_variant *var = cx->kern;
-    float scale = rsqrt_cr((float)head_dim); /* §9.2 */
     /* Keys [lo, len) (docs/models.md §M5): the scores of [b, len), b = the
      * start of lo's key block, each one key's own dot product (§9.2), then
      * each head's row moved down to its [lo, len) part. */

@@ -7,7 +7,11 @@
  * and F32 f32; F16 is widened exactly to f32 as it is packed, issue 33;
  * each tensor may have its own dtype), and the per-row
  * arithmetic of §7 (RoPE), §8 (RMSNorm), §9 (GQA attention), §10 (SwiGLU
- * MLP) and §11.1 (final norm, tied or untied LM head).  Matrix products go
+ * MLP) and §11.1 (final norm, tied or untied LM head), with the families'
+ * changes of docs/models.md (§M1-§M7: the llama3 table, q/k norms, layers
+ * without RoPE, norms after the blocks, windows, fused tensors split at
+ * load, and Gemma 3's (1 + w) norms, scaled embedding, query scale, second
+ * RoPE table and GELU).  Matrix products go
  * through cis2_matmul (§5.2); everything else is written out here in the
  * spec's exact operation order, one rounding per statement.  Callers: the
  * library API (cis2_model_load, cis2_forward) and decode.c.
@@ -132,13 +136,18 @@ static int plan_tensors(cis2_model *m, loader *L, cis2_error *err)
     int qkv = cis2_config_qkv_bias(&m->cfg), obias = cis2_config_o_bias(&m->cfg), qkn = cis2_config_qk_norm(&m->cfg);
     int post = cis2_config_post_norm(&m->cfg); /* olmo2, docs/models.md §M4 */
     int fused = cis2_config_fused(&m->cfg);    /* phi3, §M6 */
+    int gemma = cis2_config_gemma3(&m->cfg);   /* gemma3_text, §M7.2: four norms per layer */
     const char *family = m->cfg.model_type[0] ? m->cfg.model_type : "llama";
     for (size_t i = 0; i < m->n_layers; i++) {
         cis2_layer *ly = &m->layers[i];
         ly->no_rope = m->cfg.no_rope[i]; /* docs/models.md §M3 */
+        ly->window = m->cfg.slides[i] ? (size_t)m->cfg.sliding_window : 0; /* §M5, §M7.1 */
+        ly->rope_local = gemma && m->cfg.slides[i];                        /* §M7.4 */
         if (!post) { NAME("model.layers.%zu.input_layernorm.weight", i); VEC(&ly->ln1, m->hidden); }
-        NAME("model.layers.%zu.post_attention_layernorm.weight", i); VEC(&ly->ln2, m->hidden);
-        if (post) { NAME("model.layers.%zu.post_feedforward_layernorm.weight", i); VEC(&ly->lnf, m->hidden); }
+        /* post_attention_layernorm: before the MLP (llama), on attention's output (olmo2, gemma3_text) */
+        NAME("model.layers.%zu.post_attention_layernorm.weight", i); VEC(post || gemma ? &ly->ln_ao : &ly->ln2, m->hidden);
+        if (gemma) { NAME("model.layers.%zu.pre_feedforward_layernorm.weight", i); VEC(&ly->ln2, m->hidden); }
+        if (post || gemma) { NAME("model.layers.%zu.post_feedforward_layernorm.weight", i); VEC(&ly->ln_mo, m->hidden); }
         if (fused) { /* docs/models.md §M6: q, k, v rows in turn; gate's rows, then up's */
             cis2_pmat *qkv_d[3] = {&ly->q, &ly->k, &ly->v}, *gu_d[2] = {&ly->gate, &ly->up};
             size_t qkv_r[3] = {m->q_dim, m->kv_dim, m->kv_dim}, gu_r[2] = {m->inter, m->inter};
@@ -317,6 +326,25 @@ static int stream_tensors(cis2_model *m, loader *L, cis2_error *err)
     return rc;
 }
 
+/* gemma3_text's RMSNorm scales by (1 + w) (docs/models.md §M7.2): each
+ * norm weight, once loaded, becomes the f32 sum 1 + w, after which §8's
+ * rmsnorm is unchanged.  The weights' sha256 is of the file, as stored. */
+static void plus_one(float *w, size_t n)
+{
+    for (size_t i = 0; i < n; i++) w[i] = f32_from_bits(0x3F800000u) + w[i];
+}
+
+static void plus_one_norms(cis2_model *m)
+{
+    plus_one(m->norm, m->hidden);
+    for (size_t i = 0; i < m->n_layers; i++) {
+        cis2_layer *ly = &m->layers[i];
+        plus_one(ly->ln1, m->hidden); plus_one(ly->ln_ao, m->hidden);
+        plus_one(ly->ln2, m->hidden); plus_one(ly->ln_mo, m->hidden);
+        plus_one(ly->qn, m->head_dim); plus_one(ly->kn, m->head_dim);
+    }
+}
+
 static int model_load(const cis2_ctx *cx, cis2_model *m, const char *dir,
                       int (*before_weights)(void *, cis2_model *, cis2_error *), void *hctx, cis2_error *err)
 {
@@ -341,13 +369,20 @@ static int model_load(const cis2_ctx *cx, cis2_model *m, const char *dir,
     m->vocab = (size_t)c->vocab_size;
     m->q_dim = m->n_heads * m->head_dim;
     m->kv_dim = m->n_kv * m->head_dim;
-    m->window = (size_t)c->sliding_window; /* docs/models.md §M5 (mistral, phi3) */
+    m->qk_whole = cis2_config_post_norm(c); /* olmo2, docs/models.md §M4 */
+    int gemma = cis2_config_gemma3(c);
+    m->gelu = gemma; /* §M7.5 */
+    /* §9.2's rsqrt(head_dim as f32); gemma3_text's of query_pre_attn_scalar (§M7.3), exact in f32 */
+    m->attn_scale = rsqrt_cr((float)(gemma ? c->query_pre_attn_scalar : c->head_dim));
+    m->embed_scale = gemma ? __builtin_sqrtf((float)c->hidden_size) : 0.0f; /* §M7.2: correctly rounded */
 
-    m->inv_freq = malloc(m->head_dim / 2 * sizeof(float));
+    size_t n_inv = cis2_config_inv_freq_len(c);
+    m->n_rope_tables = n_inv / (m->head_dim / 2);
+    m->inv_freq = malloc(n_inv * sizeof(float));
     m->layers = calloc(m->n_layers, sizeof *m->layers);
     if (!m->inv_freq || !m->layers) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
-    cis2_config_inv_freq(c, m->inv_freq); /* §7.1; docs/models.md §M1 for llama3 */
-    cis2_inv_freq_table_digest(m->inv_freq, m->head_dim / 2, m->inv_freq_digest); /* §7.2 */
+    cis2_config_inv_freq(c, m->inv_freq); /* §7.1; docs/models.md §M1 for llama3, §M7.4 for gemma3_text */
+    cis2_inv_freq_table_digest(m->inv_freq, n_inv, m->inv_freq_digest); /* §7.2 (§M7.4: both tables) */
     cis2_table_digest(m->table_digest); /* §6.6 */
 
     loader L = {.cx = cx};
@@ -359,6 +394,7 @@ static int model_load(const cis2_ctx *cx, cis2_model *m, const char *dir,
     free(L.jobs);
     cis2_wset_close(&L.w);
     if (rc) return rc;
+    if (gemma) plus_one_norms(m); /* §M7.2 */
 
     m->weight_bytes = cis2_pmat_bytes(m->tied ? &m->embed : &m->lm_head);
     for (size_t i = 0; i < m->n_layers; i++) {
@@ -393,7 +429,7 @@ void cis2_model_free(cis2_model *m)
             cis2_layer *ly = &m->layers[i];
             cis2_pmat_free(&ly->q); cis2_pmat_free(&ly->k); cis2_pmat_free(&ly->v); cis2_pmat_free(&ly->o);
             cis2_pmat_free(&ly->gate); cis2_pmat_free(&ly->up); cis2_pmat_free(&ly->down);
-            free(ly->ln1); free(ly->ln2); free(ly->lnf); free(ly->bq); free(ly->bk); free(ly->bv);
+            free(ly->ln1); free(ly->ln2); free(ly->ln_ao); free(ly->ln_mo); free(ly->bq); free(ly->bk); free(ly->bv);
             free(ly->qn); free(ly->kn);
         }
     free(m->layers);
@@ -449,7 +485,8 @@ typedef struct fwd {
     cis2_row *rows;
     size_t n, layer;
     const cis2_layer *ly;  /* layer `layer` */
-    float *x, *xn, *q, *k, *v, *att, *g, *cs; /* cs: per row cos[half], sin[half] */
+    float *x, *xn, *q, *k, *v, *att, *g, *cs; /* cs: per row cos[half], sin[half] of each RoPE table */
+    size_t cs_w;           /* floats of cs per row: 2 * half * m->n_rope_tables */
     float *fin;            /* final-norm rows, compact: the rows that want logits */
     float *probs;          /* per row n_heads * (pos+1) when tracing, else NULL */
     size_t probs_stride;
@@ -461,17 +498,25 @@ typedef struct fwd {
  * slices; the norms run the rows' §5.3 chains side by side (pmath.h) ---- */
 typedef void (*row_fn)(fwd *F, size_t r0, size_t r1);
 
-static void r_embed(fwd *F, size_t r0, size_t r1) /* embedding lookup; §7.3 cos/sin of the row's position */
+/* embedding lookup (gemma3_text: times its scale, docs/models.md §M7.2);
+ * §7.3 cos/sin of the row's position, for each RoPE table (§M7.4) */
+static void r_embed(fwd *F, size_t r0, size_t r1)
 {
     const cis2_model *m = F->m;
     size_t half = m->head_dim / 2;
     for (size_t r = r0; r < r1; r++) {
-        cis2_pmat_row(&m->embed, F->rows[r].token, F->x + r * m->hidden);
+        float *x = F->x + r * m->hidden;
+        cis2_pmat_row(&m->embed, F->rows[r].token, x);
+        if (m->embed_scale != 0.0f)
+            for (size_t i = 0; i < m->hidden; i++) x[i] = x[i] * m->embed_scale;
         float fp = (float)F->rows[r].pos; /* exact */
-        for (size_t i = 0; i < half; i++) {
-            float angle = fp * m->inv_freq[i];
-            F->cs[r * 2 * half + i] = cos_pinned(angle);
-            F->cs[r * 2 * half + half + i] = sin_pinned(angle);
+        for (size_t t = 0; t < m->n_rope_tables; t++) {
+            float *cs = F->cs + r * F->cs_w + t * 2 * half;
+            for (size_t i = 0; i < half; i++) {
+                float angle = fp * m->inv_freq[t * half + i];
+                cs[i] = cos_pinned(angle);
+                cs[half + i] = sin_pinned(angle);
+            }
         }
     }
 }
@@ -494,19 +539,20 @@ static void r_bias(fwd *F, size_t r0, size_t r1) /* §9.1 */
     }
 }
 
-/* qwen3's q/k norm (docs/models.md §M2), §7.4 on every q and k head (none
- * in smollm3's NoPE layers, §M3), then §3.5 */
+/* the q/k norms (docs/models.md §M2, §M4, §M7), §7.4 on every q and k head
+ * (none in smollm3's NoPE layers, §M3; gemma3_text's local table in its
+ * sliding layers, §M7.4), then §3.5 */
 static void r_rope_store(fwd *F, size_t r0, size_t r1)
 {
     const cis2_model *m = F->m;
     size_t Q = m->q_dim, KV = m->kv_dim, hd = m->head_dim, half = hd / 2, l = F->layer;
     for (size_t r = r0; r < r1; r++) {
         float *q = F->q + r * Q, *k = F->k + r * KV;
-        const float *cosv = F->cs + r * 2 * half, *sinv = cosv + half;
-        if (F->ly->qn && F->ly->lnf) { /* olmo2 (§M4.3): §8's rmsnorm over all Q (KV) values, in place */
+        const float *cosv = F->cs + r * F->cs_w + (F->ly->rope_local ? 2 * half : 0), *sinv = cosv + half;
+        if (F->ly->qn && m->qk_whole) { /* olmo2 (§M4.3): §8's rmsnorm over all Q (KV) values, in place */
             rmsnorm_rows(q, F->ly->qn, m->cfg.rms_norm_eps, Q, 1, q);
             rmsnorm_rows(k, F->ly->kn, m->cfg.rms_norm_eps, KV, 1, k);
-        } else if (F->ly->qn) { /* qwen3 (§M2.3): §8's rmsnorm of each head (head_dim elements), in place */
+        } else if (F->ly->qn) { /* qwen3 (§M2.3), gemma3_text: §8's rmsnorm of each head (head_dim elements) */
             rmsnorm_rows(q, F->ly->qn, m->cfg.rms_norm_eps, hd, m->n_heads, q);
             rmsnorm_rows(k, F->ly->kn, m->cfg.rms_norm_eps, hd, m->n_kv, k);
         }
@@ -528,23 +574,23 @@ static void r_rope_store(fwd *F, size_t r0, size_t r1)
 static void r_resid_o(fwd *F, size_t r0, size_t r1) /* §9.5 residual: o_proj output is in g */
 {
     size_t H = F->m->hidden;
-    if (F->ly->lnf) /* olmo2 (§M4.3): post_attention_layernorm of the block's output, in place, then the add */
-        rmsnorm_rows(F->g + r0 * H, F->ly->ln2, F->m->cfg.rms_norm_eps, H, r1 - r0, F->g + r0 * H);
+    if (F->ly->ln_ao) /* olmo2 (§M4.3), gemma3_text (§M7.2): the block's output normed, in place, then the add */
+        rmsnorm_rows(F->g + r0 * H, F->ly->ln_ao, F->m->cfg.rms_norm_eps, H, r1 - r0, F->g + r0 * H);
     add_n(F->x + r0 * H, F->g + r0 * H, (r1 - r0) * H);
 }
 
 static void r_ln2(fwd *F, size_t r0, size_t r1) /* §8; none in olmo2 (§M4: gate/up read x) */
 {
     size_t H = F->m->hidden;
-    if (F->ly->lnf) return;
+    if (!F->ly->ln2) return;
     rmsnorm_rows(F->x + r0 * H, F->ly->ln2, F->m->cfg.rms_norm_eps, H, r1 - r0, F->xn + r0 * H);
 }
 
 static void r_resid_down(fwd *F, size_t r0, size_t r1) /* §10 residual: down output is in xn */
 {
     size_t H = F->m->hidden;
-    if (F->ly->lnf) /* olmo2 (§M4.3): post_feedforward_layernorm of the block's output, in place, then the add */
-        rmsnorm_rows(F->xn + r0 * H, F->ly->lnf, F->m->cfg.rms_norm_eps, H, r1 - r0, F->xn + r0 * H);
+    if (F->ly->ln_mo) /* olmo2 (§M4.3), gemma3_text (§M7.2): the block's output normed, in place, then the add */
+        rmsnorm_rows(F->xn + r0 * H, F->ly->ln_mo, F->m->cfg.rms_norm_eps, H, r1 - r0, F->xn + r0 * H);
     add_n(F->x + r0 * H, F->xn + r0 * H, (r1 - r0) * H);
 }
 
@@ -601,14 +647,14 @@ static void attend_task(void *ctx, size_t idx)
     const cis2_row *row = &F->rows[r];
     const cis2_kv *kv = row->kv;
     size_t hd = m->head_dim, len = row->pos + 1;
-    /* docs/models.md §M5: a window of W keys, the row's own and the W - 1 before it */
-    size_t lo = m->window && len > m->window ? len - m->window : 0;
+    /* docs/models.md §M5, §M7.1: a window of W keys, the row's own and the W - 1 before it */
+    size_t W = F->ly->window, lo = W && len > W ? len - W : 0;
     const float *kt = kv->k + (F->layer * kv->cap) * m->kv_dim + kvh * hd * kv->cap;
     const float *vc = kv->v + (F->layer * m->n_kv + kvh) * kv->cap * hd;
     float stackbuf[4096];
     float *s = G * len <= 4096 ? stackbuf : malloc(G * len * sizeof(float));
     if (!s) { F->oom = 1; return; }
-    cis2_attend_group(F->cx, F->q + r * m->q_dim + h0 * hd, G, kt, vc, hd, lo, len, hd, s,
+    cis2_attend_group(F->cx, F->q + r * m->q_dim + h0 * hd, G, kt, vc, hd, lo, len, hd, m->attn_scale, s,
                       F->att + r * m->q_dim + h0 * hd);
     if (F->probs) /* the trace's rows hold every position; those outside the window have probability 0 */
         for (size_t g = 0; g < G; g++) {
@@ -619,17 +665,19 @@ static void attend_task(void *ctx, size_t idx)
     if (s != stackbuf) free(s);
 }
 
-/* §10: hid[i] = silu_pinned(gate[i]) * up[i], elementwise, in chunks across threads. */
+/* §10: hid[i] = silu_pinned(gate[i]) * up[i] (gemma3_text: gelu_tanh_pinned,
+ * docs/models.md §M7.5), elementwise, in chunks across threads. */
 #define SWIGLU_CHUNK 2048
-typedef struct swiglu_ctx { const cis2_ctx *cx; float *g; const float *u; size_t n; } swiglu_ctx;
+typedef struct swiglu_ctx { const cis2_ctx *cx; float *g; const float *u; size_t n; int gelu; } swiglu_ctx;
 
 static void swiglu_task(void *ctx, size_t c)
 {
     swiglu_ctx *s = ctx;
     size_t hi = (c + 1) * SWIGLU_CHUNK < s->n ? (c + 1) * SWIGLU_CHUNK : s->n;
     size_t lo = c * SWIGLU_CHUNK;
-    cis2_silu_n(s->cx, s->g + lo, s->g + lo, hi - lo); /* §6.4, in place */
-    mul_n(s->g + lo, s->u + lo, hi - lo); /* silu(gate) * up */
+    if (s->gelu) gelu_tanh_pinned_n(s->g + lo, s->g + lo, hi - lo); /* §M7.5, in place */
+    else cis2_silu_n(s->cx, s->g + lo, s->g + lo, hi - lo); /* §6.4, in place */
+    mul_n(s->g + lo, s->u + lo, hi - lo); /* act(gate) * up */
 }
 
 #define TRACE(name, base, width)                                                               \
@@ -678,7 +726,8 @@ int cis2_forward(const cis2_ctx *cx, const cis2_model *m, cis2_ws *ws, cis2_row 
     size_t wide = I > H ? I : H;
     wide = wide > Q ? wide : Q;
     /* every buffer as a count of floats, in carving order */
-    size_t sizes[11] = {n * H, n * H, n * Q, n * KV, n * KV, n * Q, n * wide, n * I, n * 2 * half,
+    size_t cs_w = 2 * half * m->n_rope_tables;
+    size_t sizes[11] = {n * H, n * H, n * Q, n * KV, n * KV, n * Q, n * wide, n * I, n * cs_w,
                         (nlog ? nlog : 1) * H, trace ? n * m->n_heads * maxlen : 0};
     size_t bytes = 64 + n * sizeof(size_t);
     for (int i = 0; i < 11; i++) {
@@ -704,7 +753,7 @@ int cis2_forward(const cis2_ctx *cx, const cis2_model *m, cis2_ws *ws, cis2_row 
     int rc = CIS2_OK;
     for (size_t r = 0, j = 0; r < n; r++) lrow[r] = rows[r].logits ? j++ : 0;
     fwd F = {.cx = cx, .m = m, .rows = rows, .n = n, .x = x, .xn = xn, .q = q, .k = k, .v = v, .att = att, .g = g,
-             .cs = cs, .fin = fin, .probs = probs, .probs_stride = m->n_heads * maxlen, .lrow = lrow};
+             .cs = cs, .cs_w = cs_w, .fin = fin, .probs = probs, .probs_stride = m->n_heads * maxlen, .lrow = lrow};
     F.ly = &m->layers[0];
     run_rows(&F, r_embed, r_ln1); /* layer 0's ln1; the later ones follow each layer's residual */
     for (size_t l = 0; l < m->n_layers; l++) {
@@ -712,6 +761,7 @@ int cis2_forward(const cis2_ctx *cx, const cis2_model *m, cis2_ws *ws, cis2_row 
         F.layer = l;
         F.ly = ly;
         float *in = ly->ln1 ? xn : x; /* the blocks' input: olmo2 has no pre-norms (docs/models.md §M4) */
+        float *in2 = ly->ln2 ? xn : x;
         TRACE("ln1", in, H);
         const cis2_pmat *qkv_w[3] = {&ly->q, &ly->k, &ly->v};
         float *const qkv_y[3] = {q, k, v};
@@ -743,13 +793,13 @@ int cis2_forward(const cis2_ctx *cx, const cis2_model *m, cis2_ws *ws, cis2_row 
             TRACE("resid_attn", x, H);
             run_rows(&F, r_ln2, NULL);
         }
-        TRACE("ln2", in, H);
+        TRACE("ln2", in2, H);
         const cis2_pmat *gu_w[2] = {&ly->gate, &ly->up};
         float *const gu_y[2] = {g, u};
-        cis2_matmul_n(cx, gu_w, 2, in, n, gu_y); /* §10 */
+        cis2_matmul_n(cx, gu_w, 2, in2, n, gu_y); /* §10 */
         TRACE("gate", g, I);
         TRACE("up", u, I);
-        swiglu_ctx sw = {cx, g, u, n * I};
+        swiglu_ctx sw = {cx, g, u, n * I, m->gelu};
         cis2_parallel_for(cx, (n * I + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK, swiglu_task, &sw); /* §10 */
         TRACE("act", g, I);
         cis2_matmul(cx, &ly->down, g, n, xn);

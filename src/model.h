@@ -19,25 +19,37 @@
 
 typedef struct cis2_layer {
     cis2_pmat q, k, v, o, gate, up, down;
-    float *ln1, *ln2;       /* input_layernorm (NULL for olmo2), post_attention_layernorm */
-    float *lnf;             /* olmo2's post_feedforward_layernorm (docs/models.md §M4; else NULL) */
+    /* §8's norms, NULL where the family has none: ln1 before attention
+     * (input_layernorm; none in olmo2), ln2 before the MLP (llama's
+     * post_attention_layernorm, gemma3_text's pre_feedforward_layernorm;
+     * none in olmo2), and on the blocks' outputs before each residual add
+     * ln_ao (olmo2's and gemma3_text's post_attention_layernorm) and ln_mo
+     * (their post_feedforward_layernorm) (docs/models.md §M4, §M7.2). */
+    float *ln1, *ln2, *ln_ao, *ln_mo;
     float *bq, *bk, *bv;    /* §9.1 optional biases (NULL when absent) */
-    float *qn, *kn;         /* qwen3's q_norm/k_norm, head_dim each (docs/models.md §M2); olmo2's, q_dim and
-                               kv_dim (§M4); else NULL */
+    float *qn, *kn;         /* per head, head_dim each: qwen3's and gemma3_text's q_norm/k_norm (docs/models.md
+                               §M2, §M7); over the projection, q_dim and kv_dim: olmo2's (§M4); else NULL */
     int no_rope;            /* smollm3: this layer skips RoPE (docs/models.md §M3) */
+    size_t window;          /* docs/models.md §M5, §M7.1: each row attends to its last `window` keys; 0 = all (§9) */
+    int rope_local;         /* gemma3_text's sliding layers rotate with the local table (§M7.4) */
 } cis2_layer;
 
 typedef struct cis2_model {
     cis2_config cfg;
     size_t hidden, inter, n_layers, n_heads, n_kv, head_dim, vocab, q_dim, kv_dim;
-    size_t window;          /* docs/models.md §M5: each row attends to its last `window` keys; 0 = all (§9) */
+    int qk_whole;           /* olmo2: qn/kn span the whole projection (§M4), not a head */
+    float attn_scale;       /* §9.2's scale: rsqrt_cr(head_dim), gemma3_text's rsqrt_cr(query_pre_attn_scalar) */
+    float embed_scale;      /* gemma3_text's embedding scale (docs/models.md §M7.2); 0 = none */
+    int gelu;               /* gemma3_text: §10's activation is gelu_tanh_pinned (§M7.5), not silu */
     cis2_layer *layers;
     cis2_wmem wmem;         /* every packed matrix below (kernels.h: huge pages) */
     cis2_pmat embed;        /* [vocab, hidden] */
     cis2_pmat lm_head;      /* untied head; unused when tied */
     int tied;               /* §11.1: LM head = embed */
     float *norm;            /* model.norm.weight */
-    float *inv_freq;        /* §7.1 (and docs/models.md §M1 for llama3), head_dim/2 */
+    float *inv_freq;        /* §7.1 (and docs/models.md §M1 for llama3), head_dim/2; gemma3_text: then the
+                               local table, head_dim/2 more (§M7.4) */
+    size_t n_rope_tables;   /* 1, or 2 for gemma3_text */
     uint8_t weights_sha[32], config_sha[32], tokenizer_sha[32];
     uint8_t table_digest[32], inv_freq_digest[32];
     size_t weight_bytes;    /* packed bytes read per decoded token */
@@ -93,10 +105,12 @@ typedef struct cis2_row {
 /* The observer of intermediate tensors is include/cis2.h's cis2_trace_fn:
  * called for each traced row (identified by its step and position), layer
  * (-1 after the last layer) and tensor name, in a fixed order.  Names: ln1
- * q k v (after bias; for qwen3 before q/k norm) q_rope k_rope (for qwen3
- * after the norm and RoPE) scores (softmax probabilities, all
- * heads) attn_out o_proj resid_attn ln2 gate up act down resid_mlp; then
- * final_norm, logits. */
+ * q k v (after bias; for qwen3 and gemma3_text before q/k norm) q_rope
+ * k_rope (for them after the norm and RoPE) scores (softmax probabilities,
+ * all heads) attn_out o_proj resid_attn ln2 gate up act down resid_mlp;
+ * then final_norm, logits.  Where a family norms a block's output (olmo2,
+ * gemma3_text), o_proj and down are reported before that norm and act is
+ * the activation the family uses (silu, or gemma3_text's GELU). */
 
 /* Scratch memory of the forward pass, kept across calls (the steps of a
  * decode) so that a step neither allocates nor faults in fresh pages.

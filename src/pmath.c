@@ -265,6 +265,31 @@ float silu_pinned(float x) /* §6.4 */
     return r != r ? f32_from_bits(CIS2_QNAN_BITS) : r;
 }
 
+/* docs/models.md §M7.5: transformers' gelu_pytorch_tanh,
+ * 0.5 x (1 + tanh(B (x + K x^3))), computed as the identical
+ * x / (1 + exp(-2 B (x + K x^3))), so that §6.2's exp_pinned is the one
+ * transcendental function and no tanh needs pinning. */
+#define GELU_B 0x3F4C422Au /* (f32) sqrt(2/pi) = 0.7978846 */
+#define GELU_K 0x3D372713u /* (f32) 0.044715 */
+float gelu_tanh_pinned(float x)
+{
+    float x2 = x * x;
+    float x3 = x2 * x;
+    float a = f32_from_bits(GELU_K) * x3;
+    float b = x + a;
+    float u = f32_from_bits(GELU_B) * b;
+    float t = u + u; /* 2u, exact (or +-inf) */
+    float e = exp_pinned(-t);
+    float denom = f32_from_bits(F_ONE) + e;
+    float r = x / denom;
+    return r != r ? f32_from_bits(CIS2_QNAN_BITS) : r; /* NaN in, or -inf / inf: canonical */
+}
+
+void gelu_tanh_pinned_n(const float *x, float *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++) out[i] = gelu_tanh_pinned(x[i]);
+}
+
 /* The lanes' tails: one element at a time, the scalar functions. */
 static void exp_tail(const float *x, float *out, size_t n)
 {
@@ -480,7 +505,12 @@ void rope_rotate(float *head, const float *cosv, const float *sinv, size_t half)
 void attend_head(const float *q, const float *k, const float *v, size_t stride, size_t len,
                       size_t head_dim, float *scores, float *out)
 {
-    float scale = rsqrt_cr((float)head_dim); /* §9.2 */
+    attend_head_scaled(q, k, v, stride, len, head_dim, rsqrt_cr((float)head_dim), scores, out); /* §9.2 */
+}
+
+void attend_head_scaled(const float *q, const float *k, const float *v, size_t stride, size_t len, size_t head_dim,
+                        float scale, float *scores, float *out)
+{
     for (size_t j = 0; j < len; j++) {
         float d = dot_seq(q, k + j * stride, head_dim);
         scores[j] = d * scale; /* scale applied after the dot */

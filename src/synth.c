@@ -8,7 +8,8 @@
  * add q_norm/k_norm (norm weights) and size q/o by heads*head_dim; OLMo-2
  * shapes (§M4) drop input_layernorm, add post_feedforward_layernorm and
  * q_norm/k_norm of heads*head_dim and kv_heads*head_dim; SmolLM3's (§M3)
- * are llama's.  One 64-bit draw makes one element:
+ * are llama's; Gemma-3's (§M7) have four norms per layer and q/k norms of
+ * head_dim, every norm weight stored as w of (1 + w): uniform 0 +- 0.1.  One 64-bit draw makes one element:
  *   normal-ish: S = sum of its four 16-bit fields - 131070 (an integer,
  *               Irwin-Hall, std 65536/sqrt(3)), value = (float)S * k;
  *   norm weight: 1 + ((top 24 bits) - 2^23) * (0.1 / 2^23).
@@ -86,7 +87,7 @@ static uint16_t bf16_rne(float f)
     return (uint16_t)(b >> 16);
 }
 
-enum kind { K_NORMAL, K_NORM };
+enum kind { K_NORMAL, K_NORM, K_NORM0 }; /* K_NORM0: Gemma-3's stored w of (1 + w), docs/models.md §M7.2 */
 
 typedef struct tdesc {
     char name[96];
@@ -107,6 +108,9 @@ static void fill(uint64_t *state, const tdesc *t, uint16_t *out, size_t n)
             float p = (float)m * k;
             out[i] = bf16_rne(1.0f + p);
         }
+    } else if (t->kind == K_NORM0) {
+        const float k = 0.1f / 8388608.0f;
+        for (size_t i = 0; i < n; i++) out[i] = bf16_rne((float)((int32_t)(splitmix64(state) >> 40) - 8388608) * k);
     } else {
         /* (float)S is exact (|S| < 2^18); one RNE multiply; no contraction (-ffp-contract=off). */
         const float k = t->std * (1.7320508f / 65536.0f);
@@ -128,6 +132,9 @@ static size_t tensor_list(const cis2_synth_shape *s, tdesc *out, size_t cap)
     int qk_norm = !strcmp(s->model_type, "qwen3");
     int post = !strcmp(s->model_type, "olmo2"); /* docs/models.md §M4: post-norms, q/k norms of Q and KV */
     int fused = !strcmp(s->model_type, "phi3"); /* §M6: one qkv_proj, one gate_up_proj per layer */
+    int gemma = !strcmp(s->model_type, "gemma3_text"); /* §M7: four norms per layer, norms as (1 + w) */
+    enum kind NK = gemma ? K_NORM0 : K_NORM;
+    qk_norm = qk_norm || gemma;
     float emb_std = 1.5f * cis2_rsqrt_cr((float)H), lin_h = cis2_rsqrt_cr((float)H), lin_i = cis2_rsqrt_cr((float)I);
 #define ADD(nd, a, b, kd, sd, ...)                                                    \
     do {                                                                              \
@@ -140,7 +147,7 @@ static size_t tensor_list(const cis2_synth_shape *s, tdesc *out, size_t cap)
     ADD(2, V, H, K_NORMAL, emb_std, "model.embed_tokens.weight");
     for (int64_t l = 0; l < s->layers; l++) {
         const char *p = "model.layers.";
-        if (!post) ADD(1, H, 0, K_NORM, 0, "%s%lld.input_layernorm.weight", p, (long long)l);
+        if (!post) ADD(1, H, 0, NK, 0, "%s%lld.input_layernorm.weight", p, (long long)l);
         if (fused) ADD(2, Q + 2 * KV, H, K_NORMAL, lin_h, "%s%lld.self_attn.qkv_proj.weight", p, (long long)l);
         else {
             ADD(2, Q, H, K_NORMAL, lin_h, "%s%lld.self_attn.q_proj.weight", p, (long long)l);
@@ -153,23 +160,24 @@ static size_t tensor_list(const cis2_synth_shape *s, tdesc *out, size_t cap)
         ADD(2, H, Q, K_NORMAL, Q == H ? lin_h : cis2_rsqrt_cr((float)Q), "%s%lld.self_attn.o_proj.weight", p,
             (long long)l);
         if (post) {
-            ADD(1, Q, 0, K_NORM, 0, "%s%lld.self_attn.q_norm.weight", p, (long long)l);
-            ADD(1, KV, 0, K_NORM, 0, "%s%lld.self_attn.k_norm.weight", p, (long long)l);
+            ADD(1, Q, 0, NK, 0, "%s%lld.self_attn.q_norm.weight", p, (long long)l);
+            ADD(1, KV, 0, NK, 0, "%s%lld.self_attn.k_norm.weight", p, (long long)l);
         }
         if (qk_norm) {
-            ADD(1, D, 0, K_NORM, 0, "%s%lld.self_attn.q_norm.weight", p, (long long)l);
-            ADD(1, D, 0, K_NORM, 0, "%s%lld.self_attn.k_norm.weight", p, (long long)l);
+            ADD(1, D, 0, NK, 0, "%s%lld.self_attn.q_norm.weight", p, (long long)l);
+            ADD(1, D, 0, NK, 0, "%s%lld.self_attn.k_norm.weight", p, (long long)l);
         }
-        ADD(1, H, 0, K_NORM, 0, "%s%lld.post_attention_layernorm.weight", p, (long long)l);
+        ADD(1, H, 0, NK, 0, "%s%lld.post_attention_layernorm.weight", p, (long long)l);
         if (fused) ADD(2, 2 * I, H, K_NORMAL, lin_h, "%s%lld.mlp.gate_up_proj.weight", p, (long long)l);
         else {
             ADD(2, I, H, K_NORMAL, lin_h, "%s%lld.mlp.gate_proj.weight", p, (long long)l);
             ADD(2, I, H, K_NORMAL, lin_h, "%s%lld.mlp.up_proj.weight", p, (long long)l);
         }
         ADD(2, H, I, K_NORMAL, lin_i, "%s%lld.mlp.down_proj.weight", p, (long long)l);
-        if (post) ADD(1, H, 0, K_NORM, 0, "%s%lld.post_feedforward_layernorm.weight", p, (long long)l);
+        if (gemma) ADD(1, H, 0, NK, 0, "%s%lld.pre_feedforward_layernorm.weight", p, (long long)l);
+        if (post || gemma) ADD(1, H, 0, NK, 0, "%s%lld.post_feedforward_layernorm.weight", p, (long long)l);
     }
-    ADD(1, H, 0, K_NORM, 0, "model.norm.weight");
+    ADD(1, H, 0, NK, 0, "model.norm.weight");
     if (!s->tied) ADD(2, V, H, K_NORMAL, emb_std, "lm_head.weight");
 #undef ADD
     return n;

@@ -106,7 +106,7 @@ refuse softcap 'final_logit_softcapping = 30.0 is not implemented' 'c["final_log
 refuse sliding_window 'sliding_window = 4096 is not implemented' 'c["sliding_window"] = 4096'
 refuse use_sliding 'use_sliding_window is true' 'c["use_sliding_window"] = True'
 refuse partial 'partial_rotary_factor = 0.5 is not implemented' 'c["partial_rotary_factor"] = 0.5'
-refuse family "model_type 'gemma3_text' not supported" 'c["model_type"] = "gemma3_text"'
+refuse family "model_type 'gemma2' not supported" 'c["model_type"] = "gemma2"'
 refuse qwen2_sliding 'use_sliding_window is true' \
     'c["model_type"] = "qwen2"; c["sliding_window"] = 4096; c["use_sliding_window"] = True'
 echo "t_config_keys: ok ($n checks)"

@@ -242,7 +242,7 @@ REJ(unsup_rope_scaling, "rope_scaling", "{\"type\":\"linear\",\"factor\":2.0}", 
 REJ(unsup_act, "hidden_act", "\"gelu\"", CIS2_E_UNSUPPORTED, "hidden_act 'gelu'")
 REJ(unsup_interleaved, "rope_interleaved", "true", CIS2_E_UNSUPPORTED, "rope_interleaved = true is not implemented")
 REJ(unsup_sliding, "use_sliding_window", "true", CIS2_E_UNSUPPORTED, "use_sliding_window is true")
-REJ(unsup_model_type, "model_type", "\"gemma3_text\"", CIS2_E_UNSUPPORTED, "model_type 'gemma3_text'")
+REJ(unsup_model_type, "model_type", "\"gemma2\"", CIS2_E_UNSUPPORTED, "model_type 'gemma2'")
 REJ(unsup_mlp_bias, "mlp_bias", "true", CIS2_E_UNSUPPORTED, "mlp_bias is true")
 REJ(unsup_mrope, "use_mrope", "true", CIS2_E_UNSUPPORTED, "use_mrope = true is not implemented")
 REJ(unsup_head_dim_mismatch, "head_dim", "128", CIS2_E_UNSUPPORTED, "head_dim 128")
@@ -434,11 +434,6 @@ static void neutral_keys(void **s)
     static const struct { const char *ok, *bad, *want; } K[] = {
         {"{\"attn_logit_softcapping\":null}", "{\"attn_logit_softcapping\":50.0}", "attn_logit_softcapping = 50.0"},
         {"{\"final_logit_softcapping\":null}", "{\"final_logit_softcapping\":30.0}", "final_logit_softcapping = 30.0"},
-        {"{\"hidden_activation\":\"silu\"}", "{\"hidden_activation\":\"gelu_pytorch_tanh\"}",
-         "hidden_activation = \"gelu_pytorch_tanh\""},
-        {"{\"query_pre_attn_scalar\":null}", "{\"query_pre_attn_scalar\":256}", "query_pre_attn_scalar = 256"},
-        {"{\"rope_local_base_freq\":null}", "{\"rope_local_base_freq\":10000}", "rope_local_base_freq = 10000"},
-        {"{\"sliding_window_pattern\":null}", "{\"sliding_window_pattern\":6}", "sliding_window_pattern = 6"},
         {"{\"no_rope_layers\":[1,1,1]}", "{\"no_rope_layers\":[1,1,0]}", "no_rope_layers = [1,1,0]"},
         {"{\"no_rope_layers\":[1,1],\"no_rope_layer_interval\":4}", "{\"no_rope_layer_interval\":4}",
          "no_rope_layer_interval = 4"},
@@ -510,7 +505,7 @@ static void families(void **s)
         {"Qwen3-8B", NULL},
         {"SmolLM3-3B", NULL},
         {"TinyLlama-1.1B-Chat-v1.0", NULL},
-        {"gemma-3-1b-it", "model_type 'gemma3_text' not supported"},
+        {"gemma-3-1b-it", NULL},
     };
     char p[1024];
     snprintf(p, sizeof p, "%s/models/families/%s.json", shared(), F[0].file);
@@ -777,6 +772,111 @@ static void phi3_family(void **s)
     }
 }
 
+/* gemma3_text (docs/models.md §M7.1): the real gemma-3-1b-it config loads
+ * with its layer pattern (every 6th layer global), window 512, both RoPE
+ * bases, query_pre_attn_scalar, the tied head and Gemma3TextConfig's
+ * defaults where a key is absent; every Gemma-only key is refused
+ * elsewhere; malformed values are refused. */
+static void gemma3_family(void **s)
+{
+    (void)s;
+    char p[1024];
+    snprintf(p, sizeof p, "%s/models/families/gemma-3-1b-it.json", shared());
+    cis2_config c;
+    cis2_error e = {0};
+    if (access(p, R_OK) == 0) {
+        if (cis2_config_load(&c, p, &e)) fail_msg("%s", e.msg);
+        assert_true(cis2_config_gemma3(&c) && cis2_config_qk_norm(&c) && !cis2_config_post_norm(&c));
+        assert_int_equal(c.head_dim, 256);
+        assert_int_equal(c.sliding_window, 512);
+        assert_int_equal(c.query_pre_attn_scalar, 256);
+        for (int l = 0; l < 26; l++)
+            if (c.slides[l] != (l % 6 != 5)) fail_msg("gemma-3-1b-it layer %d: slides %d", l, c.slides[l]);
+        assert_int_equal(bits(c.rope_theta), 0x49742400);       /* 1000000 */
+        assert_int_equal(bits(c.rope_local_theta), 0x461C4000); /* 10000 */
+        assert_int_equal(c.tie_word_embeddings, 1);             /* absent: Gemma3TextConfig's true */
+        assert_int_equal(cis2_config_inv_freq_len(&c), 256);    /* two tables of 128 */
+        {   /* docs/models.md §M7.9 (doc_reimpl.py computes it from the document) */
+            float inv[256];
+            uint8_t d[32];
+            char hex[65];
+            cis2_config_inv_freq(&c, inv);
+            cis2_inv_freq_table_digest(inv, 256, d);
+            for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
+            assert_string_equal(hex, "f0ec788c12150af9965fc9b2bf12bdd7686cddea9e1f8f3f2e182ed427f92fed");
+        }
+        /* 26 layers of 4*1152 norm + (1024+256+256)*1152 + 1152*1024 attention + 3*1152*6912 MLP + 2*256 q/k
+         * norm weights, the tied embedding 262144*1152, the final norm 1152: gemma-3-1b's 999,885,952 */
+        assert_true(cis2_config_param_count(&c, 0) == 999885952ull);
+    }
+    static const char *const base = "{\"model_type\":\"gemma3_text\",\"hidden_size\":64,\"intermediate_size\":128,"
+        "\"num_hidden_layers\":4,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"head_dim\":16,"
+        "\"vocab_size\":300%s}";
+    static const struct { const char *extra; int rc; const char *why; const char *slides; } C[] = {
+        /* Gemma3TextConfig's defaults: pattern 6 (layers 0-3 all slide), window 4096, eps 1e-6 */
+        {"", CIS2_OK, NULL, "1111"},
+        {",\"sliding_window_pattern\":2", CIS2_OK, NULL, "1010"},
+        {",\"sliding_window_pattern\":1", CIS2_OK, NULL, "0000"},
+        {",\"layer_types\":[\"full_attention\",\"sliding_attention\",\"sliding_attention\",\"full_attention\"]",
+         CIS2_OK, NULL, "0110"},
+        {",\"sliding_window_pattern\":2,\"layer_types\":[\"sliding_attention\",\"full_attention\","
+         "\"sliding_attention\",\"full_attention\"]", CIS2_OK, NULL, "1010"},
+        {",\"sliding_window_pattern\":3,\"layer_types\":[\"sliding_attention\",\"full_attention\","
+         "\"sliding_attention\",\"full_attention\"]", CIS2_E_UNSUPPORTED,
+         "layer_types[1] and sliding_window_pattern 3 disagree", NULL},
+        {",\"layer_types\":[\"chunked_attention\",\"full_attention\",\"full_attention\",\"full_attention\"]",
+         CIS2_E_UNSUPPORTED, "layer_types[0] \"chunked_attention\" is not implemented", NULL},
+        {",\"sliding_window_pattern\":0", CIS2_E_FORMAT, "sliding_window_pattern must be a positive integer", NULL},
+        {",\"sliding_window\":null", CIS2_E_FORMAT, "sliding layers need a window", NULL},
+        {",\"sliding_window\":0", CIS2_E_FORMAT, "sliding_window must be an integer in [1, 2^31]", NULL},
+        {",\"query_pre_attn_scalar\":0", CIS2_E_FORMAT, "query_pre_attn_scalar must be an integer", NULL},
+        {",\"query_pre_attn_scalar\":24.5", CIS2_E_FORMAT, "query_pre_attn_scalar must be an integer", NULL},
+        {",\"query_pre_attn_scalar\":24.0", CIS2_OK, NULL, "1111"},
+        {",\"rope_local_base_freq\":-1", CIS2_E_FORMAT, "rope_local_base_freq must be finite and > 0", NULL},
+        {",\"hidden_activation\":\"gelu\"", CIS2_E_UNSUPPORTED, "hidden_activation 'gelu' not supported", NULL},
+        {",\"hidden_act\":\"silu\"", CIS2_E_UNSUPPORTED, "hidden_act 'silu' not supported", NULL},
+        {",\"hidden_act\":\"gelu_pytorch_tanh\"", CIS2_OK, NULL, "1111"},
+        {",\"attention_bias\":true", CIS2_E_UNSUPPORTED, "a gemma3_text model has no attention biases", NULL},
+        {",\"final_logit_softcapping\":30.0", CIS2_E_UNSUPPORTED, "final_logit_softcapping = 30.0", NULL},
+        {",\"attn_logit_softcapping\":50.0", CIS2_E_UNSUPPORTED, "attn_logit_softcapping = 50.0", NULL},
+        {",\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":8.0}", CIS2_E_UNSUPPORTED,
+         "rope_scaling.rope_type \"linear\" is not implemented", NULL},
+        {",\"use_bidirectional_attention\":true", CIS2_E_UNSUPPORTED, "use_bidirectional_attention", NULL},
+    };
+    for (size_t i = 0; i < sizeof C / sizeof C[0]; i++) {
+        char t[1024];
+        snprintf(t, sizeof t, base, C[i].extra);
+        memset(&e, 0, sizeof e);
+        int rc = cis2_config_parse(&c, t, strlen(t), "gemma", &e);
+        if (rc != C[i].rc || (C[i].why && !strstr(e.msg, C[i].why)))
+            fail_msg("case %zu (%s): rc=%d msg='%s'", i, C[i].extra, rc, e.msg);
+        if (rc) continue;
+        for (int l = 0; l < 4; l++)
+            if (c.slides[l] != C[i].slides[l] - '0') fail_msg("case %zu: layer %d slides %d", i, l, c.slides[l]);
+        assert_int_equal(c.sliding_window, 4096);
+        assert_int_equal(c.query_pre_attn_scalar, 24 * (i == 12) + 256 * (i != 12));
+        assert_int_equal(bits(c.rms_norm_eps), bits(1e-6f));
+        assert_int_equal(bits(c.rope_theta), 0x49742400);
+        assert_int_equal(c.tie_word_embeddings, 1);
+        assert_int_equal(c.max_position_embeddings, 131072);
+    }
+    /* Gemma's keys in other families: refused, not ignored */
+    patch_fails("{\"query_pre_attn_scalar\":64}", NULL, CIS2_E_UNSUPPORTED,
+                "query_pre_attn_scalar is not implemented for model_type llama");
+    patch_fails("{\"rope_local_base_freq\":10000}", NULL, CIS2_E_UNSUPPORTED,
+                "rope_local_base_freq is not implemented for model_type llama");
+    patch_fails("{\"sliding_window_pattern\":6}", NULL, CIS2_E_UNSUPPORTED, "sliding_window_pattern is not implemented");
+    patch_fails("{\"hidden_activation\":\"gelu_pytorch_tanh\"}", NULL, CIS2_E_UNSUPPORTED,
+                "hidden_activation 'gelu_pytorch_tanh' not supported");
+    patch_ok(&c, "{\"hidden_activation\":\"silu\",\"query_pre_attn_scalar\":null,\"rope_local_base_freq\":null,"
+                 "\"sliding_window_pattern\":null}", NULL); /* null is absent */
+    patch_fails("{\"model_type\":\"mistral\",\"layer_types\":[\"sliding_attention\"]}", NULL, CIS2_E_FORMAT,
+                "layer_types must be a list");
+    patch_ok(&c, "{\"model_type\":\"qwen3\"}", NULL);
+    assert_false(cis2_config_gemma3(&c));
+    assert_int_equal(cis2_config_inv_freq_len(&c), (size_t)c.head_dim / 2);
+}
+
 /* model_type mistral (issue 33) is Llama's arithmetic, with a sliding
  * window wherever sliding_window is set (docs/models.md §M5: Mistral's
  * modeling code has no use_sliding_window), and has no biases at all. */
@@ -978,7 +1078,7 @@ int main(void)
         cmocka_unit_test(rope_parameters_base), cmocka_unit_test(rope_types_refused),
         cmocka_unit_test(rope_members), cmocka_unit_test(layer_types), cmocka_unit_test(sliding_window),
         cmocka_unit_test(neutral_keys), cmocka_unit_test(pretraining_tp_accepted),
-        cmocka_unit_test(transformers5_config), cmocka_unit_test(families), cmocka_unit_test(smollm3_nope), cmocka_unit_test(olmo2_family), cmocka_unit_test(mistral_family), cmocka_unit_test(phi3_family),
+        cmocka_unit_test(transformers5_config), cmocka_unit_test(families), cmocka_unit_test(smollm3_nope), cmocka_unit_test(olmo2_family), cmocka_unit_test(mistral_family), cmocka_unit_test(phi3_family), cmocka_unit_test(gemma3_family),
         cmocka_unit_test(llama3_rope), cmocka_unit_test(qwen3_family),
         cmocka_unit_test(synth_shape_table),
     };

@@ -377,6 +377,8 @@ static void test_attention_variants(void **state)
         size_t G = 1 + rnd() % 8, hd = HD[rnd() % 5], len = LEN[rnd() % 7], cap = (len + 15) / 16 * 16;
         size_t vs = hd + (it % 3) * 8; /* value rows may be strided */
         size_t lo = it % 3 == 0 ? 0 : rnd() % len, w = len - lo;
+        /* §9.2's scale, or another one (Gemma-3's query_pre_attn_scalar, docs/models.md §M7.3) */
+        float scale = rsqrt_cr((float)(it % 4 == 1 ? (size_t)(24 + it) : hd));
         float *q = malloc(G * hd * 4), *k = malloc(len * hd * 4), *v = malloc(len * vs * 4);
         float *kt = calloc(cap * hd, 4), *s = malloc(G * len * 4), *o = malloc(G * hd * 4);
         float *s_ref = malloc(G * len * 4), *o_ref = malloc(G * hd * 4);
@@ -388,7 +390,8 @@ static void test_attention_variants(void **state)
         float *vr = malloc(len * hd * 4); /* the reference reads k and v rows with one stride */
         for (size_t j = 0; j < len; j++) memcpy(vr + j * hd, v + j * vs, hd * 4);
         for (size_t h = 0; h < G; h++)
-            cis2_attend_head(q + h * hd, k + lo * hd, vr + lo * hd, hd, w, hd, s_ref + h * w, o_ref + h * hd);
+            attend_head_scaled(q + h * hd, k + lo * hd, vr + lo * hd, hd, w, hd, scale, s_ref + h * w,
+                               o_ref + h * hd);
         free(vr);
         for (size_t n = 0; n < NNAMES; n++) {
             if (!cis2_kernel_available(NAMES[n])) continue;
@@ -396,7 +399,7 @@ static void test_attention_variants(void **state)
             assert_int_equal(use_kernel(NAMES[n], &err), CIS2_OK);
             memset(s, 0xFF, G * len * 4);
             memset(o, 0xFF, G * hd * 4);
-            cis2_attend_group(&X, q, G, kt, v, vs, lo, len, hd, s, o);
+            cis2_attend_group(&X, q, G, kt, v, vs, lo, len, hd, scale, s, o);
             for (size_t i = 0; i < G * w; i++)
                 if (bitsf(s[i]) != bitsf(s_ref[i]))
                     fail_msg("%s: G %zu hd %zu lo %zu len %zu: prob[%zu] = %08X, want %08X", NAMES[n], G, hd, lo,

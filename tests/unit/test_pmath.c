@@ -69,6 +69,23 @@ static void test_silu(void **s)
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) CHECK_BITS(cis2_silu_pinned, v[i].in, v[i].out);
 }
 
+/* docs/models.md §M7.9: Gemma-3's GELU (tanh form), as tests/oracle/doc_reimpl.py
+ * computes it from the document alone; a subnormal input reads as zero (DAZ). */
+static void test_gelu_tanh(void **s)
+{
+    (void)s;
+    static const pair v[] = {
+        {0x3F000000, 0x3EB1016D}, {0x3F800000, 0x3F57585C}, {0xBF800000, 0xBE229E90}, {0x40200000, 0x401F08DC},
+        {0xC0200000, 0xBC7723FE}, {0x40400000, 0x403FC468}, {0xC0400000, 0xBB6E614C}, {0x40800000, 0x407FFEDA},
+        {0xC0800000, 0xB89350FD}, {0x3DCCCCCD, 0x3D5D1D05}, {0xBDCCCCCD, 0xBD3C7C96}, {0x3F3504F3, 0x3F099AF6},
+        {0x41200000, 0x41200000}, {0xC0A00000, 0xB4761470}, {0xC1200000, 0x8223E47D}, {0xC1207A15, 0x81A55080},
+        {0xC1207A16, 0x80000000}, {0xC1300000, 0x80000000}, {0x00000000, 0x00000000}, {0x80000000, 0x80000000},
+        {0x7F800000, 0x7F800000}, {0xFF800000, 0x7FC00000}, {0x7FC00000, 0x7FC00000}, {0x00000001, 0x00000000},
+        {0xFFC00001, 0x7FC00000},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) CHECK_BITS(cis2_gelu_tanh_pinned, v[i].in, v[i].out);
+}
+
 static void test_sin_cos(void **s)
 {
     (void)s;
@@ -337,7 +354,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fpenv),     cmocka_unit_test(test_exp),        cmocka_unit_test(test_ln),
-        cmocka_unit_test(test_silu),      cmocka_unit_test(test_sin_cos),    cmocka_unit_test(test_rsqrt),
+        cmocka_unit_test(test_silu),      cmocka_unit_test(test_gelu_tanh),      cmocka_unit_test(test_sin_cos),    cmocka_unit_test(test_rsqrt),
         cmocka_unit_test(test_ldexp_frexp), cmocka_unit_test(test_argmax),   cmocka_unit_test(test_dot_seq),
         cmocka_unit_test(test_rmsnorm),   cmocka_unit_test(test_matvec),     cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_attention), cmocka_unit_test(test_attention_blocked), cmocka_unit_test(test_exp_silu_vector), cmocka_unit_test(test_rope_tables), cmocka_unit_test(test_digests),
