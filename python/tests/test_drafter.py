@@ -1,7 +1,7 @@
 """Speculative decoding with drafts of the caller's own (Engine.set_drafter,
 cis2_engine_set_drafter; docs/speculate.md; issue 37 item 2): on every
 `make matrix` shape (tiny, tiny-qwen, odd, smollm2-135m and the families'
-small shapes l3, q3, sm3, ol2 of tools/matrix), greedy and seeded
+small shapes l3, q3, sm3, ol2, ph3, gm3 of tools/matrix), greedy and seeded
 sampling with logprobs and a stop id met mid-way, a drafter that is
 always right (the plain run's continuation), always wrong and right at
 random gives plain decoding's receipt, witness, argmax digest, tokens,
@@ -17,7 +17,7 @@ import pytest
 import cis2
 from conftest import PROMPT, TOKENIZER_135M, same_result as _same
 
-# tools/matrix's family shapes (docs/models.md §M1-§M4)
+# tools/matrix's family shapes (docs/models.md §M1-§M7)
 FAMILIES = {
     "l3": {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu", "hidden_size": 64,
            "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -37,6 +37,16 @@ FAMILIES = {
             "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
             "vocab_size": 512, "max_position_embeddings": 512, "rms_norm_eps": 1e-06, "rope_theta": 500000,
             "tie_word_embeddings": False, "torch_dtype": "float32"},
+    "ph3": {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "hidden_act": "silu", "hidden_size": 64,
+            "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "vocab_size": 512, "max_position_embeddings": 512, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
+            "sliding_window": 3, "tie_word_embeddings": False, "attention_bias": False, "torch_dtype": "bfloat16"},
+    "gm3": {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
+            "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 64, "intermediate_size": 160,
+            "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 24,
+            "vocab_size": 512, "max_position_embeddings": 512, "query_pre_attn_scalar": 20, "rms_norm_eps": 1e-06,
+            "rope_theta": 1000000, "rope_local_base_freq": 10000, "sliding_window": 3, "sliding_window_pattern": 2,
+            "torch_dtype": "bfloat16"},
 }
 KERNELS = [k for k in ("scalar", "avx2", "avx512", "neon") if cis2.kernel_available(k)]
 

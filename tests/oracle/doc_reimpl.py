@@ -210,6 +210,23 @@ def silu_pinned(x):
     return x / d
 
 
+GELU_B, GELU_K = from_bits(0x3F4C422A), from_bits(0x3D372713)
+
+
+def gelu_tanh_pinned(x):
+    """docs/models.md §M7.5: x / (1 + exp_pinned(-(u + u))), u = B * (x + K * x^3)."""
+    x2 = x * x
+    x3 = x2 * x
+    a = GELU_K * x3
+    b = x + a
+    u = GELU_B * b
+    t = u + u
+    e = exp_pinned(-t)
+    d = f32(1) + e
+    y = x / d
+    return from_bits(0x7FC00000) if np.isnan(y) else y
+
+
 LOG_SQRTHF, LOG_Q1, LOG_Q2 = (from_bits(u) for u in (0x3F3504F3, 0xB95E8083, 0x3F318000))
 LOG_P = [from_bits(u) for u in (0x3D9021BB, 0xBDEBD1B8, 0x3DEF251B, 0xBDFE5D4F, 0x3E11E9BF,
                                 0xBE2AAE50, 0x3E4CCEAD, 0xBE7FFFFC, 0x3EAAAAAA)]
@@ -545,6 +562,13 @@ GOLD_SINCOS = """0x45034E6F->0x3F3BC37A,0xBF2E0390  0x458BE628->0x33F7F000,0xBF8
 0x41980000->0x3E197969,0x3F7D1BBF  0x43C80000->0xBF59D5D9,0xBF0679D2
 0x477FFF00->0x3F7B3849,0x3E44F5D5  0x497FFFF0->0xBF1D9959,0x3F49BD22
 0x40400000->0x3E1081C3,0xBF7D7026"""
+# docs/models.md §M7.9
+GOLD_GELU = """0x3F000000->0x3EB1016D 0x3F800000->0x3F57585C 0xBF800000->0xBE229E90
+0x40200000->0x401F08DC 0xC0200000->0xBC7723FE 0x40400000->0x403FC468 0xC0400000->0xBB6E614C
+0x40800000->0x407FFEDA 0xC0800000->0xB89350FD 0x3DCCCCCD->0x3D5D1D05 0xBDCCCCCD->0xBD3C7C96
+0x3F3504F3->0x3F099AF6 0x41200000->0x41200000 0xC0A00000->0xB4761470 0xC1200000->0x8223E47D
+0xC1207A15->0x81A55080 0xC1207A16->0x80000000 0xC1300000->0x80000000 0x00000000->0x00000000
+0x80000000->0x80000000 0x7F800000->0x7F800000 0xFF800000->0x7FC00000 0x7FC00000->0x7FC00000"""
 GOLD_INV_FREQ_64 = """3F800000 3F32A506 3EF953CF 3EADFCFF 3E72D424 3E29740A 3DEC7FD5 3DA50957
 3D6655C4 3D20BC1E 3CE054D5 3C9C8B99 3C5A7BF1 3C187706 3BD4CA16 3B947DAF
 3B4F3E39 3B109EDC 3AC9D75F 3A8CD9DE 3A449490 3A092E06 39BF74DC 39859AAD
@@ -579,6 +603,8 @@ def cmd_goldens():
         check("ln_pinned(%s)" % a, ln_pinned(x), b)
     for a, x, b in pairs(GOLD_SILU):
         check("silu_pinned(%s)" % a, silu_pinned(x), b)
+    for a, x, b in pairs(GOLD_GELU):
+        check("gelu_tanh_pinned(%s)" % a, gelu_tanh_pinned(x), b)
     for a, x, b in pairs(GOLD_SINCOS):
         s, c = b.split(",")
         check("sin_pinned(%s)" % a, sin_pinned(x), s)
@@ -586,6 +612,10 @@ def cmd_goldens():
     check("EPS_F32", f32(float("1e-05")), "0x3727C5AC")
     for n, want in ((24, "3E5105EB"), (64, "3E000000"), (72, "3DF15BF0"),
                     (96, "3DD105EB"), (112, "3DC18490"), (136, "3DAF9D54")):
+        check("rsqrt(%d)" % n, rsqrt(f32(n)), want)
+    for n, want in ((1152, "4207C3B6"), (640, "41CA62C2"), (64, "41000000")):     # docs/models.md §M7.9
+        check("ES(%d)" % n, np.sqrt(f32(n)), want)
+    for n, want in ((256, "3D800000"), (20, "3E64F92E")):
         check("rsqrt(%d)" % n, rsqrt(f32(n)), want)
     check("dot_seq([1e8,1,-1e8],[1,1,1])", dot_seq([1e8, 1, -1e8], [1, 1, 1]), "00000000")
     am = argmax(np.array([1, 3, 3, 2, 3, -1], dtype=f32))
@@ -638,7 +668,14 @@ def cmd_goldens():
              "dd56f90686e87b51e976b4559af8ba5319cc2ce43b400cf283ccc9df90587127"),
             ("llama3 head_dim 16", inv_freq_table_digest(
                 llama3_rescale(rope_inv_freq(f32(10000), 16), 8.0, 1.0, 4.0, 64)).hex(),
-             "d0592bf4b3b8b03042a7d58886476276c51446d7bb75de5a97861e32cfdd52d7")):
+             "d0592bf4b3b8b03042a7d58886476276c51446d7bb75de5a97861e32cfdd52d7"),
+            # docs/models.md §M7.4/§M7.9: the global table, then the local one
+            ("gemma-3-1b-it", inv_freq_table_digest(np.concatenate(
+                (rope_inv_freq(f32(1000000), 256), rope_inv_freq(f32(10000), 256)))).hex(),
+             "f0ec788c12150af9965fc9b2bf12bdd7686cddea9e1f8f3f2e182ed427f92fed"),
+            ("gemma3 head_dim 24", inv_freq_table_digest(np.concatenate(
+                (rope_inv_freq(f32(1000000), 24), rope_inv_freq(f32(10000), 24)))).hex(),
+             "baeaeace2c52a372e07956d82eb2a4b0ce2fd54d1d2589da6b5f7a24fa0d0e80")):
         count[0] += 1
         if got != want:
             bad[0] += 1

@@ -76,6 +76,15 @@ cat > "$T/phi3.json" <<'J'
  "pad_token_id": 32000, "bos_token_id": 1, "eos_token_id": 32000, "torch_dtype": "bfloat16"}
 J
 
+cat > "$T/gemma3.json" <<'J'
+{"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "hidden_activation": "gelu_pytorch_tanh",
+ "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 4, "num_attention_heads": 4,
+ "num_key_value_heads": 2, "head_dim": 24, "vocab_size": 512, "max_position_embeddings": 512,
+ "query_pre_attn_scalar": 20, "rms_norm_eps": 1e-06, "rope_theta": 1000000, "rope_local_base_freq": 10000,
+ "rope_scaling": null, "sliding_window": 5, "sliding_window_pattern": 2, "attention_bias": false,
+ "attn_logit_softcapping": null, "final_logit_softcapping": null, "torch_dtype": "bfloat16"}
+J
+
 kernels=""
 $CIS2 synth --shape tiny --seed 7 --out "$T/tiny" > /dev/null || fail "synth tiny"
 for k in scalar avx2 avx512 neon; do
@@ -140,6 +149,10 @@ family() {
         grep -qx "inv-freq-table-digest d0592bf4b3b8b03042a7d58886476276c51446d7bb75de5a97861e32cfdd52d7" "$d/r" \
             || fail_later "llama3: inv-freq-table-digest $(sed -n 's/^inv-freq-table-digest //p' "$d/r"), docs/models.md §M1.6 says d0592bf4..."
     fi
+    if [ "$fam" = gemma3 ]; then    # §M7.4: the global table, then the local one (§M7.9)
+        grep -qx "inv-freq-table-digest baeaeace2c52a372e07956d82eb2a4b0ce2fd54d1d2589da6b5f7a24fa0d0e80" "$d/r" \
+            || fail_later "gemma3: inv-freq-table-digest $(sed -n 's/^inv-freq-table-digest //p' "$d/r"), docs/models.md §M7.9 says baeaeace..."
+    fi
 }
 
 family llama3 llama3 llama3_smooth
@@ -148,5 +161,6 @@ family smollm3 nope
 family olmo2 post_norm qk_norm qk_norm_per_head
 family mistral_sw window window_off_by_one
 family phi3 window window_off_by_one
+family gemma3 gemma_norm embed_scale local_rope query_scale layer_pattern window window_off_by_one qk_norm
 end_fails
 echo ok

@@ -41,12 +41,36 @@ from cis2's code or docs/models.md's pinned order):
     sliced in that order (Phi3Attention's query_pos); mlp.gate_up_proj is
     chunk(2) of the output: the first intermediate_size rows the gate, the
     rest up (Phi3MLP); split here at load, the arithmetic then Llama's.
+  - Gemma-3 text (model_type gemma3_text; Gemma3TextConfig,
+    Gemma3TextModel, Gemma3DecoderLayer, Gemma3Attention, Gemma3MLP,
+    Gemma3RMSNorm in modeling_gemma3.py): defaults head_dim 256,
+    query_pre_attn_scalar 256, rope_theta 1e6, rope_local_base_freq 1e4,
+    sliding_window 4096, sliding_window_pattern (or the saved
+    _sliding_window_pattern) 6, rms_norm_eps 1e-6, tie_word_embeddings true,
+    hidden_activation gelu_pytorch_tanh; layer_types, else layer i slides
+    iff (i + 1) % pattern != 0; the embedding times sqrt(hidden) as a
+    float32 tensor (the LM head is the unscaled tied embedding); every
+    RMSNorm's gain is (1 + weight), in float32; per layer x += post_attn_norm(
+    attn(input_norm(x))), x += post_ffw_norm(mlp(pre_ffw_norm(x))); q_norm /
+    k_norm per head before RoPE; scores times query_pre_attn_scalar ** -0.5;
+    full layers: RoPE base rope_theta with rope_scaling ("linear": inv_freq
+    / factor); sliding layers: base rope_local_base_freq, unscaled, and the
+    window kv > q - W; transformers 5's rope_parameters {"full_attention":
+    {...}, "sliding_attention": {...}} read the same way; MLP
+    down(gelu_tanh(gate(x)) * up(x)).  Softcapping, bidirectional
+    attention and a scaled local RoPE are refused.
 `check --ablate llama3|llama3_smooth|qk_norm|nope|post_norm|qk_norm_per_head|window|window_off_by_one`
 drops the feature from the oracle (post_norm: OLMo-2's block outputs added
 unnormalised; qk_norm_per_head: OLMo-2's q/k norm taken per head, Qwen3's
 way, with each head's slice of the weight; window: full attention;
-window_off_by_one: W + 1 keys, the older flash-attention reading): the
-test shows that the comparison then fails (the feature is effective).
+window_off_by_one: W + 1 keys, the older flash-attention reading); for
+Gemma-3 also gemma_norm (gain w, not 1 + w), embed_scale (no sqrt(hidden)),
+gelu_erf (the exact GELU), local_rope (the global table in every layer),
+query_scale (1/sqrt(head_dim)), layer_pattern (layer l takes layer l-1's
+type): the test shows that the comparison then fails (the feature is
+effective).  gelu_erf moves N(0, 1)-gated random checkpoints' logits by
+only ~5e-5, under the tolerance: its control needs gate pre-activations in
+GELU's negative tail (selftest's gemma3-gelu-tail).
 
 It deliberately does NOT reproduce cis2's pinned arithmetic (§5-§6): torch
 uses its own matmul order and libm exp/sin/cos.  What it checks is that
@@ -63,12 +87,14 @@ Run it with Debian's python (/usr/bin/python3), which has torch.
         implementation (token-by-token with a KV cache)
   torch_ref.py selftest [--keep DIR]
         writes small random checkpoints (tied/untied, biases, GQA,
-        head_dim != hidden/heads) and crosschecks each; also checks that
-        `check` rejects perturbed logits.
+        head_dim != hidden/heads, the families above) and crosschecks
+        each; also checks that `check` rejects perturbed logits, and that
+        each Gemma-3 ablation moves the logits by > 2e-3 (check rejects).
 
 Exit status: 0 pass, 1 mismatch / failure, 2 usage or unreadable input.
 """
 import argparse
+import copy
 import json
 import math
 import os
@@ -125,15 +151,16 @@ class Config:
     def __init__(self, path):
         with open(path) as f:
             c = json.load(f)
+        mt = c.get("model_type")
+        self.gemma3 = mt == "gemma3_text"
         self.hidden = int(c["hidden_size"])
         self.inter = int(c["intermediate_size"])
         self.layers = int(c["num_hidden_layers"])
         self.heads = int(c["num_attention_heads"])
         self.kv_heads = int(c.get("num_key_value_heads") or self.heads)
-        self.head_dim = int(c.get("head_dim") or self.hidden // self.heads)
+        self.head_dim = int(c.get("head_dim") or (256 if self.gemma3 else self.hidden // self.heads))
         self.vocab = int(c["vocab_size"])
         self.eps = float(c.get("rms_norm_eps", 1e-6))
-        mt = c.get("model_type")
         self.theta = float(c.get("rope_theta", 2000000.0 if mt == "smollm3" else 10000.0))
         self.use_rope = [True] * self.layers                     # SmolLM3: per layer
         if mt == "smollm3":
@@ -142,40 +169,101 @@ class Config:
                 every = int(c.get("no_rope_layer_interval", 4))
                 nrl = [int((l + 1) % every != 0) for l in range(self.layers)]
             self.use_rope = [bool(nrl[l]) for l in range(self.layers)]
-        self.tied = bool(c.get("tie_word_embeddings", False))
-        self.qk_norm = c.get("model_type") in ("qwen3", "olmo2")
-        self.olmo2 = c.get("model_type") == "olmo2"
+        self.tied = bool(c.get("tie_word_embeddings", self.gemma3))
+        self.qk_norm = mt in ("qwen3", "olmo2", "gemma3_text")
+        self.olmo2 = mt == "olmo2"
         self.post_norm = self.olmo2
         self.qk_whole = self.olmo2                              # OLMo-2: over the whole projection
-        self.window = None                                       # Mistral / Phi-3 sliding window
+        self.window = None                                       # Mistral / Phi-3 / Gemma-3 sliding window
+        self.sliding = [True] * self.layers                      # the layers the window applies to
         if mt in ("mistral", "phi3") and c.get("sliding_window") is not None:
             self.window = int(c["sliding_window"])
         self.fused = mt == "phi3"                                # Phi-3: qkv_proj, gate_up_proj
         self.llama3 = None
-        for key in ("rope_scaling", "rope_parameters"):
-            rs = c.get(key) or {}
-            if "rope_theta" in rs:
-                self.theta = float(rs["rope_theta"])
-            t = rs.get("rope_type", rs.get("type", "default"))
-            if t == "llama3":
-                self.llama3 = {k: float(rs[k]) for k in ("factor", "low_freq_factor", "high_freq_factor",
-                                                         "original_max_position_embeddings")}
-            elif t != "default":
-                raise ValueError(f"{path}: {key} type {t} is not supported by the oracle")
+        self.linear = None                                       # rope_type "linear": inv_freq / factor
+        # Gemma-3's knobs; these defaults are the Llama arithmetic
+        self.embed_scale = False                                 # embeddings times sqrt(hidden)
+        self.gemma_norm = False                                  # RMSNorm gain (1 + w)
+        self.sandwich = False                                    # pre and post norms around both blocks
+        self.act = "silu"
+        self.qscale = None                                       # None: scores / sqrt(head_dim)
+        self.local_rope = False                                  # sliding layers: their own RoPE table
+        self.local_theta = None
+        if self.gemma3:
+            self._gemma3(c, path)
+        else:
+            for key in ("rope_scaling", "rope_parameters"):
+                self._rope(c.get(key) or {}, key, path)
+            if c.get("hidden_act", "silu") != "silu":
+                raise ValueError(f"{path}: hidden_act {c.get('hidden_act')} is not silu")
         if c.get("rope_interleaved"):
             raise ValueError(f"{path}: rope_interleaved=true is not supported by the oracle")
-        if c.get("hidden_act", "silu") != "silu":
-            raise ValueError(f"{path}: hidden_act {c.get('hidden_act')} is not silu")
         if self.heads % self.kv_heads or self.head_dim % 2:
             raise ValueError(f"{path}: heads/kv_heads/head_dim inconsistent")
 
+    def _rope(self, rs, key, path):
+        """One rope_scaling / rope_parameters dict: its base, and the
+        scaling (modeling_rope_utils: "default", "linear", "llama3")."""
+        if "rope_theta" in rs:
+            self.theta = float(rs["rope_theta"])
+        t = rs.get("rope_type", rs.get("type", "default"))
+        if t == "llama3":
+            self.llama3 = {k: float(rs[k]) for k in ("factor", "low_freq_factor", "high_freq_factor",
+                                                     "original_max_position_embeddings")}
+        elif t == "linear":                                      # _compute_linear_scaling_rope_parameters
+            self.linear = float(rs["factor"])
+        elif t != "default":
+            raise ValueError(f"{path}: {key} type {t} is not supported by the oracle")
 
-def inv_freq_f64(cfg):
-    """The RoPE inverse frequencies in float64: theta^(-2i/D), then Llama
-    3.1's rescaling when the config asks for it (transformers'
-    _compute_llama3_parameters, written from its definition)."""
+    def _gemma3(self, c, path):
+        """Gemma3TextConfig's defaults and layer types, and the knobs that
+        Gemma3TextModel / Gemma3DecoderLayer / Gemma3Attention use."""
+        for k in ("final_logit_softcapping", "attn_logit_softcapping"):
+            if c.get(k) is not None:
+                raise ValueError(f"{path}: {k}={c[k]} is not supported by the oracle (null only)")
+        if c.get("use_bidirectional_attention"):
+            raise ValueError(f"{path}: use_bidirectional_attention is not a causal LM")
+        act = c.get("hidden_activation") or "gelu_pytorch_tanh"  # hidden_act is not Gemma3TextConfig's key
+        if act != "gelu_pytorch_tanh":
+            raise ValueError(f"{path}: hidden_activation {act} is not gelu_pytorch_tanh")
+        self.act = "gelu_tanh"
+        self.embed_scale = self.gemma_norm = self.sandwich = self.local_rope = True
+        self.qscale = float(c.get("query_pre_attn_scalar", 256)) ** -0.5
+        if c.get("sliding_window", 4096) is None:
+            raise ValueError(f"{path}: sliding_window null is not supported by the oracle")
+        self.window = int(c.get("sliding_window", 4096))
+        types = c.get("layer_types")
+        if types is None:                                        # the BC rule: every pattern-th layer is full
+            every = int(c.get("sliding_window_pattern", c.get("_sliding_window_pattern", 6)))
+            types = ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(self.layers)]
+        if len(types) != self.layers or not set(types) <= {"sliding_attention", "full_attention"}:
+            raise ValueError(f"{path}: layer_types {types} is not {self.layers} sliding/full_attention")
+        self.sliding = [t == "sliding_attention" for t in types]
+        rp = c.get("rope_parameters") or {}
+        if "full_attention" in rp or "sliding_attention" in rp:  # transformers 5: one dict per layer type
+            full, local = rp.get("full_attention") or {}, rp.get("sliding_attention") or {}
+        else:                                                    # 4.5x: rope_scaling is the global layers'
+            full, local = c.get("rope_scaling") or rp, {}
+        self.theta = float(c.get("rope_theta", 1000000.0))
+        self._rope(full, "rope_parameters.full_attention", path)
+        self.local_theta = float(local.get("rope_theta", c.get("rope_local_base_freq", 10000.0)))
+        if local.get("rope_type", local.get("type", "default")) != "default":
+            raise ValueError(f"{path}: a scaled RoPE on the sliding layers is not supported by the oracle")
+
+
+def inv_freq_f64(cfg, local=False):
+    """The RoPE inverse frequencies in float64: theta^(-2i/D), then the
+    scaling the config asks for: "linear" divides by factor, Llama 3.1's
+    (transformers' _compute_llama3_parameters, written from its
+    definition) rescales by band.  local: Gemma-3's sliding layers, base
+    rope_local_base_freq and no scaling (Gemma3TextModel.rotary_emb_local)."""
     D = cfg.head_dim
-    inv = np.array([math.pow(cfg.theta, -(2.0 * j) / D) for j in range(D // 2)])
+    theta = cfg.local_theta if local else cfg.theta
+    inv = np.array([math.pow(theta, -(2.0 * j) / D) for j in range(D // 2)])
+    if local:
+        return inv
+    if cfg.linear:
+        return inv / cfg.linear
     if not cfg.llama3:
         return inv
     p = cfg.llama3
@@ -190,6 +278,11 @@ def inv_freq_f64(cfg):
     if getattr(cfg, "no_smooth", False):                 # ablation: the medium band left unscaled
         return scaled
     return np.where(medium, smoothed, scaled)
+
+
+def local_layer(cfg, l):
+    """Whether layer l uses the sliding layers' RoPE table (Gemma-3)."""
+    return cfg.local_rope and cfg.sliding[l]
 
 
 def load_model(model_dir):
@@ -223,17 +316,25 @@ def torch_forward(cfg, w, ids):
     H, KV, D = cfg.heads, cfg.kv_heads, cfg.head_dim
     group = H // KV
 
+    def N(name):                                                 # a norm's gain
+        g = W(name + ".weight")
+        return 1.0 + g if cfg.gemma_norm else g                  # Gemma3RMSNorm: (1 + weight) in float32
+
     def rmsnorm(x, g):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * g
 
-    # RoPE tables, rotate-half (§7): inv_freq[i] = theta^(-2i/D)
-    inv_freq = torch.from_numpy(inv_freq_f64(cfg).astype(np.float32))
+    # RoPE tables, rotate-half (§7): inv_freq[i] = theta^(-2i/D); Gemma-3's
+    # sliding layers have their own (Gemma3TextModel.rotary_emb_local)
     pos = torch.arange(T, dtype=f32)
-    ang = pos[:, None] * inv_freq[None, :]                       # [T, D/2]
-    cos = torch.cat([ang.cos(), ang.cos()], dim=-1)              # [T, D]
-    sin = torch.cat([ang.sin(), ang.sin()], dim=-1)
+    tables = {}
+    for local in sorted({local_layer(cfg, l) for l in range(cfg.layers)}):
+        inv_freq = torch.from_numpy(inv_freq_f64(cfg, local).astype(np.float32))
+        ang = pos[:, None] * inv_freq[None, :]                   # [T, D/2]
+        tables[local] = (torch.cat([ang.cos(), ang.cos()], dim=-1),   # [T, D]
+                         torch.cat([ang.sin(), ang.sin()], dim=-1))
 
-    def rope(x):                                                 # [h, T, D]
+    def rope(x, l):                                              # [h, T, D]
+        cos, sin = tables[local_layer(cfg, l)]
         x1, x2 = x[..., :D // 2], x[..., D // 2:]
         return x * cos + torch.cat([-x2, x1], dim=-1) * sin
 
@@ -243,52 +344,75 @@ def torch_forward(cfg, w, ids):
             y = y + W(name + ".bias")
         return y
 
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    qi, ki = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    windowed = causal & (ki > qi - cfg.window) if cfg.window else causal   # sliding_window_overlay: kv > q - W
+
+    def attention(h, l):
+        """The attention block's output (o_proj) for layer l."""
+        p = f"model.layers.{l}.self_attn."
+        q = linear(h, p + "q_proj")
+        k = linear(h, p + "k_proj")
+        if cfg.qk_norm and cfg.qk_whole:                         # OLMo-2: the whole projection
+            q = rmsnorm(q, N(p + "q_norm"))
+            k = rmsnorm(k, N(p + "k_norm"))
+        q, k = q.view(T, H, D), k.view(T, KV, D)
+        if cfg.qk_norm and not cfg.qk_whole and cfg.olmo2:       # ablation: per head, each head's weight slice
+            q = rmsnorm(q, W(p + "q_norm.weight").view(H, D))
+            k = rmsnorm(k, W(p + "k_norm.weight").view(KV, D))
+        elif cfg.qk_norm and not cfg.qk_whole:                   # Qwen3 / Gemma-3: per head, before RoPE
+            q = rmsnorm(q, N(p + "q_norm"))
+            k = rmsnorm(k, N(p + "k_norm"))
+        q, k = q.transpose(0, 1), k.transpose(0, 1)
+        v = linear(h, p + "v_proj").view(T, KV, D).transpose(0, 1)
+        if cfg.use_rope[l]:                                      # SmolLM3: NoPE layers skip it
+            q, k = rope(q, l), rope(k, l)
+        k = k.repeat_interleave(group, dim=0)                    # head h -> kv h//group
+        v = v.repeat_interleave(group, dim=0)
+        s = q @ k.transpose(1, 2)
+        s = s * cfg.qscale if cfg.qscale else s / math.sqrt(D)   # Gemma-3: query_pre_attn_scalar ** -0.5
+        s = s.masked_fill(~(windowed if cfg.sliding[l] else causal), float("-inf"))
+        a = torch.softmax(s, dim=-1) @ v                         # [H, T, D]
+        return linear(a.transpose(0, 1).reshape(T, H * D), p + "o_proj")
+
+    def mlp(h, l):
+        p = f"model.layers.{l}.mlp."
+        g = linear(h, p + "gate_proj")
+        if cfg.act == "gelu_tanh":                               # gelu_pytorch_tanh (Gemma3MLP)
+            g = torch.nn.functional.gelu(g, approximate="tanh")
+        elif cfg.act == "gelu_erf":                              # ablation: the exact GELU
+            g = torch.nn.functional.gelu(g)
+        else:
+            g = torch.nn.functional.silu(g)
+        return linear(g * linear(h, p + "up_proj"), p + "down_proj")
+
     with torch.no_grad():
         x = W("model.embed_tokens.weight")[torch.tensor(ids, dtype=torch.long)]
-        mask = torch.ones(T, T, dtype=torch.bool).tril()
-        if cfg.window:                                           # sliding_window_overlay: kv > q - W
-            qi, ki = torch.arange(T)[:, None], torch.arange(T)[None, :]
-            mask = mask & (ki > qi - cfg.window)
+        if cfg.embed_scale:                                      # Gemma3TextScaledWordEmbedding: a float32 buffer
+            x = x * torch.tensor(cfg.hidden ** 0.5, dtype=f32)
         for l in range(cfg.layers):
             p = f"model.layers.{l}."
-            h = x if cfg.olmo2 else rmsnorm(x, W(p + "input_layernorm.weight"))
-            q = linear(h, p + "self_attn.q_proj")
-            k = linear(h, p + "self_attn.k_proj")
-            if cfg.qk_norm and cfg.qk_whole:                     # OLMo-2: the whole projection
-                q = rmsnorm(q, W(p + "self_attn.q_norm.weight"))
-                k = rmsnorm(k, W(p + "self_attn.k_norm.weight"))
-            q, k = q.view(T, H, D), k.view(T, KV, D)
-            if cfg.qk_norm and not cfg.qk_whole and cfg.olmo2:   # ablation: per head, each head's weight slice
-                q = rmsnorm(q, W(p + "self_attn.q_norm.weight").view(H, D))
-                k = rmsnorm(k, W(p + "self_attn.k_norm.weight").view(KV, D))
-            elif cfg.qk_norm and not cfg.qk_whole:               # Qwen3: per head, before RoPE
-                q = rmsnorm(q, W(p + "self_attn.q_norm.weight"))
-                k = rmsnorm(k, W(p + "self_attn.k_norm.weight"))
-            q, k = q.transpose(0, 1), k.transpose(0, 1)
-            v = linear(h, p + "self_attn.v_proj").view(T, KV, D).transpose(0, 1)
-            if cfg.use_rope[l]:                                  # SmolLM3: NoPE layers skip it
-                q, k = rope(q), rope(k)
-            k = k.repeat_interleave(group, dim=0)                # head h -> kv h//group
-            v = v.repeat_interleave(group, dim=0)
-            s = (q @ k.transpose(1, 2)) / math.sqrt(D)
-            s = s.masked_fill(~mask, float("-inf"))
-            a = torch.softmax(s, dim=-1) @ v                     # [H, T, D]
-            o = linear(a.transpose(0, 1).reshape(T, H * D), p + "self_attn.o_proj")
+            if cfg.sandwich:                                     # Gemma3DecoderLayer
+                o = attention(rmsnorm(x, N(p + "input_layernorm")), l)
+                x = x + rmsnorm(o, N(p + "post_attention_layernorm"))
+                m = mlp(rmsnorm(x, N(p + "pre_feedforward_layernorm")), l)
+                x = x + rmsnorm(m, N(p + "post_feedforward_layernorm"))
+                continue
+            h = x if cfg.olmo2 else rmsnorm(x, N(p + "input_layernorm"))
+            o = attention(h, l)
             if cfg.olmo2:                                        # OLMo-2: norms after the blocks
                 if cfg.post_norm:
-                    o = rmsnorm(o, W(p + "post_attention_layernorm.weight"))
+                    o = rmsnorm(o, N(p + "post_attention_layernorm"))
                 x = x + o
                 h = x
             else:
                 x = x + o
-                h = rmsnorm(x, W(p + "post_attention_layernorm.weight"))
-            g = linear(h, p + "mlp.gate_proj")
-            u = linear(h, p + "mlp.up_proj")
-            m = linear(torch.nn.functional.silu(g) * u, p + "mlp.down_proj")
+                h = rmsnorm(x, N(p + "post_attention_layernorm"))
+            m = mlp(h, l)
             if cfg.olmo2 and cfg.post_norm:
-                m = rmsnorm(m, W(p + "post_feedforward_layernorm.weight"))
+                m = rmsnorm(m, N(p + "post_feedforward_layernorm"))
             x = x + m
-        x = rmsnorm(x, W("model.norm.weight"))
+        x = rmsnorm(x, N("model.norm"))
         return (x @ W("lm_head.weight").T).numpy()
 
 
@@ -300,26 +424,37 @@ def numpy_forward(cfg, w, ids):
     D, H, KV = cfg.head_dim, cfg.heads, cfg.kv_heads
     g = {k: v.astype(np.float64) for k, v in w.items()}
     half = D // 2
-    inv_freq = inv_freq_f64(cfg)
+    inv_freq = {l: inv_freq_f64(cfg, local_layer(cfg, l)) for l in range(cfg.layers)}
+    erf = np.vectorize(math.erf)
 
-    def norm(v, gain):
-        return v / math.sqrt(float(np.dot(v, v)) / v.shape[0] + cfg.eps) * gain
+    def gain(name):                                              # Gemma: the stored w is applied as 1 + w
+        return g[name + ".weight"] + 1.0 if cfg.gemma_norm else g[name + ".weight"]
+
+    def norm(v, gn):
+        return v / math.sqrt(float(np.dot(v, v)) / v.shape[0] + cfg.eps) * gn
 
     def lin(name, v):
         y = g[name + ".weight"].dot(v)
         b = g.get(name + ".bias")
         return y if b is None else y + b
 
-    def qknorm(vec, nh, gain):
-        if gain is None:
-            return vec
-        return np.concatenate([norm(vec[hh * D:(hh + 1) * D], gain) for hh in range(nh)])
+    def act(v):
+        if cfg.act == "gelu_tanh":                               # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+            return 0.5 * v * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v ** 3)))
+        if cfg.act == "gelu_erf":
+            return 0.5 * v * (1.0 + erf(v / math.sqrt(2.0)))
+        return v / (1.0 + np.exp(-v))
 
-    def rot(vec, nh, pos, on=True):
-        if not on:
+    def qknorm(vec, nh, gn):
+        if gn is None:
+            return vec
+        return np.concatenate([norm(vec[hh * D:(hh + 1) * D], gn) for hh in range(nh)])
+
+    def rot(vec, nh, pos, l):
+        if not cfg.use_rope[l]:
             return vec
         out = np.empty_like(vec)
-        c, s = np.cos(pos * inv_freq), np.sin(pos * inv_freq)
+        c, s = np.cos(pos * inv_freq[l]), np.sin(pos * inv_freq[l])
         for hh in range(nh):
             a = vec[hh * D:hh * D + half]
             b = vec[hh * D + half:(hh + 1) * D]
@@ -329,42 +464,57 @@ def numpy_forward(cfg, w, ids):
 
     kcache = [[] for _ in range(cfg.layers)]
     vcache = [[] for _ in range(cfg.layers)]
+
+    def attend(l, h, pos):
+        """Appends this position's k, v to layer l's cache; returns o_proj."""
+        p = f"model.layers.{l}.self_attn."
+        qn = gain(p + "q_norm") if cfg.qk_norm else None
+        kn = gain(p + "k_norm") if cfg.qk_norm else None
+        if cfg.olmo2:                                            # whole projection, then no per-head norm
+            q = rot(norm(lin(p + "q_proj", h), qn), H, pos, l)
+            kcache[l].append(rot(norm(lin(p + "k_proj", h), kn), KV, pos, l))
+        else:
+            q = rot(qknorm(lin(p + "q_proj", h), H, qn), H, pos, l)
+            kcache[l].append(rot(qknorm(lin(p + "k_proj", h), KV, kn), KV, pos, l))
+        vcache[l].append(lin(p + "v_proj", h))
+        win = cfg.window if cfg.sliding[l] else None
+        lo = max(0, pos + 1 - win) if win else 0                 # the window's first key
+        K = np.stack(kcache[l][lo:])                             # [pos+1-lo, KV*D]
+        V = np.stack(vcache[l][lo:])
+        scale = cfg.qscale if cfg.qscale else 1.0 / math.sqrt(D)
+        att = np.empty(H * D)
+        for hh in range(H):
+            kv = hh // (H // KV)
+            qs = q[hh * D:(hh + 1) * D]
+            sc = K[:, kv * D:(kv + 1) * D].dot(qs) * scale
+            e = np.exp(sc - sc.max())
+            att[hh * D:(hh + 1) * D] = (e / e.sum()).dot(V[:, kv * D:(kv + 1) * D])
+        return lin(p + "o_proj", att)
+
+    def ffn(l, h):
+        p = f"model.layers.{l}.mlp."
+        return lin(p + "down_proj", act(lin(p + "gate_proj", h)) * lin(p + "up_proj", h))
+
     logits = []
     for pos, tok in enumerate(ids):
         x = g["model.embed_tokens.weight"][tok].copy()
+        if cfg.embed_scale:                                      # sqrt(hidden), rounded to float32 as the buffer is
+            x = x * float(np.float32(math.sqrt(cfg.hidden)))
         for l in range(cfg.layers):
             p = f"model.layers.{l}."
-            h = x if cfg.olmo2 else norm(x, g[p + "input_layernorm.weight"])
-            qn = g.get(p + "self_attn.q_norm.weight") if cfg.qk_norm else None
-            kn = g.get(p + "self_attn.k_norm.weight") if cfg.qk_norm else None
-            if cfg.olmo2:                                        # whole projection, then no per-head norm
-                q = rot(norm(lin(p + "self_attn.q_proj", h), qn), H, pos, cfg.use_rope[l])
-                kcache[l].append(rot(norm(lin(p + "self_attn.k_proj", h), kn), KV, pos, cfg.use_rope[l]))
-            else:
-                q = rot(qknorm(lin(p + "self_attn.q_proj", h), H, qn), H, pos, cfg.use_rope[l])
-                kcache[l].append(rot(qknorm(lin(p + "self_attn.k_proj", h), KV, kn), KV, pos, cfg.use_rope[l]))
-            vcache[l].append(lin(p + "self_attn.v_proj", h))
-            lo = max(0, pos + 1 - cfg.window) if cfg.window else 0   # the window's first key
-            K = np.stack(kcache[l][lo:])                         # [pos+1-lo, KV*D]
-            V = np.stack(vcache[l][lo:])
-            att = np.empty(H * D)
-            for hh in range(H):
-                kv = hh // (H // KV)
-                qs = q[hh * D:(hh + 1) * D]
-                sc = K[:, kv * D:(kv + 1) * D].dot(qs) / math.sqrt(D)
-                e = np.exp(sc - sc.max())
-                att[hh * D:(hh + 1) * D] = (e / e.sum()).dot(V[:, kv * D:(kv + 1) * D])
-            if cfg.olmo2:
-                x = x + norm(lin(p + "self_attn.o_proj", att), g[p + "post_attention_layernorm.weight"])
-                gt = lin(p + "mlp.gate_proj", x)
-                mo = lin(p + "mlp.down_proj", gt / (1.0 + np.exp(-gt)) * lin(p + "mlp.up_proj", x))
-                x = x + norm(mo, g[p + "post_feedforward_layernorm.weight"])
+            if cfg.sandwich:                                     # Gemma-3: pre and post norms on both blocks
+                x = x + norm(attend(l, norm(x, gain(p + "input_layernorm")), pos),
+                             gain(p + "post_attention_layernorm"))
+                x = x + norm(ffn(l, norm(x, gain(p + "pre_feedforward_layernorm"))),
+                             gain(p + "post_feedforward_layernorm"))
                 continue
-            x = x + lin(p + "self_attn.o_proj", att)
-            h = norm(x, g[p + "post_attention_layernorm.weight"])
-            gt = lin(p + "mlp.gate_proj", h)
-            x = x + lin(p + "mlp.down_proj", gt / (1.0 + np.exp(-gt)) * lin(p + "mlp.up_proj", h))
-        logits.append(g["lm_head.weight"].dot(norm(x, g["model.norm.weight"])))
+            if cfg.olmo2:
+                x = x + norm(attend(l, x, pos), g[p + "post_attention_layernorm.weight"])
+                x = x + norm(ffn(l, x), g[p + "post_feedforward_layernorm.weight"])
+                continue
+            x = x + attend(l, norm(x, g[p + "input_layernorm.weight"]), pos)
+            x = x + ffn(l, norm(x, g[p + "post_attention_layernorm.weight"]))
+        logits.append(g["lm_head.weight"].dot(norm(x, gain("model.norm"))))
     return np.stack(logits)
 
 
@@ -480,12 +630,16 @@ def ablate(cfg, what):
             cfg.no_smooth = True                                # no interpolation in the medium band
         elif f == "qk_norm":
             if not cfg.qk_norm:
-                raise ValueError("--ablate qk_norm: the config is not qwen3 or olmo2")
+                raise ValueError("--ablate qk_norm: the config is not qwen3, olmo2 or gemma3_text")
             cfg.qk_norm = False
         elif f in ("window", "window_off_by_one"):
-            if not cfg.window:
+            if not cfg.window or not any(cfg.sliding):
                 raise ValueError(f"--ablate {f}: the config has no sliding window")
             cfg.window = None if f == "window" else cfg.window + 1
+        elif f in GEMMA3_ABLATIONS:
+            if not cfg.gemma3:
+                raise ValueError(f"--ablate {f}: the config is not gemma3_text")
+            ablate_gemma3(cfg, f)
         elif f == "post_norm":
             if not cfg.olmo2:
                 raise ValueError("--ablate post_norm: the config is not olmo2")
@@ -500,6 +654,34 @@ def ablate(cfg, what):
             cfg.use_rope = [True] * cfg.layers                  # RoPE in every layer
         else:
             raise ValueError(f"--ablate {f}: unknown feature")
+
+
+GEMMA3_ABLATIONS = ("gemma_norm", "embed_scale", "gelu_erf", "local_rope", "query_scale", "layer_pattern")
+ABLATIONS = ("llama3", "llama3_smooth", "qk_norm", "nope", "post_norm", "window", "window_off_by_one",
+             "qk_norm_per_head") + GEMMA3_ABLATIONS
+
+
+def ablate_gemma3(cfg, f):
+    """Gemma-3's negative controls; each raises where it would change nothing."""
+    if f == "gemma_norm":
+        cfg.gemma_norm = False                                  # RMSNorm gains w, not 1 + w
+    elif f == "embed_scale":
+        cfg.embed_scale = False                                 # embeddings not times sqrt(hidden)
+    elif f == "gelu_erf":
+        cfg.act = "gelu_erf"                                    # the exact GELU, not the tanh one
+    elif f == "local_rope":
+        if not any(cfg.sliding) or np.array_equal(inv_freq_f64(cfg, True), inv_freq_f64(cfg)):
+            raise ValueError("--ablate local_rope: the sliding layers' RoPE table is the global one")
+        cfg.local_rope = False                                  # the global table in every layer
+    elif f == "query_scale":
+        if math.isclose(cfg.qscale, 1.0 / math.sqrt(cfg.head_dim), rel_tol=1e-12):
+            raise ValueError("--ablate query_scale: query_pre_attn_scalar equals head_dim")
+        cfg.qscale = None                                       # 1/sqrt(head_dim)
+    elif f == "layer_pattern":
+        shifted = cfg.sliding[-1:] + cfg.sliding[:-1]           # layer l takes layer l-1's type
+        if shifted == cfg.sliding:
+            raise ValueError("--ablate layer_pattern: every layer has the same type")
+        cfg.sliding = shifted
 
 
 def cmd_check(a):
@@ -568,12 +750,20 @@ def write_safetensors(path, tensors):
 
 def make_checkpoint(d, rng, hidden, inter, layers, heads, kv_heads, vocab, head_dim=None,
                     bias=False, tied=True, theta=10000.0, eps=1e-5, norm_f32=False, qwen3=False,
-                    llama3=None, extra=None):
+                    llama3=None, extra=None, gelu_tail=False):
+    """gelu_tail: embedding column 0 is 2.5 for every token and gate_proj
+    reads it with weight -1 (the rest of gate_proj scaled by 0.3), so the
+    gate's pre-activations sit near -2.3, where the tanh and erf GELUs
+    differ by ~1% rather than the ~2e-4 of N(0, 1) inputs (deeper in the
+    tail fp32's 1 + tanh cancels and torch's own error nears 1e-5)."""
     D = head_dim or hidden // heads
+    gemma = (extra or {}).get("model_type") == "gemma3_text"
     t = {}
     nd = "F32" if norm_f32 else "BF16"
     sc = 1.0 / math.sqrt(hidden)
     t["model.embed_tokens.weight"] = ("BF16", rng.standard_normal((vocab, hidden)))
+    if gelu_tail:
+        t["model.embed_tokens.weight"][1][:, 0] = 2.5
     for l in range(layers):
         p = f"model.layers.{l}."
         t[p + "input_layernorm.weight"] = (nd, 1 + 0.1 * rng.standard_normal(hidden))
@@ -591,10 +781,19 @@ def make_checkpoint(d, rng, hidden, inter, layers, heads, kv_heads, vocab, head_
         if qwen3:
             t[p + "self_attn.q_norm.weight"] = (nd, 1 + 0.3 * rng.standard_normal(D))
             t[p + "self_attn.k_norm.weight"] = (nd, 1 + 0.3 * rng.standard_normal(D))
+        if gemma:                                        # Gemma3RMSNorm stores w, applied as 1 + w
+            for n_ in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                       "post_feedforward_layernorm"):
+                t[p + n_ + ".weight"] = (nd, 0.2 * rng.standard_normal(hidden))
+            t[p + "self_attn.q_norm.weight"] = (nd, 0.3 * rng.standard_normal(D))
+            t[p + "self_attn.k_norm.weight"] = (nd, 0.3 * rng.standard_normal(D))
         t[p + "mlp.gate_proj.weight"] = ("BF16", sc * rng.standard_normal((inter, hidden)))
+        if gelu_tail:
+            t[p + "mlp.gate_proj.weight"][1][:] *= 0.3
+            t[p + "mlp.gate_proj.weight"][1][:, 0] = -1.0
         t[p + "mlp.up_proj.weight"] = ("BF16", sc * rng.standard_normal((inter, hidden)))
         t[p + "mlp.down_proj.weight"] = ("BF16", rng.standard_normal((hidden, inter)) / math.sqrt(inter))
-    t["model.norm.weight"] = (nd, 1 + 0.1 * rng.standard_normal(hidden))
+    t["model.norm.weight"] = (nd, (0 if gemma else 1) + 0.1 * rng.standard_normal(hidden))
     if not tied:
         t["lm_head.weight"] = ("BF16", sc * rng.standard_normal((vocab, hidden)))
     os.makedirs(d, exist_ok=True)
@@ -605,6 +804,9 @@ def make_checkpoint(d, rng, hidden, inter, layers, heads, kv_heads, vocab, head_
            "hidden_act": "silu"}
     if head_dim:
         cfg["head_dim"] = head_dim
+    if gemma:                                            # Gemma3TextConfig names its activation so
+        del cfg["hidden_act"]
+        cfg["hidden_activation"] = "gelu_pytorch_tanh"
     if qwen3:
         cfg["model_type"] = "qwen3"
     if llama3:
@@ -612,6 +814,37 @@ def make_checkpoint(d, rng, hidden, inter, layers, heads, kv_heads, vocab, head_
     cfg.update(extra or {})
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f)
+
+
+def selftest_ablations(d, rng, label, need=2e-3, report_only=()):
+    """Each Gemma-3 ablation must move the oracle's logits by more than
+    `need` (20x check's tolerance) at some step of a sequence longer than
+    the window, so that `check` rejects the plain oracle's own logits; the
+    numpy path must compute the same ablated function (always required;
+    to 3e-5, since torch's fp32 erf GELU itself errs by up to 1e-4 relative
+    in gelu_tail's range).  Those in report_only are printed with their
+    distance, not required."""
+    cfg, w = load_model(d)
+    prompt = [int(x) for x in rng.integers(0, cfg.vocab, size=6)]
+    gen = greedy(cfg, w, prompt, 10)
+    seq = prompt + gen[:-1]
+    lg = torch_forward(cfg, w, seq)[len(prompt) - 1:]
+    sink = open(os.devnull, "w")
+    ok = True
+    for f in GEMMA3_ABLATIONS + ("window", "window_off_by_one"):
+        c = copy.deepcopy(cfg)
+        ablate(c, [f])
+        t = torch_forward(c, w, seq)
+        dist = max(rel_l2(t[len(prompt) - 1 + i], lg[i]) for i in range(len(gen)))
+        rejected = not compare(c, w, prompt, gen, lg, 1e-4, 1e-3, 3, out=sink)
+        n = numpy_forward(c, w, seq)
+        agree = max(rel_l2(t[i], n[i]) for i in range(len(seq)))
+        good = (f in report_only or (dist > need and rejected)) and agree <= 3e-5
+        ok &= good
+        print(f"ablate {f} [{label}]: worst step rel_l2 {dist:.3e} from the plain oracle "
+              f"({'reported only' if f in report_only else f'need > {need:g}'}), "
+              f"check rejects {rejected}, torch vs numpy {agree:.1e}: {'PASS' if good else 'FAIL'}")
+    return ok
 
 
 def cmd_selftest(a):
@@ -634,6 +867,31 @@ def cmd_selftest(a):
                          extra={"model_type": "smollm3", "no_rope_layers": [1, 0, 1]})),
         ("olmo2", dict(hidden=48, inter=96, layers=2, heads=4, kv_heads=2, vocab=150, eps=1e-6,
                        extra={"model_type": "olmo2"})),
+        # Gemma-3: heads*head_dim != hidden, query_pre_attn_scalar != head_dim,
+        # sliding layers 0 and 2 by the pattern rule, window 5 < 14 positions,
+        # rope_local_base_freq absent (default 1e4) != rope_theta 1e6
+        ("gemma3", dict(hidden=64, inter=128, layers=4, heads=4, kv_heads=2, vocab=200, head_dim=16,
+                        theta=1e6, eps=1e-6,
+                        extra={"model_type": "gemma3_text", "query_pre_attn_scalar": 24,
+                               "sliding_window": 5, "sliding_window_pattern": 2})),
+        # transformers 5's form: layer_types, rope_parameters per layer type,
+        # linear scaling on the full layers; untied, F32 norms
+        ("gemma3-types-linear", dict(hidden=48, inter=96, layers=4, heads=6, kv_heads=3, vocab=150,
+                                     head_dim=12, tied=False, theta=1e5, eps=1e-6, norm_f32=True,
+                                     extra={"model_type": "gemma3_text", "query_pre_attn_scalar": 20,
+                                            "sliding_window": 3,
+                                            "layer_types": ["full_attention", "sliding_attention",
+                                                            "sliding_attention", "full_attention"],
+                                            "rope_parameters": {
+                                                "full_attention": {"rope_type": "linear", "factor": 4.0,
+                                                                   "rope_theta": 1e5},
+                                                "sliding_attention": {"rope_type": "default",
+                                                                      "rope_theta": 1000.0}}})),
+        # the gemma3 shape with the gates in GELU's negative tail (gelu_erf shows)
+        ("gemma3-gelu-tail", dict(hidden=64, inter=128, layers=4, heads=4, kv_heads=2, vocab=200,
+                                  head_dim=16, theta=1e6, eps=1e-6, gelu_tail=True,
+                                  extra={"model_type": "gemma3_text", "query_pre_attn_scalar": 24,
+                                         "sliding_window": 5, "sliding_window_pattern": 2})),
     ]
     try:
         for name, kw in shapes:
@@ -673,6 +931,9 @@ def cmd_selftest(a):
         print(f"check: accepts own logits {good}, rejects scaled logits {not r1}, "
               f"rejects wrong token {not r2}: {'PASS' if neg_ok else 'FAIL'}")
         ok &= neg_ok
+        for name in ("gemma3", "gemma3-types-linear"):           # N(0, 1) gates: gelu_erf stays below 1e-4
+            ok &= selftest_ablations(os.path.join(base, name), rng, name, report_only=("gelu_erf",))
+        ok &= selftest_ablations(os.path.join(base, "gemma3-gelu-tail"), rng, "gemma3-gelu-tail")
     finally:
         if not a.keep:
             import shutil
@@ -693,8 +954,7 @@ def main(argv):
                    help="check a token when top1-top2 > MARGIN * max|logit|")
     c.add_argument("--min-checked", type=int, default=3,
                    help="fail unless at least this many steps had a checkable margin")
-    c.add_argument("--ablate", action="append", choices=["llama3", "llama3_smooth", "qk_norm", "nope", "post_norm", "window", "window_off_by_one",
-                                                     "qk_norm_per_head"],
+    c.add_argument("--ablate", action="append", choices=ABLATIONS,
                    help="drop this family feature from the oracle (a negative control)")
     g = sub.add_parser("greedy", help="print the oracle's own greedy tokens")
     x = sub.add_parser("crosscheck", help="torch fp32 vs numpy float64 on a checkpoint")
