@@ -10,6 +10,7 @@ and 2 threads and on every kernel this machine runs.  Oracle: the same
 engine's plain decoding (no drafter).  The right drafter must make fewer
 passes than tokens: checked through the drafter's own call count."""
 import json
+import pathlib
 import random
 
 import pytest
@@ -17,37 +18,10 @@ import pytest
 import cis2
 from conftest import PROMPT, TOKENIZER_135M, same_result as _same
 
-# tools/matrix's family shapes (docs/models.md §M1-§M7)
-FAMILIES = {
-    "l3": {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu", "hidden_size": 64,
-           "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-           "head_dim": 16, "vocab_size": 512, "max_position_embeddings": 512, "rms_norm_eps": 1e-05,
-           "rope_theta": 10000.0, "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
-                                                   "original_max_position_embeddings": 64, "rope_type": "llama3"},
-           "tie_word_embeddings": True, "torch_dtype": "bfloat16"},
-    "q3": {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_act": "silu", "hidden_size": 64,
-           "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-           "head_dim": 24, "vocab_size": 512, "max_position_embeddings": 512, "rms_norm_eps": 1e-06,
-           "rope_theta": 1000000, "tie_word_embeddings": False, "torch_dtype": "bfloat16"},
-    "sm3": {"architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3", "hidden_act": "silu", "hidden_size": 64,
-            "intermediate_size": 160, "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
-            "vocab_size": 512, "max_position_embeddings": 512, "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
-            "no_rope_layers": [1, 0, 1], "tie_word_embeddings": True, "torch_dtype": "bfloat16"},
-    "ol2": {"architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2", "hidden_act": "silu", "hidden_size": 64,
-            "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-            "vocab_size": 512, "max_position_embeddings": 512, "rms_norm_eps": 1e-06, "rope_theta": 500000,
-            "tie_word_embeddings": False, "torch_dtype": "float32"},
-    "ph3": {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "hidden_act": "silu", "hidden_size": 64,
-            "intermediate_size": 160, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-            "vocab_size": 512, "max_position_embeddings": 512, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
-            "sliding_window": 3, "tie_word_embeddings": False, "attention_bias": False, "torch_dtype": "bfloat16"},
-    "gm3": {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
-            "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 64, "intermediate_size": 160,
-            "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 24,
-            "vocab_size": 512, "max_position_embeddings": 512, "query_pre_attn_scalar": 20, "rms_norm_eps": 1e-06,
-            "rope_theta": 1000000, "rope_local_base_freq": 10000, "sliding_window": 3, "sliding_window_pattern": 2,
-            "torch_dtype": "bfloat16"},
-}
+# tools/matrix's family shapes (docs/models.md §M1-§M7), tests/families/*.json
+FAMILY_DIR = pathlib.Path(__file__).resolve().parents[2] / "tests" / "families"
+FAMILIES = {p.stem: json.loads(p.read_text()) for p in sorted(FAMILY_DIR.glob("*.json"))}
+assert {"l3", "q3", "sm3", "ol2", "ph3", "gm3"} <= set(FAMILIES), FAMILY_DIR
 KERNELS = [k for k in ("scalar", "avx2", "avx512", "neon") if cis2.kernel_available(k)]
 
 
