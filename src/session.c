@@ -24,6 +24,9 @@
  * the first that differs from its draft, and each kept step goes through
  * the witness, logprobs, stop rules and callback in order.  Rows past the
  * kept text leave KV entries that are rewritten before any row reads them.
+ * How many drafts a sequence asks for is time only: K after a step that
+ * kept every draft, 2j + 1 after one that kept j, and plain steps after
+ * steps that kept none (the back-off); no bit depends on it.
  *
  * Each sequence has its own witness chain (§12.1, witness.h) and argmax
  * digest (§12.2).  Without stop rules exactly max_tokens tokens are made
@@ -81,6 +84,7 @@ typedef struct sseq {
     uint32_t dec[CIS2_SPEC_K_MAX + 1];
     size_t ndec;
     unsigned misses, rest;     /* drafting steps in a row that kept no draft; plain steps still to run */
+    size_t kcap;               /* at most this many drafts next time (0: K): 2 kept + 1 after a wrong draft */
     cis2_dstate ds;            /* a draft model's state for this sequence (draft.h), when one drafts */
 } sseq;
 
@@ -605,6 +609,7 @@ int cis2_session_step_framed(cis2_session *s, const cis2_ctx *cx, size_t *runnin
              * every row's position is inside the cache; a traced run has none */
             size_t room = q->rule.max_tokens - 1 - q->n_gen;
             size_t k = spec_k < room ? spec_k : room;
+            if (q->kcap && k > q->kcap) k = q->kcap; /* the draft length the last drafts earned */
             if (k && !q->traced && q->rest) q->rest--; /* backing off after wrong drafts (time only) */
             else if (k && !q->traced) q->ndraft = draft(cx, s->e, q, k);
         }
@@ -661,6 +666,10 @@ int cis2_session_step_framed(cis2_session *s, const cis2_ctx *cx, size_t *runnin
         if (q->ndraft) { /* every draft wrong: the next `misses` steps (at most 16) do not draft */
             q->misses = q->ndec > 1 ? 0 : q->misses < 16 ? q->misses + 1 : 16;
             q->rest = q->misses;
+            /* the next draft length: K after a step that kept every draft,
+             * else twice the drafts kept plus one (1 after a miss) */
+            size_t kept = q->ndec - 1;
+            q->kcap = kept == q->ndraft ? 0 : 2 * kept + 1;
         }
         for (size_t d = 0; d < q->ndec && !reason; d++) { /* each decided step in order, as plain decoding */
             size_t step = q->n_gen;

@@ -136,3 +136,29 @@ def test_drafter_hostile_answers(shapes):
         for bad in (0, 17):
             with pytest.raises(cis2.UsageError):
                 e.set_drafter(lambda p, g, k: [], bad)
+
+
+def test_draft_length_follows_kept_drafts(shapes):
+    """The draft length adapts (docs/speculate.md, time only): after a step
+    that kept every draft the drafter is asked for K again; after one that
+    kept j < d of its d drafts, for at most 2j + 1; a step that kept none
+    is also followed by plain steps (the back-off) before the next
+    drafting step.  The drafter sees this as the max_k it is asked for."""
+    with cis2.Engine(shapes["tiny"]) as e:
+        V = e._info().vocab_size
+        ref = e.generate(PROMPT, gen_toks=40, logits=True, twice=False)
+        right = [2, 0, 9, 9, 9, 9]  # drafts right per call, the rest wrong
+        asked = []
+
+        def drafter(prompt, gen, max_k):
+            n = right[len(asked)] if len(asked) < len(right) else 0
+            asked.append((len(gen), max_k))
+            cont = ref.token_ids[len(gen):len(gen) + max_k]
+            return [t if i < n else (t + 1) % V for i, t in enumerate(cont)]
+
+        e.set_drafter(drafter, 8)
+        _same(e.generate(PROMPT, gen_toks=40, logits=True, twice=False), ref)
+        e.set_drafter(None)
+        # call 0 at step 1: 8 asked, 2 kept (3 tokens) -> call 1 at step 4: 5 asked, none kept ->
+        # one plain step -> call 2 at step 6: 1 asked and kept -> K again
+        assert asked[:5] == [(1, 8), (4, 5), (6, 1), (8, 8), (17, 8)], asked[:6]
