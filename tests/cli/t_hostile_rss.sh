@@ -12,7 +12,9 @@ tmpdir T
 $CIS2 synth --shape smollm2-135m --seed 1 --out "$T/m" > /dev/null
 st_kb=$(( $(stat -c %s "$T/m/model.safetensors") / 1024 ))
 vocab=49152
-$CIS2 run --model-dir "$T/m" --prompt-ids 1,2,3 --gen-toks 12 --dump-logits "$T/logits" > "$T/out" 2> "$T/err" &
+# 200 tokens: long enough (seconds even on AVX-512) that the process is
+# still there while /proc is read after the first logits (12 were not)
+$CIS2 run --model-dir "$T/m" --prompt-ids 1,2,3 --gen-toks 200 --dump-logits "$T/logits" > "$T/out" 2> "$T/err" &
 pid=$!; PIDS=$pid
 # wait (at most 300 s) for the first step's logits in the dump: outputs get
 # their name only when complete (fileio.h), so until then the dump is an
@@ -35,8 +37,9 @@ while [ "$(dump_size | sort -n | tail -n 1)" -lt $((vocab * 4)) ]; do
     sleep 0.05
 done
 maps=$(cat /proc/$pid/maps 2>/dev/null) || fail "cis2 run ended before its maps could be read (raise --gen-toks)"
-rss_kb=$(sed -n 's/^VmRSS:[^0-9]*\([0-9]*\) kB/\1/p' /proc/$pid/status)
-hwm_kb=$(sed -n 's/^VmHWM:[^0-9]*\([0-9]*\) kB/\1/p' /proc/$pid/status)
+status=$(cat /proc/$pid/status 2>/dev/null) || fail "cis2 run ended before its status could be read (raise --gen-toks)"
+rss_kb=$(echo "$status" | sed -n 's/^VmRSS:[^0-9]*\([0-9]*\) kB/\1/p')
+hwm_kb=$(echo "$status" | sed -n 's/^VmHWM:[^0-9]*\([0-9]*\) kB/\1/p')
 echo "$maps" | grep -q 'model\.safetensors' && fail "model.safetensors is still mapped while decoding"
 echo "decoding: model.safetensors not mapped; RSS ${rss_kb} kB, peak so far ${hwm_kb} kB, weights file ${st_kb} kB"
 # one packed copy (bf16 stays bf16: the file's size) plus KV cache, activations,
