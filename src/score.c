@@ -205,12 +205,6 @@ typedef struct fig_ctx {
     int rc[SCORE_CHUNKS];
 } fig_ctx;
 
-/* a before b in candidate order (§S3.3); both non-NaN */
-static int before(const float *x, size_t a, size_t b)
-{
-    return x[a] > x[b] || (x[a] == x[b] && a < b);
-}
-
 static void fig_task(void *vctx, size_t c)
 {
     fig_ctx *f = vctx;
@@ -227,8 +221,14 @@ static void fig_task(void *vctx, size_t c)
         r->greedy[k] = cis2_argmax_lanes(f->cx, x, f->V) == tok; /* §11.2 */
         uint32_t rank = 0; /* §S3.3: 1 + the candidates before it; a NaN logit is no candidate */
         if (x[tok] == x[tok]) {
-            rank = 1;
-            for (size_t v = 0; v < f->V; v++) rank += x[v] == x[v] && before(x, v, tok);
+            /* v is before tok in candidate order (§S3.3) when its logit is
+             * larger, or equal at a smaller id; a NaN compares false both
+             * ways, so it is never counted (two branch-free counting loops) */
+            float xt = x[tok];
+            uint32_t n = 1;
+            for (size_t v = 0; v < tok; v++) n += x[v] >= xt;
+            for (size_t v = (size_t)tok + 1; v < f->V; v++) n += x[v] > xt;
+            rank = n;
         }
         r->ranks[k] = rank;
     }
