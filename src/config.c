@@ -782,15 +782,16 @@ int cis2_config_post_norm(const cis2_config *c) { return !strcmp(c->model_type, 
 int cis2_config_fused(const cis2_config *c) { return !strcmp(c->model_type, "phi3"); }
 int cis2_config_gemma3(const cis2_config *c) { return !strcmp(c->model_type, "gemma3_text"); }
 
-/* §7.1's table, then docs/models.md §M1 for "llama3": the f32 parameters
- * are the f64 members narrowed once (RNE), and the two wavelength bounds
- * and the denominator each one f64 operation narrowed once, as Python
- * computes them before torch casts them to the table's f32. */
+/* head_dim / 2 entries, two tables of them for gemma3_text (§M7.4) */
 size_t cis2_config_inv_freq_len(const cis2_config *c)
 {
     return (size_t)c->head_dim / 2 * (cis2_config_gemma3(c) ? 2 : 1);
 }
 
+/* §7.1's table, then docs/models.md §M1 for "llama3": the f32 parameters
+ * are the f64 members narrowed once (RNE), and the two wavelength bounds
+ * and the denominator each one f64 operation narrowed once, as Python
+ * computes them before torch casts them to the table's f32. */
 void cis2_config_inv_freq(const cis2_config *c, float *inv_freq)
 {
     rope_inv_freq(c->rope_theta, (size_t)c->head_dim, inv_freq); /* §7.1 */

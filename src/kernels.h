@@ -128,8 +128,9 @@ void cis2_parallel_for(const cis2_ctx *cx, size_t n, void (*fn)(void *arg, size_
  * v[j * v_stride + d], both given from key 0.  lo is 0 but for a sliding
  * window (docs/models.md §M5), where the bits are those of a context of
  * keys lo..len-1 alone.  scale multiplies each dot product (§9.2:
- * rsqrt_cr(head_dim); Gemma-3's rsqrt_cr(query_pre_attn_scalar), §M7.3).  scores: room for G rows of len; on return G rows
- * of len - lo (the probabilities of keys lo..len-1).  Each head's bits are
+ * rsqrt_cr(head_dim); Gemma-3's rsqrt_cr(query_pre_attn_scalar), §M7.3).
+ * scores: room for G rows of len; on return G rows of len - lo (the
+ * probabilities of keys lo..len-1).  Each head's bits are
  * cis2_attend_head_kt's whatever the kernel variant: the variants' halves
  * (kernels/variant.h) keep the generic lanes (pmath.h) and their order. */
 void cis2_attend_group(const cis2_ctx *cx, const float *q, size_t G, const float *kt, const float *v,

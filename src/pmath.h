@@ -32,12 +32,12 @@ float ldexp_exact(float x, int k);                               /* §6.2.1 */
 float sin_pinned(float x);                                       /* §6.3 */
 float cos_pinned(float x);                                       /* §6.3 */
 float silu_pinned(float x);                                      /* §6.4 */
-float gelu_tanh_pinned(float x);                   /* docs/models.md §M7.5 (Gemma-3) */
+float gelu_tanh_pinned(float x);                                 /* docs/models.md §M7.5 */
 float ln_pinned(float x);                                        /* §6.5 */
 float frexp_exact(float x, int *exponent);                       /* §6.5.1 */
 void exp_pinned_n(const float *x, float *out, size_t n);         /* 4 lanes, scalar bits */
 void silu_pinned_n(const float *x, float *out, size_t n);
-void gelu_tanh_pinned_n(const float *x, float *out, size_t n);  /* element by element */
+void gelu_tanh_pinned_n(const float *x, float *out, size_t n);   /* element by element */
 size_t argmax(const float *v, size_t n);                         /* §11.2 */
 size_t argmax_n(const float *v, size_t n); /* the same index, in 4 lanes (pmath_lanes.h; argmax is its reference) */
 void rmsnorm(const float *x, const float *w, float eps, size_t n, float *out); /* §8 */
@@ -59,11 +59,11 @@ void add_n(float *a, const float *b, size_t n);                  /* §5.4 */
 void mul_n(float *a, const float *b, size_t n);                  /* §10: a[i] = a[i] * b[i] */
 void rope_rotate_n(float *head, const float *cosv, const float *sinv, size_t half); /* §7.4 */
 void attend_head(const float *q, const float *k, const float *v, size_t stride, size_t len, size_t head_dim,
-                 float *scores, float *out);
+                 float *scores, float *out);                     /* §9.2-§9.4 */
 /* attend_head with §9.2's scale given (docs/models.md §M7.3: Gemma-3's is
  * rsqrt(query_pre_attn_scalar)); attend_head passes rsqrt_cr(head_dim). */
 void attend_head_scaled(const float *q, const float *k, const float *v, size_t stride, size_t len, size_t head_dim,
-                        float scale, float *scores, float *out);                     /* §9.2-§9.4 */
+                        float scale, float *scores, float *out);
 void attend_head_kt(const float *q, const float *kt, const float *v, size_t v_stride, size_t len,
                     size_t head_dim, float *scores, float *out);
 void rope_inv_freq(float rope_theta, size_t head_dim, float *inv_freq); /* §7.1 */

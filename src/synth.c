@@ -9,7 +9,8 @@
  * shapes (§M4) drop input_layernorm, add post_feedforward_layernorm and
  * q_norm/k_norm of heads*head_dim and kv_heads*head_dim; SmolLM3's (§M3)
  * are llama's; Gemma-3's (§M7) have four norms per layer and q/k norms of
- * head_dim, every norm weight stored as w of (1 + w): uniform 0 +- 0.1.  One 64-bit draw makes one element:
+ * head_dim, every norm weight stored as w of (1 + w): uniform 0 +- 0.1.
+ * One 64-bit draw makes one element:
  *   normal-ish: S = sum of its four 16-bit fields - 131070 (an integer,
  *               Irwin-Hall, std 65536/sqrt(3)), value = (float)S * k;
  *   norm weight: 1 + ((top 24 bits) - 2^23) * (0.1 / 2^23).
@@ -101,16 +102,13 @@ static uint64_t numel(const tdesc *t) { return t->ndim == 1 ? t->d0 : t->d0 * t-
 
 static void fill(uint64_t *state, const tdesc *t, uint16_t *out, size_t n)
 {
-    if (t->kind == K_NORM) {
+    if (t->kind == K_NORM || t->kind == K_NORM0) {
         const float k = 0.1f / 8388608.0f; /* exact: 0.1f * 2^-23 */
         for (size_t i = 0; i < n; i++) {
             int32_t m = (int32_t)(splitmix64(state) >> 40) - 8388608;
             float p = (float)m * k;
-            out[i] = bf16_rne(1.0f + p);
+            out[i] = bf16_rne(t->kind == K_NORM ? 1.0f + p : p); /* K_NORM0: Gemma-3's w of (1 + w) */
         }
-    } else if (t->kind == K_NORM0) {
-        const float k = 0.1f / 8388608.0f;
-        for (size_t i = 0; i < n; i++) out[i] = bf16_rne((float)((int32_t)(splitmix64(state) >> 40) - 8388608) * k);
     } else {
         /* (float)S is exact (|S| < 2^18); one RNE multiply; no contraction (-ffp-contract=off). */
         const float k = t->std * (1.7320508f / 65536.0f);
@@ -129,12 +127,11 @@ static size_t tensor_list(const cis2_synth_shape *s, tdesc *out, size_t cap)
     uint64_t H = (uint64_t)s->hidden, I = (uint64_t)s->inter, V = (uint64_t)s->vocab;
     uint64_t D = s->head_dim ? (uint64_t)s->head_dim : H / (uint64_t)s->heads;
     uint64_t Q = (uint64_t)s->heads * D, KV = (uint64_t)s->kv_heads * D; /* Q = H but for qwen3 (docs/models.md §M2) */
-    int qk_norm = !strcmp(s->model_type, "qwen3");
+    int gemma = !strcmp(s->model_type, "gemma3_text"); /* §M7: four norms per layer, norms as (1 + w) */
+    int qk_norm = !strcmp(s->model_type, "qwen3") || gemma; /* §M2, §M7: per head */
     int post = !strcmp(s->model_type, "olmo2"); /* docs/models.md §M4: post-norms, q/k norms of Q and KV */
     int fused = !strcmp(s->model_type, "phi3"); /* §M6: one qkv_proj, one gate_up_proj per layer */
-    int gemma = !strcmp(s->model_type, "gemma3_text"); /* §M7: four norms per layer, norms as (1 + w) */
     enum kind NK = gemma ? K_NORM0 : K_NORM;
-    qk_norm = qk_norm || gemma;
     float emb_std = 1.5f * cis2_rsqrt_cr((float)H), lin_h = cis2_rsqrt_cr((float)H), lin_i = cis2_rsqrt_cr((float)I);
 #define ADD(nd, a, b, kd, sd, ...)                                                    \
     do {                                                                              \
