@@ -23,18 +23,46 @@ import struct
 import sys
 
 
-def read_st(path):
+def read_header(path):
+    """The header of a safetensors file and where its data area starts."""
     with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    hdr = json.loads(raw[8:8 + n])
-    data = raw[8 + n:]
+        (n,) = struct.unpack("<Q", f.read(8))
+        hdr = json.loads(f.read(n))
     hdr.pop("__metadata__", None)
-    return hdr, data
+    return hdr, 8 + n
+
+
+class Span:
+    """Bytes [begin, end) of an open file, copied in 64 MiB pieces, so that
+    split() handles a checkpoint of any size without holding it in memory."""
+
+    def __init__(self, f, begin, end):
+        self.f, self.begin, self.end = f, begin, end
+
+    def __len__(self):
+        return self.end - self.begin
+
+    def copy_to(self, out):
+        self.f.seek(self.begin)
+        left = len(self)
+        while left:
+            chunk = self.f.read(min(left, 64 << 20))
+            if not chunk:
+                sys.exit("shard_split: %s ends inside a tensor" % self.f.name)
+            out.write(chunk)
+            left -= len(chunk)
+
+
+def read_st(path):
+    """The header and the whole data area (small files: the tests' edits)."""
+    hdr, base = read_header(path)
+    with open(path, "rb") as f:
+        f.seek(base)
+        return hdr, f.read()
 
 
 def write_st(path, tensors):
-    """tensors: list of (name, dtype, shape, bytes)."""
+    """tensors: list of (name, dtype, shape, bytes or Span)."""
     hdr, off = {}, 0
     for name, dtype, shape, b in tensors:
         hdr[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(b)]}
@@ -44,16 +72,20 @@ def write_st(path, tensors):
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(js)) + js)
         for t in tensors:
-            f.write(t[3])
+            if isinstance(t[3], Span):
+                t[3].copy_to(f)
+            else:
+                f.write(t[3])
 
 
 def split(src, dst, n):
-    hdr, data = read_st(os.path.join(src, "model.safetensors"))
-    names = sorted(hdr)
+    path = os.path.join(src, "model.safetensors")
+    hdr, base = read_header(path)
+    f = open(path, "rb")
     items = []
-    for k in names:
+    for k in sorted(hdr):
         b, e = hdr[k]["data_offsets"]
-        items.append((k, hdr[k]["dtype"], hdr[k]["shape"], data[b:e]))
+        items.append((k, hdr[k]["dtype"], hdr[k]["shape"], Span(f, base + b, base + e)))
     total = sum(len(t[3]) for t in items)
     os.makedirs(dst, exist_ok=True)
     groups, cur, acc = [], [], 0
@@ -77,6 +109,7 @@ def split(src, dst, n):
         f.write("\n")
     for fn in ("config.json", "tokenizer.json"):
         shutil.copyfile(os.path.join(src, fn), os.path.join(dst, fn))
+    f.close()
 
 
 def weights_sha(d):
