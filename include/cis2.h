@@ -623,6 +623,9 @@ CIS2_API int cis2_trace_diff(const char *path_a, const char *path_b, cis2_verdic
  * with no context has no score for its first token.  Many requests share
  * every weight pass, and requests whose context ids are equal compute the
  * context once.  Results never depend on threads, kernels or batching.
+ * Memory: a pass's logits take at most 64 MiB; the engine keeps that
+ * buffer for its next score or verify (at most 64 MiB, freed by
+ * cis2_engine_close), since fresh memory is zero-filled page by page.
  * ====================================================================== */
 
 typedef struct cis2_score_request {

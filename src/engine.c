@@ -113,6 +113,7 @@ int cis2_engine_open(cis2_engine **out, const char *model_dir, const cis2_engine
     }
     e->kern = cis2_kernel_auto();
     pthread_rwlock_init(&e->calls, NULL);
+    cis2_reuse_init(&e->logits);
     cis2_frame f;
     cis2_ctx cx;
     int rc = CIS2_OK;
@@ -149,6 +150,7 @@ void cis2_engine_close(cis2_engine *e)
     cis2_tokenizer_free(e->tok);
     cis2_pool_destroy(e->pool);
     pthread_rwlock_destroy(&e->calls);
+    cis2_reuse_destroy(&e->logits);
     free(e->dir);
     free(e);
 }

@@ -22,6 +22,7 @@
 
 #include "api.h"
 #include "cis2_toolkit.h" /* and cis2.h */
+#include "bigbuf.h"
 #include "draft.h"
 #include "kernels.h"
 #include "model.h"
@@ -43,6 +44,7 @@ struct cis2_engine {
     cis2_draft_fn draft_fn;   /* CIS2_SPEC_CALLER's drafter and its context, likewise */
     void *draft_ctx;
     cis2_dmodel *dm;          /* CIS2_SPEC_DRAFT's draft model (owned), likewise */
+    cis2_reuse logits;        /* a score's or a verification's logits buffer, kept between calls (bigbuf.h) */
 };
 
 /* Takes the engine for a computing call and opens an API frame; on a pin

@@ -21,6 +21,7 @@
  * pmath_lanes.h, or pmath.c's 4.
  */
 #include "kernels.h"
+#include "bigbuf.h"
 #include "kernels/variant.h"
 #include "pmath.h"
 #include "threadpool.h"
@@ -28,9 +29,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 /* ---------------- packing ---------------- */
 
@@ -134,20 +132,11 @@ int cis2_pmat_alloc_in(cis2_pmat *m, cis2_wmem *a, cis2_wtype type, size_t rows,
     return pmat_alloc(m, a, type, rows, cols, err);
 }
 
-#define WMEM_ALIGN ((size_t)2 << 20) /* a huge page on x86-64 and on 4 KiB-page aarch64 */
-
 int cis2_wmem_init(cis2_wmem *a, size_t bytes, cis2_error *err)
 {
     memset(a, 0, sizeof *a);
-    if (bytes > SIZE_MAX - WMEM_ALIGN) return cis2_fail(err, CIS2_E_NOMEM, "kernels: weights too large");
-    size_t cap = (bytes + WMEM_ALIGN - 1) / WMEM_ALIGN * WMEM_ALIGN;
-    if (cap == 0) cap = WMEM_ALIGN;
-    a->base = aligned_alloc(WMEM_ALIGN, cap);
+    a->base = cis2_big_alloc(bytes, &a->cap); /* 2 MiB-aligned, huge pages hinted */
     if (!a->base) return cis2_fail(err, CIS2_E_NOMEM, "kernels: out of memory for %zu bytes of weights", bytes);
-#if defined(MADV_HUGEPAGE)
-    madvise(a->base, cap, MADV_HUGEPAGE); /* a hint: refused, the pages stay small */
-#endif
-    a->cap = cap;
     return CIS2_OK;
 }
 

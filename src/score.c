@@ -34,8 +34,10 @@
  * in parallel, each its rows in order.  Without it nothing is hashed.
  *
  * Memory: a pass holds at most SCORE_ROWS rows and SCORE_LOGIT_BYTES of
- * logits; requests are admitted while their KV caches fit in
- * SCORE_KV_BUDGET (always at least one).
+ * logits, in the buffer the engine keeps between calls (bigbuf.h: fresh
+ * memory, zero-filled page by page, cost a third of a short score);
+ * requests are admitted while their KV caches fit in SCORE_KV_BUDGET
+ * (always at least one).
  */
 #include "api.h"
 #include "engine.h"
@@ -292,7 +294,7 @@ static int should_stop(const cis2_score_opts *o)
     return stop;
 }
 
-static int run_jobs(const cis2_engine *e, const cis2_ctx *cx, sjob *jobs, size_t n, const cis2_score_opts *opts,
+static int run_jobs(cis2_engine *e, const cis2_ctx *cx, sjob *jobs, size_t n, const cis2_score_opts *opts,
                     cis2_error *err)
 {
     const cis2_model *m = &e->m;
@@ -301,7 +303,7 @@ static int run_jobs(const cis2_engine *e, const cis2_ctx *cx, sjob *jobs, size_t
     if (max_log < 8) max_log = 8;
     if (max_log > SCORE_ROWS) max_log = SCORE_ROWS;
     cis2_row *rows = malloc(SCORE_ROWS * sizeof *rows);
-    float *logits = malloc(max_log * V * sizeof(float));
+    float *logits = cis2_reuse_take(&e->logits, max_log * V * sizeof(float)); /* bigbuf.h */
     lrow *lrows = malloc(max_log * sizeof *lrows);
     size_t *seg = malloc((max_log + 1) * sizeof *seg);
     sjob **ord = malloc(n * sizeof *ord);
@@ -378,7 +380,7 @@ out:
     for (size_t c = 0; c < SCORE_CHUNKS; c++) cis2_sample_ws_free(&sws[c]);
     cis2_ws_free(&ws);
     free(rows);
-    free(logits);
+    cis2_reuse_give(&e->logits, logits);
     free(lrows);
     free(seg);
     free(ord);

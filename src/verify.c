@@ -43,7 +43,8 @@
  * the shared pool.
  *
  * Memory (docs/inputs.md): a prefill pass holds at most VERIFY_ROWS rows
- * and half of VERIFY_LOGIT_BYTES of logits; receipts are admitted while
+ * and half of VERIFY_LOGIT_BYTES of logits (the engine's kept buffer,
+ * bigbuf.h, as a score's); receipts are admitted while
  * their KV caches fit in VERIFY_KV_BUDGET (always at least one).
  */
 #include "verify.h"
@@ -289,7 +290,7 @@ static int replay_prefill(cis2_engine *e, cis2_ctx *cx, vjob *jobs, size_t n, co
     if (lim->logit_rows) max_log = lim->logit_rows;
     if (max_log > max_rows) max_log = max_rows;
     cis2_row *rows = malloc(VERIFY_ROWS * sizeof *rows);
-    float *logits = malloc(2 * max_log * V * sizeof(float));
+    float *logits = cis2_reuse_take(&e->logits, 2 * max_log * V * sizeof(float)); /* bigbuf.h */
     vjob **act = malloc((n ? n : 1) * sizeof *act), **ord = malloc((n ? n : 1) * sizeof *ord);
     vjob **rowjob = malloc(max_log * sizeof *rowjob);
     size_t *rowstep = malloc(max_log * sizeof *rowstep);
@@ -420,7 +421,7 @@ out:
     for (size_t c = 0; c < CHOOSE_CHUNKS; c++) cis2_sample_ws_free(&sws[c]);
     cis2_ws_free(&ws);
     free(rows);
-    free(logits);
+    cis2_reuse_give(&e->logits, logits);
     free(act);
     free(ord);
     free(rowjob);
