@@ -237,6 +237,93 @@ static int before(const float *x, uint32_t a, uint32_t b)
     return x[a] > x[b] || (x[a] == x[b] && a < b);
 }
 
+/* §S4's two passes over a row, 4 lanes of GCC vectors (SSE2 or NEON:
+ * whatever the build's baseline ISA has), since a score figures every
+ * row: only comparisons, selects and one subtraction per logit, each a
+ * single IEEE operation under the same FTZ/DAZ as the scalar form, so the
+ * bits are the scalar loop's. */
+typedef float lp_vf __attribute__((vector_size(16)));
+typedef int32_t lp_vi __attribute__((vector_size(16)));
+#define LP_L 4
+
+static lp_vf lp_load(const float *p)
+{
+    lp_vf v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* The largest non-NaN logit (-inf if none) and the count of non-NaN
+ * ones.  Only M's value matters to §S4 (M = the first candidate's
+ * logit): among equal logits only +0 and -0 differ in bits, and both give
+ * every d and every logprob the same bits (x - (+0) = x - (-0) = x for x
+ * != 0; x == M picks 0 for both zeros). */
+static float max_not_nan(const float *x, size_t V, size_t *n_ok)
+{
+    float M = -__builtin_inff();
+    size_t i = 0, ok = 0;
+    if (V >= LP_L) {
+        lp_vf bv = {0};
+        lp_vi cnt = {0};
+        for (int l = 0; l < LP_L; l++) bv[l] = M;
+        for (; i + LP_L <= V; i += LP_L) {
+            lp_vf v = lp_load(x + i);
+            lp_vi gt = v > bv; /* false for NaN */
+            bv = (lp_vf)((gt & (lp_vi)v) | (~gt & (lp_vi)bv));
+            cnt -= v == v; /* -1 for a non-NaN lane */
+        }
+        for (int l = 0; l < LP_L; l++) {
+            if (bv[l] > M) M = bv[l];
+            ok += (size_t)cnt[l];
+        }
+    }
+    for (; i < V; i++) {
+        if (x[i] > M) M = x[i];
+        ok += x[i] == x[i];
+    }
+    *n_ok = ok;
+    return M;
+}
+
+/* d[i] = x[i] == M ? 0 : x[i] - M for a row with no NaN (§S4). */
+static void shift_by_max(const float *x, size_t V, float M, float *d)
+{
+    size_t i = 0;
+    lp_vf mv = {0};
+    for (int l = 0; l < LP_L; l++) mv[l] = M;
+    for (; i + LP_L <= V; i += LP_L) {
+        lp_vf v = lp_load(x + i);
+        lp_vi eq = v == mv;
+        lp_vf t = (lp_vf)(~eq & (lp_vi)(v - mv)); /* §S4: one subtraction; 0 where x == M */
+        memcpy(d + i, &t, sizeof t);
+    }
+    for (; i < V; i++) d[i] = x[i] == M ? 0.0f : x[i] - M;
+}
+
+/* The count of x[a..b) that are >= t (ge) or > t; a NaN compares false. */
+static size_t count_above(const float *x, size_t a, size_t b, float t, int ge)
+{
+    size_t n = 0, i = a;
+    lp_vi cnt = {0};
+    lp_vf tv = {0};
+    for (int l = 0; l < LP_L; l++) tv[l] = t;
+    if (ge)
+        for (; i + LP_L <= b; i += LP_L) cnt -= lp_load(x + i) >= tv;
+    else
+        for (; i + LP_L <= b; i += LP_L) cnt -= lp_load(x + i) > tv;
+    for (int l = 0; l < LP_L; l++) n += (size_t)cnt[l];
+    for (; i < b; i++) n += ge ? x[i] >= t : x[i] > t;
+    return n;
+}
+
+uint32_t cis2_candidate_rank(const float *x, size_t V, uint32_t token) /* §S3.3 */
+{
+    float t = x[token];
+    if (t != t) return 0;
+    /* before token: ids below it with a logit >= its, ids above it with one > */
+    return (uint32_t)(1 + count_above(x, 0, token, t, 1) + count_above(x, (size_t)token + 1, V, t, 0));
+}
+
 int cis2_logprobs(const cis2_ctx *cx, const float *x, size_t V, uint32_t token, size_t top_n, cis2_sample_ws *ws,
                   float *lp, uint32_t *top_ids, float *top_lp, size_t *n_top)
 {
@@ -245,28 +332,30 @@ int cis2_logprobs(const cis2_ctx *cx, const float *x, size_t V, uint32_t token, 
     memcpy(&qnan, &qb, 4);
     *n_top = 0;
     if (ws_reserve(ws, V)) return CIS2_E_NOMEM;
+    size_t n_ok;
+    float M = max_not_nan(x, V, &n_ok); /* §S4: the first candidate's logit */
+    if (n_ok == 0) { /* every logit NaN */
+        *lp = qnan;
+        return CIS2_OK;
+    }
     /* top_n candidates by a small insertion list: the first of candidate order */
-    uint32_t best = 0;
-    int have = 0;
     size_t nn = 0;
-    for (size_t i = 0; i < V; i++) {
+    for (size_t i = 0; i < V && top_n; i++) {
         if (x[i] != x[i]) continue;
         uint32_t id = (uint32_t)i;
-        if (!have || before(x, id, best)) { best = id; have = 1; }
-        if (top_n == 0) continue;
         if (nn == top_n && !before(x, id, top_ids[nn - 1])) continue;
         size_t at = nn < top_n ? nn++ : nn - 1;
         while (at > 0 && before(x, id, top_ids[at - 1])) { top_ids[at] = top_ids[at - 1]; at--; }
         top_ids[at] = id;
     }
-    if (!have) { /* every logit NaN */
-        *lp = qnan;
-        return CIS2_OK;
-    }
-    float M = x[best], *d = ws->w; /* §S4 */
+    float *d = ws->w; /* §S4 */
     size_t k = 0;
-    for (size_t i = 0; i < V; i++)
-        if (x[i] == x[i]) d[k++] = x[i] == M ? 0.0f : x[i] - M;
+    if (n_ok == V) {
+        shift_by_max(x, V, M, d);
+        k = V;
+    } else
+        for (size_t i = 0; i < V; i++)
+            if (x[i] == x[i]) d[k++] = x[i] == M ? 0.0f : x[i] - M;
     cis2_exp_n(cx, d, d, k); /* §6.2, the scalar bits */
     float E = sum_seq(d, k); /* vocab order, NaN ids skipped */
     float L = ln_pinned(E);

@@ -50,6 +50,11 @@ int cis2_sampling_greedy(const cis2_sampling *p);
 int cis2_sample_step(const cis2_ctx *cx, const float *x, size_t V, const cis2_sampling *p, uint32_t step,
                      cis2_sample_ws *ws, uint32_t *token, cis2_sample_info *info);
 
+/* docs/sampling.md §S3.3: token's 1-based place in the candidate order
+ * (1 + the logits larger than its, or equal at a smaller id); 0 when its
+ * logit is NaN (no candidate).  A NaN logit is never counted. */
+uint32_t cis2_candidate_rank(const float *x, size_t V, uint32_t token);
+
 /* §S4: the logprob of `token` and of the first top_n candidates (ids and
  * logprobs into top_ids / top_lp; *n_top gets how many). */
 int cis2_logprobs(const cis2_ctx *cx, const float *x, size_t V, uint32_t token, size_t top_n, cis2_sample_ws *ws,

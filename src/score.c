@@ -221,18 +221,7 @@ static void fig_task(void *vctx, size_t c)
         if (rc) { f->rc[c] = rc; continue; }
         for (size_t q = nt; q < t; q++) { r->top_ids[k * t + q] = UINT32_MAX; r->top_logprobs[k * t + q] = 0.0f; }
         r->greedy[k] = cis2_argmax_lanes(f->cx, x, f->V) == tok; /* §11.2 */
-        uint32_t rank = 0; /* §S3.3: 1 + the candidates before it; a NaN logit is no candidate */
-        if (x[tok] == x[tok]) {
-            /* v is before tok in candidate order (§S3.3) when its logit is
-             * larger, or equal at a smaller id; a NaN compares false both
-             * ways, so it is never counted (two branch-free counting loops) */
-            float xt = x[tok];
-            uint32_t n = 1;
-            for (size_t v = 0; v < tok; v++) n += x[v] >= xt;
-            for (size_t v = (size_t)tok + 1; v < f->V; v++) n += x[v] > xt;
-            rank = n;
-        }
-        r->ranks[k] = rank;
+        r->ranks[k] = cis2_candidate_rank(x, f->V, tok); /* §S3.3; 0 for a NaN logit */
     }
 }
 

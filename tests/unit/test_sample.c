@@ -24,6 +24,7 @@
 #include "cis2.h"
 #include "api.h"
 #include "model.h"
+#include "pmath.h"
 #include "receipt.h"
 #include "sample.h"
 #include "witness.h"
@@ -170,6 +171,74 @@ static void test_logit_vectors(void **state)
                                   "logits_tiny_T.json", "logits_huge_T.json", "logits_daz.json",
                                   "logits_vocab49152.json"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) check_vector(files[i]);
+}
+
+/* The lane forms of §S4's passes and of the §S3.3 rank (sample.c: 4
+ * lanes and scalar tails) against the rules written out one logit at a
+ * time: rows of every length from 1 to 41 drawn from a small set of values
+ * (so ties, +0 / -0, subnormals under DAZ, +-inf and NaN at every place of
+ * a lane and of a tail), every token of each.  The reference below is
+ * §S3.3 and §S4 as worded: M is the first candidate's logit, d skips NaN
+ * ids, the exp / sum_seq / ln are pmath's (checked against mpmath by
+ * test_pmath). */
+static int ref_before(const float *x, uint32_t a, uint32_t b) /* §S3.3 */
+{
+    return x[a] > x[b] || (x[a] == x[b] && a < b);
+}
+
+static void test_lanes_match_rules(void **state)
+{
+    (void)state;
+    static const uint32_t pool[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x3F800000u, 0xBF800000u,
+                                    0x40000000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x41200000u,
+                                    0xC1200000u, 0x3F800000u, 0x7F7FFFFFu};
+    const size_t np = sizeof pool / sizeof pool[0];
+    cis2_sample_ws ws = {0};
+    cis2_frame fr;
+    cis2_api_enter(&fr);
+    const cis2_ctx cx = cis2_ctx_solo();
+    uint64_t s = 0x9E3779B97F4A7C15ull;
+    float x[41], d[41];
+    for (int round = 0; round < 400; round++)
+        for (size_t V = 1; V <= 41; V++) {
+            for (size_t i = 0; i < V; i++) {
+                s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+                int nanless = round % 3 == 0; /* a third of the rows without NaN: the lane form of d */
+                uint32_t b = pool[s % np];
+                if (nanless && b == 0x7FC00000u) b = 0x3F800000u;
+                x[i] = f32(b);
+            }
+            uint32_t first = 0; /* §S4's M */
+            int have = 0;
+            for (uint32_t i = 0; i < V; i++)
+                if (x[i] == x[i] && (!have || ref_before(x, i, first))) { first = i; have = 1; }
+            float L = 0.0f, M = have ? x[first] : 0.0f;
+            if (have) {
+                size_t k = 0;
+                for (size_t i = 0; i < V; i++)
+                    if (x[i] == x[i]) d[k++] = x[i] == M ? 0.0f : x[i] - M;
+                for (size_t i = 0; i < k; i++) d[i] = exp_pinned(d[i]);
+                L = ln_pinned(sum_seq(d, k));
+            }
+            for (uint32_t tok = 0; tok < V; tok++) {
+                uint32_t rank = 0;
+                if (x[tok] == x[tok]) {
+                    rank = 1;
+                    for (uint32_t v = 0; v < V; v++) rank += x[v] == x[v] && ref_before(x, v, tok);
+                }
+                if (cis2_candidate_rank(x, V, tok) != rank)
+                    fail_msg("round %d V %zu token %u: rank %u, want %u", round, V, tok,
+                             cis2_candidate_rank(x, V, tok), rank);
+                float want = !have || x[tok] != x[tok] ? f32(CIS2_QNAN_BITS) : (x[tok] == M ? 0.0f : x[tok] - M) - L;
+                float lp;
+                size_t nt;
+                assert_int_equal(cis2_logprobs(&cx, x, V, tok, 0, &ws, &lp, NULL, NULL, &nt), CIS2_OK);
+                if (bits(lp) != bits(want))
+                    fail_msg("round %d V %zu token %u: logprob %08x, want %08x", round, V, tok, bits(lp), bits(want));
+            }
+        }
+    cis2_api_leave(&fr);
+    cis2_sample_ws_free(&ws);
 }
 
 static uint8_t *unhex(const char *h, size_t *n)
@@ -455,6 +524,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_philox),
         cmocka_unit_test(test_logit_vectors),
+        cmocka_unit_test(test_lanes_match_rules),
         cmocka_unit_test(test_stop_rules),
         cmocka_unit_test(test_params),
         cmocka_unit_test(test_whole_receipts),
