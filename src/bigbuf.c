@@ -31,6 +31,7 @@ void cis2_reuse_init(cis2_reuse *r)
     pthread_mutex_init(&r->lock, NULL);
     r->buf = NULL;
     r->cap = 0;
+    r->asked = 0;
     r->busy = 0;
 }
 
@@ -55,6 +56,7 @@ void *cis2_reuse_take(cis2_reuse *r, size_t bytes)
         r->buf = cis2_big_alloc(bytes, &r->cap);
         if (!r->buf) r->cap = 0;
     }
+    if (bytes > r->asked) r->asked = bytes;
     void *p = r->buf;
     r->busy = p != NULL;
     pthread_mutex_unlock(&r->lock);
@@ -68,10 +70,10 @@ void cis2_reuse_give(cis2_reuse *r, void *p)
     if (p != r->buf) free(p); /* a call's own */
     else {
         r->busy = 0;
-        if (r->cap > CIS2_REUSE_KEEP) { /* a rare huge vocabulary: not kept */
+        if (r->asked > CIS2_REUSE_KEEP) { /* a rare huge vocabulary: not kept */
             free(r->buf);
             r->buf = NULL;
-            r->cap = 0;
+            r->cap = r->asked = 0;
         }
     }
     pthread_mutex_unlock(&r->lock);

@@ -1,8 +1,8 @@
 /*
  * bigbuf.h - large buffers: 2 MiB-aligned with the huge-page hint, and
  * the one reusable per-call buffer an engine keeps (engine.h).
- * Library-internal: kernels.c's weight memory, score.c's and verify.c's
- * logits of a pass.
+ * Library-internal: kernels.c's weight memory, model.c's larger KV
+ * caches, score.c's and verify.c's logits of a pass.
  *
  * Why: a score or a verification writes every row's logits (49152 floats
  * a row on SmolLM2, a pass of 64 rows is 12.6 MB).  Fresh memory is
@@ -25,13 +25,15 @@ void *cis2_big_alloc(size_t bytes, size_t *cap);
 
 /* One buffer kept between calls.  Take it for a call's duration; a call
  * that finds it taken (two calls at once) gets a buffer of its own, which
- * give frees.  It keeps at most CIS2_REUSE_KEEP bytes between calls. */
+ * give frees.  It is kept while the largest size asked of it is at most
+ * CIS2_REUSE_KEEP bytes (its rounding up to 2 MiB aside). */
 #define CIS2_REUSE_KEEP ((size_t)64 << 20)
 
 typedef struct cis2_reuse {
     pthread_mutex_t lock;
     void *buf;
     size_t cap;
+    size_t asked;  /* the largest size asked of it */
     int busy;
 } cis2_reuse;
 
