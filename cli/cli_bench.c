@@ -284,6 +284,7 @@ typedef struct sbench {
     double verify_tps;                 /* a SCORE_TOKS-token receipt's verification prefill, rows per s */
     double together_s, alone_s;        /* SCORE_NCONT continuations: one call, and one call each */
     size_t ctx;
+    double mac_ratio;                  /* prefill's multiply-adds / scoring's (mac_ratio) */
 } sbench;
 
 static uint32_t bench_id(size_t s, size_t i, size_t V) { return (uint32_t)((s * 131 + i * 7919 + 13) % V); }
@@ -317,6 +318,20 @@ static int bench_verify_rows(cis2_engine *e, size_t ntok, int reps, double *tps,
     return rc;
 }
 
+/* What scoring's rate can be at most against prefill's if every
+ * multiply-add costs the same (docs/sampling.md §S11 "Speed"): the
+ * prefill of n tokens computes n rows of the layers' matrices and one of
+ * the LM head, a score of n tokens after one context token n of each
+ * (attention's few multiply-adds at 64 positions left out). */
+static double mac_ratio(const cis2_model_info *mi, size_t n)
+{
+    double H = (double)mi->hidden_size, q = (double)(mi->num_heads * mi->head_dim);
+    double kv = (double)(mi->num_kv_heads * mi->head_dim), I = (double)mi->intermediate_size;
+    double body = (double)mi->num_layers * (H * (q + 2 * kv) + q * H + 3 * H * I); /* §9.1, §9.5, §10 */
+    double head = (double)mi->vocab_size * H; /* §11.1 */
+    return ((double)n * body + head) / ((double)n * (body + head));
+}
+
 static int bench_score(cis2_engine *e, int quick, sbench *b, cis2_error *err)
 {
     const cis2_model_info *mi = cis2_engine_info(e);
@@ -339,6 +354,7 @@ static int bench_score(cis2_engine *e, int quick, sbench *b, cis2_error *err)
                                     .continuation_ids = ids + SCORE_CTX + SCORE_TOKS + k * SCORE_CONT,
                                     .n_continuation_ids = SCORE_CONT};
     b->score_tps = 0;
+    b->mac_ratio = mac_ratio(mi, ntok);
     b->together_s = b->alone_s = 1e30;
     for (int rep = 0; rep < reps && !rc; rep++) { /* the best of reps each */
         if ((rc = score_timed(e, &one, 1, &t, err))) break;
@@ -616,6 +632,7 @@ static void print_json(const bench_res *b, size_t long_gen)
     json_object_set_new(sc, "tokens", json_integer(SCORE_TOKS));
     json_object_set_new(sc, "score_tokens_per_s", json_real(b->sb.score_tps));
     json_object_set_new(sc, "ratio_to_prefill", json_real(b->sb.score_tps / b->prefill_tps));
+    json_object_set_new(sc, "ratio_by_multiply_adds", json_real(b->sb.mac_ratio));
     if (!b->quick) {
         json_object_set_new(sc, "verify_prefill_rows_per_s", json_real(b->sb.verify_tps));
         json_object_set_new(sc, "ratio_to_verify_prefill", json_real(b->sb.score_tps / b->sb.verify_tps));
@@ -727,8 +744,8 @@ static void print_table(const bench_res *b)
     printf("decode                    %.2f ms/token (%.1f tokens/s)\n", b->ms_tok, 1e3 / b->ms_tok);
     printf("bandwidth bound           %.2f ms/token (achieved/bound = %.2fx)\n", b->bound_ms, b->ms_tok / b->bound_ms);
     printf("prefill (64 tokens)       %.1f tokens/s\n", b->prefill_tps);
-    printf("scoring (%d tokens)       %.1f tokens/s (%.2fx prefill)\n", SCORE_TOKS, b->sb.score_tps,
-           b->sb.score_tps / b->prefill_tps);
+    printf("scoring (%d tokens)       %.1f tokens/s (%.2fx prefill; %.2fx by multiply-adds: each row's LM head)\n",
+           SCORE_TOKS, b->sb.score_tps, b->sb.score_tps / b->prefill_tps, b->sb.mac_ratio);
     if (!b->quick)
         printf("verification prefill      %.1f rows/s, every row's logits as scoring (scoring %.2fx it)\n",
                b->sb.verify_tps, b->sb.score_tps / b->sb.verify_tps);

@@ -48,7 +48,24 @@ echo "$q" | grep -q '"quick": true' || fail "bench --quick --json lacks quick: t
 echo "$q" | grep -q '"verify"\|"scalar_ms_per_token"' && fail "bench --quick verified receipts or ran the scalar kernel"
 grep -Eq '^bench: +[0-9]+\.[0-9] s  estimate: about [0-9]+ (s|min) more \(--quick\)' "$d/qerr" || fail "bench --quick printed no estimate"
 tail -n 1 "$d/qerr" | grep -Eq '^bench: +[0-9.]+ s  done$' || fail "bench --quick's last progress line is not 'done'"
+# scoring against prefill, and the bound their multiply-adds set (docs/sampling.md
+# §S11 "Speed"), recomputed here from the shape's config.json
+$CIS2 synth --shape tiny --seed 1 --out "$d/tiny" > /dev/null || fail "synth tiny"
+echo "$q" | /usr/bin/python3 -c '
+import json, sys
+b = json.load(sys.stdin)["score"]
+c = json.load(open(sys.argv[1]))
+H, L, I, V = c["hidden_size"], c["num_hidden_layers"], c["intermediate_size"], c["vocab_size"]
+hd = c.get("head_dim") or H // c["num_attention_heads"]
+q, kv = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
+body = L * (H * q + 2 * H * kv + q * H + 3 * H * I)  # q, k, v, o, gate, up, down per row
+n = b["tokens"]
+want = (n * body + V * H) / (n * (body + V * H))  # prefill: one LM head row; a score: n
+assert abs(b["ratio_by_multiply_adds"] - want) < 1e-5, (b, want)
+assert b["score_tokens_per_s"] > 0 and b["ratio_to_prefill"] > 0, b
+' "$d/tiny/config.json" || fail "bench --quick --json: score figures"
 $CIS2 bench --shape tiny --threads 2 --quick > "$d/table" 2> /dev/null || fail "bench --quick (table)"
+grep -q '^scoring (64 tokens) .*x prefill; .*x by multiply-adds' "$d/table" || fail "bench's table lacks the scoring line"
 grep -q '^decode  ' "$d/table" && grep -q -- '--quick' "$d/table" || fail "bench --quick's table: $(cat "$d/table")"
 set +e
 $CIS2 bench --shape no-such-shape 2>/dev/null; [ $? -eq 2 ] || fail "unknown shape not a usage error"
