@@ -468,6 +468,19 @@ size_t serve_http_active(serve_http *h);
 /* Has the peer of socket fd closed its end (or has the socket failed)?
  * Never blocks; 0 for fd < 0. */
 int serve_client_gone(int fd);
+/* What ends a verification or a scoring early (the should_stop of
+ * cis2_verify_opts / cis2_score_opts, asked between weight passes, ctx a
+ * serve_guard): shutdown past its drain, the client gone, or
+ * --verify-timeout spent; why says which once it said stop. */
+typedef struct serve_guard {
+    const serve_ctx *sc;
+    int fd;                    /* the client's socket, -1 for none */
+    double deadline;
+    int why;                   /* SERVE_GUARD_* */
+} serve_guard;
+enum { SERVE_GUARD_NONE, SERVE_GUARD_STOPPING, SERVE_GUARD_GONE, SERVE_GUARD_TIMEOUT };
+serve_guard serve_guard_begin(const serve_ctx *sc, int fd);
+int serve_guard_should_stop(void *guard);
 void serve_http_stop(serve_http *h);
 
 #endif

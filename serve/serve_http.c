@@ -34,6 +34,7 @@
 #include "serve.h"
 
 #include <poll.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 
 #ifdef CIS2_HAVE_MHD
@@ -42,7 +43,6 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -322,26 +322,6 @@ static size_t receipt_work(const cis2_receipt *r)
     return bytes + (toks > SIZE_MAX / 4 ? SIZE_MAX / 4 : (size_t)toks);
 }
 
-/* What ends a verification early (cis2_verify_opts.should_stop, asked
- * between weight passes): shutdown past its drain, the client gone, or
- * --verify-timeout spent. */
-typedef struct verify_guard {
-    const serve_ctx *sc;
-    int fd;
-    double deadline;
-    int why;                   /* VG_* once it said stop */
-} verify_guard;
-enum { VG_NONE, VG_STOPPING, VG_GONE, VG_TIMEOUT };
-
-static int verify_should_stop(void *ctx)
-{
-    verify_guard *g = ctx;
-    if (atomic_load(&((serve_ctx *)g->sc)->stopping)) g->why = VG_STOPPING;
-    else if (serve_client_gone(g->fd)) g->why = VG_GONE;
-    else if (serve_now() > g->deadline) g->why = VG_TIMEOUT;
-    return g->why != VG_NONE;
-}
-
 static void receipts_free(cis2_receipt **rs, size_t n)
 {
     for (size_t i = 0; rs && i < n; i++) cis2_receipt_free(rs[i]);
@@ -431,21 +411,21 @@ static enum MHD_Result do_verify(struct MHD_Connection *c, req_ctx *r)
         FAIL(c, r, 429, "verify_busy", NULL, "%zu verifications are already running: retry later", sc->verify_max);
     }
     cis2_verdict *v = NULL;
-    verify_guard g = {sc, conn_fd(c), serve_now() + sc->cfg.verify_timeout_s, VG_NONE};
-    cis2_verify_opts vo = {.should_stop = verify_should_stop, .should_stop_ctx = &g};
+    serve_guard g = serve_guard_begin(sc, conn_fd(c));
+    cis2_verify_opts vo = {.should_stop = serve_guard_should_stop, .should_stop_ctx = &g};
     int rc = cis2_verify(sc->e, rs, n, &vo, &v, &err); /* the prefill replay; concurrent with the engine thread */
     pthread_mutex_lock(&sc->vmu);
     sc->verifying--;
     pthread_mutex_unlock(&sc->vmu);
     receipts_free(rs, n);
-    if (rc == CIS2_E_CANCELLED && g.why == VG_GONE) {
+    if (rc == CIS2_E_CANCELLED && g.why == SERVE_GUARD_GONE) {
         serve_metrics_request(sc->met, ep_label[r->ep], 499); /* nobody to answer */
         r->status = 499;
         return MHD_NO;
     }
-    if (rc == CIS2_E_CANCELLED && g.why == VG_STOPPING)
+    if (rc == CIS2_E_CANCELLED && g.why == SERVE_GUARD_STOPPING)
         FAIL(c, r, 503, "shutting_down", NULL, "the server is shutting down: verification cancelled");
-    if (rc == CIS2_E_CANCELLED && g.why == VG_TIMEOUT)
+    if (rc == CIS2_E_CANCELLED && g.why == SERVE_GUARD_TIMEOUT)
         FAIL(c, r, 413, "verify_timeout", NULL,
              "verification took longer than %u s (--verify-timeout): send fewer receipts at a time",
              sc->cfg.verify_timeout_s);
@@ -1002,7 +982,8 @@ void serve_http_stop(serve_http *h) { (void)h; }
 #endif
 
 /* The peer closed its end (or the socket failed)? (serve.h)  Built with or
- * without libmicrohttpd: serve_request.c's echo scoring asks it too. */
+ * without libmicrohttpd: serve_request.c's echo scoring asks it too, as
+ * the guard below does for /v1/verify and echo's scoring. */
 int serve_client_gone(int fd)
 {
     if (fd < 0) return 0;
@@ -1015,4 +996,18 @@ int serve_client_gone(int fd)
         return k == 0;
     }
     return 0;
+}
+
+serve_guard serve_guard_begin(const serve_ctx *sc, int fd)
+{
+    return (serve_guard){sc, fd, serve_now() + sc->cfg.verify_timeout_s, SERVE_GUARD_NONE};
+}
+
+int serve_guard_should_stop(void *guard)
+{
+    serve_guard *g = guard;
+    if (atomic_load(&((serve_ctx *)g->sc)->stopping)) g->why = SERVE_GUARD_STOPPING;
+    else if (serve_client_gone(g->fd)) g->why = SERVE_GUARD_GONE;
+    else if (serve_now() > g->deadline) g->why = SERVE_GUARD_TIMEOUT;
+    return g->why != SERVE_GUARD_NONE;
 }

@@ -539,26 +539,6 @@ static int build_job(serve_call *c, serve_err *e)
     return 0;
 }
 
-/* What ends a scoring early (cis2_score_opts.should_stop, asked between
- * weight passes): shutdown past its drain, the client gone, or
- * --verify-timeout spent, as for /v1/verify. */
-typedef struct score_guard {
-    const serve_ctx *sc;
-    int fd;                    /* the client's socket, -1 for none */
-    double deadline;
-    int why;                   /* SG_* once it said stop */
-} score_guard;
-enum { SG_NONE, SG_STOPPING, SG_GONE, SG_TIMEOUT };
-
-static int score_should_stop(void *ctx)
-{
-    score_guard *g = ctx;
-    if (atomic_load(&((serve_ctx *)g->sc)->stopping)) g->why = SG_STOPPING;
-    else if (serve_client_gone(g->fd)) g->why = SG_GONE;
-    else if (serve_now() > g->deadline) g->why = SG_TIMEOUT;
-    return g->why != SG_NONE;
-}
-
 /* echo: the prompt's scores (docs/sampling.md §S11: each prompt scored as
  * a continuation with no context, its ids the job's, the first token
  * unscored) when logprobs are asked with echo, or prompt_logprobs. */
@@ -583,13 +563,13 @@ static int score_prompts(const serve_ctx *sc, serve_call *c, int fd, serve_err *
                                      .n_continuation_ids = p->text ? 0 : p->n_ids, .top_logprobs = top};
     }
     cis2_error err = {0};
-    score_guard g = {sc, fd, serve_now() + sc->cfg.verify_timeout_s, SG_NONE};
-    cis2_score_opts so = {.should_stop = score_should_stop, .should_stop_ctx = &g};
+    serve_guard g = serve_guard_begin(sc, fd); /* as /v1/verify's */
+    cis2_score_opts so = {.should_stop = serve_guard_should_stop, .should_stop_ctx = &g};
     int rc = cis2_score_ex(sc->e, rq, c->n_prompts, &so, &c->scores, &err); /* concurrent with the engine, as /v1/verify */
     free(rq);
-    if (rc == CIS2_E_CANCELLED && g.why == SG_GONE)
+    if (rc == CIS2_E_CANCELLED && g.why == SERVE_GUARD_GONE)
         return serve_fail(e, 499, "client_gone", NULL, "the client left while its prompts were scored");
-    if (rc == CIS2_E_CANCELLED && g.why == SG_TIMEOUT)
+    if (rc == CIS2_E_CANCELLED && g.why == SERVE_GUARD_TIMEOUT)
         return serve_fail(e, 413, "score_timeout", c->echo ? "echo" : "prompt_logprobs",
                           "scoring the prompts took longer than this server's --verify-timeout (%u s): send fewer or "
                           "shorter prompts at a time", sc->cfg.verify_timeout_s);
