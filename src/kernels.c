@@ -16,7 +16,8 @@
  * contiguous ranges across the pool (§5.2: rows are independent), so the
  * thread count never changes a bit; a variant that reads a transposed copy
  * of x (AVX-512 from 8 positions on) gets it made once per call here.
- * cis2_exp_n / cis2_silu_n (§6.2, §6.4: softmax, SwiGLU, sampling) and
+ * cis2_exp_n / cis2_silu_n / cis2_gelu_n (§6.2, §6.4, docs/models.md
+ * §M7.5: softmax, SwiGLU, Gemma's GELU, sampling) and
  * cis2_argmax_lanes (§11.2) run the context's variant's lane width of
  * pmath_lanes.h, or pmath.c's 4.
  */
@@ -418,6 +419,12 @@ void cis2_silu_n(const cis2_ctx *cx, const float *x, float *out, size_t n)
 {
     const struct cis2_variant *var = cx->kern;
     (var->silun ? var->silun : silu_pinned_n)(x, out, n); /* §6.4 */
+}
+
+void cis2_gelu_n(const cis2_ctx *cx, const float *x, float *out, size_t n)
+{
+    const struct cis2_variant *var = cx->kern;
+    (var->gelun ? var->gelun : gelu_tanh_pinned_n)(x, out, n); /* §M7.5 */
 }
 
 size_t cis2_argmax_lanes(const cis2_ctx *cx, const float *v, size_t n)

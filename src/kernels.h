@@ -142,6 +142,8 @@ void cis2_attend_group(const cis2_ctx *cx, const float *q, size_t G, const float
  * variant.  On the calling thread. */
 void cis2_exp_n(const cis2_ctx *cx, const float *x, float *out, size_t n);
 void cis2_silu_n(const cis2_ctx *cx, const float *x, float *out, size_t n);
+/* docs/models.md §M7.5 gelu_tanh_pinned of n floats, likewise. */
+void cis2_gelu_n(const cis2_ctx *cx, const float *x, float *out, size_t n);
 /* §11.2 argmax's index (pmath.h's argmax: strict >, the first maximum)
  * in cx's variant's lanes (pmath_lanes.h). */
 size_t cis2_argmax_lanes(const cis2_ctx *cx, const float *v, size_t n);

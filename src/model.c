@@ -685,7 +685,7 @@ static void swiglu_task(void *ctx, size_t c)
     swiglu_ctx *s = ctx;
     size_t hi = (c + 1) * SWIGLU_CHUNK < s->n ? (c + 1) * SWIGLU_CHUNK : s->n;
     size_t lo = c * SWIGLU_CHUNK;
-    if (s->gelu) gelu_tanh_pinned_n(s->g + lo, s->g + lo, hi - lo); /* §M7.5, in place */
+    if (s->gelu) cis2_gelu_n(s->cx, s->g + lo, s->g + lo, hi - lo); /* §M7.5, in place */
     else cis2_silu_n(s->cx, s->g + lo, s->g + lo, hi - lo); /* §6.4, in place */
     mul_n(s->g + lo, s->u + lo, hi - lo); /* act(gate) * up */
 }

@@ -22,7 +22,7 @@
 
 #include <stdlib.h>
 
-/* §6.2 exp's constants and its lanes (exp_v4, silu_n_v4): one definition
+/* §6.2 exp's constants and its lanes (exp_v4, silu_n_v4, gelu_n_v4): one definition
  * for every width (pmath_lanes.h) */
 #define LANES 4
 #define LN(f) f##_v4
@@ -269,9 +269,7 @@ float silu_pinned(float x) /* §6.4 */
  * 0.5 x (1 + tanh(B (x + K x^3))), computed as the identical
  * x / (1 + exp(-2 B (x + K x^3))), so that §6.2's exp_pinned is the one
  * transcendental function and no tanh needs pinning. */
-#define GELU_B 0x3F4C422Au /* (f32) sqrt(2/pi) = 0.7978846 */
-#define GELU_K 0x3D372713u /* (f32) 0.044715 */
-float gelu_tanh_pinned(float x)
+float gelu_tanh_pinned(float x) /* GELU_B, GELU_K: pmath_lanes.h */
 {
     float x2 = x * x;
     float x3 = x2 * x;
@@ -285,10 +283,6 @@ float gelu_tanh_pinned(float x)
     return r != r ? f32_from_bits(CIS2_QNAN_BITS) : r; /* NaN in, or -inf / inf: canonical */
 }
 
-void gelu_tanh_pinned_n(const float *x, float *out, size_t n)
-{
-    for (size_t i = 0; i < n; i++) out[i] = gelu_tanh_pinned(x[i]);
-}
 
 /* The lanes' tails: one element at a time, the scalar functions. */
 static void exp_tail(const float *x, float *out, size_t n)
@@ -304,6 +298,13 @@ static void silu_tail(const float *x, float *out, size_t n)
 void exp_pinned_n(const float *x, float *out, size_t n) { exp_n_v4(x, out, n, exp_tail); }
 
 void silu_pinned_n(const float *x, float *out, size_t n) { silu_n_v4(x, out, n, silu_tail); } /* §6.4 */
+
+static void gelu_tail(const float *x, float *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++) out[i] = gelu_tanh_pinned(x[i]);
+}
+
+void gelu_tanh_pinned_n(const float *x, float *out, size_t n) { gelu_n_v4(x, out, n, gelu_tail); } /* §M7.5 */
 
 size_t argmax(const float *v, size_t n) /* §11.2: strict >, first wins */
 {

@@ -37,7 +37,7 @@ float ln_pinned(float x);                                        /* §6.5 */
 float frexp_exact(float x, int *exponent);                       /* §6.5.1 */
 void exp_pinned_n(const float *x, float *out, size_t n);         /* 4 lanes, scalar bits */
 void silu_pinned_n(const float *x, float *out, size_t n);
-void gelu_tanh_pinned_n(const float *x, float *out, size_t n);   /* element by element */
+void gelu_tanh_pinned_n(const float *x, float *out, size_t n);   /* 4 lanes, the scalar bits */
 size_t argmax(const float *v, size_t n);                         /* §11.2 */
 size_t argmax_n(const float *v, size_t n); /* the same index, in 4 lanes (pmath_lanes.h; argmax is its reference) */
 void rmsnorm(const float *x, const float *w, float eps, size_t n, float *out); /* §8 */

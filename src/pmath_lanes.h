@@ -1,6 +1,7 @@
 /*
- * pmath_lanes.h - §6.2 exp_pinned and §6.4 silu_pinned on a vector of
- * lanes: the one definition that every lane width is compiled from.
+ * pmath_lanes.h - §6.2 exp_pinned, §6.4 silu_pinned and docs/models.md
+ * §M7.5 gelu_tanh_pinned on a vector of lanes: the one definition that
+ * every lane width is compiled from.
  *
  * Included by pmath.c (4 lanes, any target), kern_x86_avx2.c (8 lanes,
  * built with -mavx2) and kern_x86_avx512.c (16, -mavx512f); nothing else
@@ -9,7 +10,8 @@
  *     LN(f)    the name of this width's function f (LN(exp) -> exp_v4)
  * and gets, static to its translation unit, the §6.2 constants and:
  *     LN(exp)(VF x)                          exp_pinned in every lane
- *     LN(exp_n)(x, out, n), LN(silu_n)(...)  whole vectors of n, then tail(x, out, rest)
+ *     LN(exp_n)(x, out, n), LN(silu_n)(...), LN(gelu_n)(...)
+ *                                            whole vectors of n, then tail(x, out, rest)
  *     LN(argmax_n)(v, n)                     §11.2's argmax index, lane by lane
  *
  * Every lane runs exactly the scalar function's operations (pmath.c): the
@@ -17,7 +19,7 @@
  * vector extensions are element-wise IEEE ops and the build has
  * -ffp-contract=off), the scalar branches as masks.  So every width gives
  * the scalar bits; tests/unit/test_kernels.c checks each one against
- * exp_pinned and silu_pinned on every class of input.
+ * exp_pinned, silu_pinned and gelu_tanh_pinned on every class of input.
  */
 #ifndef LANES
 #error "define LANES and LN before including pmath_lanes.h"
@@ -109,6 +111,28 @@ static inline void LN(silu_n)(const float *x, float *out, size_t n, void (*tail)
         LV_VF xv = LN(load)(x + i);
         LV_VF neg = -xv;
         LV_VF e = LN(exp)(neg);
+        LV_VF denom = LN(splat)(F_ONE) + e;
+        LV_VF r = xv / denom;
+        LN(store)(out + i, LN(select)(r != r, LN(splat)(CIS2_QNAN_BITS), r)); /* the canonical NaN */
+    }
+    if (i < n) tail(x + i, out + i, n - i);
+}
+
+/* docs/models.md §M7.5, step for step as gelu_tanh_pinned (pmath.c). */
+#define GELU_B 0x3F4C422Au /* (f32) sqrt(2/pi) = 0.7978846 */
+#define GELU_K 0x3D372713u /* (f32) 0.044715 */
+static inline void LN(gelu_n)(const float *x, float *out, size_t n, void (*tail)(const float *, float *, size_t))
+{
+    size_t i = 0;
+    for (; i + LANES <= n; i += LANES) {
+        LV_VF xv = LN(load)(x + i);
+        LV_VF x2 = xv * xv;
+        LV_VF x3 = x2 * xv;
+        LV_VF a = LN(splat)(GELU_K) * x3;
+        LV_VF b = xv + a;
+        LV_VF u = LN(splat)(GELU_B) * b;
+        LV_VF t = u + u; /* 2u, exact (or +-inf) */
+        LV_VF e = LN(exp)(-t);
         LV_VF denom = LN(splat)(F_ONE) + e;
         LV_VF r = xv / denom;
         LN(store)(out + i, LN(select)(r != r, LN(splat)(CIS2_QNAN_BITS), r)); /* the canonical NaN */

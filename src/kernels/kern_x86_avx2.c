@@ -25,7 +25,7 @@
  *   them; a float stored and reloaded is the same float, so each row is
  *   still one §5.1 sum in index order.
  * Also the AVX2 attention halves (§9.2 scores, §9.4 V-mix) and the
- * 8-lane §6.2 exp and §6.4 SiLU (pmath_lanes.h's one definition at this
+ * 8-lane §6.2 exp, §6.4 SiLU and §M7.5 GELU (pmath_lanes.h's one definition at this
  * width; bottom of the file).
  */
 #include "variant.h"
@@ -338,7 +338,7 @@ void cis2_attn_vmix_avx2(const float *s, size_t G, const float *v, size_t v_stri
         }
 }
 
-/* ---- §6.2 exp, §6.4 SiLU and §11.2 argmax, 8 lanes (pmath_lanes.h), the rest by pmath.c's 4 ---- */
+/* ---- §6.2 exp, §6.4 SiLU, §M7.5 GELU and §11.2 argmax, 8 lanes (pmath_lanes.h), the rest by pmath.c's 4 ---- */
 #define LANES 8
 #define LN(f) f##_v8
 #include "pmath_lanes.h"
@@ -346,6 +346,8 @@ void cis2_attn_vmix_avx2(const float *s, size_t G, const float *v, size_t v_stri
 void cis2_exp_n_avx2(const float *x, float *out, size_t n) { exp_n_v8(x, out, n, exp_pinned_n); }
 
 void cis2_silu_n_avx2(const float *x, float *out, size_t n) { silu_n_v8(x, out, n, silu_pinned_n); }
+
+void cis2_gelu_n_avx2(const float *x, float *out, size_t n) { gelu_n_v8(x, out, n, gelu_tanh_pinned_n); }
 
 size_t cis2_argmax_n_avx2(const float *v, size_t n) { return argmax_n_v8(v, n); } /* §11.2 */
 
@@ -360,5 +362,6 @@ const struct cis2_variant cis2_variant_avx2 = {
     .vmix = cis2_attn_vmix_avx2,
     .expn = cis2_exp_n_avx2,
     .silun = cis2_silu_n_avx2,
+    .gelun = cis2_gelu_n_avx2,
     .argmax = cis2_argmax_n_avx2,
 };

@@ -393,7 +393,7 @@ void cis2_attn_vmix_avx512(const float *s, size_t G, const float *v, size_t v_st
         }
 }
 
-/* ---- §6.2 exp, §6.4 SiLU and §11.2 argmax, 16 lanes (pmath_lanes.h), the rest by the
+/* ---- §6.2 exp, §6.4 SiLU, §M7.5 GELU and §11.2 argmax, 16 lanes (pmath_lanes.h), the rest by the
  * AVX2 8 (and pmath.c's 4) ---- */
 #define LANES 16
 #define LN(f) f##_v16
@@ -402,6 +402,8 @@ void cis2_attn_vmix_avx512(const float *s, size_t G, const float *v, size_t v_st
 void cis2_exp_n_avx512(const float *x, float *out, size_t n) { exp_n_v16(x, out, n, cis2_exp_n_avx2); }
 
 void cis2_silu_n_avx512(const float *x, float *out, size_t n) { silu_n_v16(x, out, n, cis2_silu_n_avx2); }
+
+void cis2_gelu_n_avx512(const float *x, float *out, size_t n) { gelu_n_v16(x, out, n, cis2_gelu_n_avx2); }
 
 size_t cis2_argmax_n_avx512(const float *v, size_t n) { return argmax_n_v16(v, n); } /* §11.2 */
 
@@ -418,5 +420,6 @@ const struct cis2_variant cis2_variant_avx512 = {
     .vmix = cis2_attn_vmix_avx512,
     .expn = cis2_exp_n_avx512,
     .silun = cis2_silu_n_avx512,
+    .gelun = cis2_gelu_n_avx512,
     .argmax = cis2_argmax_n_avx512,
 };

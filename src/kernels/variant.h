@@ -59,6 +59,7 @@ struct cis2_variant {
     cis2_scores_fn scores;     /* attention halves; NULL: the generic ones (pmath.c) */
     cis2_vmix_fn vmix;
     cis2_map_fn expn, silun;   /* §6.2, §6.4 lanes; NULL: pmath.c's 4 */
+    cis2_map_fn gelun;         /* docs/models.md §M7.5 lanes; NULL: pmath.c's 4 */
     cis2_argmax_fn argmax;     /* §11.2 lanes; NULL: pmath.c's 4 */
 };
 
@@ -75,6 +76,7 @@ void cis2_attn_vmix_avx2(const float *s, size_t G, const float *v, size_t v_stri
                          float *out);
 void cis2_exp_n_avx2(const float *x, float *out, size_t n);
 void cis2_silu_n_avx2(const float *x, float *out, size_t n);
+void cis2_gelu_n_avx2(const float *x, float *out, size_t n);
 size_t cis2_argmax_n_avx2(const float *v, size_t n);
 extern const struct cis2_variant cis2_variant_avx512; /* kern_x86_avx512.c */
 void cis2_kern_avx512(KERN_ARGS);
@@ -85,6 +87,7 @@ void cis2_attn_vmix_avx512(const float *s, size_t G, const float *v, size_t v_st
                            float *out);
 void cis2_exp_n_avx512(const float *x, float *out, size_t n);
 void cis2_silu_n_avx512(const float *x, float *out, size_t n);
+void cis2_gelu_n_avx512(const float *x, float *out, size_t n);
 size_t cis2_argmax_n_avx512(const float *v, size_t n);
 #endif
 #if defined(__aarch64__)

@@ -545,8 +545,9 @@ static void test_argmax_lanes(void **state)
     assert_int_equal(use_kernel("auto", &err), CIS2_OK);
 }
 
-/* cis2_exp_n / cis2_silu_n under every variant (each its own lane width,
- * pmath_lanes.h) equal the scalar exp_pinned / silu_pinned (pmath.c's
+/* cis2_exp_n / cis2_silu_n / cis2_gelu_n under every variant (each its own
+ * lane width, pmath_lanes.h) equal the scalar exp_pinned / silu_pinned /
+ * gelu_tanh_pinned (pmath.c's
  * branchy one-at-a-time code) on every class of input: the §6.2 edges (NaN
  * payloads, infinities, +-88 and their neighbours, subnormals, zeros),
  * random bit patterns and values in the working range; every length from
@@ -555,7 +556,7 @@ static void test_exp_silu_variants(void **state)
 {
     (void)state;
     enum { N = 4111 };
-    static float x[N], ye[N], ys[N], yi[N];
+    static float x[N], ye[N], ys[N], yi[N], yg[N];
     static const uint32_t edge[] = {0x00000000, 0x80000000, 0x00000001, 0x80000001, 0x007FFFFF, 0x00800000,
                                     0x42B00000, 0x42B00001, 0x42AFFFFF, 0xC2B00000, 0xC2B00001, 0xC2AFFFFF,
                                     0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00000, 0x7F800001, 0x7FA00001,
@@ -580,7 +581,12 @@ static void test_exp_silu_variants(void **state)
                 memset(ye, 0xEE, sizeof ye);
                 cis2_exp_n(&X, x + o, ye, len);
                 cis2_silu_n(&X, x + o, ys, len);
+                memset(yg, 0xEE, sizeof yg);
+                cis2_gelu_n(&X, x + o, yg, len);
                 for (size_t i = 0; i < len; i++) {
+                    if (bitsf(yg[i]) != bitsf(cis2_gelu_tanh_pinned(x[o + i])))
+                        fail_msg("%s: gelu_n len %zu [%zu] (0x%08X) = 0x%08X, scalar 0x%08X", NAMES[v], len, i,
+                                 bitsf(x[o + i]), bitsf(yg[i]), bitsf(cis2_gelu_tanh_pinned(x[o + i])));
                     if (bitsf(ye[i]) != bitsf(cis2_exp_pinned(x[o + i])))
                         fail_msg("%s: exp_n len %zu [%zu] (0x%08X) = 0x%08X, scalar 0x%08X", NAMES[v], len, i,
                                  bitsf(x[o + i]), bitsf(ye[i]), bitsf(cis2_exp_pinned(x[o + i])));
@@ -589,9 +595,12 @@ static void test_exp_silu_variants(void **state)
                                  bitsf(x[o + i]), bitsf(ys[i]), bitsf(cis2_silu_pinned(x[o + i])));
                 }
                 assert_int_equal(bitsf(ye[len]), 0xEEEEEEEEu); /* nothing written past n */
+                assert_int_equal(bitsf(yg[len]), 0xEEEEEEEEu);
             }
             cis2_exp_n(&X, x, ye, N);
             cis2_silu_n(&X, x, ys, N);
+            memcpy(yg, x, sizeof yg);
+            cis2_gelu_n(&X, yg, yg, N); /* in place, as the MLP runs it */
             memcpy(yi, x, sizeof yi);
             cis2_exp_n(&X, yi, yi, N); /* in place, as softmax runs it */
             for (size_t i = 0; i < N; i++) {
@@ -601,13 +610,16 @@ static void test_exp_silu_variants(void **state)
                              bitsf(x[i]), bitsf(ye[i]), bitsf(yi[i]), we);
                 if (bitsf(ys[i]) != ws)
                     fail_msg("%s: silu_n(0x%08X) = 0x%08X, scalar 0x%08X", NAMES[v], bitsf(x[i]), bitsf(ys[i]), ws);
+                uint32_t wg = bitsf(cis2_gelu_tanh_pinned(x[i]));
+                if (bitsf(yg[i]) != wg)
+                    fail_msg("%s: gelu_n(0x%08X) in place = 0x%08X, scalar 0x%08X", NAMES[v], bitsf(x[i]), bitsf(yg[i]), wg);
             }
             compared++;
         }
     }
     cis2_error err = {0};
     assert_int_equal(use_kernel("auto", &err), CIS2_OK);
-    print_message("exp/silu compared: %d rounds of %d values x variants\n", compared, N);
+    print_message("exp/silu/gelu compared: %d rounds of %d values x variants\n", compared, N);
 }
 
 /* The same over a sweep of the whole binary32 line: 2^24 bit patterns, one
@@ -616,7 +628,7 @@ static void test_exp_silu_sweep(void **state)
 {
     (void)state;
     enum { C = 4096 };
-    static float x[C], ye[C], ys[C];
+    static float x[C], ye[C], ys[C], yg[C];
     for (size_t v = 0; v < NNAMES; v++) {
         if (!cis2_kernel_available(NAMES[v])) continue;
         cis2_error err = {0};
@@ -628,11 +640,14 @@ static void test_exp_silu_sweep(void **state)
             }
             cis2_exp_n(&X, x, ye, C);
             cis2_silu_n(&X, x, ys, C);
+            cis2_gelu_n(&X, x, yg, C);
             for (uint32_t i = 0; i < C; i++) {
                 uint32_t we = bitsf(cis2_exp_pinned(x[i])), ws = bitsf(cis2_silu_pinned(x[i]));
-                if (bitsf(ye[i]) != we || bitsf(ys[i]) != ws)
-                    fail_msg("%s: x 0x%08X: exp_n 0x%08X (scalar 0x%08X), silu_n 0x%08X (scalar 0x%08X)", NAMES[v],
-                             bitsf(x[i]), bitsf(ye[i]), we, bitsf(ys[i]), ws);
+                uint32_t wg = bitsf(cis2_gelu_tanh_pinned(x[i]));
+                if (bitsf(ye[i]) != we || bitsf(ys[i]) != ws || bitsf(yg[i]) != wg)
+                    fail_msg("%s: x 0x%08X: exp_n 0x%08X (scalar 0x%08X), silu_n 0x%08X (scalar 0x%08X), "
+                             "gelu_n 0x%08X (scalar 0x%08X)", NAMES[v], bitsf(x[i]), bitsf(ye[i]), we, bitsf(ys[i]), ws,
+                             bitsf(yg[i]), wg);
             }
         }
     }
