@@ -217,7 +217,7 @@ install: all
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_OUT ?= $(BUILD)/fuzz
-FUZZ_NAMES := safetensors config tokenizer_load tokenizer_encode receipt prompts
+FUZZ_NAMES := safetensors config tokenizer_load tokenizer_encode receipt prompts shards
 FUZZ_BIN := $(patsubst %,$(FUZZ_OUT)/fuzz_%,$(FUZZ_NAMES))
 FUZZ_BASE := -std=c11 -ffp-contract=off -fno-fast-math -fno-math-errno -O1 -g $(WARN) -D_DEFAULT_SOURCE \
              -Iinclude -Isrc -pthread -fno-sanitize-recover=undefined -fno-omit-frame-pointer

@@ -183,3 +183,21 @@ put("prompts", "json_nul", "[\"a\\u0000b\"]")
 put("prompts", "json_empty", "[]")
 put("prompts", "json_nested", "[[\"a\"], {\"b\": 1}, 2]")
 put("prompts", "nul_line", b"a\x00b\n")
+
+# ---- a sharded checkpoint's index (fuzz_shards: the shards beside it are
+# fixed, a, b in model-00001-of-00002, c in model-00002-of-00002, d in
+# other.safetensors) ----
+S1, S2 = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"
+wm = {"a": S1, "b": S1, "c": S2}
+put("shards", "valid", json.dumps({"metadata": {"total_size": 28}, "weight_map": wm}, indent=1))
+put("shards", "no_metadata", json.dumps({"weight_map": wm}))
+put("shards", "with_other", json.dumps({"weight_map": dict(wm, d="other.safetensors")}))
+put("shards", "missing_c", json.dumps({"weight_map": {"a": S1, "b": S1}}))
+put("shards", "wrong_shard", json.dumps({"weight_map": {"a": S2, "b": S1, "c": S2}}))
+put("shards", "absent_file", json.dumps({"weight_map": dict(wm, c="model-00003-of-00003.safetensors")}))
+put("shards", "traversal", json.dumps({"weight_map": dict(wm, c="../" + S2)}))
+put("shards", "dotfile", json.dumps({"weight_map": dict(wm, c=".hidden.safetensors")}))
+put("shards", "extra_key", json.dumps({"weight_map": wm, "format": "pt"}))
+put("shards", "bad_total", json.dumps({"metadata": {"total_size": -1}, "weight_map": wm}))
+put("shards", "empty_map", json.dumps({"weight_map": {}}))
+put("shards", "not_object", "[1, 2, 3]")
