@@ -9,8 +9,10 @@
  * (tokenizer_impl.h) is tokenizer_load.c; the pre-tokenizer scanner is
  * pretok.c.  Encode pipeline (§3.1.3), as the reference runs
  * encode(text, false):
- *   1. added tokens are matched in the raw text, leftmost-longest, first
- *      those with normalized=false, then (no normalizer) the others;
+ *   1. added tokens are matched leftmost-longest: those with
+ *      normalized=false in the raw text, then those with normalized=true
+ *      in each piece between them, after the normalizer, by their
+ *      normalized contents (docs/tokenizer.md "Added tokens");
  *   2. each remaining piece: Digits, then the GPT-2 pattern (§3.1.4);
  *   3. each pre-token: its bytes -> single-byte tokens (bytes without a
  *      vocab entry are dropped, FACTS §2), then the merge loop;
@@ -467,7 +469,9 @@ static void split_added(enc_ctx *c, const char *s, size_t n, int group)
             else encode_piece(c, s + seg, j - seg);
             if (c->n >= c->max_ids) { c->over = 1; break; }
             if (push_ids(&c->ids, &c->n, &c->cap, &tok->id, 1)) c->oom = 1;
-            j += tok->len;
+            size_t pl;
+            added_pat(tok, group, &pl);
+            j += pl;
             seg = j;
         }
         pos = j > b ? j : b;

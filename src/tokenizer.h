@@ -21,6 +21,10 @@
 #define CIS2_TOK_MAX_JSON_COST (384ull << 20)
 #define CIS2_TOK_MAX_ADDED (1u << 20)
 #define CIS2_TOK_MAX_ADDED_BYTES (8u << 20)
+/* The patterns added tokens are matched by (a normalized token's content
+ * after the normalizer) hold at most this many bytes in all (the automata
+ * cost about 30 bytes per byte of pattern). */
+#define CIS2_TOK_MAX_ADDED_PATTERN_BYTES (16u << 20)
 
 /* Loads a tokenizer.json already in memory (e.g. cis2_model's
  * tokenizer_json, the bytes that were hashed): name prefixes messages. */

@@ -238,8 +238,11 @@ int tokfam_build_sp_decode(cis2_tokenizer *t, const char *path, cis2_error *err)
         free(copy);
         if (v.len > t->max_tok_bytes) t->max_tok_bytes = v.len;  /* input bytes one token covers */
     }
-    for (size_t i = 0; i < t->nadded && !bad; i++)
-        bad = sp_decode_one(t, t->added[i].s, t->added[i].len, t->added[i].id);
+    for (size_t i = 0; i < t->nadded && !bad; i++) {   /* a normalized token: its normalized content, as there */
+        size_t l;
+        const char *p = added_pat(&t->added[i], t->added[i].normalized, &l);
+        bad = sp_decode_one(t, p, l, t->added[i].id);
+    }
     if (bad) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
     return CIS2_OK;
 }

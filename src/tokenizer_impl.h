@@ -33,12 +33,25 @@ typedef struct { uint32_t off, len, id; } vslot;             /* vocab: string ->
 typedef struct { uint64_t key; uint32_t rank, new_id; } mslot; /* merges: pair -> rank, id */
 #define MSLOT_EMPTY UINT64_MAX
 
+/* An added token.  It is matched by its content (s), or, normalized with
+ * a normalizer, by its content normalized (pn: the reference's
+ * split_normalized_trie, docs/tokenizer.md "Added tokens"). */
 typedef struct {
     char *s;
     size_t len;
     uint32_t id;
-    int normalized;
+    int normalized, special;
+    char *pn;                 /* the normalized content, when it differs from s; else NULL */
+    size_t pnlen;
 } added_tok;
+
+/* what an added token of group g (normalized 0 or 1) is matched by */
+static inline const char *added_pat(const added_tok *a, int g, size_t *len)
+{
+    if (g && a->pn) { *len = a->pnlen; return a->pn; }
+    *len = a->len;
+    return a->s;
+}
 
 /* Aho-Corasick automaton over the REVERSED contents of one group of added
  * tokens, in breadth-first order: node 0 is the root, the children of node

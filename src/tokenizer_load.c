@@ -102,7 +102,7 @@ void cis2_tokenizer_free(cis2_tokenizer *t)
     if (!t) return;
     ac_free(&t->trie[0]); ac_free(&t->trie[1]);
     tokfam_free(t);
-    for (size_t i = 0; i < t->nadded; i++) free(t->added[i].s);
+    for (size_t i = 0; i < t->nadded; i++) { free(t->added[i].s); free(t->added[i].pn); }
     free(t->added); free(t->arena); free(t->vocab); free(t->merges);
     free(t->dec_off); free(t->dec_len); free(t);
 }
@@ -412,15 +412,6 @@ static int load_added(cis2_tokenizer *t, json_t *arr, const char *path, cis2_err
         size_t bad;
         if (cis2_utf8_validate((const unsigned char *)cs, len, &bad))
             AFAIL(CIS2_E_FORMAT, "%s: added_tokens[%zu].content is not valid UTF-8", path, i);
-        if (t->nfc && normalized) {    /* non-normative: the reference would match its NFC */
-            char *nc = NULL; size_t nl;
-            if (cis2_nfc(cs, len, &nc, &nl)) AFAIL(CIS2_E_NOMEM, "%s: out of memory", path);
-            int same = !nc || (nl == len && !memcmp(nc, cs, len));
-            free(nc);
-            if (!same)
-                AFAIL(CIS2_E_UNSUPPORTED, "%s: added_tokens[%zu] is normalized but its content is not NFC "
-                      "(not supported)", path, i);
-        }
         size_t h = hash_bytes(cs, len) & (scap - 1);
         for (; seen[h]; h = (h + 1) & (scap - 1)) {
             const added_tok *a = &t->added[seen[h] - 1];
@@ -444,7 +435,7 @@ static int load_added(cis2_tokenizer *t, json_t *arr, const char *path, cis2_err
         added_tok *a = &t->added[t->nadded];
         if (!(a->s = malloc(len))) AFAIL(CIS2_E_NOMEM, "%s: out of memory", path);
         memcpy(a->s, cs, len);
-        a->len = len; a->id = decl; a->normalized = normalized;
+        a->len = len; a->id = decl; a->normalized = normalized; a->special = special;
         t->nadded++;
         seen[h] = (uint32_t)t->nadded;
         if (a->id > mx) mx = a->id;
@@ -452,6 +443,60 @@ static int load_added(cis2_tokenizer *t, json_t *arr, const char *path, cis2_err
     }
 #undef AFAIL
 done:
+    free(seen);
+    return rc;
+}
+
+/* tokenizer.md "Added tokens": a token with normalized=true is matched,
+ * as the reference's AddedVocabulary::refresh_added_tokens builds its
+ * split_normalized_trie, by its content run through the normalizer (on
+ * Llama-2, "<tool>" by "▁<tool>"), in the normalized pieces of the text;
+ * the others by their content, in the raw text.  Two normalized tokens
+ * the normalizer makes equal ("x y" and "x▁y" on Llama-2) are refused:
+ * the reference matches either, from one process to the next (its
+ * patterns come out of a hash map). */
+#define PREVIEW(s, n) (int)((n) > 40 ? 40 : (n)), (s)   /* "%.*s" of at most 40 bytes of s[0..n) */
+static int added_patterns(cis2_tokenizer *t, const char *path, cis2_error *err)
+{
+    size_t total = 0, scap = pow2_at_least(2 * t->nadded + 2);
+    uint32_t *seen = NULL;                     /* normalized patterns: index + 1 */
+    int rc = CIS2_OK;
+    if (t->nnorm && !(seen = calloc(scap, sizeof *seen))) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
+    for (size_t i = 0; i < t->nadded && !rc; i++) {
+        added_tok *a = &t->added[i];
+        size_t l;
+        if (a->normalized && t->nnorm) {
+            if (tokfam_normalize(t, a->s, a->len, &a->pn, &a->pnlen)) {
+                rc = cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
+                break;
+            }
+            const char *p = added_pat(a, 1, &l);
+            if (l == 0) {
+                rc = cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: added_tokens[%zu] \"%.*s\" is normalized to the empty "
+                               "string (not supported)", path, i, PREVIEW(a->s, a->len));
+                break;
+            }
+            size_t h = hash_bytes(p, l) & (scap - 1);
+            for (; seen[h]; h = (h + 1) & (scap - 1)) {
+                size_t ol;
+                const added_tok *o = &t->added[seen[h] - 1];
+                const char *op = added_pat(o, 1, &ol);
+                if (ol == l && !memcmp(op, p, l)) {
+                    rc = cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: added_tokens[%zu] \"%.*s\" and [%u] \"%.*s\" are "
+                                   "both normalized to \"%.*s\" (which one matches is not defined: not supported)",
+                                   path, i, PREVIEW(a->s, a->len), seen[h] - 1, PREVIEW(o->s, o->len), PREVIEW(p, l));
+                    break;
+                }
+            }
+            if (rc) break;
+            seen[h] = (uint32_t)i + 1;
+        }
+        added_pat(a, a->normalized, &l);
+        total += l;
+        if (total > CIS2_TOK_MAX_ADDED_PATTERN_BYTES)
+            rc = cis2_fail(err, CIS2_E_FORMAT, "%s: added_tokens, normalized, hold more than %u bytes (the limit)",
+                           path, CIS2_TOK_MAX_ADDED_PATTERN_BYTES);
+    }
     free(seen);
     return rc;
 }
@@ -475,8 +520,9 @@ static int ac_build(cis2_tokenizer *t, int group)
 {
     ac_trie *T = &t->trie[group];
     size_t m = 0, total = 0;
+    size_t l;
     for (size_t i = 0; i < t->nadded; i++)
-        if (t->added[i].normalized == group) { m++; total += t->added[i].len; }
+        if (t->added[i].normalized == group) { m++; added_pat(&t->added[i], group, &l); total += l; }
     if (!m) return 0;
     rpat *P = malloc(m * sizeof *P);
     uint8_t *rev = malloc(total);
@@ -493,10 +539,11 @@ static int ac_build(cis2_tokenizer *t, int group)
     for (size_t i = 0; i < t->nadded; i++) {
         const added_tok *a = &t->added[i];
         if (a->normalized != group) continue;
-        for (size_t j = 0; j < a->len; j++) rev[off + j] = (uint8_t)a->s[a->len - 1 - j];
-        P[k++] = (rpat){rev + off, (uint32_t)a->len, (uint32_t)i};
-        off += a->len;
-        if (a->len > T->maxlen) T->maxlen = a->len;
+        const char *ps = added_pat(a, group, &l);
+        for (size_t j = 0; j < l; j++) rev[off + j] = (uint8_t)ps[l - 1 - j];
+        P[k++] = (rpat){rev + off, (uint32_t)l, (uint32_t)i};
+        off += l;
+        if (l > T->maxlen) T->maxlen = l;
     }
     qsort(P, m, sizeof *P, rpat_cmp);
     uint32_t n = 1;
@@ -505,7 +552,7 @@ static int ac_build(cis2_tokenizer *t, int group)
         T->first[v] = n;
         uint32_t i = lo[v], d = dep[v];
         term[v] = AC_NONE;
-        if (i < hi[v] && P[i].len == d) term[v] = P[i++].tok; /* unique contents: at most one ends here */
+        if (i < hi[v] && P[i].len == d) term[v] = P[i++].tok; /* unique patterns (added_patterns): at most one ends here */
         while (i < hi[v]) {
             uint8_t c = P[i].s[d];
             uint32_t j = i + 1;
@@ -594,8 +641,11 @@ static int build_decode(cis2_tokenizer *t, const char *path, cis2_error *err)
         bad = decode_one(t, inv, t->arena + v.off, v.len, v.off, 1, v.id, &tmp, &tmpcap);
         if (!bad && t->dec_len[v.id] > t->max_tok_bytes) t->max_tok_bytes = t->dec_len[v.id];
     }
-    for (size_t i = 0; i < t->nadded && !bad; i++)
-        bad = decode_one(t, inv, t->added[i].s, t->added[i].len, 0, 0, t->added[i].id, &tmp, &tmpcap);
+    for (size_t i = 0; i < t->nadded && !bad; i++) {    /* a normalized token: its normalized content, as there */
+        size_t l;
+        const char *p = added_pat(&t->added[i], t->added[i].normalized, &l);
+        bad = decode_one(t, inv, p, l, 0, 0, t->added[i].id, &tmp, &tmpcap);
+    }
     free(tmp);
     if (bad) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
     return CIS2_OK;
@@ -681,6 +731,7 @@ int cis2_tokenizer_load_mem(cis2_tokenizer **out, const char *buf, size_t len, c
     }
     if ((rc = load_merges(t, merges, path, err))) goto out;
     if ((rc = load_added(t, json_object_get(root, "added_tokens"), path, err))) goto out;
+    if ((rc = added_patterns(t, path, err))) goto out;
     json_decref(root); /* everything needed is copied out: free the tree before building tables */
     root = NULL;
 

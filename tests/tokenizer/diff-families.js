@@ -2,9 +2,12 @@
 // against the oracle, Hugging Face `tokenizers` (npm 0.23.2), on the real
 // tokenizer.json of a model family (issue 33 item 4):
 //   node tests/tokenizer/diff-families.js CIS2 TOKENIZER_JSON [--sha256 HEX] [--ext] [--no-special]
+//       [--corpus-file F]
 // --sha256: the file must have this sha256 (SOURCES.md), else exit 3;
 // --ext passes --tokenizer-ext to cis2; --no-special skips the
-// --add-special-tokens mode.  On every string of corpus-families.js:
+// --add-special-tokens mode; --corpus-file adds the strings of F (a JSON
+// array, e.g. make-added-family.js's).  On every string of
+// corpus-families.js:
 // (a) cis2 tokenize's ids must equal the oracle's encode(x, addSpecialTokens
 //     = false), and with --add-special-tokens its encode(x, true);
 // (b) cis2 detokenize of the oracle's ids (both modes) must equal the
@@ -26,6 +29,7 @@ if (!cis2 || !tokPath) {
 const ext = argv.includes('--ext') ? ['--tokenizer-ext'] : [];
 const special = !argv.includes('--no-special');
 const wantSha = argv.includes('--sha256') ? argv[argv.indexOf('--sha256') + 1] : null;
+const corpusFile = argv.includes('--corpus-file') ? argv[argv.indexOf('--corpus-file') + 1] : null;
 
 (async () => {
     const t0 = Date.now();
@@ -39,6 +43,7 @@ const wantSha = argv.includes('--sha256') ? argv[argv.indexOf('--sha256') + 1] :
     }
     const json = JSON.parse(bytes.toString('utf8'));
     const corpus = generate((json.added_tokens || []).map((a) => a.content));
+    if (corpusFile) corpus.push(...JSON.parse(fs.readFileSync(corpusFile, 'utf8')));
     const oracle = Tokenizer.fromFile(tokPath);
     const modes = special ? [false, true] : [false];
     const want = {}, wantDec = {};
