@@ -25,6 +25,11 @@
  * after the normalizer) hold at most this many bytes in all (the automata
  * cost about 30 bytes per byte of pattern). */
 #define CIS2_TOK_MAX_ADDED_PATTERN_BYTES (16u << 20)
+/* A normalizer that could make a text more than this many times longer
+ * (Replace content longer than its pattern, chained) is refused at load
+ * (docs/tokenizer.md "Normalizers"): Llama-2's Prepend + Replace needs 12,
+ * Gemma-3's Replace and Qwen's NFC 3. */
+#define CIS2_TOK_MAX_NORM_GROWTH 32
 
 /* Loads a tokenizer.json already in memory (e.g. cis2_model's
  * tokenizer_json, the bytes that were hashed): name prefixes messages. */

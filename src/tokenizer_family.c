@@ -6,7 +6,9 @@
  * Llama-2 (Mistral, TinyLlama) and Gemma-3:
  *   - normalizers NFC, Prepend, Replace (literal pattern) and Sequence of
  *     them, applied to each piece between the normalized=false added
- *     tokens (tokfam_normalize);
+ *     tokens and to the normalized=true tokens' contents (tokfam_normalize);
+ *     what they can make of a text is bounded at load (norm_bounds,
+ *     docs/tokenizer.md "Normalizers");
  *   - SentencePiece-style BPE (no ByteLevel): model.byte_fallback,
  *     unk_token, fuse_unk (the symbols are built in tokenizer.c);
  *   - the decoder Sequence [Replace("▁", " "), ByteFallback, Fuse,
@@ -22,6 +24,7 @@
 #include "nfc.h"
 
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,7 +77,15 @@ static int norm_step_load(cis2_tokenizer *t, json_t *o, const char *path, cis2_e
         st->bl = json_string_length(c);
         st->a = dupn(json_string_value(pat), st->al);
         st->b = dupn(json_string_value(c), st->bl);
-        if (!st->a || !st->b) { t->nnorm++; return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path); }
+        st->kmp = st->al <= UINT32_MAX ? malloc(st->al * sizeof *st->kmp) : NULL;
+        if (!st->a || !st->b || !st->kmp) { t->nnorm++; return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path); }
+        /* the pattern's failure function: Replace runs in O(text + pattern) */
+        st->kmp[0] = 0;
+        for (size_t q = 1, k = 0; q < st->al; q++) {
+            while (k && st->a[q] != st->a[k]) k = st->kmp[k - 1];
+            if (st->a[q] == st->a[k]) k++;
+            st->kmp[q] = (uint32_t)k;
+        }
     } else {
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: normalizer %s is not supported (cis2 implements none, "
                          "and with --tokenizer-ext NFC, Prepend, Replace and Sequence of them)", path, ty);
@@ -83,9 +94,53 @@ static int norm_step_load(cis2_tokenizer *t, json_t *o, const char *path, cis2_e
     return CIS2_OK;
 }
 
+/* tokenizer.md "Normalizers": how much longer (and shorter) the steps can
+ * make a text.  A piece of n bytes becomes at most F*n + C bytes: Prepend
+ * adds its bytes (C += al), a Replace multiplies by ceil(bl / al) when its
+ * content is the longer (F and C both), NFC by 3 (Unicode's bound for
+ * UTF-8).  The pieces normalized are never empty, so that is at most
+ * (F + C)*n: over CIS2_TOK_MAX_NORM_GROWTH the file is refused, before
+ * any text (a Replace of "a" by 1,000 bytes, chained, made 7 bytes of
+ * input take 57 s and 1 GB).  The lower bound (a Replace to a shorter
+ * content divides by al / bl, NFC by 4 at most; an empty content: none)
+ * lets encode_max refuse a piece too long for the context before
+ * normalizing it. */
+static int norm_bounds(cis2_tokenizer *t, const char *path, cis2_error *err)
+{
+    const size_t lim = CIS2_TOK_MAX_NORM_GROWTH, cap = (size_t)1 << 20;
+    size_t f = 1, c = 0, lo_num = 1, lo_den = 1;
+    char why[160] = "";
+    for (int i = 0; i < t->nnorm; i++) {
+        const norm_step *st = &t->norm[i];
+        size_t r = 1;
+        if (st->kind == NORM_PREPEND) c += st->al < cap ? st->al : cap;
+        else if (st->kind == NORM_NFC) { r = 3; lo_den *= 4; }
+        else if (st->bl > st->al) r = (st->bl + st->al - 1) / st->al;
+        else if (st->bl == 0) lo_num = 0;
+        else { lo_num *= st->bl; lo_den *= st->al; }
+        if (r > cap) r = cap;
+        f *= r; c *= r;                        /* each <= 2^20 before: no overflow */
+        if (f > cap) f = cap;
+        if (c > cap) c = cap;
+        if (lo_den > cap || lo_num > cap) lo_num = 0;   /* too small to be of use */
+        if (r > 1 && st->kind == NORM_REPLACE && !why[0])
+            snprintf(why, sizeof why, " (Replace of %zu bytes by %zu)", st->al, st->bl);
+    }
+    if (f + c > lim)
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: normalizer can make a text %s %zu times longer%s, more than "
+                         "cis2's limit of %zu", path, f + c >= cap ? "more than" : "up to", f + c >= cap ? cap : f + c,
+                         why, lim);
+    t->norm_f = f; t->norm_c = c;
+    t->norm_lo_num = lo_num; t->norm_lo_den = lo_num ? lo_den : 1;
+    return CIS2_OK;
+}
+
 int tokfam_normalizer(cis2_tokenizer *t, json_t *v, const char *path, cis2_error *err)
 {
-    if (strcmp(type_of(v), "Sequence")) return norm_step_load(t, v, path, err);
+    if (strcmp(type_of(v), "Sequence")) {
+        int rc = norm_step_load(t, v, path, err);
+        return rc ? rc : norm_bounds(t, path, err);
+    }
     json_t *list = json_object_get(v, "normalizers");
     if (!json_is_array(list))
         return cis2_fail(err, CIS2_E_FORMAT, "%s: normalizer Sequence lacks the normalizers array", path);
@@ -96,32 +151,30 @@ int tokfam_normalizer(cis2_tokenizer *t, json_t *v, const char *path, cis2_error
         int rc = norm_step_load(t, e, path, err);
         if (rc) return rc;
     }
-    return CIS2_OK;
+    return norm_bounds(t, path, err);
 }
 
-static int has_sub(const char *s, size_t n, const char *a, size_t al)
+/* Replace: every non-overlapping occurrence of st->a in s (leftmost
+ * first, as the reference's find_iter) by st->b, into o; o NULL: only the
+ * length.  Knuth-Morris-Pratt, the state reset after each match: linear
+ * in n + al whatever the pattern (a memcmp at each byte was n * al). */
+static size_t kmp_replace(const norm_step *st, const char *s, size_t n, char *o, size_t *nmatch)
 {
-    for (size_t i = 0; i + al <= n; i++)
-        if (!memcmp(s + i, a, al)) return 1;
-    return 0;
-}
-
-/* s with every non-overlapping occurrence of a (leftmost first) replaced by b */
-static char *replace_all(const char *s, size_t n, const char *a, size_t al, const char *b, size_t bl, size_t *on)
-{
-    size_t cnt = 0;
-    for (size_t i = 0; i + al <= n;)
-        if (!memcmp(s + i, a, al)) { cnt++; i += al; } else i++;
-    size_t m = n - cnt * al + cnt * bl;
-    char *o = malloc(m + 1);
-    if (!o) return NULL;
-    size_t k = 0, i = 0;
-    while (i < n) {
-        if (i + al <= n && !memcmp(s + i, a, al)) { memcpy(o + k, b, bl); k += bl; i += al; }
-        else o[k++] = s[i++];
+    size_t q = 0, k = 0, last = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        while (q && s[i] != st->a[q]) q = st->kmp[q - 1];
+        if (s[i] == st->a[q]) q++;
+        if (q < st->al) continue;
+        size_t start = i + 1 - st->al;
+        if (o) { memcpy(o + k, s + last, start - last); memcpy(o + k + (start - last), st->b, st->bl); }
+        k += start - last + st->bl;
+        last = i + 1;
+        q = 0;
+        m++;
     }
-    *on = k;
-    return o;
+    if (o && n > last) memcpy(o + k, s + last, n - last);
+    *nmatch = m;
+    return k + (n - last);
 }
 
 int tokfam_normalize(const cis2_tokenizer *t, const char *s, size_t n, char **out, size_t *on)
@@ -143,8 +196,11 @@ int tokfam_normalize(const cis2_tokenizer *t, const char *s, size_t n, char **ou
             memcpy(nx, st->a, st->al); memcpy(nx + st->al, in, cn);
             nn = st->al + cn;
         } else {
-            if (!has_sub(in, cn, st->a, st->al)) continue;
-            if (!(nx = replace_all(in, cn, st->a, st->al, st->b, st->bl, &nn))) { free(cur); return -1; }
+            size_t nm;
+            nn = kmp_replace(st, in, cn, NULL, &nm);
+            if (!nm) continue;
+            if (!(nx = malloc(nn + 1))) { free(cur); return -1; }
+            kmp_replace(st, in, cn, nx, &nm);
         }
         free(cur);
         cur = nx; cn = nn;
@@ -208,9 +264,13 @@ static int byte_token(const char *s, size_t len)
  * (ByteFallback).  Added tokens go through the decoder too, as there. */
 static int sp_decode_one(cis2_tokenizer *t, const char *s, size_t len, uint32_t id)
 {
-    size_t on;
-    char *r = replace_all(s, len, "\xe2\x96\x81", 3, " ", 1, &on);
+    size_t on = 0;
+    char *r = malloc(len + 1);
     if (!r) return -1;
+    for (size_t i = 0; i < len;)
+        if (i + 3 <= len && !memcmp(s + i, "\xe2\x96\x81", 3)) { r[on++] = ' '; i += 3; }
+        else r[on++] = s[i++];
+    r[on] = 0;
     uint32_t off;
     int rc = tokfam_arena_add(t, r, on, &off);
     if (!rc) {
@@ -322,6 +382,6 @@ int tokfam_post(cis2_tokenizer *t, json_t *v, const char *path, cis2_error *err)
 
 void tokfam_free(cis2_tokenizer *t)
 {
-    for (int i = 0; i < t->nnorm; i++) { free(t->norm[i].a); free(t->norm[i].b); }
+    for (int i = 0; i < t->nnorm; i++) { free(t->norm[i].a); free(t->norm[i].b); free(t->norm[i].kmp); }
     free(t->byte_val); free(t->split_lit); free(t->post_pre); free(t->post_post);
 }

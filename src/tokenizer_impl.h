@@ -70,7 +70,11 @@ typedef struct {
 
 /* One normalizer step (non-normative families, tokenizer_load.c). */
 enum { NORM_NFC = 1, NORM_PREPEND, NORM_REPLACE };
-typedef struct { int kind; char *a, *b; size_t al, bl; } norm_step;   /* Prepend a; Replace a -> b */
+typedef struct {
+    int kind;
+    char *a, *b; size_t al, bl;   /* Prepend a; Replace a -> b */
+    uint32_t *kmp;                /* Replace: a's failure function (linear search) */
+} norm_step;
 #define CIS2_TOK_MAX_NORM 8
 
 struct cis2_tokenizer {
@@ -100,6 +104,11 @@ struct cis2_tokenizer {
      * post_pre / post_post: the TemplateProcessing ids around the text,
      * added by encode with CIS2_TOK_ADD_SPECIAL. */
     norm_step norm[CIS2_TOK_MAX_NORM]; int nnorm;
+    /* the normalizer's bounds (tokenizer.md "Normalizers"): a piece of n
+     * bytes normalizes to at most norm_f * n + norm_c bytes (norm_f +
+     * norm_c <= CIS2_TOK_MAX_NORM_GROWTH, else the file is refused), and
+     * to at least n * norm_lo_num / norm_lo_den (num 0: no bound) */
+    size_t norm_f, norm_c, norm_lo_num, norm_lo_den;
     int sp, byte_fallback, fuse_unk, can_unk, strip_start;
     int32_t fb_id[256];
     uint32_t unk_id;          /* UINT32_MAX: none */
