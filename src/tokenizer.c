@@ -408,6 +408,24 @@ static void encode_piece(enc_ctx *c, const char *s, size_t n)
 
 static void split_added(enc_ctx *c, const char *s, size_t n, int group);
 
+/* encode_max, before a piece of n bytes is normalized (tokenizer.md
+ * "Normalizers"): it becomes at least n * norm_lo_num / norm_lo_den bytes,
+ * every one of which ends up in an id (when every byte has a token or a
+ * byte_fallback token), and one id covers at most the longest vocab token
+ * or normalized added token: so a piece too long for the room left is
+ * refused before the normalizer copies (and may grow) it. */
+static int norm_too_long(enc_ctx *c, size_t n)
+{
+    const cis2_tokenizer *t = c->t;
+    if (!t->norm_lo_num || !t->all_kept) return 0;
+    size_t num = t->norm_lo_num, den = t->norm_lo_den;   /* both <= 2^20 */
+    size_t bytes = n / den * num + n % den * num / den;  /* floor(n * num / den) */
+    size_t cover = t->max_tok_bytes > t->trie[1].maxlen ? t->max_tok_bytes : t->trie[1].maxlen;
+    if (!cover) cover = 1;
+    size_t lb = bytes / cover + (bytes % cover != 0);
+    return lb > c->max_ids || c->n > c->max_ids - lb;
+}
+
 /* A piece between normalized=false added tokens: normalize it (non-normative
  * NFC, if the file has it), then split it at the normalized=true ones. */
 static void normalize_piece(enc_ctx *c, const char *s, size_t n)
@@ -415,6 +433,7 @@ static void normalize_piece(enc_ctx *c, const char *s, size_t n)
     if (c->oom || c->over) return;
     char *norm = NULL;
     size_t nn = n;
+    if (c->t->nnorm && n && c->max_ids != SIZE_MAX && norm_too_long(c, n)) { c->over = 1; return; }
     if (c->t->nnorm && n) {
         char **nb = realloc(c->bufs, (c->nbufs + 1) * sizeof *nb);
         if (!nb || tokfam_normalize(c->t, s, n, &norm, &nn)) { c->bufs = nb ? nb : c->bufs; c->oom = 1; return; }

@@ -109,6 +109,7 @@ struct cis2_tokenizer {
      * norm_c <= CIS2_TOK_MAX_NORM_GROWTH, else the file is refused), and
      * to at least n * norm_lo_num / norm_lo_den (num 0: no bound) */
     size_t norm_f, norm_c, norm_lo_num, norm_lo_den;
+    int all_kept;             /* every byte has a token (byte-level) or a byte_fallback token (sp): none is dropped */
     int sp, byte_fallback, fuse_unk, can_unk, strip_start;
     int32_t fb_id[256];
     uint32_t unk_id;          /* UINT32_MAX: none */

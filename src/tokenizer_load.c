@@ -760,6 +760,9 @@ int cis2_tokenizer_load_mem(cis2_tokenizer **out, const char *buf, size_t len, c
         t->fb_id[b] = t->byte_fallback && v->id != UINT32_MAX ? (int32_t)v->id : -1;
         if (t->sp && t->unk_id != UINT32_MAX && t->fb_id[b] < 0) t->can_unk = 1;
     }
+    t->all_kept = 1;
+    for (int b = 0; b < 256; b++)
+        if ((t->sp ? t->fb_id[b] : t->byte_id[b]) < 0) t->all_kept = 0;
     if ((rc = t->sp ? tokfam_build_sp_decode(t, path, err) : build_decode(t, path, err))) goto out;
 out:
     json_decref(root);

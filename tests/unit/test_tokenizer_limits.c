@@ -8,7 +8,8 @@
  *     forward leftmost search), encode fast (was 18 s);
  *   - cis2_tokenizer_encode_max: the ids of every text up to its limit are
  *     encode's; past it CIS2_E_USAGE, and a 100 MB prompt (one line, or one
- *     single word) is refused at once;
+ *     single word) is refused at once; through a normalizer too (Llama-2's
+ *     shape), before the normalizer copies it (tokenizer.md "Normalizers");
  *   - the limits on added tokens (count, bytes) and on the file's JSON cost;
  *   - added-token matching equals a plain leftmost-longest search on 300
  *     random sets of overlapping tokens (both normalized groups) and texts;
@@ -31,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "cis2_toolkit.h"
@@ -217,6 +219,90 @@ static void encode_max_limit(void **s)
     cis2_tokenizer_free(t);
 }
 
+/* A SentencePiece-style tokenizer of Llama-2's shape: normalizer
+ * Prepend("▁") + Replace(" ", "▁"), byte_fallback with every byte, the
+ * letters a-e and "▁" in the vocab, no merges. */
+static char *sp_llama2_json(void)
+{
+    json_t *vocab = json_object();
+    json_object_set_new(vocab, "\xe2\x96\x81", json_integer(0));
+    for (int i = 0; i < 5; i++) {
+        char c[2] = {(char)('a' + i), 0};
+        json_object_set_new(vocab, c, json_integer(1 + i));
+    }
+    for (int b = 0; b < 256; b++) {
+        char c[8];
+        snprintf(c, sizeof c, "<0x%02X>", b);
+        json_object_set_new(vocab, c, json_integer(6 + b));
+    }
+    json_t *root = json_pack(
+        "{s:n, s:n, s:[], s:{s:s, s:[{s:s, s:s}, {s:s, s:{s:s}, s:s}]}, s:n, s:n,"
+        " s:{s:s, s:[{s:s, s:{s:s}, s:s}, {s:s}, {s:s}, {s:s, s:s, s:i, s:i}]},"
+        " s:{s:s, s:o, s:[], s:b}}",
+        "truncation", "padding", "added_tokens",
+        "normalizer", "type", "Sequence", "normalizers", "type", "Prepend", "prepend", "\xe2\x96\x81",
+        "type", "Replace", "pattern", "String", " ", "content", "\xe2\x96\x81",
+        "pre_tokenizer", "post_processor",
+        "decoder", "type", "Sequence", "decoders", "type", "Replace", "pattern", "String", "\xe2\x96\x81", "content", " ",
+        "type", "ByteFallback", "type", "Fuse", "type", "Strip", "content", " ", "start", 1, "stop", 0,
+        "model", "type", "BPE", "vocab", vocab, "merges", "byte_fallback", 1);
+    assert_non_null(root);
+    char *s = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    return s;
+}
+
+static long maxrss_kb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* encode_max with a normalizer (tokenizer.md "Normalizers"): a piece too
+ * long for the room left is refused before the normalizer copies it (a
+ * 100 MB prompt of "a a a ..." was first normalized into 200 MB, then
+ * refused), and below the limit the ids are encode's. */
+static void encode_max_normalizer(void **s)
+{
+    (void)s;
+    char *js = sp_llama2_json();
+    cis2_tokenizer *t = load_mem(js);
+    free(js);
+    const char *text = "ab c  de";
+    uint32_t *ids, *ids2;
+    size_t n, n2;
+    cis2_error e = {0};
+    assert_int_equal(cis2_tokenizer_encode(t, text, strlen(text), &ids, &n, &e), CIS2_OK);
+    assert_int_equal(n, 9);    /* "▁ab▁c▁▁de", no merges: one id a character */
+    for (size_t lim = 0; lim <= n + 1; lim++) {
+        cis2_error e2 = {0};
+        int rc = cis2_tokenizer_encode_max(t, text, strlen(text), lim, &ids2, &n2, &e2);
+        if (lim < n) { assert_int_equal(rc, CIS2_E_USAGE); continue; }
+        assert_int_equal(rc, CIS2_OK);
+        assert_int_equal(n2, n);
+        assert_memory_equal(ids2, ids, n * sizeof *ids);
+        free(ids2);
+    }
+    free(ids);
+    size_t big = (size_t)100 << 20;
+    char *b = malloc(big);
+    assert_non_null(b);
+    for (size_t i = 0; i < big; i++) b[i] = i % 2 ? ' ' : 'a';
+    long rss0 = maxrss_kb();
+    double t0 = now();
+    cis2_error e3 = {0};
+    assert_int_equal(cis2_tokenizer_encode_max(t, b, big, 8192, &ids2, &n2, &e3), CIS2_E_USAGE);
+    double dt = now() - t0;
+    long grew = maxrss_kb() - rss0;
+    fprintf(stderr, "100 MB prompt through a normalizer refused in %.3f s, peak RSS +%ld KB: %s\n", dt, grew, e3.msg);
+    assert_non_null(strstr(e3.msg, "prompt is longer than 8192 tokens"));
+    if (grew > 32 << 10) fail_msg("refusing a 100 MB prompt grew the peak RSS by %ld KB (normalized first?)", grew);
+    if (TIMED && dt > 0.5) fail_msg("refusing a 100 MB prompt took %.2f s", dt);
+    free(b);
+    cis2_tokenizer_free(t);
+}
+
 static void big(size_t i, char *out) /* 4000 bytes each */
 {
     sprintf(out, "<%zu>", i);
@@ -389,6 +475,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(added_100k_load), cmocka_unit_test(encode_lt_fast), cmocka_unit_test(encode_max_limit),
+        cmocka_unit_test(encode_max_normalizer),
         cmocka_unit_test(added_limits),    cmocka_unit_test(added_vs_naive), cmocka_unit_test(nfc_segments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
