@@ -60,6 +60,9 @@ CIS2_API int cis2_check_output_path(const char *path, const char *const *inputs,
  * strings are left alone.  CIS2_E_NOMEM. */
 CIS2_API int cis2_json_cost_check(const char *buf, size_t len, uint64_t max_bytes, const char *name,
                                   const char *what, cis2_error *err);
+/* The estimate itself (bytes of jansson heap) for callers that share one
+ * budget among many texts (`cis2 score --batch`'s lines). */
+CIS2_API uint64_t cis2_json_cost_bytes(const char *buf, size_t len);
 CIS2_API int cis2_json_wide_ints(const char *buf, size_t len, char **out, size_t *out_len, cis2_error *err);
 /* A prompt file (`cis2 run --prompt-file`): a JSON array of strings, or
  * one prompt per line (LF or CR LF).  Read once, at most 256 MiB, a JSON

@@ -144,3 +144,10 @@ json_t *cis2_json_loadb_wide(const char *buf, size_t len, size_t flags, json_err
     free(wide);
     return root;
 }
+
+uint64_t cis2_json_cost_bytes(const char *buf, size_t len)
+{
+    cis2_json_cost c;
+    cis2_json_cost_of(buf, len, &c);
+    return c.bytes;
+}

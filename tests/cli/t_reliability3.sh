@@ -10,9 +10,16 @@
 #      from it) and `cis2 run` runs; such an integer in config.json means
 #      what it says: an inert key loads, a size is refused in one line
 #      naming the key
+#   4  cis2 score --batch: a line whose JSON would take more memory than
+#      the file's budget is refused before jansson allocates (run under an
+#      address-space cap), duplicate keys are refused, stdin is read too
 #   6  outputs over inputs and unwritable outputs refused before any work
 #      in the commands that write files: synth --out over its own
 #      --tokenizer / --config, serve --access-log over config.json
+#   7  --json of score and run with -inf logprobs and sums (a checkpoint
+#      whose final norm weight is +inf in one place: every logit +-inf):
+#      "logprob", "sum" and "sum_f64" are null, never dropped, their bits
+#      beside them (as the server writes them)
 #   8  --shard auto: Slurm values past the shard limit refused by name,
 #      before any arithmetic (a SLURM_ARRAY_TASK_COUNT and STEP near 2^32
 #      multiplied in int64 was undefined behaviour)
@@ -62,6 +69,59 @@ rm -rf "$d/ci"; cp -r "$d/m" "$d/ci"; cp "$d/cfg.json" "$d/ci/config.json"
 sed "s/\"max_position_embeddings\": 256/\"max_position_embeddings\": $BIG/" "$d/m/config.json" > "$d/ci/config.json"
 grep -q "$BIG" "$d/ci/config.json" || fail "the config.json edit did not apply"
 expect 4 "max_position_embeddings" "$CIS2" run --model-dir "$d/ci" --prompt "a b" --gen-toks 2
+
+# ---- 4: score --batch, bounded and strict
+printf '{"context": "a", "continuations": ["b"], "context": "c"}\n' > "$d/dup.jsonl"
+expect 4 "duplicate" "$CIS2" score --model-dir "$d/m" --batch "$d/dup.jsonl"
+printf '{"context": "a", "continuations": [[98], "b"]}\n\n{"context_ids": [97], "continuations": ["b"]}\n' |
+    "$CIS2" score --model-dir "$d/m" --batch - --json > "$d/out" 2> "$d/err" || fail_later "--batch - (stdin): $(cat "$d/err")"
+[ "$(wc -l < "$d/out")" = 2 ] || fail_later "--batch - (stdin): $(wc -l < "$d/out") lines, expected 2"
+# 6 MB of [{},{},...] on one line: about 550 MiB of jansson heap, over the 512 MiB budget
+python3 -c 'import sys; sys.stdout.write("{\"context\": \"a\", \"continuations\": [\"b\"], \"x\": [" + ",".join(["{}"] * 2000000) + "]}\n")' > "$d/bomb.jsonl"
+(ulimit -v 1000000; exec "$CIS2" score --model-dir "$d/m" --batch "$d/bomb.jsonl") > "$d/out" 2> "$d/err"
+rc=$?
+[ $rc = 4 ] && grep -q "limit for a --batch file" "$d/err" ||
+    fail_later "a --batch line of 6 MB of {}: exit $rc, $(head -c 300 "$d/err") (expected 4, the JSON budget)"
+
+# ---- 7: -inf in --json
+rm -rf "$d/inf"
+"$CIS2" synth --shape odd --seed 1 --out "$d/inf" > /dev/null || fail "synth odd"
+python3 - "$d/inf/model.safetensors" <<'EOF2' || fail "editing the checkpoint"
+import json, struct, sys
+p = sys.argv[1]; b = bytearray(open(p, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); base = 8 + n
+def at(name): e = h[name]; return base + e["data_offsets"][0], e["shape"]
+o, (H,) = at("model.norm.weight")          # +inf at 0, 0 elsewhere: the logits are +-inf
+for i in range(H): b[o + 2 * i:o + 2 * i + 2] = struct.pack("<H", 0x7f80 if i == 0 else 0)
+o, (V, H) = at("lm_head.weight")           # column 0: -1 for token 65 ("A"), +1 for the others
+for v in range(V): b[o + 2 * v * H:o + 2 * v * H + 2] = struct.pack("<H", 0xbf80 if v == 65 else 0x3f80)
+open(p, "wb").write(b)
+EOF2
+"$CIS2" score --model-dir "$d/inf" --context ab --continuation A --continuation B --top-logprobs 2 --json > "$d/score.json" 2> "$d/err" ||
+    fail_later "score on the +-inf checkpoint: $(cat "$d/err")"
+"$CIS2" run --model-dir "$d/inf" --prompt ab --gen-toks 1 --logprobs 3 --json > "$d/run.json" 2> "$d/err" ||
+    fail_later "run on the +-inf checkpoint: $(cat "$d/err")"
+python3 - "$d/score.json" "$d/run.json" <<'EOF2' || fail_later "-inf values dropped from --json"
+import json, sys
+ninf = 0
+def lp(t, where):
+    global ninf
+    assert "logprob" in t and "bits" in t, (where, t)
+    if t["bits"] == "ff800000":
+        ninf += 1
+        assert t["logprob"] is None, (where, t)
+for line in open(sys.argv[1]):
+    for c in json.loads(line)["continuations"]:
+        for t in c["logprobs"]:
+            if t is None: continue
+            lp(t, "score"); [lp(x, "score top") for x in t["top"]]
+        for k in ("sum", "sum_f64"):
+            assert k in c and k + "_bits" in c, (k, c)
+            if c[k + "_bits"] in ("ff800000", "fff0000000000000"): assert c[k] is None, c
+for t in json.load(open(sys.argv[2]))["logprobs"]:
+    lp(t, "run"); [lp(x, "run top") for x in t["top"]]
+assert ninf >= 3, "the checkpoint gave %d -inf logprobs" % ninf
+EOF2
 
 end_fails
 echo ok
