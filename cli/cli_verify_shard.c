@@ -192,6 +192,19 @@ static int manifest_load(manifest *m, cis2_error *err)
     return CIS2_OK;
 }
 
+/* A path entry's file: relative to the manifest's directory (malloc'ed). */
+static char *entry_path(const manifest *m, const entry *en)
+{
+    const char *slash = strrchr(m->path, '/');
+    size_t dir = en->text[0] == '/' || !slash ? 0 : (size_t)(slash - m->path) + 1;
+    char *p = malloc(dir + en->len + 1);
+    if (!p) return NULL;
+    memcpy(p, m->path, dir);
+    memcpy(p + dir, en->text, en->len);
+    p[dir + en->len] = 0;
+    return p;
+}
+
 /* Entry en's receipt and its name; a receipt that cannot be had is not an
  * error of the call (*r NULL, why in *lerr) unless memory ran out. */
 static int entry_receipt(const manifest *m, const entry *en, cis2_receipt **r, char **name, cis2_error *lerr)
@@ -215,12 +228,7 @@ static int entry_receipt(const manifest *m, const entry *en, cis2_receipt **r, c
         json_decref(o);
         return rc == CIS2_E_NOMEM ? rc : CIS2_OK;
     }
-    const char *slash = strrchr(m->path, '/');
-    size_t dir = en->text[0] == '/' || !slash ? 0 : (size_t)(slash - m->path) + 1; /* relative to the manifest */
-    if (!(*name = malloc(dir + en->len + 1))) return cis2_fail(lerr, CIS2_E_NOMEM, "out of memory");
-    memcpy(*name, m->path, dir);
-    memcpy(*name + dir, en->text, en->len);
-    (*name)[dir + en->len] = 0;
+    if (!(*name = entry_path(m, en))) return cis2_fail(lerr, CIS2_E_NOMEM, "out of memory");
     return cis2_receipt_load(*name, r, lerr) == CIS2_E_NOMEM ? CIS2_E_NOMEM : CIS2_OK;
 }
 
@@ -398,6 +406,32 @@ static int write_verdicts(const many_cli *c, const manifest *m, json_t *const *r
     return cis2_out_commit(out, err);
 }
 
+/* Before any work (docs/inputs.md "Outputs"): --verdicts can be written
+ * and is none of the inputs: the model's files, the manifest and every
+ * receipt file it lists. */
+static int check_verdicts_path(const many_cli *c, const manifest *m, cis2_error *err)
+{
+    char in[3][4200];
+    cli_engine_inputs(&c->eng, in);
+    const char **inputs = calloc(m->n + 4, sizeof *inputs);
+    size_t n = 0;
+    int rc = CIS2_OK;
+    if (!inputs) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    inputs[n++] = in[0];
+    inputs[n++] = in[1];
+    inputs[n++] = in[2];
+    inputs[n++] = c->manifest;
+    for (size_t i = 0; i < m->n && !rc; i++)
+        if (m->e[i].text[0] != '{' && !(inputs[n++] = entry_path(m, &m->e[i])))
+            rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    if (!rc) rc = cis2_check_output_path(c->verdicts, inputs, n, NULL, 0, err);
+    if (!rc) rc = cli_check_not_weights(&c->eng, c->verdicts, err);
+    if (!rc) rc = cli_probe_output(c->verdicts, err);
+    for (size_t i = 4; i < n; i++) free((char *)inputs[i]);
+    free(inputs);
+    return rc;
+}
+
 static int verify_manifest(many_cli *c, int *worst, cis2_error *err)
 {
     manifest m = {.path = c->manifest};
@@ -405,15 +439,8 @@ static int verify_manifest(many_cli *c, int *worst, cis2_error *err)
     own *mine = NULL;
     size_t k = 0;
     int rc;
-    if (c->verdicts) { /* before any work: an output that cannot be written, or one of the inputs */
-        char in[3][4200];
-        cli_engine_inputs(&c->eng, in);
-        const char *inputs[4] = {in[0], in[1], in[2], c->manifest};
-        if ((rc = cis2_check_output_path(c->verdicts, inputs, 4, NULL, 0, err)) ||
-            (rc = cli_check_not_weights(&c->eng, c->verdicts, err)))
-            return rc;
-    }
     if ((rc = manifest_load(&m, err))) goto out;
+    if (c->verdicts && (rc = check_verdicts_path(c, &m, err))) goto out;
     if (!(mine = calloc(m.n, sizeof *mine)) || !(x.rec = calloc(m.n, sizeof *x.rec))) {
         rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
         goto out;

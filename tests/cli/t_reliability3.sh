@@ -13,9 +13,13 @@
 #   4  cis2 score --batch: a line whose JSON would take more memory than
 #      the file's budget is refused before jansson allocates (run under an
 #      address-space cap), duplicate keys are refused, stdin is read too
+#   5  verify --manifest M --verdicts FILE: FILE a receipt M lists (by a
+#      relative path, or through a symbolic link) is refused before any work,
+#      the receipt intact
 #   6  outputs over inputs and unwritable outputs refused before any work
 #      in the commands that write files: synth --out over its own
-#      --tokenizer / --config, serve --access-log over config.json
+#      --tokenizer / --config, serve --access-log over config.json;
+#      run --receipt in a missing directory fails before the model loads
 #   7  --json of score and run with -inf logprobs and sums (a checkpoint
 #      whose final norm weight is +inf in one place: every logit +-inf):
 #      "logprob", "sum" and "sum_f64" are null, never dropped, their bits
@@ -82,6 +86,34 @@ python3 -c 'import sys; sys.stdout.write("{\"context\": \"a\", \"continuations\"
 rc=$?
 [ $rc = 4 ] && grep -q "limit for a --batch file" "$d/err" ||
     fail_later "a --batch line of 6 MB of {}: exit $rc, $(head -c 300 "$d/err") (expected 4, the JSON budget)"
+
+# ---- 5: --verdicts over a receipt the manifest lists
+mkdir "$d/v"
+"$CIS2" run --model-dir "$d/m" --prompt "a b" --gen-toks 2 --receipt "$d/v/r1" > /dev/null || fail "run --receipt"
+"$CIS2" run --model-dir "$d/m" --prompt "c d" --gen-toks 2 --receipt "$d/v/r2" > /dev/null || fail "run --receipt"
+printf 'r1\nr2\n' > "$d/v/manifest"
+cp "$d/v/r2" "$d/r2.orig"
+expect 2 "same file as the input" "$CIS2" verify --model-dir "$d/m" --manifest "$d/v/manifest" --verdicts "$d/v/r2"
+cmp -s "$d/v/r2" "$d/r2.orig" || fail_later "--verdicts overwrote the receipt r2 the manifest lists"
+ln -s r1 "$d/v/link"
+expect 2 "same file as the input" "$CIS2" verify --model-dir "$d/m" --manifest "$d/v/manifest" --verdicts "$d/v/link"
+expect 2 "same file as the input" "$CIS2" verify --model-dir "$d/m" --manifest "$d/v/manifest" --verdicts "$d/v/manifest"
+"$CIS2" verify --model-dir "$d/m" --manifest "$d/v/manifest" --verdicts "$d/v/out.jsonl" > /dev/null 2> "$d/err" ||
+    fail_later "verify --manifest --verdicts (a new file): $(cat "$d/err")"
+
+# ---- 6: outputs checked before any work
+expect 3 "nodir" "$CIS2" run --model-dir "$d/nomodel" --prompt a --receipt "$d/nodir/r"
+expect 3 "nodir" "$CIS2" verify --model-dir "$d/nomodel" "$d/v/r1" --dump-logits "$d/nodir/x"
+cp "$d/m/tokenizer.json" "$d/tok.orig"
+expect 2 "same file as the input" "$CIS2" synth --shape tiny --seed 2 --tokenizer "$d/m/tokenizer.json" --out "$d/m"
+cmp -s "$d/m/tokenizer.json" "$d/tok.orig" || fail_later "synth --tokenizer DIR/tokenizer.json --out DIR rewrote its input"
+expect 2 "same file as the input" "$CIS2" synth --config "$d/m/config.json" --seed 2 --out "$d/m"
+"$CIS2" run --model-dir "$d/m" --prompt "a b" --gen-toks 2 > /dev/null 2>&1 || fail_later "the checkpoint no longer runs after the refused synths"
+"$CIS2" synth --shape tiny --seed 2 --tokenizer "$d/m/tokenizer.json" --out "$d/m2" > /dev/null 2> "$d/err" ||
+    fail_later "synth --tokenizer into a new directory: $(cat "$d/err")"
+cp "$d/m/config.json" "$d/cfg.orig"
+expect 2 "same file as the input" timeout 30 "$CIS2" serve --model-dir "$d/m" --port 0 --access-log "$d/m/config.json"
+cmp -s "$d/m/config.json" "$d/cfg.orig" || fail_later "serve --access-log appended to config.json"
 
 # ---- 7: -inf in --json
 rm -rf "$d/inf"
