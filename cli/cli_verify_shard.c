@@ -114,7 +114,14 @@ static int shard_slurm(many_cli *c)
         if (vals[k] == -2 && k < 4) return cli_usage_error("verify", "--shard auto: SLURM_ARRAY_TASK_ID is set but %s is not", names[k]);
     }
     if (step == -2) step = 1;
-    if (cnt < 1 || step < 1 || id < lo || id > hi || (id - lo) % step || hi - lo != (cnt - 1) * step)
+    /* every value is in 0..2^32-1 (env_num); the count and the step are
+     * bounded before any arithmetic, which then stays far from overflow:
+     * no product, (hi - lo) / step compared with cnt - 1 */
+    if (cnt > (long long)SHARDS_MAX)
+        return cli_usage_error("verify", "--shard auto: SLURM_ARRAY_TASK_COUNT=%lld is over the limit of %u shards", cnt, SHARDS_MAX);
+    if (step > (long long)SHARDS_MAX)
+        return cli_usage_error("verify", "--shard auto: SLURM_ARRAY_TASK_STEP=%lld is over the limit of %u", step, SHARDS_MAX);
+    if (cnt < 1 || step < 1 || id < lo || id > hi || (id - lo) % step || (hi - lo) % step || (hi - lo) / step != cnt - 1)
         return cli_usage_error("verify", "--shard auto: the Slurm array (MIN %lld, MAX %lld, STEP %lld, COUNT %lld, ID %lld) "
                                "is not MIN, MIN+STEP, ..., MAX: give --shard I/N", lo, hi, step, cnt, id);
     if (c->shard_count && c->shard_count != (size_t)cnt)

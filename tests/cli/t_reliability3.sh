@@ -115,6 +115,18 @@ cp "$d/m/config.json" "$d/cfg.orig"
 expect 2 "same file as the input" timeout 30 "$CIS2" serve --model-dir "$d/m" --port 0 --access-log "$d/m/config.json"
 cmp -s "$d/m/config.json" "$d/cfg.orig" || fail_later "serve --access-log appended to config.json"
 
+# ---- 8: --shard auto with Slurm values near 2^32
+V="$CIS2 verify --model-dir $d/m --manifest $d/v/manifest --shard auto"
+expect 2 "SLURM_ARRAY_TASK_COUNT=4294967295 is over the limit" env -u JOB_COMPLETION_INDEX SLURM_ARRAY_TASK_ID=0 \
+    SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_MAX=4294967294 SLURM_ARRAY_TASK_COUNT=4294967295 SLURM_ARRAY_TASK_STEP=4294967295 $V
+expect 2 "SLURM_ARRAY_TASK_STEP=4294967295 is over the limit" env -u JOB_COMPLETION_INDEX SLURM_ARRAY_TASK_ID=0 \
+    SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_MAX=4294967295 SLURM_ARRAY_TASK_COUNT=2 SLURM_ARRAY_TASK_STEP=4294967295 $V
+expect 2 "is not MIN, MIN+STEP" env -u JOB_COMPLETION_INDEX SLURM_ARRAY_TASK_ID=4294967295 \
+    SLURM_ARRAY_TASK_MIN=1 SLURM_ARRAY_TASK_MAX=4294967295 SLURM_ARRAY_TASK_COUNT=1000000000 SLURM_ARRAY_TASK_STEP=2 $V
+env -u JOB_COMPLETION_INDEX SLURM_ARRAY_TASK_ID=4294967295 SLURM_ARRAY_TASK_MIN=4294967293 SLURM_ARRAY_TASK_MAX=4294967295 \
+    SLURM_ARRAY_TASK_COUNT=3 $V --verdicts "$d/v/s2" > /dev/null 2> "$d/err" || fail_later "a Slurm array of ids near 2^32: $(cat "$d/err")"
+grep -q '"shard":2,"shards":3' "$d/v/s2" 2> /dev/null || fail_later "ids 4294967293..4294967295, task 4294967295: not shard 2/3"
+
 # ---- 7: -inf in --json
 rm -rf "$d/inf"
 "$CIS2" synth --shape odd --seed 1 --out "$d/inf" > /dev/null || fail "synth odd"
