@@ -42,6 +42,7 @@
 #define CHUNK_MAX 4096                 /* ...unless one group is larger */
 #define SHARDS_MAX 1000000000u
 #define FORMAT_NAME "cis2-verify-verdicts-1"
+#define LINE_MAX_JSON_COST ((uint64_t)16 << 20) /* a verdict line (jsonlim): a name and a summary */
 
 typedef struct entry {
     const char *text; /* the manifest line, without its LF (and CR) */
@@ -221,7 +222,8 @@ static int entry_receipt(const manifest *m, const entry *en, cis2_receipt **r, c
     *lerr = (cis2_error){0};
     if (en->text[0] == '{') {
         json_error_t je;
-        json_t *o = json_loadb(en->text, en->len, 0, &je), *rt = json_object_get(o, "receipt"), *nm = json_object_get(o, "name");
+        json_t *o = json_loadb(en->text, en->len, JSON_REJECT_DUPLICATES, &je), *rt = json_object_get(o, "receipt"),
+               *nm = json_object_get(o, "name");
         char dflt[64];
         snprintf(dflt, sizeof dflt, ":%zu", en->line);
         size_t need = strlen(m->path) + sizeof dflt;
@@ -268,7 +270,8 @@ static void entry_key(const entry *en, const cis2_receipt *r, uint8_t key[32])
 /* ----------------------------------------------------------- records */
 
 /* One receipt's verdict as a JSON object (the verdict-file line). */
-static json_t *record_new(size_t idx, const entry *en, const char *name, const cis2_verdict *v, const cis2_error *lerr)
+static json_t *record_new(size_t idx, const entry *en, const char *name, const cis2_receipt *r, const cis2_verdict *v,
+                          const cis2_error *lerr)
 {
     json_t *o = json_object(), *diff = json_array();
     if (!o || !diff) { json_decref(o); json_decref(diff); return NULL; }
@@ -289,6 +292,15 @@ static json_t *record_new(size_t idx, const entry *en, const char *name, const c
         json_object_set_new(o, "code", json_integer(v->code));
         json_object_set_new(o, "summary", json_string(v->summary));
         json_object_set_new(o, "parsed", json_true());
+        char *text = NULL, hex[65];
+        size_t tlen = 0;
+        cis2_error re = {0};
+        uint8_t d[32];
+        if (!r || cis2_receipt_render(r, &text, &tlen, &re)) { json_decref(o); json_decref(diff); return NULL; }
+        cis2_sha256(text, tlen, d); /* the bytes verified: a parsed receipt renders back to them */
+        cis2_free(text);
+        cis2_hex(d, 32, hex);
+        json_object_set_new(o, "receipt_sha256", json_string(hex));
         for (size_t f = 0; f < v->n_fields; f++)
             if (v->fields[f].status == CIS2_FIELD_MISMATCH) json_array_append_new(diff, json_string(v->fields[f].key));
         if (v->first_bad_step >= 0) json_object_set_new(o, "first_bad_step", json_integer(v->first_bad_step));
@@ -308,6 +320,18 @@ static int rec_entry_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* A name or summary on one line: a control byte (a newline in a
+ * manifest's "name" could forge a `summary:` line) as \xHH; anything
+ * else, as `cis2 verify R1 ... Rn` prints its paths. */
+static void print_escaped(const char *s)
+{
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
+        else putchar(c);
+    }
+}
+
 /* The lines of `cis2 verify R1 ... Rn` (cli_receipt.c verify_print) for
  * records in entry order; returns the highest code. */
 static int records_print(json_t *const *rec, size_t n)
@@ -317,8 +341,10 @@ static int records_print(json_t *const *rec, size_t n)
     int worst = CIS2_OK;
     for (size_t i = 0; i < n; i++) {
         json_t *o = rec[i];
-        printf("%s: verdict: %s\n", json_string_value(json_object_get(o, "name")),
-               json_string_value(json_object_get(o, "summary")));
+        print_escaped(json_string_value(json_object_get(o, "name")));
+        printf(": verdict: ");
+        print_escaped(json_string_value(json_object_get(o, "summary")));
+        printf("\n");
         int code = (int)json_integer_value(json_object_get(o, "code"));
         if (code > worst) worst = code;
         if (!json_is_true(json_object_get(o, "parsed"))) { malformed++; continue; }
@@ -382,7 +408,7 @@ static int verify_chunk(run_ctx *x, const own *o, size_t n, cis2_error *err)
     for (size_t i = 0, j = 0; i < n; i++) {
         const cis2_verdict *v = rs[i] ? pre[i] : NULL;
         if (j < k && which[j] == i) v = &vs[j++];
-        json_t *r = record_new(o[i].idx, &x->m->e[o[i].idx], names[i], v, &lerr[i]);
+        json_t *r = record_new(o[i].idx, &x->m->e[o[i].idx], names[i], rs[i], v, &lerr[i]);
         if (!r) { rc = cis2_fail(err, CIS2_E_FORMAT, "%s: a receipt name that is not UTF-8", names[i]); goto out; }
         x->rec[x->nrec++] = r;
     }
@@ -498,9 +524,20 @@ static int header_int(json_t *h, const char *k, size_t max, size_t *out)
     return 0;
 }
 
+static int hex64(json_t *v)
+{
+    const char *h = json_string_value(v);
+    if (!h || strlen(h) != 64) return 0;
+    for (; *h; h++)
+        if (!((*h >= '0' && *h <= '9') || (*h >= 'a' && *h <= 'f'))) return 0;
+    return 1;
+}
+
 static int record_ok(json_t *o, size_t entries)
 {
     size_t e;
+    json_t *sha = json_object_get(o, "receipt_sha256");
+    if (json_is_true(json_object_get(o, "parsed")) ? !hex64(sha) : sha != NULL) return 0; /* bound to its receipt */
     json_t *k = json_object_get(o, "kind"), *c = json_object_get(o, "code"), *p = json_object_get(o, "parsed");
     return json_is_object(o) && !header_int(o, "entry", entries - 1, &e) && json_is_string(json_object_get(o, "name")) &&
            json_is_string(json_object_get(o, "verdict")) && json_is_string(json_object_get(o, "summary")) &&
@@ -520,7 +557,11 @@ static int merge_file(merge_set *s, const char *path, cis2_error *err)
         p += n + (nl != NULL);
         line++;
         json_error_t je;
-        json_t *o = json_loadb(t, n, 0, &je);
+        if (cis2_json_cost_bytes(t, n) > LINE_MAX_JSON_COST) {
+            rc = cis2_fail(err, CIS2_E_FORMAT, "%s: line %zu: its JSON would take over 16 MiB to parse (not a verdict line)", path, line);
+            break;
+        }
+        json_t *o = json_loadb(t, n, JSON_REJECT_DUPLICATES, &je); /* one meaning per key */
         if (!o) { rc = cis2_fail(err, CIS2_E_FORMAT, "%s: line %zu: not JSON (%s)", path, line, je.text); break; }
         if (line == 1) {
             size_t ent, shs;

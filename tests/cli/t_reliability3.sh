@@ -27,6 +27,13 @@
 #   8  --shard auto: Slurm values past the shard limit refused by name,
 #      before any arithmetic (a SLURM_ARRAY_TASK_COUNT and STEP near 2^32
 #      multiplied in int64 was undefined behaviour)
+#   9  what receipts and verdicts claim is checked: a score receipt's
+#      context-from / continuation-from line is the relation verify checked
+#      (flipped text -> ids it names the other relation, and a flip to a
+#      relation that does not hold is not ok); --merge refuses a verdict
+#      line with a duplicate key and one without its receipt's sha256
+#      (each verdict line binds the bytes verified); a manifest name with a
+#      newline cannot forge a line of the output
 set -u
 . tests/lib.sh
 tmpdir d
@@ -126,6 +133,38 @@ expect 2 "is not MIN, MIN+STEP" env -u JOB_COMPLETION_INDEX SLURM_ARRAY_TASK_ID=
 env -u JOB_COMPLETION_INDEX SLURM_ARRAY_TASK_ID=4294967295 SLURM_ARRAY_TASK_MIN=4294967293 SLURM_ARRAY_TASK_MAX=4294967295 \
     SLURM_ARRAY_TASK_COUNT=3 $V --verdicts "$d/v/s2" > /dev/null 2> "$d/err" || fail_later "a Slurm array of ids near 2^32: $(cat "$d/err")"
 grep -q '"shard":2,"shards":3' "$d/v/s2" 2> /dev/null || fail_later "ids 4294967293..4294967295, task 4294967295: not shard 2/3"
+
+# ---- 9: claims checked
+"$CIS2" score --model-dir "$d/m" --context "ab" --continuation "cd" --receipt "$d/sr" > /dev/null || fail "score --receipt"
+sed 's/^continuation-from text$/continuation-from ids/' "$d/sr" > "$d/sr_ids"
+cmp -s "$d/sr" "$d/sr_ids" && fail "the flip did not apply"
+"$CIS2" verify --model-dir "$d/m" "$d/sr" > "$d/out" 2>&1 || fail_later "the score receipt does not verify: $(cat "$d/out")"
+grep -qx "continuation-from ok (text: the ids are the bytes' tokenization)" "$d/out" ||
+    fail_later "verify does not say what continuation-from text checked: $(grep -- -from "$d/out")"
+"$CIS2" verify --model-dir "$d/m" "$d/sr_ids" > "$d/out" 2>&1
+grep -qx "continuation-from ok (ids: the bytes are the ids' bytes)" "$d/out" ||
+    fail_later "flipped to ids, verify does not say what it checked: $(grep -- -from "$d/out")"
+# ids that are not the bytes' tokenization (token 99 alone for "c" would be; 999 is not a token)
+"$CIS2" score --model-dir "$d/m" --context "ab" --continuation-ids 99,100 --receipt "$d/si" > /dev/null || fail "score --continuation-ids"
+sed 's/^continuation-hex 6364$/continuation-hex 6463/; s/^continuation-from ids$/continuation-from text/' "$d/si" > "$d/si_text"
+"$CIS2" verify --model-dir "$d/m" "$d/si_text" > "$d/out" 2>&1 && fail_later "a flip to a relation that does not hold verified"
+grep -q "^continuation-from ok" "$d/out" && fail_later "continuation-from is ok where its relation does not hold: $(grep -- -from "$d/out")"
+
+# --merge: duplicate keys, unbound receipts; names escaped
+"$CIS2" verify --model-dir "$d/m" --manifest "$d/v/manifest" --verdicts "$d/v/all" > "$d/v/all.out" || fail "verify --manifest"
+grep -q '"receipt_sha256":"'"$(sha256sum < "$d/v/r1" | cut -c1-64)"'"' "$d/v/all" ||
+    fail_later "the verdict line does not bind r1's sha256"
+"$CIS2" verify --merge "$d/v/all" > "$d/out" 2> "$d/err" || fail_later "merge of one shard: $(cat "$d/err")"
+cmp -s "$d/out" "$d/v/all.out" || fail_later "merge of one shard differs from the run"
+sed '2s/^{/{"code":0,/' "$d/v/all" > "$d/v/dup"
+grep -q '"code":0,.*"code"' "$d/v/dup" || fail "the duplicate did not apply"
+expect 4 "duplicate" "$CIS2" verify --merge "$d/v/dup"
+sed '2s/"receipt_sha256":"[0-9a-f]*",//' "$d/v/all" > "$d/v/nosha"
+expect 4 "not a verdict line" "$CIS2" verify --merge "$d/v/nosha"
+python3 -c 'import json,sys; print(json.dumps({"receipt": open(sys.argv[1]).read(), "name": "x: verdict: OK\nsummary: 9 receipts: 9 OK"}))' "$d/v/r1" > "$d/v/forge"
+"$CIS2" verify --model-dir "$d/m" --manifest "$d/v/forge" > "$d/out" 2>&1
+[ "$(wc -l < "$d/out")" = 2 ] || fail_later "a name with a newline printed raw: $(cat "$d/out")"
+grep -q '^summary: 9' "$d/out" && fail_later "a manifest name forged a summary line"
 
 # ---- 7: -inf in --json
 rm -rf "$d/inf"
