@@ -140,7 +140,7 @@ int cmd_verify(int argc, char **argv)
         cli_engine_inputs(&c.eng, in);
         const char *inputs[4] = {in[0], in[1], in[2], c.paths[0]};
         if (c.dump && ((rc = cis2_check_output_path(c.dump, inputs, 4, NULL, 0, &err)) ||
-                       (rc = cli_check_not_weights(&c.eng, c.dump, &err))))
+                       (rc = cli_check_not_weights(&c.eng, c.dump, &err)) || (rc = cli_probe_output(c.dump, &err))))
             goto out;
         if ((rc = cli_engine_open(&c.eng, &e, &err))) goto out;
         if (c.dump && (rc = cis2_out_open(&dc.out, c.dump, &err))) goto out;

@@ -25,6 +25,7 @@
 #include "cli.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -59,7 +60,7 @@ static json_t *lp_json(uint32_t id, float lp)
     snprintf(h, sizeof h, "%08x", b);
     json_t *o = json_object();
     json_object_set_new(o, "id", json_integer(id));
-    json_object_set_new(o, "logprob", lp == lp ? json_real(lp) : json_null());
+    json_object_set_new(o, "logprob", isfinite(lp) ? json_real(lp) : json_null()); /* as serve_logprobs.c: -inf, NaN are null; "bits" has them */
     json_object_set_new(o, "bits", json_string(h));
     return o;
 }

@@ -28,11 +28,17 @@
  */
 #include "cli.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define BATCH_MAX_BYTES ((size_t)256 << 20)
+#define BATCH_MAX_JSON_COST ((uint64_t)512 << 20) /* all lines together, as a prompt file's (jsonlim) */
 #define SCORE_MAX_REQS ((size_t)1 << 20)
 
 typedef struct sline {
@@ -142,35 +148,90 @@ static int parse_line(sreqs *s, json_t *o, size_t line, unsigned top, cis2_error
     return CIS2_OK;
 }
 
+/* One line of the --batch stream into *line (grown as needed, NUL-ended),
+ * the bytes read so far counted in *total against BATCH_MAX_BYTES: 1 a
+ * line, 0 the end, <0 an error in err. */
+static int next_line(FILE *f, const char *path, char **line, size_t *cap, size_t *n, size_t *total, cis2_error *err)
+{
+    size_t k = 0;
+    int c = EOF;
+    while ((c = getc(f)) != EOF && c != '\n') {
+        if (++*total > BATCH_MAX_BYTES)
+            return -cis2_fail(err, CIS2_E_FORMAT, "%s: larger than %zu bytes, the limit for a --batch file", path,
+                              BATCH_MAX_BYTES);
+        if (k + 1 >= *cap) {
+            size_t nc = *cap ? *cap * 2 : 4096;
+            char *nb = realloc(*line, nc);
+            if (!nb) return -cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
+            *line = nb;
+            *cap = nc;
+        }
+        (*line)[k++] = (char)c;
+    }
+    if (ferror(f)) return -cis2_fail(err, CIS2_E_IO, "%s: read error", path);
+    if (c == EOF && k == 0) return 0;
+    ++*total;
+    if (!*line && !(*line = malloc(*cap = 1))) return -cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
+    (*line)[k] = 0;
+    *n = k;
+    return 1;
+}
+
+/* --batch FILE (or - for stdin), read and parsed line by line: each line's
+ * JSON cost counted against one budget for the file before jansson
+ * allocates (docs/inputs.md "Scoring: --batch"), duplicate keys refused. */
 static int load_batch(sreqs *s, const char *path, unsigned top, cis2_error *err)
 {
-    char *buf;
-    size_t len;
-    int rc = !strcmp(path, "-") ? cli_read_stdin(BATCH_MAX_BYTES, &buf, &len, err)
-                                : cis2_read_file(path, BATCH_MAX_BYTES, "--batch", &buf, &len, err);
-    if (rc) return rc;
-    size_t line = 0;
-    for (char *p = buf, *end = buf + len; !rc && p < end;) {
-        char *nl = memchr(p, '\n', (size_t)(end - p));
-        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+    FILE *f = stdin;
+    int rc = CIS2_OK;
+    if (strcmp(path, "-")) { /* a regular file, as every input file (inputs.md "Every input file") */
+        int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+        struct stat st;
+        if (fd < 0) return cis2_fail(err, CIS2_E_IO, "%s: cannot open: %s", path, strerror(errno));
+        if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+            close(fd);
+            return cis2_fail(err, CIS2_E_IO, "%s: not a regular file", path);
+        }
+        if ((uint64_t)st.st_size > BATCH_MAX_BYTES) {
+            close(fd);
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: larger than %zu bytes, the limit for a --batch file (%lld bytes)",
+                             path, BATCH_MAX_BYTES, (long long)st.st_size);
+        }
+        if (!(f = fdopen(fd, "r"))) { close(fd); return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path); }
+    }
+    char *p = NULL;
+    size_t cap = 0, n = 0, total = 0, line = 0;
+    uint64_t cost = 0;
+    int got;
+    while (!rc && (got = next_line(f, path, &p, &cap, &n, &total, err)) != 0) {
+        if (got < 0) { rc = -got; break; }
         line++;
-        if (n && !(n == 1 && p[0] == '\r')) {
-            json_error_t je;
-            json_t *o = json_loadb(p, n, JSON_ALLOW_NUL, &je);
-            if (!o) rc = cis2_fail(err, CIS2_E_FORMAT, "%s: line %zu: %s", path, line, je.text);
-            else {
-                json_array_append_new(s->keep, o);
-                rc = parse_line(s, o, line, top, err);
-                if (rc) {
-                    char m[512];
-                    snprintf(m, sizeof m, "%s", err->msg);
-                    snprintf(err->msg, sizeof err->msg, "%.200s: %.300s", path, m);
-                }
+        if (!n || (n == 1 && p[0] == '\r')) continue;
+        uint64_t c = cis2_json_cost_bytes(p, n);
+        if (c > BATCH_MAX_JSON_COST - cost) {
+            rc = cis2_fail(err, CIS2_E_FORMAT,
+                           "%s: line %zu: its JSON would take about %llu MiB of memory to parse, over the %llu MiB "
+                           "left of the %llu MiB limit for a --batch file", path, line,
+                           (unsigned long long)(c >> 20), (unsigned long long)((BATCH_MAX_JSON_COST - cost) >> 20),
+                           (unsigned long long)(BATCH_MAX_JSON_COST >> 20));
+            break;
+        }
+        cost += c;
+        json_error_t je;
+        json_t *o = json_loadb(p, n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+        if (!o) rc = cis2_fail(err, CIS2_E_FORMAT, "%s: line %zu: %s", path, line, je.text);
+        else {
+            json_array_append_new(s->keep, o);
+            rc = parse_line(s, o, line, top, err);
+            if (rc) {
+                char m[512];
+                snprintf(m, sizeof m, "%s", err->msg);
+                snprintf(err->msg, sizeof err->msg, "%.200s: %.300s", path, m);
             }
         }
-        p += n + 1;
     }
-    free(buf);
+    free(p);
+    if (f != stdin) fclose(f);
     if (!rc && !s->n) rc = cis2_fail(err, CIS2_E_FORMAT, "%s: no requests", path);
     return rc;
 }
@@ -190,7 +251,7 @@ static json_t *lp_json(uint32_t id, float lp)
     f32_hex(lp, h);
     json_t *o = json_object();
     json_object_set_new(o, "id", json_integer(id));
-    json_object_set_new(o, "logprob", lp == lp ? json_real(lp) : json_null());
+    json_object_set_new(o, "logprob", isfinite(lp) ? json_real(lp) : json_null()); /* as serve_logprobs.c: -inf, NaN are null; "bits" has them */
     json_object_set_new(o, "bits", json_string(h));
     return o;
 }
@@ -222,10 +283,10 @@ static json_t *result_json(const cis2_score_request *q, const cis2_score_result 
     }
     json_object_set_new(o, "logprobs", toks);
     json_object_set_new(o, "n_scored", json_integer((json_int_t)r->n_scored));
-    json_object_set_new(o, "sum", r->sum == r->sum ? json_real(r->sum) : json_null());
+    json_object_set_new(o, "sum", isfinite(r->sum) ? json_real(r->sum) : json_null());
     f32_hex(r->sum, h);
     json_object_set_new(o, "sum_bits", json_string(h));
-    json_object_set_new(o, "sum_f64", r->sum_f64 == r->sum_f64 ? json_real(r->sum_f64) : json_null());
+    json_object_set_new(o, "sum_f64", isfinite(r->sum_f64) ? json_real(r->sum_f64) : json_null());
     uint64_t b64;
     memcpy(&b64, &r->sum_f64, 8);
     snprintf(h, sizeof h, "%016llx", (unsigned long long)b64);

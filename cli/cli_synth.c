@@ -6,6 +6,27 @@
 #include "cli.h"
 
 #include <string.h>
+#include <sys/stat.h>
+
+/* Before any work (docs/inputs.md "Outputs"): when DIR exists already,
+ * none of its three files may be --config or --tokenizer (a copy written
+ * over its own source), and each must be writable there. */
+static int check_outputs(const char *dir, const char *config, const char *tok, cis2_error *err)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0) return CIS2_OK; /* made by the synth, empty */
+    static const char *const names[3] = {"tokenizer.json", "config.json", "model.safetensors"};
+    const char *inputs[2] = {config, tok};
+    char outs[3][4200];
+    const char *op[3];
+    for (int i = 0; i < 3; i++) {
+        snprintf(outs[i], sizeof outs[i], "%s/%s", dir, names[i]);
+        op[i] = outs[i];
+        int rc = cis2_check_output_path(outs[i], inputs, 2, op, (size_t)i, err);
+        if (rc) return rc;
+    }
+    return CIS2_OK;
+}
 
 int cmd_synth(int argc, char **argv)
 {
@@ -33,6 +54,7 @@ int cmd_synth(int argc, char **argv)
     if (!*out) return cli_usage_error("synth", "--out: empty path");
     if (shape && !cis2_synth_find_shape(shape)) return cli_usage_error("synth", "unknown shape '%s' (try --list)", shape);
     cis2_error err = {0};
+    if ((rc = check_outputs(out, config, tok, &err))) return cli_report(&err);
     if (shape ? cis2_synth_write(shape, seed, out, tok, &err) : cis2_synth_write_config(config, seed, out, tok, &err))
         return cli_report(&err);
     printf("synth: %s=%s seed=%llu -> %s\n", shape ? "shape" : "config", shape ? shape : config,

@@ -42,6 +42,7 @@
 #define CHUNK_MAX 4096                 /* ...unless one group is larger */
 #define SHARDS_MAX 1000000000u
 #define FORMAT_NAME "cis2-verify-verdicts-1"
+#define LINE_MAX_JSON_COST ((uint64_t)16 << 20) /* a verdict line (jsonlim): a name and a summary */
 
 typedef struct entry {
     const char *text; /* the manifest line, without its LF (and CR) */
@@ -114,7 +115,14 @@ static int shard_slurm(many_cli *c)
         if (vals[k] == -2 && k < 4) return cli_usage_error("verify", "--shard auto: SLURM_ARRAY_TASK_ID is set but %s is not", names[k]);
     }
     if (step == -2) step = 1;
-    if (cnt < 1 || step < 1 || id < lo || id > hi || (id - lo) % step || hi - lo != (cnt - 1) * step)
+    /* every value is in 0..2^32-1 (env_num); the count and the step are
+     * bounded before any arithmetic, which then stays far from overflow:
+     * no product, (hi - lo) / step compared with cnt - 1 */
+    if (cnt > (long long)SHARDS_MAX)
+        return cli_usage_error("verify", "--shard auto: SLURM_ARRAY_TASK_COUNT=%lld is over the limit of %u shards", cnt, SHARDS_MAX);
+    if (step > (long long)SHARDS_MAX)
+        return cli_usage_error("verify", "--shard auto: SLURM_ARRAY_TASK_STEP=%lld is over the limit of %u", step, SHARDS_MAX);
+    if (cnt < 1 || step < 1 || id < lo || id > hi || (id - lo) % step || (hi - lo) % step || (hi - lo) / step != cnt - 1)
         return cli_usage_error("verify", "--shard auto: the Slurm array (MIN %lld, MAX %lld, STEP %lld, COUNT %lld, ID %lld) "
                                "is not MIN, MIN+STEP, ..., MAX: give --shard I/N", lo, hi, step, cnt, id);
     if (c->shard_count && c->shard_count != (size_t)cnt)
@@ -192,6 +200,19 @@ static int manifest_load(manifest *m, cis2_error *err)
     return CIS2_OK;
 }
 
+/* A path entry's file: relative to the manifest's directory (malloc'ed). */
+static char *entry_path(const manifest *m, const entry *en)
+{
+    const char *slash = strrchr(m->path, '/');
+    size_t dir = en->text[0] == '/' || !slash ? 0 : (size_t)(slash - m->path) + 1;
+    char *p = malloc(dir + en->len + 1);
+    if (!p) return NULL;
+    memcpy(p, m->path, dir);
+    memcpy(p + dir, en->text, en->len);
+    p[dir + en->len] = 0;
+    return p;
+}
+
 /* Entry en's receipt and its name; a receipt that cannot be had is not an
  * error of the call (*r NULL, why in *lerr) unless memory ran out. */
 static int entry_receipt(const manifest *m, const entry *en, cis2_receipt **r, char **name, cis2_error *lerr)
@@ -201,7 +222,8 @@ static int entry_receipt(const manifest *m, const entry *en, cis2_receipt **r, c
     *lerr = (cis2_error){0};
     if (en->text[0] == '{') {
         json_error_t je;
-        json_t *o = json_loadb(en->text, en->len, 0, &je), *rt = json_object_get(o, "receipt"), *nm = json_object_get(o, "name");
+        json_t *o = json_loadb(en->text, en->len, JSON_REJECT_DUPLICATES, &je), *rt = json_object_get(o, "receipt"),
+               *nm = json_object_get(o, "name");
         char dflt[64];
         snprintf(dflt, sizeof dflt, ":%zu", en->line);
         size_t need = strlen(m->path) + sizeof dflt;
@@ -215,12 +237,7 @@ static int entry_receipt(const manifest *m, const entry *en, cis2_receipt **r, c
         json_decref(o);
         return rc == CIS2_E_NOMEM ? rc : CIS2_OK;
     }
-    const char *slash = strrchr(m->path, '/');
-    size_t dir = en->text[0] == '/' || !slash ? 0 : (size_t)(slash - m->path) + 1; /* relative to the manifest */
-    if (!(*name = malloc(dir + en->len + 1))) return cis2_fail(lerr, CIS2_E_NOMEM, "out of memory");
-    memcpy(*name, m->path, dir);
-    memcpy(*name + dir, en->text, en->len);
-    (*name)[dir + en->len] = 0;
+    if (!(*name = entry_path(m, en))) return cis2_fail(lerr, CIS2_E_NOMEM, "out of memory");
     return cis2_receipt_load(*name, r, lerr) == CIS2_E_NOMEM ? CIS2_E_NOMEM : CIS2_OK;
 }
 
@@ -253,7 +270,8 @@ static void entry_key(const entry *en, const cis2_receipt *r, uint8_t key[32])
 /* ----------------------------------------------------------- records */
 
 /* One receipt's verdict as a JSON object (the verdict-file line). */
-static json_t *record_new(size_t idx, const entry *en, const char *name, const cis2_verdict *v, const cis2_error *lerr)
+static json_t *record_new(size_t idx, const entry *en, const char *name, const cis2_receipt *r, const cis2_verdict *v,
+                          const cis2_error *lerr)
 {
     json_t *o = json_object(), *diff = json_array();
     if (!o || !diff) { json_decref(o); json_decref(diff); return NULL; }
@@ -274,6 +292,15 @@ static json_t *record_new(size_t idx, const entry *en, const char *name, const c
         json_object_set_new(o, "code", json_integer(v->code));
         json_object_set_new(o, "summary", json_string(v->summary));
         json_object_set_new(o, "parsed", json_true());
+        char *text = NULL, hex[65];
+        size_t tlen = 0;
+        cis2_error re = {0};
+        uint8_t d[32];
+        if (!r || cis2_receipt_render(r, &text, &tlen, &re)) { json_decref(o); json_decref(diff); return NULL; }
+        cis2_sha256(text, tlen, d); /* the bytes verified: a parsed receipt renders back to them */
+        cis2_free(text);
+        cis2_hex(d, 32, hex);
+        json_object_set_new(o, "receipt_sha256", json_string(hex));
         for (size_t f = 0; f < v->n_fields; f++)
             if (v->fields[f].status == CIS2_FIELD_MISMATCH) json_array_append_new(diff, json_string(v->fields[f].key));
         if (v->first_bad_step >= 0) json_object_set_new(o, "first_bad_step", json_integer(v->first_bad_step));
@@ -293,6 +320,18 @@ static int rec_entry_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* A name or summary on one line: a control byte (a newline in a
+ * manifest's "name" could forge a `summary:` line) as \xHH; anything
+ * else, as `cis2 verify R1 ... Rn` prints its paths. */
+static void print_escaped(const char *s)
+{
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
+        else putchar(c);
+    }
+}
+
 /* The lines of `cis2 verify R1 ... Rn` (cli_receipt.c verify_print) for
  * records in entry order; returns the highest code. */
 static int records_print(json_t *const *rec, size_t n)
@@ -302,8 +341,10 @@ static int records_print(json_t *const *rec, size_t n)
     int worst = CIS2_OK;
     for (size_t i = 0; i < n; i++) {
         json_t *o = rec[i];
-        printf("%s: verdict: %s\n", json_string_value(json_object_get(o, "name")),
-               json_string_value(json_object_get(o, "summary")));
+        print_escaped(json_string_value(json_object_get(o, "name")));
+        printf(": verdict: ");
+        print_escaped(json_string_value(json_object_get(o, "summary")));
+        printf("\n");
         int code = (int)json_integer_value(json_object_get(o, "code"));
         if (code > worst) worst = code;
         if (!json_is_true(json_object_get(o, "parsed"))) { malformed++; continue; }
@@ -367,7 +408,7 @@ static int verify_chunk(run_ctx *x, const own *o, size_t n, cis2_error *err)
     for (size_t i = 0, j = 0; i < n; i++) {
         const cis2_verdict *v = rs[i] ? pre[i] : NULL;
         if (j < k && which[j] == i) v = &vs[j++];
-        json_t *r = record_new(o[i].idx, &x->m->e[o[i].idx], names[i], v, &lerr[i]);
+        json_t *r = record_new(o[i].idx, &x->m->e[o[i].idx], names[i], rs[i], v, &lerr[i]);
         if (!r) { rc = cis2_fail(err, CIS2_E_FORMAT, "%s: a receipt name that is not UTF-8", names[i]); goto out; }
         x->rec[x->nrec++] = r;
     }
@@ -398,6 +439,32 @@ static int write_verdicts(const many_cli *c, const manifest *m, json_t *const *r
     return cis2_out_commit(out, err);
 }
 
+/* Before any work (docs/inputs.md "Outputs"): --verdicts can be written
+ * and is none of the inputs: the model's files, the manifest and every
+ * receipt file it lists. */
+static int check_verdicts_path(const many_cli *c, const manifest *m, cis2_error *err)
+{
+    char in[3][4200];
+    cli_engine_inputs(&c->eng, in);
+    const char **inputs = calloc(m->n + 4, sizeof *inputs);
+    size_t n = 0;
+    int rc = CIS2_OK;
+    if (!inputs) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    inputs[n++] = in[0];
+    inputs[n++] = in[1];
+    inputs[n++] = in[2];
+    inputs[n++] = c->manifest;
+    for (size_t i = 0; i < m->n && !rc; i++)
+        if (m->e[i].text[0] != '{' && !(inputs[n++] = entry_path(m, &m->e[i])))
+            rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    if (!rc) rc = cis2_check_output_path(c->verdicts, inputs, n, NULL, 0, err);
+    if (!rc) rc = cli_check_not_weights(&c->eng, c->verdicts, err);
+    if (!rc) rc = cli_probe_output(c->verdicts, err);
+    for (size_t i = 4; i < n; i++) free((char *)inputs[i]);
+    free(inputs);
+    return rc;
+}
+
 static int verify_manifest(many_cli *c, int *worst, cis2_error *err)
 {
     manifest m = {.path = c->manifest};
@@ -405,15 +472,8 @@ static int verify_manifest(many_cli *c, int *worst, cis2_error *err)
     own *mine = NULL;
     size_t k = 0;
     int rc;
-    if (c->verdicts) { /* before any work: an output that cannot be written, or one of the inputs */
-        char in[3][4200];
-        cli_engine_inputs(&c->eng, in);
-        const char *inputs[4] = {in[0], in[1], in[2], c->manifest};
-        if ((rc = cis2_check_output_path(c->verdicts, inputs, 4, NULL, 0, err)) ||
-            (rc = cli_check_not_weights(&c->eng, c->verdicts, err)))
-            return rc;
-    }
     if ((rc = manifest_load(&m, err))) goto out;
+    if (c->verdicts && (rc = check_verdicts_path(c, &m, err))) goto out;
     if (!(mine = calloc(m.n, sizeof *mine)) || !(x.rec = calloc(m.n, sizeof *x.rec))) {
         rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
         goto out;
@@ -464,9 +524,20 @@ static int header_int(json_t *h, const char *k, size_t max, size_t *out)
     return 0;
 }
 
+static int hex64(json_t *v)
+{
+    const char *h = json_string_value(v);
+    if (!h || strlen(h) != 64) return 0;
+    for (; *h; h++)
+        if (!((*h >= '0' && *h <= '9') || (*h >= 'a' && *h <= 'f'))) return 0;
+    return 1;
+}
+
 static int record_ok(json_t *o, size_t entries)
 {
     size_t e;
+    json_t *sha = json_object_get(o, "receipt_sha256");
+    if (json_is_true(json_object_get(o, "parsed")) ? !hex64(sha) : sha != NULL) return 0; /* bound to its receipt */
     json_t *k = json_object_get(o, "kind"), *c = json_object_get(o, "code"), *p = json_object_get(o, "parsed");
     return json_is_object(o) && !header_int(o, "entry", entries - 1, &e) && json_is_string(json_object_get(o, "name")) &&
            json_is_string(json_object_get(o, "verdict")) && json_is_string(json_object_get(o, "summary")) &&
@@ -486,7 +557,11 @@ static int merge_file(merge_set *s, const char *path, cis2_error *err)
         p += n + (nl != NULL);
         line++;
         json_error_t je;
-        json_t *o = json_loadb(t, n, 0, &je);
+        if (cis2_json_cost_bytes(t, n) > LINE_MAX_JSON_COST) {
+            rc = cis2_fail(err, CIS2_E_FORMAT, "%s: line %zu: its JSON would take over 16 MiB to parse (not a verdict line)", path, line);
+            break;
+        }
+        json_t *o = json_loadb(t, n, JSON_REJECT_DUPLICATES, &je); /* one meaning per key */
         if (!o) { rc = cis2_fail(err, CIS2_E_FORMAT, "%s: line %zu: not JSON (%s)", path, line, je.text); break; }
         if (line == 1) {
             size_t ent, shs;

@@ -45,6 +45,25 @@ CIS2_API int cis2_write_file(const char *path, const void *data, size_t len, cis
  * directory, not one of `inputs` (same file) and not one of `outputs`. */
 CIS2_API int cis2_check_output_path(const char *path, const char *const *inputs, size_t n_inputs,
                                     const char *const *outputs, size_t n_outputs, cis2_error *err);
+/* JSON inputs (docs/inputs.md "Memory" and "JSON numbers"), both before
+ * parsing.  cis2_json_cost_check: CIS2_OK, or CIS2_E_FORMAT "NAME: its
+ * JSON would take about N MiB of memory to parse, over the M MiB limit
+ * for WHAT" when the text's jansson tree would take more than max_bytes
+ * of heap (a linear scan, no allocation).  cis2_json_wide_ints: jansson
+ * refuses a whole file for one integer beyond 64 bits ("too big
+ * integer"), as real files have them (Llama-3's tokenizer_config.json
+ * "model_max_length": 1000000000000000019884624838656); *out (cis2_free)
+ * is a copy of the text in which each such integer is written as the real
+ * number it is (beyond a double's range: the largest double, same sign),
+ * so the file parses and a reader that wants an integer finds a number
+ * too big for one.  *out is NULL when there is none (parse buf as it is);
+ * strings are left alone.  CIS2_E_NOMEM. */
+CIS2_API int cis2_json_cost_check(const char *buf, size_t len, uint64_t max_bytes, const char *name,
+                                  const char *what, cis2_error *err);
+/* The estimate itself (bytes of jansson heap) for callers that share one
+ * budget among many texts (`cis2 score --batch`'s lines). */
+CIS2_API uint64_t cis2_json_cost_bytes(const char *buf, size_t len);
+CIS2_API int cis2_json_wide_ints(const char *buf, size_t len, char **out, size_t *out_len, cis2_error *err);
 /* A prompt file (`cis2 run --prompt-file`): a JSON array of strings, or
  * one prompt per line (LF or CR LF).  Read once, at most 256 MiB, a JSON
  * array's memory bounded before it is parsed; an empty prompt, a NUL or

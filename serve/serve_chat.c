@@ -667,12 +667,26 @@ int serve_chat_find(const char *model_dir, const char *file, char **src, size_t 
     snprintf(path, sizeof path, "%s/tokenizer_config.json", model_dir);
     if (!present(path)) return CIS2_OK;
     if ((rc = cis2_read_file(path, (size_t)16 << 20, "tokenizer_config.json", &buf, &n, err))) return rc;
+    /* as published: its memory bounded before parsing, and an integer
+     * beyond 64 bits (Llama-2's and Llama-3's "model_max_length":
+     * 1000000000000000019884624838656) read as the number it is, not a
+     * refusal of the file: only chat_template is read here (inputs.md
+     * "JSON numbers") */
+    char *wide = NULL;
+    size_t wlen = 0;
+    if ((rc = cis2_json_cost_check(buf, n, (uint64_t)64 << 20, path, "a tokenizer_config.json", err)) ||
+        (rc = cis2_json_wide_ints(buf, n, &wide, &wlen, err))) {
+        cis2_free(buf);
+        return rc;
+    }
     json_error_t je;
-    json_t *root = json_loadb(buf, n, 0, &je);
+    json_t *root = json_loadb(wide ? wide : buf, wide ? wlen : n, JSON_REJECT_DUPLICATES, &je);
     cis2_free(buf);
+    cis2_free(wide);
+    if (!root) return cis2_fail(err, CIS2_E_FORMAT, "%s: not valid JSON (line %d: %s)", path, je.line, je.text);
     if (!json_is_object(root)) {
         json_decref(root);
-        return cis2_fail(err, CIS2_E_FORMAT, "%s: not a JSON object (line %d: %s)", path, je.line, je.text);
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: not a JSON object", path);
     }
     json_t *ct = json_object_get(root, "chat_template"), *pick = NULL;
     if (json_is_array(ct)) { /* [{"name": "default", "template": ...}, ...] */

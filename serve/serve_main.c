@@ -30,6 +30,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -320,6 +321,19 @@ int cmd_serve(int argc, char **argv)
         rc = cis2_fail(&err, CIS2_E_UNSUPPORTED, "serve: the library lacks sampling, stop rules or logprobs "
                                                  "(cis2_features() = 0x%x, needs 0x%x)", cis2_features(), need);
         goto out;
+    }
+    struct stat log_st;
+    if (o.access_log && strcmp(o.access_log, "-") && strcmp(o.access_log, "off") && stat(o.access_log, &log_st) == 0) {
+        /* an append log, never one of the files it serves from (docs/inputs.md "Outputs"); one that does not
+         * exist yet is none of them, and serve_log_open names why it cannot be made */
+        char in[3][4200], tc[4200], ct[4200];
+        cli_engine_inputs(&o.eng, in);
+        snprintf(tc, sizeof tc, "%s/tokenizer_config.json", o.eng.model_dir);
+        snprintf(ct, sizeof ct, "%s/chat_template.jinja", o.eng.model_dir);
+        const char *inputs[7] = {in[0], in[1], in[2], tc, ct, o.api_key_file, o.chat_template};
+        if ((rc = cis2_check_output_path(o.access_log, inputs, 7, NULL, 0, &err)) ||
+            (rc = cli_check_not_weights(&o.eng, o.access_log, &err)))
+            goto out;
     }
     if ((rc = serve_log_open(o.access_log, &sc.log, &err))) goto out;
     if ((rc = load_chat(&sc, o.eng.model_dir, o.chat_template, &err))) goto out;

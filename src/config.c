@@ -99,6 +99,9 @@ static int get_size(json_t *root, const char *key, int required, int64_t max, in
         if (required) return cis2_fail(err, CIS2_E_FORMAT, "%s: missing required field %s", name, key);
         return CIS2_OK;
     }
+    if (json_is_real(v) && json_real_value(v) >= 9223372036854775808.0) /* inputs.md "JSON numbers" */
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: %s = %.17g is beyond 64 bits (the limit is %lld)", name, key,
+                         json_real_value(v), (long long)max);
     if (!json_is_integer(v))
         return cis2_fail(err, CIS2_E_FORMAT, "%s: %s must be a positive integer", name, key);
     json_int_t x = json_integer_value(v);
@@ -811,7 +814,7 @@ int cis2_config_parse(cis2_config *c, const char *json, size_t len, const char *
     int rc = cis2_json_cost_check(json, len, CIS2_CFG_MAX_JSON_COST, name, "a config.json", err);
     if (rc) return rc;
     json_error_t je;
-    json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
+    json_t *root = cis2_json_loadb_wide(json, len, JSON_REJECT_DUPLICATES, &je); /* inputs.md "JSON numbers" */
     if (!root)
         return cis2_fail(err, CIS2_E_FORMAT, "%s: invalid JSON (%s, line %d column %d)", name, je.text, je.line,
                          je.column);

@@ -6,6 +6,9 @@
  */
 #include "jsonlim.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #define COST_OBJECT 256u
 #define COST_ARRAY 160u
 #define COST_STRING 96u
@@ -62,4 +65,89 @@ int cis2_json_cost_check(const char *buf, size_t len, uint64_t max_bytes, const 
                      name, (unsigned long long)(c.bytes >> 20), (unsigned long long)(max_bytes >> 20),
                      what ? what : "this file", (unsigned long long)c.objects, (unsigned long long)c.arrays,
                      (unsigned long long)c.strings, (unsigned long long)c.numbers);
+}
+
+/* ------------------------------------------------ integers beyond int64 */
+
+/* Whether the integer literal s[0..n) (an optional '-', then digits) is
+ * outside int64, as jansson's strtoll finds it. */
+static int int_overflows(const char *s, size_t n)
+{
+    int neg = s[0] == '-';
+    size_t d = n - (size_t)neg;
+    const char *lim = neg ? "9223372036854775808" : "9223372036854775807";
+    return d > 19 || (d == 19 && memcmp(s + neg, lim, 19) > 0);
+}
+
+int cis2_json_wide_ints(const char *buf, size_t len, char **out, size_t *out_len, cis2_error *err)
+{
+    *out = NULL;
+    *out_len = 0;
+    char *o = NULL;
+    size_t k = 0, from = 0; /* o[0..k) holds buf[0..from) rewritten */
+    for (size_t i = 0; i < len;) {
+        char c = buf[i];
+        if (c == '"') { /* a string: skipped whole, escapes included */
+            for (i++; i < len && buf[i] != '"'; i++)
+                if (buf[i] == '\\') i++;
+            i++;
+            continue;
+        }
+        if (c != '-' && (c < '0' || c > '9')) { i++; continue; }
+        size_t j = i + 1, integer = 1;
+        while (j < len && ((buf[j] >= '0' && buf[j] <= '9') || buf[j] == '.' || buf[j] == 'e' || buf[j] == 'E' ||
+                           buf[j] == '+' || buf[j] == '-')) {
+            if (buf[j] < '0' || buf[j] > '9') integer = 0;
+            j++;
+        }
+        if (integer && j - i >= 19 && int_overflows(buf + i, j - i)) {
+            if (!o && !(o = malloc(len + len / 8 + 32)))
+                return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+            memcpy(o + k, buf + from, i - from);
+            k += i - from;
+            size_t digits = j - i - (c == '-');
+            if (digits <= 308) { /* the same digits as a real: ".0" (2 more bytes for at least 19) */
+                memcpy(o + k, buf + i, j - i);
+                k += j - i;
+                memcpy(o + k, ".0", 2);
+                k += 2;
+            } else { /* beyond a double: its largest, in no more bytes than the literal */
+                static const char dmax[] = "1.7976931348623157e308";
+                if (c == '-') o[k++] = '-';
+                memcpy(o + k, dmax, sizeof dmax - 1);
+                k += sizeof dmax - 1;
+            }
+            from = j;
+        }
+        i = j;
+    }
+    if (!o) return CIS2_OK;
+    memcpy(o + k, buf + from, len - from);
+    k += len - from;
+    o[k] = 0;
+    *out = o;
+    *out_len = k;
+    return CIS2_OK;
+}
+
+json_t *cis2_json_loadb_wide(const char *buf, size_t len, size_t flags, json_error_t *je)
+{
+    char *wide = NULL;
+    size_t wlen = 0;
+    cis2_error err = {0};
+    if (cis2_json_wide_ints(buf, len, &wide, &wlen, &err)) {
+        memset(je, 0, sizeof *je);
+        snprintf(je->text, sizeof je->text, "out of memory");
+        return NULL;
+    }
+    json_t *root = json_loadb(wide ? wide : buf, wide ? wlen : len, flags, je);
+    free(wide);
+    return root;
+}
+
+uint64_t cis2_json_cost_bytes(const char *buf, size_t len)
+{
+    cis2_json_cost c;
+    cis2_json_cost_of(buf, len, &c);
+    return c.bytes;
 }

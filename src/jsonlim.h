@@ -15,12 +15,22 @@
  *   number 48, true/false/null 0 (shared singletons).
  * The scan does not validate: malformed JSON is jansson's to reject.
  * Callers: config.c, tokenizer_load.c, safetensors.c; the CLI's prompt files.
+ *
+ * cis2_json_loadb_wide is json_loadb for the files of a model directory
+ * (config.json, tokenizer.json, the shard index; serve reads
+ * tokenizer_config.json through cis2_json_wide_ints itself): an integer
+ * beyond int64 is read as the real number it is, never a refusal of the
+ * whole file (docs/inputs.md "JSON numbers").  safetensors headers keep
+ * plain json_loadb: every integer there is a size or an offset, and one
+ * beyond int64 cannot describe a file.
  */
 #ifndef CIS2_JSONLIM_H
 #define CIS2_JSONLIM_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include <jansson.h>
 
 #include "cis2_toolkit.h" /* and cis2.h */
 
@@ -31,9 +41,12 @@ typedef struct cis2_json_cost {
 
 /* Fills *c (may be NULL) for buf[0..len). */
 void cis2_json_cost_of(const char *buf, size_t len, cis2_json_cost *c);
-/* CIS2_OK, or CIS2_E_FORMAT "NAME: its JSON would take about N MiB of
- * memory, over the limit of M MiB for WHAT (counts)". */
-int cis2_json_cost_check(const char *buf, size_t len, uint64_t max_bytes, const char *name, const char *what,
-                         cis2_error *err);
+/* cis2_json_cost_check and cis2_json_wide_ints are in cis2_toolkit.h (the
+ * program's JSON inputs use them too). */
+
+/* json_loadb(buf, len, flags, je) of the text with cis2_json_wide_ints
+ * applied; NULL with je->text "out of memory" when the copy cannot be
+ * made. */
+json_t *cis2_json_loadb_wide(const char *buf, size_t len, size_t flags, json_error_t *je);
 
 #endif

@@ -221,7 +221,7 @@ static int open_sharded(cis2_wset *w, const char *dir, cis2_error *err)
     if ((rc = cis2_json_cost_check(buf, len, CIS2_SHARD_MAX_INDEX_COST, w->label, "a safetensors index", err)))
         goto out;
     json_error_t je;
-    if (!(root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je))) {
+    if (!(root = cis2_json_loadb_wide(buf, len, JSON_REJECT_DUPLICATES, &je))) { /* inputs.md "JSON numbers" */
         char a[84];
         rc = cis2_fail(err, CIS2_E_FORMAT, "%s: not valid JSON (%s at byte %d)", w->label, shown(je.text, a),
                        je.position);

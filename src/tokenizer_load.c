@@ -681,7 +681,7 @@ int cis2_tokenizer_load_mem(cis2_tokenizer **out, const char *buf, size_t len, c
              CIS2_TOK_MAX_FILE, len);
     if ((rc = cis2_json_cost_check(buf, len, CIS2_TOK_MAX_JSON_COST, path, "a tokenizer.json", err))) goto out;
     json_error_t je;
-    root = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+    root = cis2_json_loadb_wide(buf, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je); /* inputs.md "JSON numbers" */
     if (!root) FAIL(CIS2_E_FORMAT, "%s: malformed JSON at line %d column %d: %s", path, je.line, je.column, je.text);
     if (!json_is_object(root)) FAIL(CIS2_E_FORMAT, "%s: top level is not a JSON object", path);
     t = calloc(1, sizeof *t);

@@ -143,8 +143,10 @@ static void out_bad(judged *j, const char *key) { cis2_vd_name(j->outs, sizeof j
 
 /* One part's bytes and ids (docs/receipts.md "Score receipts"): with
  * `text` the ids must be the bytes' tokenization (§S11.1, no special
- * tokens); with `ids` the bytes must be the ids' raw bytes.  tok NULL:
- * unverified. */
+ * tokens); with `ids` the bytes must be the ids' raw bytes.  The -from
+ * line names that relation and carries its outcome: it is what the field
+ * claims, and all a verifier can check (where both relations hold,
+ * either value verifies).  tok NULL: unverified. */
 static void judge_part(cis2_verdict *v, judged *j, const char *name, int from, const uint8_t *bytes, size_t len,
                        const uint32_t *ids, size_t n, const cis2_tokenizer *tok)
 {
@@ -152,52 +154,72 @@ static void judge_part(cis2_verdict *v, judged *j, const char *name, int from, c
     snprintf(kf, sizeof kf, "%s-from", name);
     snprintf(kh, sizeof kh, "%s-hex", name);
     snprintf(ki, sizeof ki, "%s-token-ids", name);
-    cis2_vd_field(v, kf, CIS2_FIELD_INPUT, "input (%s)", from == CIS2_FROM_TEXT ? "text" : from == CIS2_FROM_IDS ? "ids" : "none");
     if (from == CIS2_FROM_NONE) {
+        cis2_vd_field(v, kf, CIS2_FIELD_INPUT, "input (none)");
         cis2_vd_field(v, kh, CIS2_FIELD_INPUT, "input (none)");
         cis2_vd_field(v, ki, CIS2_FIELD_INPUT, "input (none)");
         return;
     }
+    const char *rel = from == CIS2_FROM_TEXT ? "text: the ids are the bytes' tokenization"
+                                             : "ids: the bytes are the ids' bytes";
     const char *derived = from == CIS2_FROM_TEXT ? ki : kh;
-    if (from == CIS2_FROM_TEXT) cis2_vd_field(v, kh, CIS2_FIELD_INPUT, "input (%zu bytes)", len);
-    else cis2_vd_field(v, ki, CIS2_FIELD_INPUT, "input (%zu ids)", n);
     if (!tok) {
+        cis2_vd_field(v, kf, CIS2_FIELD_UNVERIFIED, "unverified (%s; needs --tokenizer)", rel);
+        if (from == CIS2_FROM_TEXT) cis2_vd_field(v, kh, CIS2_FIELD_INPUT, "input (%zu bytes)", len);
+        else cis2_vd_field(v, ki, CIS2_FIELD_INPUT, "input (%zu ids)", n);
         cis2_vd_field(v, derived, CIS2_FIELD_UNVERIFIED, "unverified (needs --tokenizer)");
         cis2_vd_name(j->unv, sizeof j->unv, derived);
         return;
     }
-    if (from == CIS2_FROM_TEXT) {
-        uint32_t *got = NULL;
-        size_t ng = 0;
-        cis2_error te = {0};
-        if (cis2_tokenizer_encode_flags(tok, (const char *)bytes, len, 0, SIZE_MAX, &got, &ng, &te))
-            cis2_vd_field(v, ki, CIS2_FIELD_MISMATCH, "MISMATCH (%s-hex does not tokenize: %s)", name, te.msg), out_bad(j, ki);
-        else if (cis2_vd_ids(v, ki, ids, n, got, ng)) out_bad(j, ki);
-        cis2_free(got);
-        return;
+    /* the derived half's outcome first, its line in receipt order below */
+    cis2_verdict scratch, *t = cis2_vd_init(&scratch, "") ? NULL : &scratch; /* holds the derived field */
+    int status = CIS2_FIELD_UNVERIFIED;
+    if (t) {
+        if (from == CIS2_FROM_TEXT) {
+            uint32_t *got = NULL;
+            size_t ng = 0;
+            cis2_error te = {0};
+            if (cis2_tokenizer_encode_flags(tok, (const char *)bytes, len, 0, SIZE_MAX, &got, &ng, &te))
+                cis2_vd_field(t, ki, CIS2_FIELD_MISMATCH, "MISMATCH (%s-hex does not tokenize: %s)", name, te.msg);
+            else cis2_vd_ids(t, ki, ids, n, got, ng);
+            cis2_free(got);
+        } else {
+            size_t total = 0, l;
+            for (size_t i = 0; i < n; i++)
+                if (cis2_tokenizer_token_bytes(tok, ids[i], &l)) total += l;
+            uint8_t *b = malloc(total + 1);
+            size_t k = 0;
+            for (size_t i = 0; b && i < n; i++) {
+                const char *tb = cis2_tokenizer_token_bytes(tok, ids[i], &l);
+                if (tb) { memcpy(b + k, tb, l); k += l; }
+            }
+            if (!b) cis2_vd_field(t, kh, CIS2_FIELD_UNVERIFIED, "unverified (out of memory)");
+            else if (k == len && (k == 0 || !memcmp(b, bytes, k))) cis2_vd_field(t, kh, CIS2_FIELD_OK, "ok");
+            else {
+                char *a = malloc(2 * len + 1), *g = malloc(2 * k + 1);
+                if (a) cis2_hex(bytes, len, a);
+                if (g) cis2_hex(b, k, g);
+                cis2_vd_field(t, kh, CIS2_FIELD_MISMATCH, "MISMATCH expected=%s got=%s (the ids' bytes)",
+                              a && len ? a : "none", g && k ? g : "none");
+                free(a);
+                free(g);
+            }
+            free(b);
+        }
+        if (t->n_fields) status = t->fields[t->n_fields - 1].status;
     }
-    size_t total = 0, l;
-    for (size_t i = 0; i < n; i++)
-        if (cis2_tokenizer_token_bytes(tok, ids[i], &l)) total += l;
-    uint8_t *b = malloc(total + 1);
-    size_t k = 0;
-    for (size_t i = 0; b && i < n; i++) {
-        const char *t = cis2_tokenizer_token_bytes(tok, ids[i], &l);
-        if (t) { memcpy(b + k, t, l); k += l; }
-    }
-    if (!b) cis2_vd_field(v, kh, CIS2_FIELD_UNVERIFIED, "unverified (out of memory)");
-    else if (k == len && (k == 0 || !memcmp(b, bytes, k))) cis2_vd_field(v, kh, CIS2_FIELD_OK, "ok");
-    else {
-        char *a = malloc(2 * len + 1), *g = malloc(2 * k + 1);
-        if (a) cis2_hex(bytes, len, a);
-        if (g) cis2_hex(b, k, g);
-        cis2_vd_field(v, kh, CIS2_FIELD_MISMATCH, "MISMATCH expected=%s got=%s (the ids' bytes)", a && len ? a : "none",
-                      g && k ? g : "none");
-        free(a);
-        free(g);
-        out_bad(j, kh);
-    }
-    free(b);
+    if (status == CIS2_FIELD_OK) cis2_vd_field(v, kf, CIS2_FIELD_OK, "ok (%s)", rel);
+    else if (status == CIS2_FIELD_MISMATCH) cis2_vd_field(v, kf, CIS2_FIELD_INPUT, "input (%s: does not hold, see %s)", rel, derived);
+    else cis2_vd_field(v, kf, CIS2_FIELD_UNVERIFIED, "unverified (%s)", rel);
+    if (from == CIS2_FROM_TEXT) cis2_vd_field(v, kh, CIS2_FIELD_INPUT, "input (%zu bytes)", len);
+    else cis2_vd_field(v, ki, CIS2_FIELD_INPUT, "input (%zu ids)", n);
+    if (t && t->n_fields) {
+        const cis2_field *f = &t->fields[t->n_fields - 1];
+        cis2_vd_field(v, derived, f->status, "%s", f->detail);
+    } else
+        cis2_vd_field(v, derived, CIS2_FIELD_UNVERIFIED, "unverified (out of memory)");
+    if (status == CIS2_FIELD_MISMATCH) out_bad(j, derived);
+    if (t) cis2_vd_clear(t);
 }
 
 static void judge_head(cis2_verdict *v, judged *j, const cis2_receipt *r, const uint8_t *w_sha, const uint8_t *c_sha,
