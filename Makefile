@@ -1,8 +1,9 @@
 # cis2 - GNU Makefile.
 #
 #   make                      build build/cis2, build/libcis2.a and build/libcis2.so
-#   make check                build and run every test (tests/run.sh;
-#                             ONLY=name: those whose name contains it)
+#   make -j2 check            build and run every test (tests/run.sh), two
+#                             at a time (ONLY=name: those whose name
+#                             contains it; JOBS=N: N at a time)
 #   make check-cross          the aarch64 leg under qemu (tests/cross/)
 #   make matrix               every compiler x optimisation x ISA cell (tools/matrix)
 #   make run                  the main job (README)
@@ -172,8 +173,11 @@ $(BUILD)/tests/test_serve_buf: serve/serve_buf.c serve/serve.h
 
 tests: all $(TEST_BIN)
 
+# tests/run.sh takes make's -jN as its number of tests at a time (JOBS=N
+# says it outright); SET=san is the sanitizer leg's set (docs/building.md).
 check: tests
-	BUILD=$(BUILD) SAN="$(SAN)" CC="$(CC)" OPT="$(OPT)" ARCH=$(ARCH) RUNNER="$(RUNNER)" sh tests/run.sh
+	BUILD=$(BUILD) SAN="$(SAN)" CC="$(CC)" OPT="$(OPT)" ARCH=$(ARCH) RUNNER="$(RUNNER)" \
+	  SET="$(SET)" JOBS="$(JOBS)" sh tests/run.sh
 
 # The aarch64 leg (tests/cross/, docs/cross-isa.md): a cross build run under
 # qemu whose receipts must equal this build's byte for byte.  Needs

@@ -1,6 +1,8 @@
 #!/bin/sh
 # cis2 bench runs and reports every figure (a smoke test: no timing is asserted);
 # --quick the headline ones; both print progress and an estimate on stderr.
+# serial: a benchmark (its numbers mean nothing on shared cores)
+# san: skip - a benchmark: its numbers mean nothing under the sanitizers
 set -eu
 . tests/lib.sh
 tmpdir d

@@ -6,6 +6,9 @@
 # mapping is unmapped after packing, model.c), and its resident set, now and
 # at its peak (while loading), must be about one copy of the weights, not
 # two.  Prints both.
+# serial: reads a decoding process's maps and resident set while it runs
+# san: skip - measures the resident set, which ASan's shadow memory and
+#   quarantine distort
 set -eu
 . tests/lib.sh
 tmpdir T

@@ -13,6 +13,7 @@
 #     another: the first file's hash with mixed weights).
 # At least one trial of each kind must land during the load, or the test
 # would prove nothing.  Every run is bounded by `timeout`.
+# serial: a file changed at chosen delays while the load runs
 set -eu
 . tests/lib.sh
 tmpdir T

@@ -2,6 +2,7 @@
 # cis2 run / conform on synthetic checkpoints (issue "Model, decode and
 # witness"): the §13.1 block and its order, --json, KV cache == recompute
 # (§3.5), two processes agree, batches equal single runs, clean errors.
+# serial: --stream must show text well before the block (a time gap)
 set -eu
 . tests/lib.sh
 tmpdir T

@@ -23,6 +23,7 @@
 #   stop  tests/server/stopper.py's checkpoint, whose steps choose "A" or
 #         <|im_end|>: chat ends at <|im_end|>, eos, stop ids and stop strings
 #         end completions, whole and streamed
+# serial: a SIGTERM drain must end within 5 s
 set -u
 . tests/lib.sh
 FAIL_TAIL=15   # fail shows the end of every $d/*.err

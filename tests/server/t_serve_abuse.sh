@@ -17,6 +17,7 @@
 #   C  SIGTERM while a long verification runs: the drain ends it, the
 #      server exits 0, the client gets 503; a second SIGTERM ends the
 #      drain at once
+# serial: slots must free up within seconds of a client leaving
 set -u
 . tests/lib.sh
 FAIL_TAIL=15   # fail shows the end of every $d/*.err

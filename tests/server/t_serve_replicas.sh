@@ -26,6 +26,7 @@
 #     Connection: close, then the connection closes; its stream in flight
 #     still ends whole (tests/server/drain_conn.py)
 # About 15 s on 2 cores.
+# serial: a replica restarted mid-load, the load balancer's health checks timed
 set -u
 . tests/lib.sh
 PY=/usr/bin/python3

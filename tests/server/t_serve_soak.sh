@@ -10,6 +10,7 @@
 # 512 MiB, and the last third's peak within 64 MiB of the first third's),
 # and every receipt received verifies with `cis2 verify` against a copy of
 # the checkpoint.
+# serial: a load of SOAK_SECONDS, its latencies and resident set sampled
 set -u
 . tests/lib.sh
 SECS=${SOAK_SECONDS:-25}
