@@ -11,6 +11,8 @@
 # invalid parameter is a usage error; decimals round as §S2.3 says
 # (params.json's table); a greedy run without stop rules still writes the
 # v1 receipt whatever filters were given (§S7.1).
+# san: skip - sampled decodes against the second sampler; the sampler's
+#   memory is test_sample's and the server's
 set -u
 . tests/lib.sh
 PY=/usr/bin/python3

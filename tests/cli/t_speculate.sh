@@ -18,6 +18,10 @@
 # "tiny plain g=37 K=1 threads=1 kernel=scalar: --json differs": keeping the
 # rows after the first disagreement (the break never taken) and leaving the
 # last draft unchecked (`r + 1 < q->ndraft`).
+# san: skip - speculative against plain decoding, byte for byte, over K x
+#   threads x kernels: long decodes compared; under the sanitizers
+#   test_speculate, t_serve_speculate and python's test_speculate and
+#   test_drafter run the same code
 set -u
 . tests/lib.sh
 tmpdir d

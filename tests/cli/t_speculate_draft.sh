@@ -16,6 +16,9 @@
 # Refusals: a draft model with another tokenizer.json (exit 2, naming both
 # hashes), a missing draft directory (exit 3), bad forms (exit 2, before
 # any load).
+# san: skip - draft-model decodes compared with plain ones; python
+#   test_drafter and test_concurrency run set_speculate with a draft model
+#   under the sanitizers
 set -u
 . tests/lib.sh
 tmpdir d

@@ -12,6 +12,10 @@
 #     once) give the decode replay's lines.
 #  3. Batch verification: one verdict line per receipt, a summary, and the
 #     highest exit code; the same verdicts as one at a time.
+# san: skip - teacher-forced prefill against decode on every matrix shape;
+#   receipts are parsed and verified under the sanitizers by test_receipt,
+#   t_receipt, t_verify_shards, t_score_receipt, python test_receipts and
+#   /v1/verify
 set -u
 . tests/lib.sh
 TOK=$SHARED/models/smollm2-135m/tokenizer.json

@@ -22,6 +22,8 @@
 # point DOC_REIMPL at a modified copy:
 #     DOC_REIMPL=/tmp/wrong.py BUILD=build/x sh tests/oracle/t_doc_reimpl.sh
 # About 10 s.  Skips when Debian's python has no numpy.
+# san: skip - logits against the document's re-implementation: numbers, not
+#   memory
 set -u
 . tests/lib.sh
 PY=/usr/bin/python3

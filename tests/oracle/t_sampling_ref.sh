@@ -7,6 +7,7 @@
 # tests/vectors/sampling/ equal to a fresh run of tests/sampling/gen_vectors.py.
 # A few seconds.  Skips when Debian's python has no numpy; runs without
 # pytest if it must.
+# san: skip - the sampler against the second sampler: numbers, not memory
 set -u
 PY=/usr/bin/python3
 cd "$(dirname "$0")/../.." || exit 1

