@@ -449,15 +449,26 @@ void cis2_model_free(cis2_model *m)
  * VM); the rounding up to 2 MiB costs at most a quarter more. */
 #define KV_BIG ((size_t)8 << 20)
 
+size_t cis2_kv_bytes(const cis2_model *m, size_t positions)
+{
+    if (positions > SIZE_MAX - 15) return SIZE_MAX;
+    size_t cap = (positions + 15) / 16 * 16; /* whole key blocks */
+    size_t per_pos = 2 * sizeof(float) * m->kv_dim; /* k and v of one position of one layer */
+    if (m->n_layers && cap > SIZE_MAX / m->n_layers) return SIZE_MAX;
+    size_t lc = m->n_layers * cap;
+    if (per_pos && lc > SIZE_MAX / per_pos) return SIZE_MAX;
+    return lc * per_pos;
+}
+
 int cis2_kv_init(cis2_kv *kv, const cis2_model *m, size_t cap, cis2_error *err)
 {
+    size_t bytes = cis2_kv_bytes(m, cap); /* k then v, one block */
     cap = (cap + 15) / 16 * 16; /* whole key blocks */
-    size_t n = m->n_layers * cap * m->kv_dim;
     kv->cap = cap;
     kv->k = kv->v = NULL;
-    if (n > SIZE_MAX / 2 / sizeof(float))
+    if (bytes == SIZE_MAX)
         return cis2_fail(err, CIS2_E_NOMEM, "out of memory for a KV cache of %zu positions", cap);
-    size_t bytes = 2 * n * sizeof(float); /* k then v, one block */
+    size_t n = bytes / 2 / sizeof(float);
     float *b = bytes >= KV_BIG ? cis2_big_alloc(bytes, NULL) : malloc(bytes);
     if (!b) return cis2_fail(err, CIS2_E_NOMEM, "out of memory for a KV cache of %zu positions", cap);
     memset(b, 0, n * sizeof(float)); /* k: block padding stays 0 */

@@ -85,6 +85,17 @@ typedef struct cis2_kv {
     size_t cap;             /* positions, a multiple of 16 */
     float *k, *v;
 } cis2_kv;
+/* The bytes of a cache of `positions` positions, rounded up to whole key
+ * blocks of 16, k and v: 2 * layers * cap * kv_dim * 4; SIZE_MAX when that
+ * is beyond size_t.  The one formula behind every KV budget (sessions,
+ * scoring, verification) and cis2_kv_init (docs/inputs.md "Memory"). */
+size_t cis2_kv_bytes(const cis2_model *m, size_t positions);
+/* Whether `need` more bytes fit beside `used` within `budget` (neither sum
+ * wraps: a SIZE_MAX need never fits). */
+static inline int cis2_kv_fits(size_t used, size_t need, size_t budget)
+{
+    return need <= budget && used <= budget - need;
+}
 int cis2_kv_init(cis2_kv *kv, const cis2_model *m, size_t cap, cis2_error *err);
 void cis2_kv_free(cis2_kv *kv);
 /* Positions [0, n) of src's cache into dst's (their caps may differ; n <=

@@ -269,7 +269,7 @@ static void sums(cis2_score_result *r)
 
 static size_t kv_need(const cis2_model *m, const sjob *j)
 {
-    return 2 * m->n_layers * ((j->len + 15) / 16 * 16) * m->kv_dim * sizeof(float);
+    return cis2_kv_bytes(m, j->len);
 }
 
 /* The caller's cancellation point (cis2_score_opts.should_stop): its code,
@@ -306,7 +306,7 @@ static int run_jobs(cis2_engine *e, const cis2_ctx *cx, sjob *jobs, size_t n, co
         for (size_t i = 0; i < n; i++) { /* admit while the KV caches fit (always one) */
             sjob *j = ord[i];
             if (j->state != J_WAIT) continue;
-            if (running && kv_used + kv_need(m, j) > SCORE_KV_BUDGET) break;
+            if (running && !cis2_kv_fits(kv_used, kv_need(m, j), SCORE_KV_BUDGET)) break;
             if ((rc = cis2_kv_init(&j->kv, m, j->len, err))) goto out;
             j->kv_bytes = kv_need(m, j);
             kv_used += j->kv_bytes;

@@ -251,7 +251,7 @@ static int seq_start(cis2_session *s, sseq *q, cis2_error *err)
     if (cis2_witness_begin(&q->w, m, q->prompt, q->n_prompt, q->rule.extension ? q->rule.params_digest : NULL))
         return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
     q->w_open = 1;
-    q->kv_bytes = 2 * m->n_layers * q->kv.cap * m->kv_dim * sizeof(float);
+    q->kv_bytes = cis2_kv_bytes(m, q->kv.cap);
     s->kv_used += q->kv_bytes;
     q->state = S_RUNNING;
     return CIS2_OK;
@@ -574,8 +574,9 @@ int cis2_session_step_framed(cis2_session *s, const cis2_ctx *cx, size_t *runnin
     for (size_t i = 0; i < s->n && nrun < s->o.max_batch; i++) {
         sseq *q = s->seqs[i];
         if (q->state != S_QUEUED) continue;
-        size_t need = 2 * m->n_layers * ((q->n_prompt + q->rule.max_tokens + 15) / 16 * 16) * m->kv_dim * sizeof(float);
-        if (nrun > 0 && s->kv_used + need > s->in.kv_budget) break;
+        size_t pos = q->n_prompt + q->rule.max_tokens;
+        size_t need = pos < q->n_prompt ? SIZE_MAX : cis2_kv_bytes(m, pos);
+        if (nrun > 0 && !cis2_kv_fits(s->kv_used, need, s->in.kv_budget)) break;
         if ((rc = seq_start(s, q, err))) return rc;
         nrun++;
     }

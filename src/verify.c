@@ -253,7 +253,7 @@ static int job_start(const cis2_model *m, vjob *j, size_t *kv_used, cis2_error *
      * input); a claimed id outside the vocabulary is never fed */
     j->forced_end = j->nids + j->claimed - 1;
     if (j->nids + j->oov_step < j->forced_end) j->forced_end = j->nids + j->oov_step;
-    j->kv_bytes = 2 * m->n_layers * j->kv.cap * m->kv_dim * sizeof(float);
+    j->kv_bytes = cis2_kv_bytes(m, j->kv.cap);
     *kv_used += j->kv_bytes;
     j->state = J_FORCED;
     return CIS2_OK;
@@ -261,7 +261,8 @@ static int job_start(const cis2_model *m, vjob *j, size_t *kv_used, cis2_error *
 
 static size_t kv_need(const cis2_model *m, const vjob *j)
 {
-    return 2 * m->n_layers * ((j->nids + j->stop.max_tokens + 15) / 16 * 16) * m->kv_dim * sizeof(float);
+    size_t pos = j->nids + j->stop.max_tokens;
+    return pos < j->nids ? SIZE_MAX : cis2_kv_bytes(m, pos);
 }
 
 /* The caller's cancellation point (cis2_verify_opts.should_stop): its
@@ -313,7 +314,7 @@ static int replay_prefill(cis2_engine *e, cis2_ctx *cx, vjob *jobs, size_t n, co
         for (size_t i = 0; i < n; i++) { /* admit while the KV caches fit (always one) */
             vjob *j = ord[i];
             if (j->state != J_WAIT) continue;
-            if (running && kv_used + kv_need(m, j) > VERIFY_KV_BUDGET) break;
+            if (running && !cis2_kv_fits(kv_used, kv_need(m, j), VERIFY_KV_BUDGET)) break;
             if ((rc = job_start(m, j, &kv_used, err))) goto out;
             cis2_verify_share_take(j, m);
             running++;

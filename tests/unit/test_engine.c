@@ -27,6 +27,7 @@
 #include "cis2.h"
 #include "verify.h"  /* cis2_verify_ex: pass limits, rows computed */
 #include "receipt.h" /* struct cis2_receipt: claims doctored in place */
+#include "model.h"   /* cis2_kv_bytes, cis2_kv_fits */
 
 static char root[4096], dir_tiny[4200], dir_qwen[4200], dir_odd[4200];
 
@@ -80,6 +81,28 @@ static size_t argmax_here(const float *v, size_t n) /* §11.2: strict >, first o
     for (size_t i = 1; i < n; i++)
         if (v[i] > v[best]) best = i;
     return best;
+}
+
+/* The one KV-size formula (docs/inputs.md "Memory"), by hand: k and v, 4
+ * bytes each, per layer, per position rounded up to 16, per kv_dim. */
+static void test_kv_bytes(void **state)
+{
+    (void)state;
+    cis2_model m;
+    memset(&m, 0, sizeof m);
+    m.n_layers = 30;
+    m.kv_dim = 192; /* SmolLM2-135M: 3 kv heads of 64 */
+    assert_int_equal(cis2_kv_bytes(&m, 1), 2 * 4 * 30 * 16 * 192);
+    assert_int_equal(cis2_kv_bytes(&m, 16), 2 * 4 * 30 * 16 * 192);
+    assert_int_equal(cis2_kv_bytes(&m, 17), 2 * 4 * 30 * 32 * 192);
+    assert_int_equal(cis2_kv_bytes(&m, 0), 0);
+    assert_true(cis2_kv_bytes(&m, SIZE_MAX) == SIZE_MAX);       /* the rounding would wrap */
+    assert_true(cis2_kv_bytes(&m, SIZE_MAX / 64) == SIZE_MAX);  /* the product would */
+    m.n_layers = 1;
+    m.kv_dim = 1;
+    assert_true(cis2_kv_bytes(&m, SIZE_MAX / 8 - 15) == (SIZE_MAX / 8 - 15 + 15) / 16 * 16 * 8);
+    assert_true(cis2_kv_fits(0, 10, 10) && !cis2_kv_fits(1, 10, 10) && !cis2_kv_fits(11, 0, 10));
+    assert_true(!cis2_kv_fits(5, SIZE_MAX, SIZE_MAX - 1) && !cis2_kv_fits(SIZE_MAX, 1, SIZE_MAX));
 }
 
 static void put_u32(EVP_MD_CTX *c, uint32_t v)
@@ -565,6 +588,7 @@ static void test_verify_shared_prefix(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kv_bytes),
         cmocka_unit_test(test_witness_independent),
         cmocka_unit_test(test_batch_equals_solo),
         cmocka_unit_test(test_session_join_leave),
