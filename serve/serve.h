@@ -481,6 +481,13 @@ typedef struct serve_guard {
 enum { SERVE_GUARD_NONE, SERVE_GUARD_STOPPING, SERVE_GUARD_GONE, SERVE_GUARD_TIMEOUT };
 serve_guard serve_guard_begin(const serve_ctx *sc, int fd);
 int serve_guard_should_stop(void *guard);
+/* POST /v1/verify's body (a receipt's text, {"receipt": "..."} or
+ * {"receipts": [...]}) verified: the response object, or NULL with e set
+ * (status 499: the client left, nothing to send).  serve_verify.c. */
+json_t *serve_verify(serve_ctx *sc, const char *body, size_t len, int fd, serve_err *e);
+/* echo / prompt_logprobs: c's prompts scored into c->scores (docs/sampling.md
+ * §S11); 0, or e's status.  serve_verify.c. */
+int serve_score_prompts(const serve_ctx *sc, serve_call *c, int fd, serve_err *e);
 void serve_http_stop(serve_http *h);
 
 #endif

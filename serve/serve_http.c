@@ -269,184 +269,19 @@ static enum MHD_Result do_metrics(struct MHD_Connection *c, req_ctx *r)
 
 /* --------------------------------------------------------------- verify */
 
-static const char *field_status(int s)
-{
-    static const char *n[] = {"ok", "mismatch", "input", "unverified", "same", "differs", "note"};
-    return s >= 0 && s <= 6 ? n[s] : "unknown";
-}
-
-#define SERVE_VERIFY_BATCH 256 /* receipts in one /v1/verify */
-
-/* One verdict as /v1/verify reports it (docs/serving.md). */
-static json_t *verdict_json(const cis2_verdict *v)
-{
-    json_t *o = json_object();
-    json_object_set_new(o, "verdict", json_string(v->name));
-    json_object_set_new(o, "summary", json_string(v->summary));
-    json_object_set_new(o, "ok", json_boolean(v->kind == CIS2_VERDICT_OK));
-    json_object_set_new(o, "exit_code", json_integer(v->code));
-    json_t *f = json_array();
-    for (size_t i = 0; i < v->n_fields; i++) {
-        json_t *x = json_object();
-        json_object_set_new(x, "key", json_string(v->fields[i].key));
-        json_object_set_new(x, "status", json_string(field_status(v->fields[i].status)));
-        json_object_set_new(x, "detail", json_string(v->fields[i].detail));
-        json_array_append_new(f, x);
-    }
-    json_object_set_new(o, "fields", f);
-    json_object_set_new(o, "first_bad_step", v->first_bad_step < 0 ? json_null() : json_integer(v->first_bad_step));
-    return o;
-}
-
-/* The positions a receipt makes the verifier compute, at most: its prompt's
- * bytes (no token is shorter than a byte) and the tokens it may run
- * (max-toks of an extension receipt, else gen-toks).  Known before any
- * work, so /v1/verify is bounded in work as well as in bytes. */
-/* the elements of a CSV value ("none": 0) */
-static size_t csv_count(const char *v)
-{
-    if (!v || !strcmp(v, "none")) return 0;
-    size_t n = 1;
-    for (; *v; v++) n += *v == ',';
-    return n;
-}
-
-static size_t receipt_work(const cis2_receipt *r)
-{
-    const char *cont = cis2_receipt_get(r, "continuation-token-ids"); /* a score receipt: the ids it scores */
-    if (cont) return csv_count(cont) + csv_count(cis2_receipt_get(r, "context-token-ids"));
-    const char *hex = cis2_receipt_get(r, "prompt-hex"), *mt = cis2_receipt_get(r, "max-toks");
-    const char *gt = cis2_receipt_get(r, "gen-toks");
-    size_t bytes = hex ? strlen(hex) / 2 : 0;
-    unsigned long long toks = strtoull(mt ? mt : gt ? gt : "0", NULL, 10);
-    return bytes + (toks > SIZE_MAX / 4 ? SIZE_MAX / 4 : (size_t)toks);
-}
-
-static void receipts_free(cis2_receipt **rs, size_t n)
-{
-    for (size_t i = 0; rs && i < n; i++) cis2_receipt_free(rs[i]);
-    free(rs);
-}
-
 /* The body: a receipt's text, {"receipt": "..."}, or {"receipts": [...]}
- * (at most SERVE_VERIFY_BATCH, verified together as `cis2 verify R1..Rn`:
- * one weight pass for all, a shared prompt prefix computed once). */
+ * (serve_verify.c). */
 static enum MHD_Result do_verify(struct MHD_Connection *c, req_ctx *r)
 {
-    serve_ctx *sc = r->h->sc;
-    const char *text = r->body ? r->body : "";
-    size_t len = r->len, n = 1;
-    json_t *body = NULL, *list = NULL; /* list: borrowed from body until the receipts are parsed */
-    size_t k = 0;
-    while (k < len && (text[k] == ' ' || text[k] == '\n' || text[k] == '\r' || text[k] == '\t')) k++;
-    if (k < len && text[k] == '{') {
-        json_error_t je;
-        body = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
-        if (!body)
-            FAIL(c, r, 400, "invalid_json", NULL, "We could not parse the JSON body of your request (line %d, column %d: %s)",
-                 je.line, je.column, je.text);
-        json_t *one = json_object_get(body, "receipt");
-        list = json_object_get(body, "receipts");
-        if (one && list) {
-            json_decref(body);
-            FAIL(c, r, 400, "invalid_value", "receipts", "give \"receipt\" or \"receipts\", not both");
-        }
-        if (list) {
-            n = json_is_array(list) ? json_array_size(list) : 0;
-            if (n == 0 || n > SERVE_VERIFY_BATCH) {
-                json_decref(body);
-                FAIL(c, r, 400, "invalid_value", "receipts", "\"receipts\" must be an array of 1 to %d receipts",
-                     SERVE_VERIFY_BATCH);
-            }
-        } else if (!json_is_string(one)) {
-            json_decref(body);
-            FAIL(c, r, 400, "invalid_value", "receipt",
-                 "the body must be a receipt, {\"receipt\": \"...\"} or {\"receipts\": [...]}");
-        } else {
-            text = json_string_value(one);
-            len = json_string_length(one);
-        }
-    }
-    cis2_receipt **rs = calloc(n, sizeof *rs);
-    cis2_error err = {0};
-    if (!rs) {
-        json_decref(body);
-        FAIL(c, r, 500, NULL, NULL, "out of memory");
-    }
-    for (size_t i = 0; i < n; i++) {
-        char name[48] = "receipt";
-        if (list) {
-            json_t *x = json_array_get(list, i);
-            snprintf(name, sizeof name, "receipts[%zu]", i);
-            if (!json_is_string(x)) {
-                receipts_free(rs, n);
-                json_decref(body);
-                FAIL(c, r, 400, "invalid_value", "receipts", "%s is not a string", name);
-            }
-            text = json_string_value(x);
-            len = json_string_length(x);
-        }
-        if (cis2_receipt_parse(text, len, name, &rs[i], &err)) {
-            receipts_free(rs, n);
-            json_decref(body);
-            FAIL(c, r, 400, "invalid_receipt", list ? "receipts" : "receipt", "%s", err.msg);
-        }
-    }
-    int batch = list != NULL;
-    json_decref(body);
-    size_t work = 0;
-    for (size_t i = 0; i < n; i++) work += receipt_work(rs[i]);
-    if (work > sc->cfg.verify_max_tokens) {
-        receipts_free(rs, n);
-        FAIL(c, r, 413, "verify_too_large", NULL,
-             "the receipts claim %zu prompt bytes and tokens in all; this server verifies at most %zu in one "
-             "request (--verify-max-tokens): send fewer receipts at a time", work, sc->cfg.verify_max_tokens);
-    }
-    pthread_mutex_lock(&sc->vmu);
-    int busy = sc->verifying >= sc->verify_max;
-    if (!busy) sc->verifying++;
-    pthread_mutex_unlock(&sc->vmu);
-    if (busy) {
-        receipts_free(rs, n);
-        FAIL(c, r, 429, "verify_busy", NULL, "%zu verifications are already running: retry later", sc->verify_max);
-    }
-    cis2_verdict *v = NULL;
-    serve_guard g = serve_guard_begin(sc, conn_fd(c));
-    cis2_verify_opts vo = {.should_stop = serve_guard_should_stop, .should_stop_ctx = &g};
-    int rc = cis2_verify(sc->e, rs, n, &vo, &v, &err); /* the prefill replay; concurrent with the engine thread */
-    pthread_mutex_lock(&sc->vmu);
-    sc->verifying--;
-    pthread_mutex_unlock(&sc->vmu);
-    receipts_free(rs, n);
-    if (rc == CIS2_E_CANCELLED && g.why == SERVE_GUARD_GONE) {
-        serve_metrics_request(sc->met, ep_label[r->ep], 499); /* nobody to answer */
+    serve_err e = {0};
+    json_t *o = serve_verify(r->h->sc, r->body, r->len, conn_fd(c), &e);
+    if (o) return send_json(c, r, 200, o);
+    if (e.status == 499) { /* the client left: nobody to answer */
+        serve_metrics_request(r->h->sc->met, ep_label[r->ep], 499);
         r->status = 499;
         return MHD_NO;
     }
-    if (rc == CIS2_E_CANCELLED && g.why == SERVE_GUARD_STOPPING)
-        FAIL(c, r, 503, "shutting_down", NULL, "the server is shutting down: verification cancelled");
-    if (rc == CIS2_E_CANCELLED && g.why == SERVE_GUARD_TIMEOUT)
-        FAIL(c, r, 413, "verify_timeout", NULL,
-             "verification took longer than %u s (--verify-timeout): send fewer receipts at a time",
-             sc->cfg.verify_timeout_s);
-    if (rc) FAIL(c, r, serve_status_for(rc), NULL, NULL, "verify failed: %s", err.msg);
-    json_t *o;
-    if (!batch) o = verdict_json(v);
-    else { /* every verdict in order, and the batch's: all OK, the highest exit code (as the CLI's) */
-        o = json_object();
-        json_t *a = json_array();
-        int all = 1, worst = 0;
-        for (size_t i = 0; i < n; i++) {
-            json_array_append_new(a, verdict_json(&v[i]));
-            all &= v[i].kind == CIS2_VERDICT_OK;
-            if (v[i].code > worst) worst = v[i].code;
-        }
-        json_object_set_new(o, "verdicts", a);
-        json_object_set_new(o, "ok", json_boolean(all));
-        json_object_set_new(o, "exit_code", json_integer(worst));
-    }
-    cis2_verdicts_free(v, n);
-    return send_json(c, r, 200, o);
+    return send_err(c, r, &e);
 }
 
 /* ------------------------------------------------------------ generation */
@@ -981,33 +816,3 @@ size_t serve_http_active(serve_http *h) { (void)h; return 0; }
 void serve_http_stop(serve_http *h) { (void)h; }
 #endif
 
-/* The peer closed its end (or the socket failed)? (serve.h)  Built with or
- * without libmicrohttpd: serve_request.c's echo scoring asks it too, as
- * the guard below does for /v1/verify and echo's scoring. */
-int serve_client_gone(int fd)
-{
-    if (fd < 0) return 0;
-    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
-    if (poll(&p, 1, 0) <= 0) return 0;
-    if (p.revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)) return 1;
-    if (p.revents & POLLIN) {
-        char b;
-        ssize_t k = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-        return k == 0;
-    }
-    return 0;
-}
-
-serve_guard serve_guard_begin(const serve_ctx *sc, int fd)
-{
-    return (serve_guard){sc, fd, serve_now() + sc->cfg.verify_timeout_s, SERVE_GUARD_NONE};
-}
-
-int serve_guard_should_stop(void *guard)
-{
-    serve_guard *g = guard;
-    if (atomic_load(&((serve_ctx *)g->sc)->stopping)) g->why = SERVE_GUARD_STOPPING;
-    else if (serve_client_gone(g->fd)) g->why = SERVE_GUARD_GONE;
-    else if (serve_now() > g->deadline) g->why = SERVE_GUARD_TIMEOUT;
-    return g->why != SERVE_GUARD_NONE;
-}

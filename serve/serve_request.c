@@ -6,7 +6,8 @@
  * serve_call_job once the engine took the job); the engine is used only
  * through its read-only calls (tokenize, detokenize, the §S2.2 check).
  * Calls serve_err.c, serve_body.c (the body's text), serve_chat.c (chat
- * prompts), serve_engine.c (jobs) and serve_metrics.c (prompt tokens).
+ * prompts), serve_engine.c (jobs), serve_metrics.c (prompt tokens) and
+ * serve_verify.c (echo's prompt scores); never serve_http.c.
  *
  * Parameters and cis2's choices (docs/serving.md; docs/inputs.md "HTTP
  * requests"):
@@ -36,7 +37,8 @@
  *     (no job).  vLLM's prompt_logprobs (0..20) asks for the scores in its
  *     shape.  The scores are cis2_score's (docs/sampling.md §S11: the
  *     prompt as a continuation without context), computed here on the HTTP
- *     thread (score_prompts), as /v1/verify computes its prefills, and
+ *     thread (serve_score_prompts, serve_verify.c), as /v1/verify computes its
+ *     prefills, and
  *     bounded as /v1/verify is: more than --verify-max-tokens prompt tokens
  *     in all is 413 score_too_large before any work; a client that leaves
  *     ends it at the next weight pass (499, nothing sent).
@@ -539,46 +541,6 @@ static int build_job(serve_call *c, serve_err *e)
     return 0;
 }
 
-/* echo: the prompt's scores (docs/sampling.md §S11: each prompt scored as
- * a continuation with no context, its ids the job's, the first token
- * unscored) when logprobs are asked with echo, or prompt_logprobs. */
-static int score_prompts(const serve_ctx *sc, serve_call *c, int fd, serve_err *e)
-{
-    if (!(c->echo && c->logprobs) && !c->prompt_lp) return 0;
-    unsigned top = c->prompt_lp ? c->prompt_lp_top : 0;
-    if (c->echo && c->logprobs && c->top_logprobs > top) top = c->top_logprobs;
-    size_t work = 0; /* the positions the scoring computes: bounded as /v1/verify's (issue 35) */
-    for (size_t i = 0; i < c->n_prompts; i++) work += c->prompts[i].n_tokens;
-    if (work > sc->cfg.verify_max_tokens)
-        return serve_fail(e, 413, "score_too_large", c->echo ? "echo" : "prompt_logprobs",
-                          "scoring the prompts takes %zu tokens in all; this server scores at most %zu in one request "
-                          "(--verify-max-tokens): send fewer or shorter prompts at a time", work,
-                          sc->cfg.verify_max_tokens);
-    cis2_score_request *rq = calloc(c->n_prompts, sizeof *rq);
-    if (!rq) return serve_fail(e, 500, NULL, NULL, "out of memory");
-    for (size_t i = 0; i < c->n_prompts; i++) {
-        const serve_prompt *p = &c->prompts[i];
-        rq[i] = (cis2_score_request){.continuation = p->text, .continuation_len = p->text ? p->len : 0,
-                                     .continuation_ids = p->text ? NULL : p->ids,
-                                     .n_continuation_ids = p->text ? 0 : p->n_ids, .top_logprobs = top};
-    }
-    cis2_error err = {0};
-    serve_guard g = serve_guard_begin(sc, fd); /* as /v1/verify's */
-    cis2_score_opts so = {.should_stop = serve_guard_should_stop, .should_stop_ctx = &g};
-    int rc = cis2_score_ex(sc->e, rq, c->n_prompts, &so, &c->scores, &err); /* concurrent with the engine, as /v1/verify */
-    free(rq);
-    if (rc == CIS2_E_CANCELLED && g.why == SERVE_GUARD_GONE)
-        return serve_fail(e, 499, "client_gone", NULL, "the client left while its prompts were scored");
-    if (rc == CIS2_E_CANCELLED && g.why == SERVE_GUARD_TIMEOUT)
-        return serve_fail(e, 413, "score_timeout", c->echo ? "echo" : "prompt_logprobs",
-                          "scoring the prompts took longer than this server's --verify-timeout (%u s): send fewer or "
-                          "shorter prompts at a time", sc->cfg.verify_timeout_s);
-    if (rc == CIS2_E_CANCELLED)
-        return serve_fail(e, 503, "shutting_down", NULL, "the server is shutting down; scoring was stopped");
-    if (rc) return serve_fail(e, serve_status_for(rc), NULL, "prompt", "scoring the prompt failed: %s", err.msg);
-    return 0;
-}
-
 /* -------------------------------------------------------------- parsing */
 
 /* echo (the prompt before the completion, with its logprobs when asked)
@@ -632,7 +594,7 @@ static int parse_params(const serve_ctx *sc, json_t *body, const char *raw, size
                         c->n_prompts * c->n_choices, sc->cfg.max_batch);
     if (!rc) rc = parse_max_tokens(sc, body, c, e);
     if (!rc) rc = build_job(c, e);
-    if (!rc) rc = score_prompts(sc, c, fd, e);
+    if (!rc) rc = serve_score_prompts(sc, c, fd, e);
     return rc;
 }
 
