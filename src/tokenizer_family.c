@@ -272,7 +272,7 @@ static int sp_decode_one(cis2_tokenizer *t, const char *s, size_t len, uint32_t 
         else r[on++] = s[i++];
     r[on] = 0;
     uint32_t off;
-    int rc = tokfam_arena_add(t, r, on, &off);
+    int rc = tok_arena_add(t, r, on, &off);
     if (!rc) {
         t->dec_off[id] = off; t->dec_len[id] = (uint32_t)on;
         t->byte_val[id] = (int16_t)byte_token(r, on);

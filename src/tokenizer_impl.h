@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- hashing ---- */
@@ -120,8 +121,8 @@ struct cis2_tokenizer {
     int metaspace, ms_scheme, ms_split;  /* Metaspace pre-tokenizer: scheme 0 never, 1 first, 2 always */
 };
 
-/* tokenizer_family.c (non-normative families) and the helpers of
- * tokenizer_load.c it uses. */
+/* tokenizer_family.c (non-normative families), called by tokenizer_load.c
+ * (the load) and tokenizer.c (tokfam_normalize); it calls neither. */
 #include <jansson.h>
 int tokfam_normalizer(cis2_tokenizer *t, json_t *v, const char *path, cis2_error *err);
 int tokfam_decoder_sp(cis2_tokenizer *t, json_t *v, const char *path, cis2_error *err);
@@ -131,7 +132,25 @@ void tokfam_free(cis2_tokenizer *t);
 /* t's normalizer on s[0..n): *out (malloc'd) and *on; *out NULL when the
  * text is unchanged.  -1: out of memory. */
 int tokfam_normalize(const cis2_tokenizer *t, const char *s, size_t n, char **out, size_t *on);
-int tokfam_arena_add(cis2_tokenizer *t, const char *s, size_t n, uint32_t *off);
+
+/* The string arena every token's bytes live in: s[0..n) appended, its
+ * offset in *off; -1 when out of memory or beyond 4 GiB (offsets are
+ * 32-bit).  Used while loading, by tokenizer_load.c and tokenizer_family.c. */
+static inline int tok_arena_add(cis2_tokenizer *t, const char *s, size_t n, uint32_t *off)
+{
+    if (t->arena_len + n > t->arena_cap) {
+        size_t cap = t->arena_cap ? t->arena_cap : 1 << 16;
+        while (cap < t->arena_len + n) cap *= 2;
+        if (cap > UINT32_MAX) return -1;
+        char *a = realloc(t->arena, cap);
+        if (!a) return -1;
+        t->arena = a; t->arena_cap = cap;
+    }
+    memcpy(t->arena + t->arena_len, s, n);
+    *off = (uint32_t)t->arena_len;
+    t->arena_len += n;
+    return 0;
+}
 
 /* cp as UTF-8 into o[0..4); returns its length */
 static inline size_t utf8_put(uint32_t cp, char *o)

@@ -69,28 +69,7 @@ uint32_t cis2_byte_to_unicode(uint8_t b)
     return 256 + n;
 }
 
-/* ---- arena and tables ---- */
-static int arena_add(cis2_tokenizer *t, const char *s, size_t n, uint32_t *off)
-{
-    if (t->arena_len + n > t->arena_cap) {
-        size_t cap = t->arena_cap ? t->arena_cap : 1 << 16;
-        while (cap < t->arena_len + n) cap *= 2;
-        if (cap > UINT32_MAX) return -1;
-        char *a = realloc(t->arena, cap);
-        if (!a) return -1;
-        t->arena = a; t->arena_cap = cap;
-    }
-    memcpy(t->arena + t->arena_len, s, n);
-    *off = (uint32_t)t->arena_len;
-    t->arena_len += n;
-    return 0;
-}
-
-int tokfam_arena_add(cis2_tokenizer *t, const char *s, size_t n, uint32_t *off)
-{
-    return arena_add(t, s, n, off);
-}
-
+/* ---- tables ---- */
 static void ac_free(ac_trie *T)
 {
     free(T->first); free(T->fail); free(T->out); free(T->label);
@@ -307,7 +286,7 @@ static int load_vocab(cis2_tokenizer *t, json_t *vocab, const char *path, cis2_e
         if (s->id != UINT32_MAX)
             return cis2_fail(err, CIS2_E_FORMAT, "%s: model.vocab token \"%.40s\" appears twice", path, key);
         uint32_t off;
-        if (arena_add(t, key, klen, &off)) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
+        if (tok_arena_add(t, key, klen, &off)) return cis2_fail(err, CIS2_E_NOMEM, "%s: out of memory", path);
         s->off = off; s->len = (uint32_t)klen; s->id = (uint32_t)json_integer_value(val);
         if (s->id > maxid) maxid = s->id;
     }
@@ -614,10 +593,10 @@ static int decode_one(cis2_tokenizer *t, const int16_t *inv, const char *str, si
     }
     uint32_t off;
     if (mapped) {
-        if (arena_add(t, *tmp, k, &off)) return -1;
+        if (tok_arena_add(t, *tmp, k, &off)) return -1;
         t->dec_off[id] = off; t->dec_len[id] = (uint32_t)k;
     } else {
-        if (!have_off && arena_add(t, str, len, &fallback_off)) return -1;
+        if (!have_off && tok_arena_add(t, str, len, &fallback_off)) return -1;
         t->dec_off[id] = fallback_off; t->dec_len[id] = (uint32_t)len;
     }
     return 0;
