@@ -30,11 +30,12 @@
  *                    JSON and server-sent-event responses, /v1/verify
  *   serve_main.c     cmd_serve: options, start-up, signals, shutdown
  *
- * Which modules' functions each one calls (from the objects' symbols; the
- * graph is acyclic: a module calls only modules above it, in the map and
- * here; serve_buf.c and serve_err.c are leaves, so a module that only has
- * to say "400" depends on nothing else; serve_main.c's cmd_serve is
- * called by cli/main.c):
+ * Which modules' functions each one calls (from the objects' symbols; a
+ * module calls only modules above it, in the map and here, but for one
+ * circle: serve_request's echo scoring calls serve_http's serve_guard_*,
+ * below it (docs/architecture.md "Rules of the house"); serve_buf.c and
+ * serve_err.c are leaves, so a module that only has to say "400" depends
+ * on nothing else; serve_main.c's cmd_serve is called by cli/main.c):
  *
  *   serve_buf       -> (none)
  *   serve_err       -> (none)
@@ -45,7 +46,7 @@
  *   serve_chat      -> serve_err, serve_buf
  *   serve_body      -> serve_err
  *   serve_request   -> serve_err, serve_body, serve_chat, serve_engine,
- *                      serve_metrics
+ *                      serve_metrics, serve_http (serve_guard_*)
  *   serve_response  -> serve_err, serve_logprobs, serve_buf
  *   serve_stream    -> serve_err, serve_response, serve_logprobs, serve_buf
  *   serve_http      -> serve_err, serve_request, serve_response,

@@ -6,7 +6,9 @@
  * serve_call_job once the engine took the job); the engine is used only
  * through its read-only calls (tokenize, detokenize, the §S2.2 check).
  * Calls serve_err.c, serve_body.c (the body's text), serve_chat.c (chat
- * prompts), serve_engine.c (jobs) and serve_metrics.c (prompt tokens).
+ * prompts), serve_engine.c (jobs), serve_metrics.c (prompt tokens) and,
+ * back up, serve_http.c (serve_guard_*, which ends an echo's scoring as it
+ * ends /v1/verify's: a circle, docs/architecture.md "Rules of the house").
  *
  * Parameters and cis2's choices (docs/serving.md; docs/inputs.md "HTTP
  * requests"):

@@ -12,13 +12,16 @@
  *   - SentencePiece-style BPE (no ByteLevel): model.byte_fallback,
  *     unk_token, fuse_unk (the symbols are built in tokenizer.c);
  *   - the decoder Sequence [Replace("▁", " "), ByteFallback, Fuse,
- *     Strip(" ", n, 0)] (tokfam_build_sp_decode, used by tokenizer.c);
+ *     Strip(" ", n, 0)] (tokfam_build_sp_decode, called at load: the
+ *     per-id text tokenizer.c decodes with);
  *   - the post-processor TemplateProcessing (also inside a Sequence after
  *     ByteLevel): the ids of the single template around the text, which
  *     encode adds with CIS2_TOK_ADD_SPECIAL (add_special_tokens=True).
  * Anything else in those keys is refused naming the file and the key
  * (CIS2_E_UNSUPPORTED, exit 5).  The Split pre-tokenizers are pretok.c;
- * loading the rest of the file is tokenizer_load.c.
+ * loading the rest of the file is tokenizer_load.c, which calls the
+ * tokfam_* functions here and is called back for its string arena
+ * (tokfam_arena_add): a circle, docs/architecture.md "Rules of the house".
  */
 #include "tokenizer_impl.h"
 #include "nfc.h"
