@@ -1,6 +1,7 @@
 /*
  * engine.h - the engine handle behind include/cis2.h section 3 (internal:
- * session.c, verify.c and results.c reach into it).
+ * session.c, score.c, verify.c, verify_plan.c, verify_score.c and
+ * receipt.c reach into it).
  *
  * An engine is a loaded model (model.h), its tokenizer (or the reason it
  * has none), and what its calls compute with: its own worker pool

@@ -13,8 +13,9 @@
  * load, and Gemma 3's (1 + w) norms, scaled embedding, query scale, second
  * RoPE table and GELU).  Matrix products go
  * through cis2_matmul (§5.2); everything else is written out here in the
- * spec's exact operation order, one rounding per statement.  Callers: the
- * library API (cis2_model_load, cis2_forward) and decode.c.
+ * spec's exact operation order, one rounding per statement.  Callers:
+ * engine.c and draft.c (cis2_model_load); session.c, verify.c, score.c and
+ * draft.c (cis2_forward).
  *
  * Loading reads every input exactly once (fileio.h, issue 16): config.json
  * and tokenizer.json into owned buffers that are both hashed and parsed
