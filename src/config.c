@@ -14,7 +14,8 @@
  *
  * Every top-level key must be in the key table (KEYS below: read, inert,
  * or neutral at one value); an unknown key is refused, never ignored
- * (issue 33), since cis2 cannot tell whether it changes the forward pass.
+ * (docs/inputs.md "The key table"), since cis2 cannot tell whether it
+ * changes the forward pass.
  *
  * Refused as CIS2_E_UNSUPPORTED (outside what the spec's forward pass
  * describes), one line naming the file and the key: a key not in the
@@ -162,7 +163,7 @@ static void parse_eos(cis2_config *c, const json_t *v)
     else c->n_eos = 1;
 }
 
-/* ---- the key table (issue 33) ----
+/* ---- the key table (docs/inputs.md "The key table") ----
  *
  * Every top-level key cis2 knows, in one of three classes; any other key is
  * refused (CIS2_E_UNSUPPORTED, naming it): cis2 cannot tell whether an

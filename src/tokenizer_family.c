@@ -1,7 +1,7 @@
 /*
  * tokenizer_family.c - NON-NORMATIVE: the tokenizer.json components of the
- * model families beyond SmolLM2's shape (issue 33 item 4; outside CIS-2
- * v0.3b §3, admitted by default since issue 33), exact to
+ * model families beyond SmolLM2's shape (docs/tokenizer.md "Which
+ * tokenizers"; outside CIS-2 v0.3b §3, admitted by default), exact to
  * Hugging Face `tokenizers` 0.23.2 on the real files of Llama-3, Qwen3,
  * Llama-2 (Mistral, TinyLlama) and Gemma-3:
  *   - normalizers NFC, Prepend, Replace (literal pattern) and Sequence of
