@@ -152,7 +152,7 @@ CIS2_API const char *cis2_isa_name(void);
 
 typedef struct cis2_engine cis2_engine;
 
-/* Accepted, no effect (issue 33): the model families' tokenizer.json
+/* Accepted, no effect: the model families' tokenizer.json
  * shapes (Qwen, Llama-3, Llama-2/Mistral, Gemma-3; outside CIS-2 v0.3b §3,
  * docs/tokenizer.md) load without it; tokenizer_normative tells them apart. */
 #define CIS2_OPEN_TOKENIZER_EXT 1u

@@ -1,5 +1,5 @@
 /*
- * serve.h - `cis2 serve`, the OpenAI-compatible HTTP server (issue 19): a
+ * serve.h - `cis2 serve`, the OpenAI-compatible HTTP server (docs/serving.md): a
  * client of the library like the rest of the `cis2` program (it includes
  * no cis2 header but cis2.h, cis2_toolkit.h and this one, and links only
  * the public libcis2.a), declared here for its modules, grouped by module
@@ -455,8 +455,8 @@ int serve_sse_format(serve_sse *s, serve_buf *out, int *done);
 /* ---------------------------------------------------- http (serve_http.c) */
 
 typedef struct serve_http serve_http;
-/* Binds and listens on cfg.host:cfg.port before the model loads (issue 32
- * item 11), so a busy port fails at once (CIS2_E_IO) and connections made
+/* Binds and listens on cfg.host:cfg.port before the model loads
+ * (docs/serving.md "Starting it"), so a busy port fails at once (CIS2_E_IO) and connections made
  * while the model loads wait in the kernel's backlog; *port is the port
  * bound (--port 0: the kernel's choice). */
 int serve_http_bind(const serve_config *cfg, int *fd, unsigned *port, cis2_error *err);

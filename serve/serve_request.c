@@ -1,5 +1,6 @@
 /*
- * serve_request.c - OpenAI request bodies to jobs (issue 19 items 1, 5):
+ * serve_request.c - OpenAI request bodies to jobs (docs/serving.md
+ * "Parameters, and cis2's choices"):
  * /v1/completions and /v1/chat/completions bodies are validated and turned
  * into a serve_call holding a serve_job (one sequence per prompt and
  * choice).  Called on HTTP threads (serve_http.c: serve_call_parse, then
@@ -210,7 +211,7 @@ static int neutral_params(json_t *body, size_t n, serve_err *e)
 }
 
 /* A server serves one model, named after --model-dir's last component
- * unless --model-name says otherwise (issue 32 item 3): every refusal of
+ * unless --model-name says otherwise (docs/serving.md "Starting it"): every refusal of
  * `model` says which name to send, so a user who guessed it wrong sees
  * what to put. */
 static int check_model(const serve_ctx *sc, json_t *body, serve_err *e)
@@ -549,7 +550,7 @@ static int score_prompts(const serve_ctx *sc, serve_call *c, int fd, serve_err *
     if (!(c->echo && c->logprobs) && !c->prompt_lp) return 0;
     unsigned top = c->prompt_lp ? c->prompt_lp_top : 0;
     if (c->echo && c->logprobs && c->top_logprobs > top) top = c->top_logprobs;
-    size_t work = 0; /* the positions the scoring computes: bounded as /v1/verify's (issue 35) */
+    size_t work = 0; /* the positions the scoring computes: bounded as /v1/verify's (docs/inputs.md "Memory") */
     for (size_t i = 0; i < c->n_prompts; i++) work += c->prompts[i].n_tokens;
     if (work > sc->cfg.verify_max_tokens)
         return serve_fail(e, 413, "score_too_large", c->echo ? "echo" : "prompt_logprobs",
