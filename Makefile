@@ -189,8 +189,9 @@ run: all
 	sh tools/run-main
 
 # One engine's every public call against every other under ThreadSanitizer
-# (issue 30): tests/unit/test_concurrency.c, and the library's own unit tests of
-# threads (test_engine), in their own build dir; any report fails it.
+# (docs/building.md "Sanitizers, threads and fuzzing"):
+# tests/unit/test_concurrency.c, and the library's own unit tests of threads
+# (test_engine), in their own build dir; any report fails it.
 TSAN_BUILD ?= build/tsan
 tsan:
 	$(MAKE) SAN=thread BUILD=$(TSAN_BUILD) $(TSAN_BUILD)/tests/test_concurrency $(TSAN_BUILD)/tests/test_engine
@@ -210,7 +211,7 @@ install: all
 	  cis2.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/cis2.pc
 
 
-# ---- libFuzzer targets (fuzz/, issue 8; docs/inputs.md) ----
+# ---- libFuzzer targets (fuzz/; docs/building.md "Sanitizers, threads and fuzzing", docs/inputs.md) ----
 # The library sources are compiled once more with clang and
 # -fsanitize=fuzzer-no-link,address,undefined into $(FUZZ_OUT)/libcis2-fuzz.a;
 # each fuzz/fuzz_NAME.c links against it with -fsanitize=fuzzer (the linker

@@ -15,12 +15,12 @@
  * 16 receipts of 64 tokens together and one at a time, of 16 prompts and
  * as 16 samples of one prompt of 32 and of 128 tokens), peak RSS;
  * --gen-toks N adds decode tokens/s at positions 16, 512, 2048 (those
- * below N); scoring (issue 35 item 5, docs/sampling.md §S11): 64 tokens
+ * below N); scoring (docs/sampling.md §S11): 64 tokens
  * scored (cis2_score) against the prefill of 64 and (not with --quick)
  * against the verification prefill of a 64-token receipt (which, as a
  * score, computes every row's logits), and (not with --quick) 4 continuations of 8 tokens after one 200-token context scored
  * together (the context computed once) against each alone; speculative
- * decoding (issue 37, docs/speculate.md): greedy tokens/s of plain decode
+ * decoding (docs/speculate.md "Speed"): greedy tokens/s of plain decode
  * and of lookup:2, 4, 8 on a repetitive prompt, and (not with --quick) at
  * forced acceptance rates 100, 80, 50, 0% x K 2, 4, 8 (a drafter, through
  * cis2_engine_set_drafter, proposing the known continuation with that
@@ -28,7 +28,7 @@
  * must be).  A benchmark prints numbers; it
  * asserts nothing.
  *
- * --quick (issue 32 item 10) measures the headline figures only, once
+ * --quick (docs/performance.md "Measure it yourself") measures the headline figures only, once
  * each: bandwidth, decode, prefill, scoring, batched decode, the
  * §13.1-shaped run and peak RSS (seconds, not minutes: no receipt verification, no scalar
  * kernel, no long positions; JSON "quick": true and without those keys).
@@ -377,7 +377,7 @@ static int bench_score(cis2_engine *e, int quick, sbench *b, cis2_error *err)
     return rc;
 }
 
-/* ---- receipts: generation against verification (issue "exact verification") ---- */
+/* ---- receipts: generation against verification (docs/receipts.md "Verification: faster than generation") ---- */
 typedef struct vbench {
     double gen256, ver256, gen16x64, ver16_together, ver16_each;
     double ver16s_together, ver16s_each; /* 16 short receipts (len3 tokens): where sharing pays */
@@ -628,7 +628,7 @@ static void print_json(const bench_res *b, size_t long_gen)
     json_object_set_new(o, "bound_ms_per_token", json_real(b->bound_ms));
     json_object_set_new(o, "ratio_to_bound", json_real(b->ms_tok / b->bound_ms));
     json_object_set_new(o, "prefill_tokens_per_s", json_real(b->prefill_tps));
-    json_t *sc = json_object(); /* issue 35 item 5: goals >= 0.9x prefill, >= 2.5x by the shared context */
+    json_t *sc = json_object(); /* docs/sampling.md §S11: goals >= 0.9x prefill, >= 2.5x by the shared context */
     json_object_set_new(sc, "tokens", json_integer(SCORE_TOKS));
     json_object_set_new(sc, "score_tokens_per_s", json_real(b->sb.score_tps));
     json_object_set_new(sc, "ratio_to_prefill", json_real(b->sb.score_tps / b->prefill_tps));
@@ -644,7 +644,7 @@ static void print_json(const bench_res *b, size_t long_gen)
         json_object_set_new(sc, "shared_context_gain", json_real(b->sb.alone_s / b->sb.together_s));
     }
     json_object_set_new(o, "score", sc);
-    json_t *sp = json_object(); /* issue 37: the same tokens, fewer passes */
+    json_t *sp = json_object(); /* docs/speculate.md: the same tokens, fewer passes */
     json_object_set_new(sp, "prompt", json_string("48 ids, a pattern of 8 repeated"));
     json_object_set_new(sp, "plain_tokens_per_s", json_real(b->sp.plain_tps));
     for (int k = 0; k < 3; k++) {
@@ -653,7 +653,7 @@ static void print_json(const bench_res *b, size_t long_gen)
         json_object_set_new(sp, key, json_real(b->sp.tps[k]));
     }
     json_object_set_new(sp, "same_tokens", json_boolean(b->sp.same));
-    if (b->sp.forced) { /* issue 37 item 3: goals 2x plain at 80%, at most 10% slower at 0% */
+    if (b->sp.forced) { /* docs/speculate.md "Speed": goals 2x plain at 80%, at most 10% slower at 0% */
         json_t *fo = json_object();
         json_object_set_new(fo, "plain_tokens_per_s", json_real(b->sp.forced_plain_tps));
         for (int r = 0; r < 4; r++)

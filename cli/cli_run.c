@@ -19,8 +19,9 @@
  *
  * --stream writes the completion's text before the block as its tokens
  * become final (run_stream below).  Names other surfaces use are aliases
- * (issue 32): --max-tokens (--gen-toks), --top-logprobs (--logprobs, N
- * alternatives as the server's N), --stop-token-ids (--stop-id).
+ * (docs/receipts.md "Names across surfaces"): --max-tokens (--gen-toks),
+ * --top-logprobs (--logprobs, N alternatives as the server's N),
+ * --stop-token-ids (--stop-id).
  */
 #include "cli.h"
 
@@ -138,7 +139,7 @@ static void print_text(const cis2_model_info *mi, const cis2_result *r, size_t i
 
 /* ------------------------------------------------------- --stream */
 
-/* --stream (issue 32 item 11): the completion's text on stdout as its
+/* --stream (README "Commands"): the completion's text on stdout as its
  * tokens become final during the decode, before the block.  A token's
  * text is written once nothing can change it: an incomplete UTF-8
  * sequence waits (cis2_utf8_unit decides, so the text is the library's
@@ -598,7 +599,8 @@ int cmd_run(int argc, char **argv)
         goto out;
     }
     if ((rc = check_outputs(&o, np, &err))) goto out;
-    o.eng.need_tokenizer = !o.prompt_ids; /* a tokenizer refusal before any weight is read (issue 33 item 5) */
+    /* a tokenizer refusal before any weight is read (docs/inputs.md "tokenizer.json") */
+    o.eng.need_tokenizer = !o.prompt_ids;
     if ((rc = cli_engine_open(&o.eng, &e, &err))) goto out;
     const cis2_model_info *mi = cis2_engine_info(e);
     if (mi->has_tokenizer && !mi->tokenizer_normative && !o.prompt_ids)

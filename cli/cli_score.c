@@ -179,7 +179,8 @@ static int next_line(FILE *f, const char *path, char **line, size_t *cap, size_t
 
 /* --batch FILE (or - for stdin), read and parsed line by line: each line's
  * JSON cost counted against one budget for the file before jansson
- * allocates (docs/inputs.md "Scoring: --batch"), duplicate keys refused. */
+ * allocates (docs/inputs.md "Prompts", the `cis2 score --batch` row),
+ * duplicate keys refused. */
 static int load_batch(sreqs *s, const char *path, unsigned top, cis2_error *err)
 {
     FILE *f = stdin;

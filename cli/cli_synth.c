@@ -1,7 +1,7 @@
 /*
  * cli_synth.c - `cis2 synth (--shape NAME | --config FILE) --seed N --out DIR
  * [--tokenizer FILE]` writes a deterministic synthetic checkpoint; `cis2
- * synth --list` prints the shapes (include/cis2.h section 12).
+ * synth --list` prints the shapes (include/cis2_toolkit.h section 4).
  */
 #include "cli.h"
 

@@ -1,6 +1,6 @@
 /*
  * cli_tok.c - `cis2 tokenize` and `cis2 detokenize` (CIS-2 §3.1), on the
- * library's tokenizer (include/cis2.h section 11).
+ * library's tokenizer (include/cis2_toolkit.h section 3).
  *
  *   cis2 tokenize --tokenizer FILE [--text TEXT] [--json] [--batch] [--stats] [--add-special-tokens]
  *       TEXT (else all of stdin, verbatim: a trailing newline is text too)

@@ -1,6 +1,6 @@
 /*
- * cli_verify_shard.c - many receipts verified as array jobs (issue 36
- * item 2; docs/receipts.md "Verifying many receipts: shards"):
+ * cli_verify_shard.c - many receipts verified as array jobs
+ * (docs/receipts.md "Verifying many receipts: shards"):
  *   cis2 verify --manifest FILE [--shard I/N | --shard auto [--shard-count N]]
  *               [--verdicts OUT]    verify a manifest's receipts, or one shard of them
  *   cis2 verify --merge OUT...     the shards' verdict files as one run

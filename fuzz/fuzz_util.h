@@ -1,5 +1,6 @@
 /*
- * fuzz_util.h - helpers shared by the libFuzzer targets in fuzz/ (issue 8).
+ * fuzz_util.h - helpers shared by the libFuzzer targets in fuzz/
+ * (docs/building.md "Sanitizers, threads and fuzzing").
  *
  * Several loaders take a path (cis2_st_open, cis2_tokenizer_load), so the
  * fuzz input is written to an anonymous memfd and handed over as

@@ -152,7 +152,7 @@ CIS2_API const char *cis2_isa_name(void);
 
 typedef struct cis2_engine cis2_engine;
 
-/* Accepted, no effect (issue 33): the model families' tokenizer.json
+/* Accepted, no effect: the model families' tokenizer.json
  * shapes (Qwen, Llama-3, Llama-2/Mistral, Gemma-3; outside CIS-2 v0.3b §3,
  * docs/tokenizer.md) load without it; tokenizer_normative tells them apart. */
 #define CIS2_OPEN_TOKENIZER_EXT 1u
@@ -491,7 +491,7 @@ CIS2_API int cis2_receipt_parse(const char *text, size_t len, const char *name, 
 CIS2_API int cis2_receipt_load(const char *path, cis2_receipt **out, cis2_error *err);
 /* The receipt's text (LF line ends); *text is NUL-terminated, cis2_free it. */
 CIS2_API int cis2_receipt_render(const cis2_receipt *r, char **text, size_t *len, cis2_error *err);
-/* Writes the text to path whole or not at all (section 9). */
+/* Writes the text to path whole or not at all (cis2_toolkit.h section 1). */
 CIS2_API int cis2_receipt_save(const cis2_receipt *r, const char *path, cis2_error *err);
 /* The value of a key as written in the receipt ("witness-digest" -> 64 hex
  * digits), or NULL if the receipt has no such key.  Valid until the

@@ -147,7 +147,7 @@ typedef struct cis2_tokenizer cis2_tokenizer;
 /* Reads and validates tokenizer.json; CIS2_E_IO / _FORMAT / _UNSUPPORTED. */
 CIS2_API int cis2_tokenizer_load(cis2_tokenizer **out, const char *path, cis2_error *err);
 /* With flags: CIS2_TOK_ALLOW_NONNORMATIVE is accepted and has no effect
- * (issue 33: the families' shapes load by default, docs/tokenizer.md). */
+ * (the families' shapes load by default, docs/tokenizer.md). */
 #define CIS2_TOK_ALLOW_NONNORMATIVE 1u
 CIS2_API int cis2_tokenizer_load_ext(cis2_tokenizer **out, const char *path, unsigned flags, cis2_error *err);
 CIS2_API void cis2_tokenizer_free(cis2_tokenizer *t);

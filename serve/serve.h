@@ -1,5 +1,5 @@
 /*
- * serve.h - `cis2 serve`, the OpenAI-compatible HTTP server (issue 19): a
+ * serve.h - `cis2 serve`, the OpenAI-compatible HTTP server (docs/serving.md): a
  * client of the library like the rest of the `cis2` program (it includes
  * no cis2 header but cis2.h, cis2_toolkit.h and this one, and links only
  * the public libcis2.a), declared here for its modules, grouped by module
@@ -26,15 +26,17 @@
  *   serve_response.c finished jobs -> whole JSON responses, and the pieces
  *                    a stream shares (envelope, `cis2` object, usage)
  *   serve_stream.c   server-sent events as tokens arrive
+ *   serve_verify.c   /v1/verify and echo's prompt scores, on the request's
+ *                    thread, and the guard that stops them
  *   serve_http.c     GNU libmicrohttpd: routing, bodies, auth, errors,
- *                    JSON and server-sent-event responses, /v1/verify
+ *                    JSON and server-sent-event responses
  *   serve_main.c     cmd_serve: options, start-up, signals, shutdown
  *
- * Which modules' functions each one calls (from the objects' symbols; the
- * graph is acyclic: a module calls only modules above it, in the map and
- * here; serve_buf.c and serve_err.c are leaves, so a module that only has
- * to say "400" depends on nothing else; serve_main.c's cmd_serve is
- * called by cli/main.c):
+ * Which modules' functions each one calls (from the objects' symbols; a
+ * module calls only modules above it, in the map and here: no circle
+ * (docs/architecture.md "Rules of the house"); serve_buf.c and
+ * serve_err.c are leaves, so a module that only has to say "400" depends
+ * on nothing else; serve_main.c's cmd_serve is called by cli/main.c):
  *
  *   serve_buf       -> (none)
  *   serve_err       -> (none)
@@ -44,13 +46,14 @@
  *   serve_engine    -> serve_err, serve_metrics
  *   serve_chat      -> serve_err, serve_buf
  *   serve_body      -> serve_err
+ *   serve_verify    -> serve_err, serve_engine (serve_now)
  *   serve_request   -> serve_err, serve_body, serve_chat, serve_engine,
- *                      serve_metrics
+ *                      serve_metrics, serve_verify
  *   serve_response  -> serve_err, serve_logprobs, serve_buf
  *   serve_stream    -> serve_err, serve_response, serve_logprobs, serve_buf
  *   serve_http      -> serve_err, serve_request, serve_response,
  *                      serve_stream, serve_engine, serve_chat,
- *                      serve_metrics, serve_log, serve_buf
+ *                      serve_metrics, serve_log, serve_buf, serve_verify
  *   serve_main      -> serve_err, serve_http, serve_engine, serve_chat,
  *                      serve_metrics, serve_log
  *
@@ -454,8 +457,8 @@ int serve_sse_format(serve_sse *s, serve_buf *out, int *done);
 /* ---------------------------------------------------- http (serve_http.c) */
 
 typedef struct serve_http serve_http;
-/* Binds and listens on cfg.host:cfg.port before the model loads (issue 32
- * item 11), so a busy port fails at once (CIS2_E_IO) and connections made
+/* Binds and listens on cfg.host:cfg.port before the model loads
+ * (docs/serving.md "Starting it"), so a busy port fails at once (CIS2_E_IO) and connections made
  * while the model loads wait in the kernel's backlog; *port is the port
  * bound (--port 0: the kernel's choice). */
 int serve_http_bind(const serve_config *cfg, int *fd, unsigned *port, cis2_error *err);

@@ -1,6 +1,6 @@
 /*
- * serve_body.c - a request body's text beneath jansson (issue 19 item 5;
- * docs/serving.md; docs/inputs.md "HTTP requests"): what the server
+ * serve_body.c - a request body's text beneath jansson (docs/serving.md;
+ * docs/inputs.md "HTTP requests"): what the server
  * reads from the bytes themselves because a parsed JSON value has lost
  * it, or because jansson would refuse the whole body for one value.
  *

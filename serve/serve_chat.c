@@ -1,5 +1,6 @@
 /*
- * serve_chat.c - chat templates for /v1/chat/completions (issue 19 item 2).
+ * serve_chat.c - chat templates for /v1/chat/completions (docs/serving.md
+ * "Chat templates").
  *
  * A checkpoint's chat template is a Jinja program (tokenizer_config.json's
  * `chat_template`) that Hugging Face renders with

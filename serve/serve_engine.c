@@ -1,6 +1,6 @@
 /*
- * serve_engine.c - the engine thread of `cis2 serve` (issue 19 item 3,
- * continuous batching).  It owns the one cis2_session (include/cis2.h
+ * serve_engine.c - the engine thread of `cis2 serve` (continuous batching,
+ * docs/serving.md "Scheduling").  It owns the one cis2_session (include/cis2.h
  * section 6) of the server's engine; no other thread calls cis2_session_*.
  *
  * HTTP threads submit jobs (one per request, a sequence per choice) to a

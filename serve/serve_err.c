@@ -1,5 +1,5 @@
 /*
- * serve_err.c - the errors of `cis2 serve` (issue 19; docs/serving.md):
+ * serve_err.c - the errors of `cis2 serve` (docs/serving.md "Errors"):
  * every refusal is OpenAI's shape, {"error": {"message", "type", "param",
  * "code"}}, sent with an HTTP status.  A module fills a serve_err with
  * serve_fail (the first error wins, so a caller may go on and check once);
@@ -16,7 +16,7 @@
  * What cis2 will never do (a parameter at a value it does not implement,
  * tools, a chat template it cannot render) is a 400 `unsupported_parameter`
  * or `unsupported_chat_template` naming it, never a 501: the official
- * OpenAI clients retry every 5xx (issue 32 item 4), and no retry of these
+ * OpenAI clients retry every 5xx (docs/serving.md "Errors"), and no retry of these
  * can succeed.  5xx means "try again": 503 while shutting down or out of
  * memory, 500 for a bug.
  */
@@ -53,7 +53,7 @@ int serve_status_for(int code)
 {
     switch (code) {
     case CIS2_E_USAGE: case CIS2_E_FORMAT: case CIS2_E_MISMATCH: return 400;
-    case CIS2_E_UNSUPPORTED: return 400; /* never 5xx: clients retry those (issue 32) */
+    case CIS2_E_UNSUPPORTED: return 400; /* never 5xx: clients retry those */
     case CIS2_E_NOMEM: case CIS2_E_CANCELLED: return 503;
     default: return 500;
     }

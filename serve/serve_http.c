@@ -1,5 +1,5 @@
 /*
- * serve_http.c - the HTTP side of `cis2 serve` (issue 19 items 1, 4, 5),
+ * serve_http.c - the HTTP side of `cis2 serve` (docs/serving.md; docs/inputs.md "HTTP requests"),
  * on GNU libmicrohttpd (Debian's libmicrohttpd-dev) in thread-per-
  * connection mode: each connection's thread parses, validates and
  * tokenizes its request (serve_request.c), submits the job to the engine
@@ -23,7 +23,7 @@
  * failed write) has its sequences cancelled, which frees their batch
  * slots.  Every error is an OpenAI-style JSON error (serve_err.c).
  *
- * Start-up (issue 32 item 11): serve_http_bind binds and listens before
+ * Start-up (docs/serving.md "Starting it"): serve_http_bind binds and listens before
  * the model loads, so a busy port fails at once and connections made
  * while it loads wait in the kernel's backlog (answered once it is
  * loaded, never refused); serve_http_start hands that socket to

@@ -1,5 +1,6 @@
 /*
- * serve_log.c - the access log of `cis2 serve` (issue 32 item 11): one line
+ * serve_log.c - the access log of `cis2 serve` (docs/serving.md "The
+ * access log"): one line
  * per finished request, to stderr (`--access-log -`, the default), appended
  * to a file (`--access-log FILE`) or nowhere (`--access-log off`).
  *

@@ -1,6 +1,6 @@
 /*
- * serve_logprobs.c - logprobs in the OpenAI schemas (issue 19; README
- * "Serving"), for whole responses and for streamed chunks.
+ * serve_logprobs.c - logprobs in the OpenAI schemas (docs/serving.md
+ * "Logprobs"), for whole responses and for streamed chunks.
  *
  * The library computes them (docs/sampling.md §S4: from the raw logits,
  * never used to choose, never in the witness); this module only renders

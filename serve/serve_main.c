@@ -1,8 +1,8 @@
 /*
- * serve_main.c - `cis2 serve` (issue 19): options, start-up, signals and
+ * serve_main.c - `cis2 serve` (docs/serving.md): options, start-up, signals and
  * shutdown of the OpenAI-compatible server (serve.h lists its modules).
  *
- * Start-up (issue 32 item 11): checks what needs no model first (the key
+ * Start-up (docs/serving.md "Starting it"): checks what needs no model first (the key
  * file, that the library runs sampling, stop rules and logprobs
  * (cis2_features()), the access log, the chat template's file), then binds
  * and listens, so a busy port or a bad --access-log fails at once with one

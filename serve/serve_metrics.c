@@ -1,5 +1,5 @@
 /*
- * serve_metrics.c - GET /metrics of `cis2 serve` (issue 19 item 1), in the
+ * serve_metrics.c - GET /metrics of `cis2 serve` (docs/serving.md "Endpoints"), in the
  * Prometheus text exposition format 0.0.4: requests by endpoint and
  * status, prompt and generated tokens, decode steps, batch occupancy (the
  * sequences that advance in a step), sequences in flight, the session's

@@ -1,6 +1,6 @@
 /*
- * serve_response.c - finished jobs to OpenAI responses (issue 19 items 1,
- * 5; docs/serving.md, docs/receipts.md): a whole `text_completion` or
+ * serve_response.c - finished jobs to OpenAI responses (docs/serving.md
+ * "Responses", docs/receipts.md): a whole `text_completion` or
  * `chat.completion` object once every sequence of a job has its result,
  * and the pieces a stream's chunks share with it (the envelope, the
  * choice's `cis2` object, usage, a failed job's error).

@@ -1,5 +1,5 @@
 /*
- * serve_stream.c - streamed responses (issue 19 item 1; docs/serving.md):
+ * serve_stream.c - streamed responses (docs/serving.md "Streaming"):
  * server-sent events, `data: {chunk}` per event and `data: [DONE]` last,
  * OpenAI's `text_completion` / `chat.completion.chunk` objects carrying
  * each choice's text as its tokens arrive, their logprobs

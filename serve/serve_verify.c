@@ -250,7 +250,7 @@ int serve_score_prompts(const serve_ctx *sc, serve_call *c, int fd, serve_err *e
     if (!(c->echo && c->logprobs) && !c->prompt_lp) return 0;
     unsigned top = c->prompt_lp ? c->prompt_lp_top : 0;
     if (c->echo && c->logprobs && c->top_logprobs > top) top = c->top_logprobs;
-    size_t work = 0; /* the positions the scoring computes: bounded as /v1/verify's (issue 35) */
+    size_t work = 0; /* the positions the scoring computes: bounded as /v1/verify's (docs/inputs.md "Memory") */
     for (size_t i = 0; i < c->n_prompts; i++) work += c->prompts[i].n_tokens;
     if (work > sc->cfg.verify_max_tokens)
         return serve_fail(e, 413, "score_too_large", c->echo ? "echo" : "prompt_logprobs",

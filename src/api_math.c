@@ -1,6 +1,7 @@
 /*
  * api_math.c - the public, self-pinning entry points of the pinned
- * arithmetic (include/cis2.h "Pinned arithmetic"; spec §5-§9, §11.2).
+ * arithmetic (include/cis2_toolkit.h section 2, "Pinned arithmetic"; spec
+ * §5-§9, §11.2).
  *
  * Each wraps its pmath.c implementation in an API frame (api.h): FTZ/DAZ
  * and round-to-nearest-even pinned for the call (§1.2, §1.3), the caller's

@@ -5,7 +5,8 @@
  * Every architecture field is read from the file (§2.2: never hard-coded).
  * Optional fields take transformers' LlamaConfig defaults:
  *   num_key_value_heads = num_attention_heads, head_dim = hidden/heads
- *   (Qwen3Config's 128 for qwen3),
+ *   (Qwen3Config's 128 for qwen3, Gemma3TextConfig's 256 for gemma3_text;
+ *   docs/arithmetic.md section 2),
  *   max_position_embeddings = 2048, rope_theta = 10000.0 (given at the top
  *   level, in rope_parameters (transformers 5) or in rope_scaling),
  *   tie_word_embeddings = false, hidden_act = "silu".
@@ -13,7 +14,8 @@
  *
  * Every top-level key must be in the key table (KEYS below: read, inert,
  * or neutral at one value); an unknown key is refused, never ignored
- * (issue 33), since cis2 cannot tell whether it changes the forward pass.
+ * (docs/inputs.md "The key table"), since cis2 cannot tell whether it
+ * changes the forward pass.
  *
  * Refused as CIS2_E_UNSUPPORTED (outside what the spec's forward pass
  * describes), one line naming the file and the key: a key not in the
@@ -33,7 +35,8 @@
  * llama mlp_bias true (§10 has
  * no MLP biases); and an explicit head_dim with heads*head_dim !=
  * hidden_size (§2.5 pins q_proj/o_proj as [hidden, hidden]) except for
- * qwen3 (docs/models.md §M2: q_proj [heads*head_dim, hidden]).
+ * qwen3 and gemma3_text (docs/models.md §M2, §M7: q_proj [heads*head_dim,
+ * hidden]).
  * pretraining_tp (any positive integer) is accepted: it split a training
  * run's matmuls, and §5 fixes every sum's order whatever it says.
  *
@@ -160,7 +163,7 @@ static void parse_eos(cis2_config *c, const json_t *v)
     else c->n_eos = 1;
 }
 
-/* ---- the key table (issue 33) ----
+/* ---- the key table (docs/inputs.md "The key table") ----
  *
  * Every top-level key cis2 knows, in one of three classes; any other key is
  * refused (CIS2_E_UNSUPPORTED, naming it): cis2 cannot tell whether an
@@ -612,7 +615,8 @@ static int parse_gemma3(cis2_config *c, json_t *root, const char *name, cis2_err
  * one integer per layer (1 = RoPE, 0 = none), at least num_hidden_layers
  * of them (later ones unused, as transformers indexes it by layer); absent
  * or null, every no_rope_layer_interval-th layer (default 4) has none:
- * layer L skips RoPE iff (L + 1) % interval == 0.  Other families: none
+ * layer L skips RoPE iff (L + 1) % interval == 0.  Both given: the list
+ * wins and the interval is not read.  Other families: none
  * (the key table holds them to "every layer rotates"). */
 static int parse_nope(cis2_config *c, json_t *root, const char *name, cis2_error *err)
 {
@@ -642,8 +646,8 @@ static int parse_nope(cis2_config *c, json_t *root, const char *name, cis2_error
     return CIS2_OK;
 }
 
-/* model_type: llama (also absent), qwen2, mistral, qwen3, smollm3, olmo2
- * or phi3.  Mistral's forward pass is Llama's (no biases, RMSNorm, SwiGLU,
+/* model_type: llama (also absent), qwen2, mistral, qwen3, smollm3, olmo2,
+ * phi3 or gemma3_text.  Mistral's forward pass is Llama's (no biases, RMSNorm, SwiGLU,
  * default RoPE) with a sliding window when sliding_window is set
  * (parse_layout, docs/models.md §M5); its modeling code has no attention
  * or MLP biases whatever the config says, so a config that asks for them

@@ -5,12 +5,15 @@
  *
  * Open order: the §1.3 self-test under the pin (a broken pin refuses to
  * run), the engine's kernel variant and its own worker pool (what every
- * call's context is made of, engine.h's cis2_engine_ctx), the model (model.c: config.json and
- * tokenizer.json read and hashed, §2.1; then, before any weight is read, the tokenizer parsed
- * from those bytes (load_tokenizer, issue 33 item 5); then model.safetensors or its shards
- * hashed, shards.h, and the weights packed), then the optional expected hashes.  A tokenizer the
- * loader refuses does not fail the open unless CIS2_OPEN_NEED_TOKENIZER asks (text prompts):
- * prompts given as ids still run (the file is hashed into the witness either way, §12.1).
+ * call's context is made of, engine.h's cis2_engine_ctx), the model
+ * (model.c: config.json and tokenizer.json read and hashed, §2.1; then,
+ * before any weight is read, the tokenizer parsed from those bytes
+ * (load_tokenizer; docs/inputs.md "tokenizer.json"); then model.safetensors
+ * or its shards hashed, shards.h, and the weights packed), then the
+ * optional expected hashes.  A tokenizer the loader refuses does not fail
+ * the open unless CIS2_OPEN_NEED_TOKENIZER asks (text prompts): prompts
+ * given as ids still run (the file is hashed into the witness either way,
+ * §12.1).
  */
 #include "engine.h"
 #include "speculate.h"
@@ -77,7 +80,8 @@ typedef struct open_tok {
     const char *dir;
 } open_tok;
 
-/* cis2_model_load's hook, before any weight is read (issue 33 item 5):
+/* cis2_model_load's hook, before any weight is read (docs/inputs.md
+ * "tokenizer.json"):
  * parses the tokenizer.json bytes the model read and hashed (§2.1, not a
  * second read of the path).  A refused tokenizer fails the open only with
  * CIS2_OPEN_NEED_TOKENIZER (text prompts); else ids prompts still run. */

@@ -1,6 +1,7 @@
 /*
  * engine.h - the engine handle behind include/cis2.h section 3 (internal:
- * session.c, verify.c and results.c reach into it).
+ * session.c, score.c, verify.c, verify_plan.c, verify_score.c and
+ * receipt.c reach into it).
  *
  * An engine is a loaded model (model.h), its tokenizer (or the reason it
  * has none), and what its calls compute with: its own worker pool
@@ -85,7 +86,7 @@ int cis2_engine_encode(const cis2_engine *e, const char *text, size_t len, uint3
  * by max_ids, not by the text. */
 int cis2_engine_encode_max(const cis2_engine *e, const char *text, size_t len, size_t max_ids, uint32_t **ids,
                            size_t *n, cis2_error *err);
-/* A text prompt's ids (issue 33, docs/receipts.md "Prompt tokens"): as
+/* A text prompt's ids (docs/receipts.md "Prompt tokens"): as
  * cis2_engine_encode_max but with the post-processor's special tokens,
  * transformers' default encode(text) = add_special_tokens=True (Llama-2's,
  * Gemma-3's BOS; SmolLM2 and Qwen add none: the same ids).  Runs, verify

@@ -1,7 +1,7 @@
 /*
  * fileio.c - reading inputs exactly once and writing outputs whole or not
- * at all (issue 16; the contract is in fileio.h, the documented limits
- * and refusals in docs/inputs.md).  Spec §2.1: the sha256 of an artifact
+ * at all (the contract is in fileio.h, the documented limits and refusals
+ * in docs/inputs.md "Every input file" and "Outputs").  Spec §2.1: the sha256 of an artifact
  * is of the bytes the process read, so every loader hashes and parses the
  * one buffer (or the one sequential stream) this module gives it.
  *

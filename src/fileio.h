@@ -1,9 +1,10 @@
 /*
- * fileio.h - how cis2 reads its inputs and writes its outputs (issue 16;
- * docs/inputs.md).  Internal header of the library; callers: the loaders
- * (config.c, tokenizer_load.c, safetensors.c, model.c, receipt.c, trace.c,
- * digest.c), the writers (receipt.c, trace.c, synth.c) and programs built
- * on the library (the CLI).  Nothing here knows about the command line.
+ * fileio.h - how cis2 reads its inputs and writes its outputs
+ * (docs/inputs.md "Every input file", "Outputs").  Internal header of the
+ * library; callers: the loaders (config.c, tokenizer_load.c,
+ * safetensors.c, model.c, receipt.c, trace.c, digest.c), the writers
+ * (receipt.c, trace.c, synth.c) and programs built on the library (the
+ * CLI).  Nothing here knows about the command line.
  * Spec: §2.1 (an artifact's sha256 is over its bytes: the bytes read are
  * the bytes hashed and parsed, never a second read).
  *

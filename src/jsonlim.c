@@ -1,8 +1,8 @@
 /*
  * jsonlim.c - the pre-scan behind cis2_json_cost_check (jsonlim.h): one
  * pass over the JSON text counting the values jansson would allocate, so
- * that every JSON input's memory is bounded before it is parsed (issue 16;
- * docs/inputs.md).  No spec section: this is input hardening only.
+ * that every JSON input's memory is bounded before it is parsed
+ * (docs/inputs.md "Memory").  No spec section: this is input hardening only.
  */
 #include "jsonlim.h"
 

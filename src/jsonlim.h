@@ -1,6 +1,6 @@
 /*
  * jsonlim.h - a memory bound for JSON inputs, checked before jansson
- * allocates anything (issue 16 item 3; docs/inputs.md "Memory").
+ * allocates anything (docs/inputs.md "Memory").
  *
  * jansson turns 3 bytes of `{},` into about 250 bytes of heap, so a size
  * limit alone does not bound memory: 40 MB of `[{},{},...]` would need

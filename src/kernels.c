@@ -120,7 +120,7 @@ static int pmat_alloc(cis2_pmat *m, cis2_wmem *a, cis2_wtype type, size_t rows, 
     return CIS2_OK;
 }
 
-/* Streaming pack (model.c's loader; issue 16): the same layout and bits as
+/* Streaming pack (model.c's loader; docs/inputs.md "Memory"): the same layout and bits as
  * cis2_pmat_pack, filled a few row groups at a time from a bounded staging
  * buffer, so the packed matrix is the only full copy of the weights. */
 int cis2_pmat_alloc(cis2_pmat *m, cis2_wtype type, size_t rows, size_t cols, cis2_error *err)

@@ -4,8 +4,8 @@
  * Owns: loading (§2.1 the three artifact hashes, §2.2/§2.5 tensor names and
  * shapes against config.json, with each family's semantics for which
  * tensors exist), packing the weights once (kernels.h: BF16 stays bf16
- * and F32 f32; F16 is widened exactly to f32 as it is packed, issue 33;
- * each tensor may have its own dtype), and the per-row
+ * and F32 f32; F16 is widened exactly to f32 as it is packed; each tensor
+ * may have its own dtype: docs/inputs.md "Weight dtypes"), and the per-row
  * arithmetic of §7 (RoPE), §8 (RMSNorm), §9 (GQA attention), §10 (SwiGLU
  * MLP) and §11.1 (final norm, tied or untied LM head), with the families'
  * changes of docs/models.md (§M1-§M7: the llama3 table, q/k norms, layers
@@ -13,10 +13,12 @@
  * load, and Gemma 3's (1 + w) norms, scaled embedding, query scale, second
  * RoPE table and GELU).  Matrix products go
  * through cis2_matmul (§5.2); everything else is written out here in the
- * spec's exact operation order, one rounding per statement.  Callers: the
- * library API (cis2_model_load, cis2_forward) and decode.c.
+ * spec's exact operation order, one rounding per statement.  Callers:
+ * engine.c and draft.c (cis2_model_load); session.c, verify.c, score.c and
+ * draft.c (cis2_forward).
  *
- * Loading reads every input exactly once (fileio.h, issue 16): config.json
+ * Loading reads every input exactly once (fileio.h; docs/inputs.md "Every
+ * input file", "Memory"): config.json
  * and tokenizer.json into owned buffers that are both hashed and parsed
  * (the tokenizer's bytes stay in the model for the caller to parse, see
  * model.h); model.safetensors, or a sharded checkpoint's shards one after
@@ -194,8 +196,8 @@ static int plan_tensors(cis2_model *m, loader *L, cis2_error *err)
 }
 
 /* The packed matrices' type: bf16 stays bf16 (§4.1, the kernels widen it);
- * f32 stays f32; f16 is widened exactly to f32 while packing (issue 33:
- * f16 -> bf16 would round), so an F16 matrix costs twice its file bytes. */
+ * f32 stays f32; f16 is widened exactly to f32 while packing (f16 -> bf16
+ * would round; docs/inputs.md "Memory"), so an F16 matrix costs twice its file bytes. */
 static cis2_wtype packed_type(const cis2_st_tensor *t) { return t->dtype == CIS2_ST_BF16 ? CIS2_W_BF16 : CIS2_W_F32; }
 
 /* One block of weight memory for every matrix the plan calls for

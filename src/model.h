@@ -70,8 +70,9 @@ typedef struct cis2_model {
 int cis2_model_load(const cis2_ctx *cx, cis2_model *m, const char *dir, cis2_error *err);
 /* The same, calling before_weights(ctx, m, err) once config.json and
  * tokenizer.json are read, hashed and config.json validated, before the
- * weights are opened (issue 33 item 5: what refuses the small files
- * refuses before any weight is read); its nonzero return fails the load. */
+ * weights are opened (what refuses the small files refuses before any
+ * weight is read: docs/inputs.md "config.json", "tokenizer.json"); its
+ * nonzero return fails the load. */
 int cis2_model_load_hooked(const cis2_ctx *cx, cis2_model *m, const char *dir,
                            int (*before_weights)(void *ctx, cis2_model *m, cis2_error *err), void *ctx,
                            cis2_error *err);

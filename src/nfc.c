@@ -102,7 +102,7 @@ static int sort_run(uch *r, size_t n, uch **tmp, size_t *tmpcap)
     return 0;
 }
 
-/* ---- segments (issue 16: memory bounded by the longest segment, not the text) ----
+/* ---- segments (memory bounded by the longest segment, not the text; docs/inputs.md "Memory") ----
  * NFC(A B) = NFC(A) NFC(B) when B starts with a code point X that is a
  * starter (ccc 0), never the second character of a primary composite, and
  * whose full decomposition also starts with such a starter: nothing in A

@@ -1,6 +1,6 @@
 /*
- * prompts.c - prompt files (include/cis2.h section 9: cis2_prompts_load),
- * as `cis2 run --prompt-file` and embedders read them.
+ * prompts.c - prompt files (include/cis2_toolkit.h section 1:
+ * cis2_prompts_load), as `cis2 run --prompt-file` and embedders read them.
  *
  * A prompt file is a JSON array of strings, or one prompt per line (LF or
  * CR LF; a final LF is optional).  It is read once (cis2_read_file, at

@@ -20,10 +20,10 @@
  * The two ways a saved receipt most often goes wrong are refused like any
  * other (FACTS.md §6 and §S7.3 refuse blank lines and a missing final LF,
  * and a server's receipt_sha256 hashes the exact text), but their messages
- * say how to save one (issue 32): an extra LF after the last key (`jq -r`
+ * say how to save one (docs/receipts.md "The format"): an extra LF after the last key (`jq -r`
  * adds one) and the final LF stripped (`$(...)`): use `jq -j`.
  *
- * File I/O (issue 16, fileio.h): load reads a regular file once (size
+ * File I/O (fileio.h; docs/inputs.md "Receipts", "Outputs"): load reads a regular file once (size
  * checked before reading); save writes a temporary file beside the target
  * and renames it into place, so a failed save (a full disk) leaves the old
  * receipt intact.
@@ -621,7 +621,7 @@ int cis2_receipt_parse_into(const char *buf, size_t len, const char *name, cis2_
             if (c == '\t' || c == '\v' || c == '\f') FAIL("%s: line %zu: tab or other whitespace", name, line);
             if (c < 0x20 || c >= 0x7F) FAIL("%s: line %zu: byte 0x%02x is not printable ASCII", name, line, c);
         }
-        if (n == 0 && next == nk && line > 1) /* after the last key: the common way to get one (issue 32) */
+        if (n == 0 && next == nk && line > 1) /* after the last key: `jq -r`'s */
             FAIL("%s: line %zu: blank line after the last key: a receipt ends with exactly one LF, and something "
                  "added another (`jq -r` does: save a server's receipt with `jq -j '.choices[0].cis2.receipt'`, "
                  "which writes the text exactly)", name, line);

@@ -21,7 +21,7 @@
  *    points each tensor's data into it (tests, fuzzing, small files).
  * Tensor offsets are any byte offset (the header length is arbitrary), so
  * no alignment is ever assumed.  BF16, F16 and F32 tensors are accepted
- * (issue 33), each widened exactly to f32 (cis2_st_widen_f32); any other
+ * (docs/inputs.md "Weight dtypes"), each widened exactly to f32 (cis2_st_widen_f32); any other
  * dtype is CIS2_E_UNSUPPORTED naming the tensor.
  */
 #ifndef CIS2_SAFETENSORS_H

@@ -1,8 +1,7 @@
 /*
  * shards.c - a checkpoint's weights as one stream, one file or a sharded
- * set (issue 33 item 2; contract and the weights_sha256 rule in
- * shards.h; §2.1 hashes, §2.5 tensors; docs/inputs.md "Sharded
- * checkpoints").  Callers: model.c.
+ * set (contract and the weights_sha256 rule in shards.h; §2.1 hashes,
+ * §2.5 tensors; docs/inputs.md "Sharded checkpoints").  Callers: model.c.
  *
  * The index is read once (fileio.h), its JSON cost bounded before jansson
  * parses it (jsonlim.h), duplicate keys refused.  Shard names are plain

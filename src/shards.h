@@ -2,7 +2,7 @@
  * shards.h - the weights of a checkpoint directory as one stream: either
  * DIR/model.safetensors alone (§2.1) or a sharded checkpoint,
  * DIR/model.safetensors.index.json plus the shards its "weight_map" names
- * (issue 33 item 2; docs/inputs.md "Sharded checkpoints").  Caller:
+ * (docs/inputs.md "Sharded checkpoints").  Caller:
  * model.c.
  *
  * cis2_wset_open reads the headers only: the one file's, or the index and

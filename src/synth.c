@@ -23,7 +23,7 @@
  *   q/k/v biases:         std 0.05
  *   norm weights:         uniform 1 +- 0.1
  *
- * Output (issue 16, fileio.h): the three files are written to unique
+ * Output (fileio.h; docs/inputs.md "Outputs"): the three files are written to unique
  * temporary files beside their targets and committed as one set (renamed
  * under a lock on the directory), never through a fixed temporary name.
  * Callers: cis2 synth, cis2 bench, tests.

@@ -12,7 +12,7 @@
 
 #include "cis2_toolkit.h" /* and cis2.h */
 
-/* cis2_synth_shape and the functions below are public: include/cis2.h, section 12. */
+/* cis2_synth_shape and the functions below are public: include/cis2_toolkit.h, section 4. */
 
 size_t cis2_synth_shape_count(void);
 const cis2_synth_shape *cis2_synth_shape_at(size_t i);

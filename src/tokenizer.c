@@ -24,13 +24,13 @@
  * piece between the normalized=false added tokens (as the reference's
  * AddedVocabulary::extract_and_normalize does), and pre_tokenizer
  * Sequence [Split(Qwen regex, Isolated), ByteLevel(use_regex=false)]
- * (pretok.c) in step 2.  Also the model families' shapes (issue 33 item
- * 4, tokenizer_family.c): their normalizers in step 1, Llama-3's Split,
+ * (pretok.c) in step 2.  Also the model families' shapes (docs/tokenizer.md
+ * "Which tokenizers", tokenizer_family.c): their normalizers in step 1, Llama-3's Split,
  * Metaspace or no pre-tokenizer in step 2, SentencePiece-style symbols
  * (characters, byte_fallback, unk) in step 3, the TemplateProcessing ids
  * with CIS2_TOK_ADD_SPECIAL in step 4, and their decoder.
  *
- * Bounds (issue 16, docs/inputs.md): added tokens are matched with an
+ * Bounds (docs/inputs.md "tokenizer.json", "Work is linear"): added tokens are matched with an
  * Aho-Corasick automaton over the reversed contents (one per normalized
  * group, built by tokenizer_load.c): scanning the text backwards gives,
  * for every position, the longest added token starting there in O(1)

@@ -1,7 +1,7 @@
 /*
  * tokenizer_family.c - NON-NORMATIVE: the tokenizer.json components of the
- * model families beyond SmolLM2's shape (issue 33 item 4; outside CIS-2
- * v0.3b §3, admitted by default since issue 33), exact to
+ * model families beyond SmolLM2's shape (docs/tokenizer.md "Which
+ * tokenizers"; outside CIS-2 v0.3b §3, admitted by default), exact to
  * Hugging Face `tokenizers` 0.23.2 on the real files of Llama-3, Qwen3,
  * Llama-2 (Mistral, TinyLlama) and Gemma-3:
  *   - normalizers NFC, Prepend, Replace (literal pattern) and Sequence of
@@ -12,13 +12,16 @@
  *   - SentencePiece-style BPE (no ByteLevel): model.byte_fallback,
  *     unk_token, fuse_unk (the symbols are built in tokenizer.c);
  *   - the decoder Sequence [Replace("▁", " "), ByteFallback, Fuse,
- *     Strip(" ", n, 0)] (tokfam_build_sp_decode, used by tokenizer.c);
+ *     Strip(" ", n, 0)] (tokfam_build_sp_decode, called at load: the
+ *     per-id text tokenizer.c decodes with);
  *   - the post-processor TemplateProcessing (also inside a Sequence after
  *     ByteLevel): the ids of the single template around the text, which
  *     encode adds with CIS2_TOK_ADD_SPECIAL (add_special_tokens=True).
  * Anything else in those keys is refused naming the file and the key
  * (CIS2_E_UNSUPPORTED, exit 5).  The Split pre-tokenizers are pretok.c;
- * loading the rest of the file is tokenizer_load.c.
+ * loading the rest of the file is tokenizer_load.c, which calls the
+ * tokfam_* functions here; they add strings to the tokenizer's arena with
+ * tokenizer_impl.h's tok_arena_add and call back into no other file.
  */
 #include "tokenizer_impl.h"
 #include "nfc.h"

@@ -92,8 +92,8 @@ struct cis2_tokenizer {
     size_t max_tok_bytes;     /* most bytes one vocab token covers (encode_max's bound) */
     int digits_mode, use_regex, ignore_merges;
     int nfc, split_qwen;      /* non-normative extension (tokenizer_load.c, tokenizer.c) */
-    /* NON-NORMATIVE: the model families' shapes (issue 33 item 4; outside
-     * CIS-2 v0.3b §3).  split_qwen: 1 Qwen's Split regex, 3 Llama-3's
+    /* NON-NORMATIVE: the model families' shapes (docs/tokenizer.md "Which
+     * tokenizers"; outside CIS-2 v0.3b §3).  split_qwen: 1 Qwen's Split regex, 3 Llama-3's
      * (\p{N}{1,3}).  norm: the normalizer's steps in order (nfc is also
      * set when one is NFC).  sp: SentencePiece-style BPE (no ByteLevel):
      * the symbols are the characters of the normalized text, looked up in

@@ -15,17 +15,18 @@
  * tokenizer.c.
  *
  * NON-NORMATIVE extension (outside CIS-2 v0.3b §3, FACTS §2; loaded by
- * default since issue 33, CIS2_TOK_ALLOW_NONNORMATIVE is a no-op kept for
- * compatibility, cis2_tokenizer_is_normative tells them apart): Qwen2.5's
+ * default, docs/tokenizer.md "Which tokenizers";
+ * CIS2_TOK_ALLOW_NONNORMATIVE is a no-op kept for compatibility,
+ * cis2_tokenizer_is_normative tells them apart): Qwen2.5's
  * shape, normalizer NFC and pre_tokenizer Sequence [Split(Qwen regex,
  * Isolated), ByteLevel(use_regex=false)], which tokenizer.c then applies
  * (nfc.c, pretok.c).  Also the model families' shapes
- * (issue 33 item 4): Llama-3's Split regex, the Metaspace and literal
+ * (docs/tokenizer.md): Llama-3's Split regex, the Metaspace and literal
  * Split pre-tokenizers, SentencePiece-style BPE (no pre-tokenizer,
  * byte_fallback, unk_token), and through tokenizer_family.c the
  * Prepend/Replace normalizers, their decoder and TemplateProcessing.
  *
- * Bounds (issue 16, docs/inputs.md): the file is read once (fileio.h) and
+ * Bounds (docs/inputs.md "tokenizer.json", "Memory"): the file is read once (fileio.h) and
  * parsed from that buffer, which is also what cis2_tokenizer_load_file
  * hashes; its JSON's heap cost is bounded before jansson runs (jsonlim.h).
  * Loading is linear: vocab, merges and added tokens go through hash
@@ -651,7 +652,7 @@ int cis2_tokenizer_load_mem(cis2_tokenizer **out, const char *buf, size_t len, c
     cis2_tokenizer *t = NULL;
     *out = NULL;
     if (!path) path = "tokenizer.json";
-    /* issue 33: the families' shapes load by default (flags, e.g.
+    /* the families' shapes load by default (docs/tokenizer.md; flags, e.g.
      * CIS2_TOK_ALLOW_NONNORMATIVE, are accepted and have no effect); they
      * stay outside v0.3b §3 (cis2_tokenizer_is_normative) */
     (void)flags;

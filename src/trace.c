@@ -6,7 +6,7 @@
  * forward pass pays one NULL check per tensor (model.c TRACE).
  * Callers: cis2 run --trace (writer), cis2 diff (reader).
  *
- * Files (issue 16, fileio.h): the writer's two files are temporary files
+ * Files (fileio.h; docs/inputs.md "Traces", "Outputs"): the writer's two files are temporary files
  * until cis2_trace_close commits them together; the reader reads the trace
  * once as a regular file of bounded size, and checks every record's values
  * against the dump's real size and CIS2_TRACE_MAX_VALUES before allocating.

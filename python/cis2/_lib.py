@@ -20,7 +20,7 @@ version wins):
    virtual environment P's site-packages.  It comes before the loader's
    search so that an older copy elsewhere (the ld.so cache after an
    earlier ``make install`` + ldconfig) cannot shadow the library that was
-   installed with the package (issue 32);
+   installed with the package (docs/python.md "Finding the library");
 3. ``libcis2.so.0`` through the dynamic loader's own search
    (LD_LIBRARY_PATH, the ld.so cache), then ``ctypes.util.find_library``;
 4. ``lib/libcis2.so.0`` of ``sys.prefix`` and of /usr/local (``make

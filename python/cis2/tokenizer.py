@@ -1,4 +1,4 @@
-"""The tokenizer on its own (include/cis2.h section 11): §3.1 byte-level
+"""The tokenizer on its own (include/cis2_toolkit.h section 3): §3.1 byte-level
 BPE from a tokenizer.json, exact to Hugging Face `tokenizers` 0.23.1,
 without loading any weights.  An Engine tokenizes with its own copy; this
 class is for tokenizing where there is no checkpoint (datasets, checks).

@@ -1,5 +1,5 @@
 """Speculative decoding with drafts of the caller's own (Engine.set_drafter,
-cis2_engine_set_drafter; docs/speculate.md; issue 37 item 2): on every
+cis2_engine_set_drafter; docs/speculate.md "How to use it"): on every
 `make matrix` shape (tiny, tiny-qwen, odd, smollm2-135m and the families'
 small shapes l3, q3, sm3, ol2, ph3, gm3 of tools/matrix), greedy and seeded
 sampling with logprobs and a stop id met mid-way, a drafter that is

@@ -1,5 +1,5 @@
-"""Issue 30 item 5: the package under Ctrl-C, odd floats, close() from a
-callback, and huge max_batch.
+"""The package under Ctrl-C, odd floats, close() from a callback, and huge
+max_batch (docs/python.md).
 
   a. SIGINT during a call with a callback (on_token, logits=True, a
      session's on_token, verify's on_step) raises KeyboardInterrupt, never

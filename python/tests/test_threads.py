@@ -68,7 +68,7 @@ def test_two_threads_sharing_one_engine(engine):
 def test_verify_beside_generate_on_one_engine(tiny):
     """A verify's background hashing once rode the engine's shared pool,
     so a generate on another thread ran its steps too: a segfault or a
-    wrong verdict (issue 30).  Verdicts and bits equal each call alone."""
+    wrong verdict.  Verdicts and bits equal each call alone."""
     with cis2.Engine(tiny, threads=2) as e:
         receipts = [cis2.Receipt.parse(e.generate(p, gen_toks=40, temperature=0.8, seed=i).receipt)
                     for i, p in enumerate(PROMPTS * 3)]

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/api/t_python.sh - the Python package (python/, issue 21) with Debian's
+# tests/api/t_python.sh - the Python package (python/, docs/python.md) with Debian's
 # /usr/bin/python3 (the python3 first on PATH may be another interpreter,
 # without Debian's numpy and pytest):
 #   1. its pytest suite (python/tests) against the build tree's libcis2.so
@@ -9,7 +9,7 @@
 #      `make install`, then imported from there with $CIS2_LIBRARY unset:
 #      the library found through LD_LIBRARY_PATH and through the package's
 #      own prefix, the prefix's library preferred to a stale libcis2.so.0
-#      the loader would find first (issue 32 item 2), and a clear error when
+#      the loader would find first (docs/python.md "Finding the library"), and a clear error when
 #      it is nowhere or of another version.
 # Skips (77) in a cross build (RUNNER set: the host interpreter cannot load
 # a target library) and when /usr/bin/python3 lacks pytest or numpy.
@@ -71,8 +71,8 @@ sed -n 3p "$d/out1" | grep -qx "$ref" || fail "the installed package's witness d
 (cd "$d" && env -u CIS2_LIBRARY -u LD_LIBRARY_PATH PYTHONPATH="$psite" "$PY" -c "$probe" "$d/m" "$d/r") \
     > "$d/out2" 2>&1 || { cat "$d/out2"; fail "the --prefix install does not find $d/prefix/lib/libcis2.so.0"; }
 sed -n 2p "$d/out2" | grep -qx "$d/prefix/lib/libcis2.so.0" || fail "loaded $(sed -n 2p "$d/out2"), not the prefix's library"
-# a stale libcis2.so.0 where the dynamic loader looks first (issue 32 item 2:
-# an older `make install` in the ld.so cache; LD_LIBRARY_PATH stands in for
+# a stale libcis2.so.0 where the dynamic loader looks first (docs/python.md
+# "Finding the library": an older `make install` in the ld.so cache; LD_LIBRARY_PATH stands in for
 # it, the system cache is left alone): one of another version, and one that
 # claims this version but is not the library make install put beside the
 # package.  The package's own prefix must win over both.

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/api/t_readme_recipes.sh - the README's install recipes, run as written
-# (issue 32 items 1, 2 and 8), as tools/fresh-machine runs its Set-up block.
+# (README "Embedding", "Python"), as tools/fresh-machine runs its Set-up block.
 #
 # Each recipe is the ```sh block right after a line `<!-- recipe: NAME -->`
 # in README.md.  Its first line sets the one variable a reader may change
@@ -13,12 +13,12 @@
 #                   the program in PREFIX; its cis2 runs;
 #   embed-build     the README's embed.c built with pkg-config against
 #                   that PREFIX, and run: it must find libcis2.so.0 without
-#                   ldconfig (item 8), and its receipt must verify;
+#                   ldconfig, and its receipt must verify;
 #   install-python  a virtual environment (PEP 668: Debian's own python3
-#                   refuses `pip install` outside one, item 1) holding the
+#                   refuses `pip install` outside one) holding the
 #                   package and the library beside it; the package must load
 #                   that library, also with a stale libcis2.so.0 of another
-#                   version first on LD_LIBRARY_PATH (item 2).
+#                   version first on LD_LIBRARY_PATH.
 # The recipes need neither root nor sudo with a PREFIX of one's own, so the
 # test runs the same as root (CI) and as a user.
 # Skips (77) in a cross or sanitizer build (the recipes build the plain host

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/build/t_cli_client.sh - the `cis2` program is a client of the public API
-# (issue "The engine as a library"; docs/architecture.md): cli/ and serve/
+# (docs/architecture.md "Rules of the house"): cli/ and serve/
 # include no cis2 header but their own and include/'s, every one of their
 # files compiles with include/ alone on the include path (so the engine's
 # src/ headers are out of reach: a build property, checked here by

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/build/t_symbols.sh - the libraries export the API of include/cis2.h and
-# nothing else (issue "The engine as a library"): every dynamic symbol of
+# nothing else (docs/architecture.md "Rules of the house"): every dynamic symbol of
 # libcis2.so and every global symbol of the installed libcis2.a is a
 # function declared CIS2_API in the header, every such function is
 # exported, and the soname is libcis2.so.0.

@@ -9,7 +9,7 @@ tmpdir d
 out=$($CIS2 bench --shape tiny --json --threads 2 2> "$d/err")
 echo "$out"
 cat "$d/err"
-# progress on stderr while it runs (issue 32 item 10): a line per phase with
+# progress on stderr while it runs (docs/performance.md "Measure it yourself"): a line per phase with
 # the seconds so far, an estimate of the rest after the first measurement
 grep -Eq '^bench: +[0-9]+\.[0-9] s  estimate: about [0-9]+ (s|min) more' "$d/err" || fail "bench printed no estimate"
 [ "$(grep -Ec '^bench: +[0-9]+\.[0-9] s  ' "$d/err")" -ge 10 ] || fail "bench printed fewer than 10 progress lines"

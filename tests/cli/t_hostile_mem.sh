@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/cli/t_hostile_mem.sh - memory bounded by the input before it is
-# allocated (issue 16 item 3, docs/inputs.md "Memory"): each hostile input
+# allocated (docs/inputs.md "Memory"): each hostile input
 # below is refused with its documented exit code and a peak RSS (VmHWM, via
 # GNU time) far below what parsing it would take, under a 4 GiB
 # address-space cap (a build without ASan: ASan reserves terabytes), so an

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/cli/t_hostile_rss.sh - memory (issue 8, docs/inputs.md "Memory"): a run
+# tests/cli/t_hostile_rss.sh - memory (docs/inputs.md "Memory"): a run
 # never keeps two copies of the weights.  On a synthetic SmolLM2-135M-shape
 # checkpoint, once decoding has started (the first logits are in the
 # --dump-logits file) the process must no longer map model.safetensors (the

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/cli/t_load_layouts.sh - the streaming loader (issue 16: model.safetensors
+# tests/cli/t_load_layouts.sh - the streaming loader (docs/inputs.md "Memory": model.safetensors
 # read once, packed from a bounded staging buffer in file order) packs the
 # same weights whatever the file's layout: the logits of every step
 # (--dump-logits) must be byte-identical

@@ -1,6 +1,6 @@
 #!/bin/sh
-# tests/cli/t_load_race.sh - inputs read exactly once (issue 16 items 1-2,
-# docs/inputs.md): through the `cis2 run` command line,
+# tests/cli/t_load_race.sh - inputs read exactly once (docs/inputs.md
+# "Every input file"): through the `cis2 run` command line,
 #   - each of the three model files as a FIFO (no writer) or as a symlink
 #     to /dev/zero: exit 3 within seconds, naming what the path is;
 #   - model.safetensors truncated while the load runs (a writer process,

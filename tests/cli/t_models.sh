@@ -1,5 +1,5 @@
 #!/bin/sh
-# Beyond the pinned tuple (issue 9): synthetic weights for the REAL configs
+# Beyond the pinned tuple (docs/models.md): synthetic weights for the REAL configs
 # of SmolLM2-360M and Qwen2.5-0.5B (../shared/models, sha256-checked,
 # copied byte for byte by `cis2 synth --config`), run by cis2 and compared
 # with the torch fp32 oracle; tie + lm_head together is refused.

@@ -1,6 +1,6 @@
 #!/bin/sh
-# tests/cli/t_outputs.sh - outputs are written whole or not at all (issue 16
-# item 5, docs/inputs.md "Outputs"), through the `cis2` command line:
+# tests/cli/t_outputs.sh - outputs are written whole or not at all
+# (docs/inputs.md "Outputs"), through the `cis2` command line:
 #   - on a full filesystem (a 1 MiB tmpfs, when running as root; skipped
 #     otherwise): `run --receipt`, `run --trace --trace-dump` and `synth`
 #     exit 3 and leave the existing files byte for byte as they were, and

@@ -86,7 +86,7 @@ grep -q 'line 1: CR' "$d/err" || fail_later "CRLF message"
 sed 's/^dtype fp32$/dtype fp32\n/' "$d/r" > "$d/bad"
 expect 4 $CIS2 verify "$d/bad" --model-dir "$m"
 grep -q 'line 10: blank line' "$d/err" || fail_later "blank-line message"
-# issue 32: a server's receipt saved from its JSON (the cis2.receipt string).
+# a server's receipt saved from its JSON (the cis2.receipt string; docs/receipts.md "The format").
 # `jq -r` adds a LF after the receipt's own last LF: refused (FACTS §6: a
 # blank line), and the message says how to save it; `jq -j` writes it exactly.
 if command -v jq > /dev/null; then

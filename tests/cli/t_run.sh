@@ -1,6 +1,6 @@
 #!/bin/sh
-# cis2 run / conform on synthetic checkpoints (issue "Model, decode and
-# witness"): the §13.1 block and its order, --json, KV cache == recompute
+# cis2 run / conform on synthetic checkpoints (docs/arithmetic.md sections
+# 10-13): the §13.1 block and its order, --json, KV cache == recompute
 # (§3.5), two processes agree, batches equal single runs, clean errors.
 # serial: --stream must show text well before the block (a time gap)
 set -eu
@@ -78,7 +78,7 @@ if [ -f "$TOK" ]; then
         || fail "conform did not name the weights hash"
 fi
 
-# 6b. --stream (issue 32 item 11): stdout is the completion, a LF, then the
+# 6b. --stream (README "Commands"): stdout is the completion, a LF, then the
 # block byte for byte as without --stream (the completion from --json); the
 # text comes as the tokens do (the block only after the last one)
 stream_same() { # MODEL ARGS...: --stream's stdout = completion + LF + the plain run's stdout

@@ -1,6 +1,6 @@
 #!/bin/sh
-# tests/cli/t_run_main.sh - the README's main job without a network (issue 32
-# item 5): tools/run-main passes selftest, then fails to fetch the weights
+# tests/cli/t_run_main.sh - the README's main job without a network
+# (docs/building.md "The main job"): tools/run-main passes selftest, then fails to fetch the weights
 # and must exit 3 itself (make would say 2), naming the three files, where
 # they come from, where they go, and the synthetic way to try cis2 instead.
 # The download goes to a closed loopback port, so no network is used.

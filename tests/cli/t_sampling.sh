@@ -161,7 +161,7 @@ for a in "--temperature -1" "--temperature nan" "--temperature inf" "--temperatu
 done
 echo "ok: invalid parameters refused"
 
-# 5b. the other surfaces' names are aliases (issue 32): --max-tokens is
+# 5b. the other surfaces' names are aliases (docs/receipts.md "Names across surfaces"): --max-tokens is
 # --gen-toks, --top-logprobs is --logprobs, --stop-token-ids is --stop-id
 $CIS2 run --model-dir "$m" --prompt x --gen-toks 3 --temperature 0.5 --seed 3 --logprobs 2 --stop-id 5 --json \
     > "$d/a1.json" || fail "run with the CLI's names"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/cli/t_score_receipt.sh - score receipts, "CIS-2-RECEIPT
-# ext-score-1" (docs/receipts.md "Score receipts", issue 35 item 4).
+# ext-score-1" (docs/receipts.md "Score receipts").
 # The expected receipt is built in Python, line for line, from a second
 # route: `cis2 run --logprobs 3 --json --dump-logits` generating the same
 # tokens after the same prompt (its v1 receipt gives the artifact hashes

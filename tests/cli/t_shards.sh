@@ -1,9 +1,8 @@
 #!/bin/sh
-# Sharded checkpoints (issue 33 item 2; docs/inputs.md "Sharded
-# checkpoints"): DIR/model.safetensors.index.json plus the shards its
-# weight_map names, made here by an independent splitter
-# (tests/cli/shard_split.py, python, from the safetensors format alone) out
-# of a `cis2 synth` checkpoint.
+# Sharded checkpoints (docs/inputs.md "Sharded checkpoints"):
+# DIR/model.safetensors.index.json plus the shards its weight_map names,
+# made here by an independent splitter (tests/cli/shard_split.py, python,
+# from the safetensors format alone) out of a `cis2 synth` checkpoint.
 #   1. the sharded checkpoint decodes exactly as the one file: the same
 #      tokens, argmax digest and every logit (--dump-logits, byte for byte);
 #   2. its weights_sha256 is the documented rule, recomputed by python's

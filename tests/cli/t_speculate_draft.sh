@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/cli/t_speculate_draft.sh - `cis2 run --speculate draft:DIR[:K]`
-# (issue 37, docs/speculate.md "A draft model") gives plain decoding's
+# (docs/speculate.md "A draft model") gives plain decoding's
 # bytes: stdout, --json (tokens, logprob bits, witness, finish), every
 # step's logits (--dump-logits) and the receipt.
 #

@@ -17,7 +17,7 @@ cat > "$tmp/check.py" <<'EOF'
 import json, math, struct, sys
 d, shape, seed, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 M = (1 << 64) - 1
-# Architecture per issue 4 (not read from synth.c):
+# Architecture written down here (not read from synth.c):
 # hidden, inter, layers, heads, kv, vocab, max_pos, eps, theta, tied, type, data-area parity
 SHAPES = {
     "tiny": (64, 160, 2, 4, 2, 512, 256, 1e-05, 10000.0, True, "llama", "odd"),

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/cli/t_tokenizer_added.sh - added tokens that overlap (issue 16 item 4):
+# tests/cli/t_tokenizer_added.sh - added tokens that overlap (docs/inputs.md "Work is linear"):
 # cis2 matches added tokens with an Aho-Corasick automaton over the
 # reversed contents; on SmolLM2's tokenizer.json plus ~250 added tokens that
 # are prefixes, suffixes and infixes of each other (ASCII, multi-byte,

@@ -1,6 +1,7 @@
 #!/bin/sh
-# tests/cli/t_verify.sh - verification by teacher-forced prefill (issue "Exact
-# verification faster than generation"), on every shape `make matrix` uses.
+# tests/cli/t_verify.sh - verification by teacher-forced prefill
+# (docs/receipts.md "Verification: faster than generation"), on every shape
+# `make matrix` uses.
 #
 #  1. The premise, bit for bit: the logits of every prefill row equal the
 #     decode's `run --dump-logits`, at 1 and 2 threads and every kernel.

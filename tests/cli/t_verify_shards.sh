@@ -1,6 +1,6 @@
 #!/bin/sh
-# tests/cli/t_verify_shards.sh - many receipts verified as array jobs (issue 36
-# item 2; docs/receipts.md "Verifying many receipts: shards").
+# tests/cli/t_verify_shards.sh - many receipts verified as array jobs
+# (docs/receipts.md "Verifying many receipts: shards").
 #
 # A manifest of 14 entries over 3 prompts of a `cis2 synth` checkpoint:
 # greedy and sampled receipts, one given inline as a JSON line, 2 doctored

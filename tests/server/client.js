@@ -350,7 +350,7 @@ async function errors() {
   console.log('errors: the client raises its own error classes');
 }
 
-// Issue 32 item 4: what the server will never accept is a 4xx, so the
+// docs/serving.md "Errors": what the server will never accept is a 4xx, so the
 // client (its default maxRetries, 2, retries every 5xx after 0.375-0.5 s,
 // then 0.75-1 s) gives up at once.  Each case: the client's own
 // BadRequestError with status 400, code unsupported_parameter and param,

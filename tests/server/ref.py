@@ -20,8 +20,9 @@ strings here), top_k (0 and -1: off, so omitted), seed, the choice's
 index among its prompt's n as --sequence, max_tokens as --gen-toks, stop strings as --stop,
 stop_token_ids (and, for chat, the id of <|im_end|> after them) as
 --stop-id, stop_at_eos, and logprobs N (completions) or top_logprobs N
-(chat) as --logprobs N (the same N since issue 32).  A chat case's prompt is the rendered prompt
-the server reports (tests/server/t_serve_chat.sh checks the rendering).
+(chat) as --logprobs N (the same N: docs/receipts.md "Names across
+surfaces").  A chat case's prompt is the rendered prompt the server reports
+(tests/server/t_serve_chat.sh checks the rendering).
 """
 import json
 import os

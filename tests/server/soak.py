@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """tests/server/soak.py PORT PID SECONDS OUTDIR - a bounded soak of `cis2
-serve` for tests/server/t_serve_soak.sh (issue 30): WORKERS threads, each with its
+serve` for tests/server/t_serve_soak.sh: WORKERS threads, each with its
 own seeded random choice, for SECONDS seconds send a mix of
 
   whole       a completion, greedy or seeded sampling, n 1 or 2

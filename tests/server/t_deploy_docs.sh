@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/server/t_deploy_docs.sh - docs/deploy.md's manifests and scripts
-# (issue 36 item 3) are what the page says, and what can run here runs:
+# are what the page says, and what can run here runs:
 #   - tests/server/deploy_docs.py parses every block (the Kubernetes YAML
 #     with python3-yaml, the systemd unit, the Slurm script) and checks the
 #     fields the page promises (probes on /health, the model a read-only

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/server/t_serve.sh - `cis2 serve` (issue 19) with real clients: the official
+# tests/server/t_serve.sh - `cis2 serve` (docs/serving.md) with real clients: the official
 # OpenAI Node client (tests/server/client.js, npm `openai`), curl, and raw
 # sockets for bad clients (tests/server/hostile.py).  Servers start on free
 # loopback ports (--port 0, the port read from their first line), every
@@ -133,7 +133,7 @@ for bad in '"temperature":"0.7"' '"temperature":"NaN"' '"temperature":"inf"' '"t
     $PY -c 'import json,sys; e=json.load(open(sys.argv[1]))["error"]; assert e["code"] in ("invalid_type","invalid_value") and e["param"], e' \
         "$d/body" || fail "$bad: $(cat "$d/body")"
 done
-# what cis2 will never accept is a 4xx (OpenAI's clients retry every 5xx; issue 32 item 4)
+# what cis2 will never accept is a 4xx (OpenAI's clients retry every 5xx; docs/serving.md "Errors")
 expect 400 unsupported_parameter $P /v1/completions $C -d '{"model":"tiny","prompt":"a","echo":true,"stream":true}'
 expect 400 unsupported_parameter $P /v1/completions $C -d '{"model":"tiny","prompt":"a","presence_penalty":0.5}'
 expect 400 unsupported_chat_template $P /v1/chat/completions $C -d '{"model":"tiny","messages":[{"role":"user","content":"a"}]}'

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/server/t_serve_abuse.sh - clients that once crashed, stalled or locked out
-# `cis2 serve` (issue 30 items 1, 2, 3, 9), through tests/server/abuse.py on
+# `cis2 serve` (docs/serving.md "Hygiene", "Limits"), through tests/server/abuse.py on
 # raw sockets, against servers on free loopback ports (every wait bounded,
 # the trap kills them all).  The checkpoint is a small llama with a 4096
 # context, so a receipt can claim 2000 tokens: a doctored one (its first
@@ -10,7 +10,7 @@
 #      sockets are cut and /health answers; ambiguous framing is 400; two
 #      verifications beside a stream, three rounds, same verdicts, no
 #      crash; verifications whose clients left stop (their slots free up),
-#      and so does an echo's scoring (a 499 counted in /metrics; issue 35)
+#      and so does an echo's scoring (a 499 counted in /metrics)
 #   B  --verify-max-tokens / --verify-timeout: 413 verify_too_large at
 #      once, 413 verify_timeout after about a second; the same for echo's
 #      scoring (score_too_large, score_timeout)

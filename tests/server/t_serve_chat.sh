@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/server/t_serve_chat.sh - chat templates (issue 19 item 2): for every
+# tests/server/t_serve_chat.sh - chat templates (docs/serving.md "Chat templates"): for every
 # template cis2 recognizes (SmolLM2-Instruct's own file, plain ChatML,
 # Qwen1.5's, Qwen2.5-Instruct's, one with another default system prompt,
 # SmolLM2's reformatted), `cis2 serve --render-chat` must render each of
@@ -40,7 +40,7 @@ for i, (a, b) in enumerate(zip(c, o)):
         same += 1
     else:
         st = a["error"].get("status")
-        if st != 400:  # never a 5xx, which clients retry (issue 32 item 4)
+        if st != 400:  # never a 5xx, which clients retry (docs/serving.md "Errors")
             sys.exit("FAIL: %s: case %d refused with status %r" % (sys.argv[3], i, st))
         refused += 1
 if same < 300:

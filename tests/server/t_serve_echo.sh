@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/server/t_serve_echo.sh - /v1/completions echo and prompt_logprobs
-# (issue 35 item 2; docs/sampling.md §S11, docs/serving.md) on a synthetic
+# (docs/sampling.md §S11, docs/serving.md "Logprobs") on a synthetic
 # checkpoint, against `cis2 score` (the CLI: another surface of the library,
 # asked with the prompt's ids as a continuation without context, and with
 # lm-evaluation-harness's context/continuation split):

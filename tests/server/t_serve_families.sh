@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/server/t_serve_families.sh - issue 34: `cis2 serve` answers for every
+# tests/server/t_serve_families.sh - `cis2 serve` answers for every
 # model family (docs/models.md §M1-§M7) exactly as `cis2 run` does.  For
 # each small family shape of tools/matrix (tests/families/*.json: Llama-3
 # RoPE scaling, Qwen3, SmolLM3, OLMo-2, Phi-3 with a window, Gemma-3),

@@ -1,17 +1,17 @@
 #!/bin/sh
-# tests/server/t_serve_inputs.sh - `cis2 serve` inputs of issue 30 (items 4, 6, 7,
-# 8), with curl against servers on free loopback ports (--port 0), every
-# wait bounded, the trap killing them all:
-#   4  --api-key-file: the key is the first line (LF or CR LF, surrounding
+# tests/server/t_serve_inputs.sh - `cis2 serve` inputs (docs/inputs.md "HTTP
+# requests", docs/serving.md "Hygiene"), with curl against servers on free
+# loopback ports (--port 0), every wait bounded, the trap killing them all:
+#   -  --api-key-file: the key is the first line (LF or CR LF, surrounding
 #      blanks trimmed as in the Authorization header); an empty or blank
 #      first line is exit 4 with one line
-#   6  numbers jansson refuses (an integer beyond int64, 1e999) are 400
+#   -  numbers jansson refuses (an integer beyond int64, 1e999) are 400
 #      invalid_value naming the parameter, while broken JSON stays
 #      invalid_json; /v1/verify of truncated JSON is invalid_json; a
 #      \u0000 is a byte of a stop string (it reaches the receipt's
 #      stop-strings) and refused, naming the parameter, anywhere else
-#   7  cis2_prompt_tokens_total counts admitted requests only, not a 429
-#   8  a chat_template.jinja (or tokenizer_config.json) that is a FIFO or a
+#   -  cis2_prompt_tokens_total counts admitted requests only, not a 429
+#   -  a chat_template.jinja (or tokenizer_config.json) that is a FIFO or a
 #      directory fails the start with exit 3, at once, naming the file
 set -u
 . tests/lib.sh

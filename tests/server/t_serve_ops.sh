@@ -1,20 +1,21 @@
 #!/bin/sh
 # tests/server/t_serve_ops.sh - `cis2 serve` as an operator and a stock
-# OpenAI client meet it (issue 32 items 3, 4 and 11), with curl and the
+# OpenAI client meet it (docs/serving.md "Starting it", "The access log",
+# "Errors"), with curl and the
 # official `openai` npm client (tests/server/client.js) against servers on
 # free loopback ports, every wait bounded, the trap killing them all:
-#   11 start-up: a `loading` line on stderr names the bound address before
+#   -  start-up: a `loading` line on stderr names the bound address before
 #      the model loads, and a connection made then is answered (it waits,
 #      never refused); the socket is bound before the model loads, so a
 #      busy port fails at once, one line, exit 3, even with a checkpoint
 #      that would not load; an unwritable --access-log fails the same way
-#   11 the access log: one line per finished request (nine fields, README
-#      "Serving"), checked against what curl saw of the same request
+#   -  the access log: one line per finished request (nine fields,
+#      docs/serving.md "The access log"), checked against what curl saw of the same request
 #      (status, body bytes: curl's size_download; the completion's id),
 #      paths escaped so no request can forge a line; 40 concurrent
 #      requests give 40 whole lines; stderr by default, nothing with `off`
-#   3  a wrong or missing `model` is refused naming the model served
-#   4  parameters cis2 will never accept are 400 unsupported_parameter
+#   -  a wrong or missing `model` is refused naming the model served
+#   -  parameters cis2 will never accept are 400 unsupported_parameter
 #      naming them: the openai client, with its default two retries of
 #      every 5xx, raises BadRequestError at the first attempt, and the
 #      server's access log and /metrics count exactly one request per case

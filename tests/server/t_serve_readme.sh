@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/server/t_serve_readme.sh - the README's first request to `cis2 serve`
-# works as written (issue 32 item 3: it once answered 404 model_not_found,
-# the model being named after the directory).  The ```sh block after the
+# works as written (it once answered 404 model_not_found, the model being
+# named after the directory).  The ```sh block after the
 # line `<!-- recipe: first-curl -->` in README.md is run as a newcomer
 # would after the README's quick start, with only where it runs rewritten:
 # `build/cis2` is $CIS2, `/tmp/` a temporary directory, port 8080 a free

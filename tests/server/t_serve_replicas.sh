@@ -1,6 +1,7 @@
 #!/bin/sh
 # tests/server/t_serve_replicas.sh - two `cis2 serve` replicas of one
-# checkpoint behind Debian's haproxy (issue 36 item 1), run with the very
+# checkpoint behind Debian's haproxy (docs/deploy.md "HAProxy in front of
+# replicas"), run with the very
 # HAProxy config docs/deploy.md shows (its one ```haproxy block, read from
 # the page): everything on 127.0.0.1, free ports, every wait bounded.
 #   - SIGSTOP + SIGCONT of a replica is no shutdown (it was: EINTR)

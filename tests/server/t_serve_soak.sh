@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/server/t_serve_soak.sh - a bounded soak of `cis2 serve` (issue 30): six
+# tests/server/t_serve_soak.sh - a bounded soak of `cis2 serve`: six
 # clients for SOAK_SECONDS (default 25) mixing whole and streamed
 # completions (greedy and seeded sampling, n 1-2, logprobs), /v1/verify of
 # what came back, streams left after their first event, verifications

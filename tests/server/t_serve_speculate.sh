@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/server/t_serve_speculate.sh - `cis2 serve --speculate lookup[:K]`
-# (issue 37 item "the server option"; docs/speculate.md): a server that
+# (docs/speculate.md "How to use it"): a server that
 # decodes with prompt-lookup drafts answers every request exactly as one
 # that decodes token by token.  Two servers on one synthetic checkpoint,
 # plain and --speculate lookup:4; the same requests to both (greedy and

@@ -1,6 +1,6 @@
 // tests/tokenizer/corpus-families.js - the deterministic differential-test
 // corpus for the tokenizers of the model families (Llama-3, Qwen3, Llama-2 /
-// Mistral / TinyLlama, Gemma-3; issue 33 item 4): several hundred strings
+// Mistral / TinyLlama, Gemma-3; docs/tokenizer.md): several hundred strings
 // per tokenizer covering scripts, emoji, whitespace runs, digit runs (the
 // \p{N}{1,3} of Llama-3's regex), contractions, the file's own added and
 // special tokens (alone, glued, truncated), strings that look like byte

@@ -1,6 +1,6 @@
 // tests/tokenizer/diff-families.js - differential test of cis2's tokenizer
 // against the oracle, Hugging Face `tokenizers` (npm 0.23.2), on the real
-// tokenizer.json of a model family (issue 33 item 4):
+// tokenizer.json of a model family (docs/tokenizer.md):
 //   node tests/tokenizer/diff-families.js CIS2 TOKENIZER_JSON [--sha256 HEX] [--ext] [--no-special]
 //       [--corpus-file F]
 // --sha256: the file must have this sha256 (SOURCES.md), else exit 3;

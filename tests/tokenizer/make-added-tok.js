@@ -1,5 +1,5 @@
 // tests/tokenizer/make-added-tok.js - a tokenizer.json with many OVERLAPPING
-// added tokens (issue 16: cis2 matches them with an Aho-Corasick automaton
+// added tokens (docs/inputs.md "Work is linear": cis2 matches them with an Aho-Corasick automaton
 // over the reversed contents; this is the differential case against the
 // oracle) and a corpus that hits the overlaps.
 //   node make-added-tok.js BASE_TOKENIZER_JSON OUT_TOKENIZER_JSON OUT_CORPUS_JSON

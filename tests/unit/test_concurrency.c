@@ -1,7 +1,8 @@
 /*
  * test_concurrency.c - one engine, every kind of public call against every
  * other from two threads at once (include/cis2.h Conventions, "Threads";
- * issue 30 item 1), and all of them together from four.
+ * docs/architecture.md "Rules of the house"), and all of them together
+ * from four.
  *
  * The oracle is the same call made alone on the engine before any thread
  * starts: a generate's or a session's witness (§12.1) and tokens, a
@@ -19,7 +20,7 @@
  *
  * Also here, since a server stops a verification from another thread:
  * cis2_verify_opts.should_stop and on_step cancel a verify at a pass (or
- * decode step) boundary (issue 30 item 2), counted against the passes the
+ * decode step) boundary, counted against the passes the
  * pass limits imply.
  */
 #include <pthread.h>
@@ -551,7 +552,7 @@ static void test_verify_cancel(void **state)
     }
 }
 
-/* cis2_score_ex's should_stop (issue 35: the server's echo scoring and
+/* cis2_score_ex's should_stop (the server's echo scoring and
  * score-receipt verification must end at shutdown or past their time):
  * never stopping gives cis2_score's bits; stopping at the first poll gives
  * CIS2_E_CANCELLED and no results; and a verify of score receipts stops

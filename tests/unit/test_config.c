@@ -3,7 +3,8 @@
  * $SHARED/models, the §2.3 eps cast and §7.1 theta cast (bit patterns from
  * python's struct.pack('<f') and node's Math.fround, which agree), the
  * LlamaConfig defaults, one test per refused input, and the configs that
- * cis2 synth writes read back to the shapes the issue lists.
+ * cis2 synth writes read back to the shapes written down here (not read
+ * from synth.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -283,7 +284,7 @@ REJ(layer_types_short, "layer_types", "[\"full_attention\"]", CIS2_E_FORMAT, "nu
 REJ(unknown_key, "logits_scaling", "1.0", CIS2_E_UNSUPPORTED, "key 'logits_scaling' is not known to cis2")
 REJ(unknown_key_null, "residual_multiplier", "null", CIS2_E_UNSUPPORTED, "key 'residual_multiplier' is not known")
 
-/* ---- config keys of current transformers (issue 33) ---- */
+/* ---- config keys of current transformers (docs/models.md "Configs written by current transformers") ---- */
 
 /* Parses BASE with the members of the JSON object `patch` set and the
  * comma-separated keys of `del` removed. */
@@ -321,7 +322,7 @@ static void patch_fails(const char *patch, const char *del, int code, const char
 
 /* The RoPE base given only in rope_parameters (transformers 5) or
  * rope_scaling is the base run, not the default 10000 (the silent wrong
- * answer of issue 33).  1000000.0f is 0x49742400 (python struct '<f'). */
+ * answer of a reader that ignores the key).  1000000.0f is 0x49742400 (python struct '<f'). */
 static void rope_parameters_base(void **s)
 {
     (void)s;
@@ -877,7 +878,7 @@ static void gemma3_family(void **s)
     assert_int_equal(cis2_config_inv_freq_len(&c), (size_t)c.head_dim / 2);
 }
 
-/* model_type mistral (issue 33) is Llama's arithmetic, with a sliding
+/* model_type mistral is Llama's arithmetic, with a sliding
  * window wherever sliding_window is set (docs/models.md §M5: Mistral's
  * modeling code has no use_sliding_window), and has no biases at all. */
 static void mistral_family(void **s)
@@ -913,7 +914,7 @@ static void mistral_family(void **s)
     }
 }
 
-/* Family semantics (issue 16 item 6): which bias tensors the config calls for. */
+/* Family semantics (docs/inputs.md "Which tensors each family has"): which bias tensors the config calls for. */
 static void family_biases(void **s)
 {
     (void)s;
@@ -941,7 +942,7 @@ static void family_biases(void **s)
     assert_false(cis2_config_o_bias(&c));
 }
 
-/* Memory bound (issue 16 item 3): 1M empty objects in 3 MB would cost
+/* Memory bound (docs/inputs.md "Memory"): 1M empty objects in 3 MB would cost
  * jansson ~250 MB; refused by the pre-scan before parsing. */
 static void json_cost_bound(void **s)
 {
@@ -977,7 +978,7 @@ static void bad_json(void **s)
     expect_raw_fails("", CIS2_E_FORMAT, "invalid JSON");
 }
 
-/* ---- synth configs read back (values from the issue, not from synth.c) ---- */
+/* ---- synth configs read back (values written down here, not read from synth.c) ---- */
 
 static void check_synth_cfg(const char *shape, int64_t H, int64_t I, int64_t L, int64_t nh, int64_t kv, int64_t V,
                             int64_t hd, int64_t maxpos, uint32_t eps_bits, uint32_t theta_bits, int tied,
@@ -1019,7 +1020,7 @@ static void synth_configs(void **s)
 static void synth_shape_table(void **s)
 {
     (void)s;
-    /* The big shapes' architecture (issue 4; the real configs for the SmolLM2s) */
+    /* The big shapes' architecture (the real configs of SmolLM2-135M, -360M and Qwen2.5-0.5B) */
     const cis2_synth_shape *a = cis2_synth_find_shape("smollm2-135m");
     assert_non_null(a);
     assert_true(a->hidden == 576 && a->inter == 1536 && a->layers == 30 && a->heads == 9 && a->kv_heads == 3 &&
@@ -1031,7 +1032,7 @@ static void synth_shape_table(void **s)
     assert_true(q->hidden == 896 && q->inter == 4864 && q->layers == 24 && q->heads == 14 && q->kv_heads == 2 &&
                 q->vocab == 151936 && q->max_pos == 32768 && !q->tied && q->qkv_bias);
     assert_null(cis2_synth_find_shape("nope"));
-    /* each config text parses to the cast the issue names */
+    /* each config text parses to its §2.3 cast (docs/arithmetic.md section 2) */
     const char *eps[] = {"1e-05", "1e-06"};
     const uint32_t eb[] = {0x3727C5AC, 0x358637BD};
     for (int i = 0; i < 2; i++) {

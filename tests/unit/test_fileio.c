@@ -1,5 +1,5 @@
 /*
- * test_fileio.c - src/fileio.c and src/jsonlim.c (issue 16): inputs are
+ * test_fileio.c - src/fileio.c and src/jsonlim.c (docs/inputs.md): inputs are
  * regular files read exactly once (a FIFO, a directory, /dev/zero refused
  * without blocking; a size limit before reading; a file that shrinks, grows
  * or is rewritten while read is a clean CIS2_E_IO); outputs are all or

@@ -1,6 +1,6 @@
 /*
- * test_limits.c - the library at the edges of its parameters (issue 30
- * items 5d and 10), through the public API on a synthetic checkpoint
+ * test_limits.c - the library at the edges of its parameters, through the
+ * public API on a synthetic checkpoint
  * written by cis2_synth_write into $TMPDIR.
  *
  *   - cis2_gen_opts.max_batch of any size (SIZE_MAX, 2^63, 2^62, ...) is

@@ -165,8 +165,8 @@ static void test_reject_layout(void **s)
     cis2_error err = {0};
     assert_int_equal(cis2_receipt_parse_into(buf, n, "R", &r, &err), CIS2_E_FORMAT);
     assert_non_null(strstr(err.msg, "line 14: no LF"));
-    assert_non_null(strstr(err.msg, "jq -j")); /* issue 32: how to save one */
-    /* issue 32: `jq -r` adds one LF after the receipt's own: refused (a blank
+    assert_non_null(strstr(err.msg, "jq -j")); /* how to save one (docs/receipts.md "The format") */
+    /* `jq -r` adds one LF after the receipt's own: refused (a blank
      * line, FACTS §6), with a message that says how to save a receipt */
     n = strlen(good);
     memcpy(buf, good, n);

@@ -1,7 +1,7 @@
 /*
  * test_safetensors.c - the safetensors loader (src/safetensors.c): valid
  * files (odd data offsets, zero-size and scalar tensors, §4.1 widening bits),
- * one test per rejected input, the read-once stream (issue 16: a file that
+ * one test per rejected input, the read-once stream (docs/inputs.md: a file that
  * shrinks, grows or is a FIFO is a clean error; the sha256 covers exactly
  * the bytes read), and a cis2 synth checkpoint read back with the §2.5 names
  * and shapes listed here independently.
@@ -85,7 +85,7 @@ static void expect_reject(const char *p, int code, const char *substr)
 
 static const uint8_t data6[12] = {0x80, 0x3F, 0x49, 0xC0, 0x01, 0x00, 0xFF, 0x7F, 0x00, 0x80, 0xA0, 0x40};
 
-/* ---- F16 (issue 33): widened exactly to f32 ---- */
+/* ---- F16 (docs/inputs.md "Weight dtypes"): widened exactly to f32 ---- */
 
 /* Expected binary32 bits from an independent route: numpy 1.24's
  * np.array(h, np.uint16).view(np.float16).astype(np.float32) (Debian's
@@ -501,7 +501,7 @@ static void check_synth(const char *shape, uint64_t H, uint64_t I, int L, uint64
     cis2_st_close(&f);
 }
 
-/* ---- read once (issue 16): the stream API, a file changing while read,
+/* ---- read once (docs/inputs.md "Every input file"): the stream API, a file changing while read,
  * the header's memory bound, the sha256 of the bytes read ---- */
 
 static void stream_read_once(void **s)

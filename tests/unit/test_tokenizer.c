@@ -273,8 +273,8 @@ static void refusals(void **state)
     expect_refused("f9.json", "{" GOOD_PRE ", " MODEL("") ", \"added_tokens\": [{\"id\": 5}]}", CIS2_E_FORMAT,
                    "added_tokens[0]");
     /* well-formed but unsupported -> CIS2_E_UNSUPPORTED, naming the field */
-    /* (NFC, TemplateProcessing and a null pre_tokenizer are families' shapes that load since
-     * issue 33: test_tokenizer's qwen_load, t_tokenizer_families) */
+    /* (NFC, TemplateProcessing and a null pre_tokenizer are families' shapes that load
+     * (docs/tokenizer.md "Which tokenizers"): test_tokenizer's qwen_load, t_tokenizer_families) */
     expect_refused("u1.json", "{\"normalizer\": {\"type\": \"NFKC\"}, " GOOD_PRE ", " MODEL("") "}",
                    CIS2_E_UNSUPPORTED, "normalizer");
     expect_refused("u2.json", "{" GOOD_PRE ", " MODEL(", \"dropout\": 0.1") "}", CIS2_E_UNSUPPORTED, "dropout");
@@ -409,7 +409,7 @@ static void expect_split(const char *in, const char *want)
     assert_string_equal(p.buf, want);
 }
 
-/* The families' pre-tokenizers (non-normative, issue 33 item 4), by hand
+/* The families' pre-tokenizers (non-normative, docs/tokenizer.md), by hand
  * from the regex \p{N}{1,3} (greedy, at most three) and from
  * MergedWithPrevious (a delimiter joins the piece before it, unless that is
  * a delimiter); t_tokenizer_families checks them against the oracle. */
@@ -468,7 +468,7 @@ static int load_flags(const char *path, unsigned flags, cis2_tokenizer **t, cis2
     return cis2_tokenizer_load_ext(t, path, flags, err);
 }
 
-/* Qwen2.5's shape loads without the flag (issue 33; the flag is a no-op),
+/* Qwen2.5's shape loads without the flag (the flag is a no-op: docs/tokenizer.md),
  * is marked non-normative, and encodes the same with and without it. */
 static void qwen_load(void **state)
 {

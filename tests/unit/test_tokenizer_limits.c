@@ -1,6 +1,7 @@
 /*
- * test_tokenizer_limits.c - the tokenizer's work and memory bounds (issue
- * 16, src/tokenizer_load.c and src/tokenizer.c; docs/inputs.md "tokenizer.json", "Prompts"):
+ * test_tokenizer_limits.c - the tokenizer's work and memory bounds
+ * (src/tokenizer_load.c and src/tokenizer.c; docs/inputs.md
+ * "tokenizer.json", "Prompts"):
  *   - 100,000 added tokens load in well under a second (was 52 s: a
  *     quadratic duplicate check and next-id scan);
  *   - 100 KB of '<' with 20,000 added tokens, and with 2,000 tokens that
@@ -136,7 +137,7 @@ static void encode_lt_fast(void **s)
     memset(text, '<', n);
     text[n] = 0;
     static const struct { size_t ntok; void (*content)(size_t, char *); } cases[] = {
-        {20000, tok_name}, /* the issue's case: every position starts 20k candidates */
+        {20000, tok_name}, /* the case that once took seconds: every position starts 20k candidates */
         {2000, lt_run},    /* runs of '<' that never end in the text: a forward search rescans each */
     };
     for (size_t c = 0; c < 2; c++) {
