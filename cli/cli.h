@@ -100,10 +100,11 @@ void cli_hex(const uint8_t d[32], char out[65]);
  * correctly rounded conversion; a nonzero number that rounds to 0 or to a
  * subnormal, or overflows, is refused.  CIS2_E_USAGE naming opt. */
 int cli_parse_f32(const char *cmd, const char *opt, const char *s, float *out);
-/* --speculate's forms (off, lookup, lookup:K, draft:DIR, draft:DIR:K with
- * K 1..16; cis2_engine_set_speculate), checked before the model loads
- * (run, serve); the draft model itself is the library's to check. */
-int cli_speculate_ok(const char *s);
+/* --speculate's forms checked before the model loads (run, serve) by the
+ * library's own grammar (cis2_speculate_check): CIS2_OK, or the usage
+ * error printed (exit 2); the draft model itself is set_speculate's to
+ * check. */
+int cli_speculate_check(const char *cmd, const char *spec);
 /* Reads all of stdin, at most limit bytes (CIS2_E_FORMAT beyond). */
 int cli_read_stdin(size_t limit, char **buf, size_t *len, cis2_error *err);
 /* --prompt-file: cis2_prompts_load, except that `-` (stdin), a pipe, a

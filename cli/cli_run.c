@@ -459,8 +459,7 @@ static int parse_run(int argc, char **argv, run_opts *o)
     if (o->trace_dump && !o->trace) return cli_usage_error("run", "--trace-dump needs --trace FILE");
     if (o->stream && o->json) return cli_usage_error("run", "--stream is for the text output, not --json");
     if (o->prompt_text && !*o->prompt_text) return cli_usage_error("run", "--prompt is empty");
-    if (o->speculate && !cli_speculate_ok(o->speculate))
-        return cli_usage_error("run", "--speculate '%s': give off, lookup, lookup:K, draft:DIR or draft:DIR:K with K 1..16", o->speculate);
+    if (o->speculate && (rc = cli_speculate_check("run", o->speculate))) return rc;
     const char *paths[3] = {o->receipt, o->dump, o->trace};
     const char *names[3] = {"--receipt", "--dump-logits", "--trace"};
     for (int i = 0; i < 3; i++)

@@ -559,23 +559,9 @@ void cli_print_verdict(const cis2_verdict *v, int colon)
 }
 
 /* cli.h */
-/* A draft length: 1..16, digits only. */
-static int spec_k_ok(const char *p)
+int cli_speculate_check(const char *cmd, const char *spec)
 {
-    if (!*p || strlen(p) > 2) return 0;
-    int k = 0;
-    for (; *p; p++) {
-        if (*p < '0' || *p > '9') return 0;
-        k = 10 * k + (*p - '0');
-    }
-    return k >= 1 && k <= 16;
-}
-
-int cli_speculate_ok(const char *s)
-{
-    if (!strcmp(s, "off") || !strcmp(s, "lookup")) return 1;
-    if (!strncmp(s, "lookup:", 7)) return spec_k_ok(s + 7);
-    if (strncmp(s, "draft:", 6) || !s[6] || s[6] == ':') return 0;
-    const char *c = strrchr(s + 6, ':'); /* draft:DIR:K when the last part is all digits */
-    return !c || !c[1] || strspn(c + 1, "0123456789") != strlen(c + 1) || spec_k_ok(c + 1);
+    cis2_error err = {0};
+    if (!cis2_speculate_check(spec, &err)) return CIS2_OK;
+    return cli_usage_error(cmd, "--%s", err.msg); /* "--speculate: ...": the library's grammar, docs/speculate.md */
 }

@@ -223,6 +223,13 @@ CIS2_API int cis2_engine_set_threads(cis2_engine *e, int threads, cis2_error *er
  * traced or recompute runs.  Waits like set_kernel; a bad spec is
  * CIS2_E_USAGE and leaves the setting as it was. */
 CIS2_API int cis2_engine_set_speculate(cis2_engine *e, const char *spec, cis2_error *err);
+/* The grammar of a speculate spec alone, with no engine and nothing
+ * loaded: CIS2_OK, or CIS2_E_USAGE with the message
+ * cis2_engine_set_speculate would give ("off", "lookup", "lookup:K",
+ * "draft:DIR", "draft:DIR:K", K 1..16; docs/speculate.md).  Whether DIR
+ * holds a model is set_speculate's to find out.  For clients that refuse
+ * a bad option before any work (the CLI, the server). */
+CIS2_API int cis2_speculate_check(const char *spec, cis2_error *err);
 /* A drafter of the caller's own for speculative decoding: given a decoding
  * sequence's prompt ids and the tokens it generated so far, writes up to
  * max_k proposed next tokens into out and returns how many (0: no draft

@@ -91,8 +91,7 @@ static int parse_serve(int argc, char **argv, serve_opts *o)
     if (o->request_timeout == 0) return cli_usage_error("serve", "--request-timeout must be at least 1");
     if (o->verify_timeout == 0) return cli_usage_error("serve", "--verify-timeout must be at least 1");
     if (!*o->host) return cli_usage_error("serve", "--host is empty");
-    if (o->speculate && !cli_speculate_ok(o->speculate))
-        return cli_usage_error("serve", "--speculate '%s': give off, lookup, lookup:K, draft:DIR or draft:DIR:K with K 1..16", o->speculate);
+    if (o->speculate && (rc = cli_speculate_check("serve", o->speculate))) return rc;
     if (o->model_name && !*o->model_name) return cli_usage_error("serve", "--model-name is empty");
     if (o->access_log && !*o->access_log) return cli_usage_error("serve", "--access-log is empty (a FILE, - or off)");
     return CIS2_OK;

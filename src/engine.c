@@ -241,6 +241,16 @@ int cis2_engine_set_speculate(cis2_engine *e, const char *spec, cis2_error *err)
     return CIS2_OK;
 }
 
+int cis2_speculate_check(const char *spec, cis2_error *err)
+{
+    int kind;
+    unsigned k;
+    char *dir;
+    int rc = cis2_spec_parse(spec, &kind, &k, &dir, err);
+    free(dir);
+    return rc;
+}
+
 int cis2_engine_set_drafter(cis2_engine *e, cis2_draft_fn fn, void *ctx, unsigned k, cis2_error *err)
 {
     if (fn && (k < 1 || k > CIS2_SPEC_K_MAX))

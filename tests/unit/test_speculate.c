@@ -84,7 +84,10 @@ static void test_parse(void **state)
         assert_int_equal(k, D[i].k);
         assert_string_equal(dir, D[i].dir);
         free(dir);
+        assert_int_equal(cis2_speculate_check(D[i].spec, &err), CIS2_OK); /* the clients' check: the same grammar */
     }
+    assert_int_equal(cis2_speculate_check("lookup:16", &err), CIS2_OK);
+    assert_int_equal(cis2_speculate_check(NULL, &err), CIS2_OK);
     const char *bad[] = {"lookup:0", "lookup:17", "lookup:", "lookup:x", "lookup:4x", "lookupx", "draft", "", "lookup:-1",
                          "draft:", "draft::4", "draft:m:0", "draft:m:17", "draft:m:99999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -92,6 +95,9 @@ static void test_parse(void **state)
         assert_int_equal(cis2_spec_parse(bad[i], &kind, &k, &dir, &e), CIS2_E_USAGE);
         assert_non_null(strstr(e.msg, "speculate"));
         assert_null(dir);
+        cis2_error e2 = {0};
+        assert_int_equal(cis2_speculate_check(bad[i], &e2), CIS2_E_USAGE);
+        assert_string_equal(e2.msg, e.msg);
     }
 }
 
