@@ -166,7 +166,7 @@ $(BUILD)/cis2: $(CLI_OBJ) $(BUILD)/libcis2.a
 
 # unit tests (tests/unit/) reach into the engine: src/ and the internal archive
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libcis2-internal.a $(wildcard tests/unit/*.h)
-	$(CC) $(CFLAGS_ALL) -Isrc -Itests/unit -o $@ $< $(BUILD)/libcis2-internal.a $(LDFLAGS_ALL) -lcmocka $(LDLIBS_ALL)
+	$(CC) $(CFLAGS_ALL) -Isrc -Itests/unit -o $@ $< $(BUILD)/libcis2-internal.a $(LDFLAGS_ALL) -lcmocka $(LDLIBS_ALL) -lm
 
 # the server's buffer is compiled into its unit test (the server is not in the library)
 $(BUILD)/tests/test_serve_buf: serve/serve_buf.c serve/serve.h

@@ -397,26 +397,12 @@ void cli_hex(const uint8_t d[32], char out[65]) { cis2_hex(d, 32, out); }
 
 int cli_parse_f32(const char *cmd, const char *opt, const char *s, float *out)
 {
-    const char *p = s;
-    int digits = 0, nonzero = 0;
-    if (*p == '+' || *p == '-') p++;
-    for (; *p >= '0' && *p <= '9'; p++) { digits++; nonzero |= *p != '0'; }
-    if (*p == '.')
-        for (p++; *p >= '0' && *p <= '9'; p++) { digits++; nonzero |= *p != '0'; }
-    if (digits && (*p == 'e' || *p == 'E')) {
-        p++;
-        if (*p == '+' || *p == '-') p++;
-        if (!(*p >= '0' && *p <= '9')) digits = 0;
-        while (*p >= '0' && *p <= '9') p++;
-    }
-    if (!digits || *p) return cli_usage_error(cmd, "%s: '%s' is not a decimal number", opt, s);
-    errno = 0;
-    float f = strtof(s, NULL); /* correctly rounded, nearest-even (glibc) */
+    cis2_error err = {0};
+    float f;
+    if (cis2_decimal_to_f32(s, strlen(s), &f, &err)) /* docs/sampling.md §S2.3, the library's one conversion */
+        return cli_usage_error(cmd, "%s: %s", opt, err.msg);
     uint32_t b;
     memcpy(&b, &f, 4);
-    if ((b & 0x7F800000u) == 0x7F800000u) return cli_usage_error(cmd, "%s: %s overflows binary32", opt, s);
-    if (nonzero && (b & 0x7F800000u) == 0)
-        return cli_usage_error(cmd, "%s: %s is below the smallest normal binary32 (it would be taken as 0)", opt, s);
     if (b & 0x80000000u) return cli_usage_error(cmd, "%s: %s is negative", opt, s);
     *out = f;
     return CIS2_OK;

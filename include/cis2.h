@@ -316,6 +316,19 @@ typedef struct cis2_sampling {
  * parameter's name ("temperature", "top_k", "top_p", "min_p") and the
  * reason in err. */
 CIS2_API int cis2_sampling_validate(const cis2_engine *e, const cis2_sampling *s, const char **param, cis2_error *err);
+/* docs/sampling.md §S2.3: a float parameter given as decimal text,
+ * s[0..len), to binary32 by one correctly rounded conversion (to nearest,
+ * ties to even; never through a double, whatever the caller's rounding
+ * mode or locale).  The text is an optional sign, digits with an optional
+ * '.' and fraction (at least one digit in all), an optional exponent
+ * ([eE][+-]?digits): JSON's numbers and the CLI's, nothing else.
+ * CIS2_OK with *out set, or CIS2_E_USAGE with the reason in err: "not a
+ * decimal number", "overflows binary32" (beyond its largest finite
+ * value), "is below the smallest normal binary32" (a nonzero value that
+ * would round to 0 or a subnormal, which flush-to-zero takes as 0, §1.3).
+ * Ranges are cis2_sampling_validate's.  The one conversion behind the
+ * CLI's options and the server's JSON bodies. */
+CIS2_API int cis2_decimal_to_f32(const char *s, size_t len, float *out, cis2_error *err);
 
 /* Stop rules (docs/sampling.md).  NULL: none (exactly max_tokens tokens,
  * EOS not special, §3.4). */

@@ -357,11 +357,11 @@ int serve_body_load(const char *raw, size_t len, json_t **body, serve_big_num *b
 /* 400 invalid_value for a number big noted, or for a NUL (\u0000) in a
  * string anywhere but in stop strings. */
 int serve_body_check(json_t *body, const serve_big_num *big, serve_err *e);
-/* Exact binary32 from a JSON number's text (docs/sampling.md §S2.3):
- * finds top-level key `key` in the raw object text.  1 found, 0 absent,
- * -1 not a number, -2 a nonzero number that underflows to 0 or a
- * subnormal. */
-int serve_raw_float(const char *raw, size_t len, const char *key, float *out);
+/* Exact binary32 from a JSON number's text (docs/sampling.md §S2.3,
+ * cis2_decimal_to_f32): finds top-level key `key` in the raw object text.
+ * 1 found, 0 absent, -1 refused (not a number, overflow, or a nonzero
+ * number below the smallest normal), the reason in err. */
+int serve_raw_float(const char *raw, size_t len, const char *key, float *out, cis2_error *err);
 
 /* -------------------------- a parsed request (built by serve_request.c) */
 

@@ -95,32 +95,12 @@ static int raw_value(const char *raw, size_t n, const char *key, size_t *vs, siz
 
 /* ---------------------------------------------------- raw decimal floats */
 
-/* docs/sampling.md §S2.3: the decimal text s[0..len) to binary32, one
- * correctly rounded conversion (strtof: round to nearest even).  1, -1
- * not a number, -2 a nonzero number that underflows to 0 or a subnormal. */
-static int decimal_to_f32(const char *s, size_t len, float *out)
-{
-    char buf[128];
-    if (len == 0 || len >= sizeof buf) return -1;
-    memcpy(buf, s, len);
-    buf[len] = 0;
-    if (!strchr("-0123456789", buf[0])) return -1;
-    char *end;
-    errno = 0;
-    float f = strtof(buf, &end);
-    if (*end) return -1;
-    int nonzero_digit = 0;
-    for (const char *p = buf; *p && *p != 'e' && *p != 'E'; p++) nonzero_digit |= *p >= '1' && *p <= '9';
-    if ((f == 0.0f && nonzero_digit) || (f != 0.0f && fabsf(f) < 1.17549435e-38f)) return -2; /* underflow */
-    *out = f;
-    return 1;
-}
-
-int serve_raw_float(const char *raw, size_t n, const char *key, float *out)
+int serve_raw_float(const char *raw, size_t n, const char *key, float *out, cis2_error *err)
 {
     size_t vs, ve;
     if (!raw_value(raw, n, key, &vs, &ve)) return 0;
-    return decimal_to_f32(raw + vs, ve - vs, out);
+    /* docs/sampling.md §S2.3: the library's one correctly rounded conversion */
+    return cis2_decimal_to_f32(raw + vs, ve - vs, out, err) ? -1 : 1;
 }
 
 /* ------------------------------------------- numbers jansson refuses */

@@ -166,10 +166,11 @@ static int get_float(json_t *body, const char *raw, size_t raw_len, const char *
     if (!v) return 0;
     if (!json_is_number(v)) return serve_fail(e, 400, "invalid_type", key, "%s must be a number", key);
     float f = 0;
-    int r = serve_raw_float(raw, raw_len, key, &f);
-    if (r == -2)
-        return serve_fail(e, 400, "invalid_value", key, "%s underflows binary32 (docs/sampling.md S2.3)", key);
-    if (r != 1) return serve_fail(e, 400, "invalid_value", key, "%s: cannot read the number", key);
+    cis2_error err = {0};
+    int r = serve_raw_float(raw, raw_len, key, &f, &err);
+    if (r != 1)
+        return serve_fail(e, 400, "invalid_value", key, "%s: %s (docs/sampling.md S2.3)", key,
+                          r ? err.msg : "cannot find the number in the body");
     *out = f;
     return 0;
 }

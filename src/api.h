@@ -36,5 +36,12 @@ void cis2_api_callout_end(uint64_t pinned);
 /* Nonzero while the calling thread is inside a frame (also in a callback
  * the library called). */
 int cis2_api_in_frame(void);
+/* Around a C library decimal conversion (strtof): on x86-64 glibc rounds
+ * by the x87 control word, which a frame leaves alone (the library
+ * computes in SSE), so begin sets its rounding control to nearest and
+ * returns the caller's word for end to put back.  On aarch64 it rounds by
+ * FPCR, which the frame pins: both do nothing.  fpenv.c. */
+unsigned cis2_libc_round_begin(void);
+void cis2_libc_round_end(unsigned saved);
 
 #endif

@@ -117,6 +117,25 @@ uint64_t cis2_api_callout_begin(void)
 
 int cis2_api_in_frame(void) { return tls_frame != NULL; }
 
+#if defined(__x86_64__)
+unsigned cis2_libc_round_begin(void)
+{
+    uint16_t cw, nearest;
+    __asm__ volatile("fnstcw %0" : "=m"(cw) : : "memory");
+    nearest = (uint16_t)(cw & ~0x0C00u); /* RC, bits 10-11: 00 round to nearest even */
+    __asm__ volatile("fldcw %0" : : "m"(nearest) : "memory");
+    return cw;
+}
+void cis2_libc_round_end(unsigned saved)
+{
+    uint16_t cw = (uint16_t)saved;
+    __asm__ volatile("fldcw %0" : : "m"(cw) : "memory");
+}
+#else
+unsigned cis2_libc_round_begin(void) { return 0; }
+void cis2_libc_round_end(unsigned saved) { (void)saved; }
+#endif
+
 void cis2_api_callout_end(uint64_t pinned)
 {
     if (read_ctl() != (ctl_t)pinned) write_ctl((ctl_t)pinned);

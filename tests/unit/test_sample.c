@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <fenv.h>
 #include <jansson.h>
 
 #include "cis2.h"
@@ -519,9 +520,61 @@ static void test_whole_receipts(void **state)
     json_decref(j);
 }
 
+/* §S2.3: decimal text to binary32, one correctly rounded conversion.  The
+ * bits were worked out with exact rationals (tests/sampling/sampling_ref.py
+ * parse_decimal_f32 and test_sampling_ref.py test_decimal_input). */
+static uint32_t dec_bits(const char *s, int *rc)
+{
+    float f = 12345.0f;
+    cis2_error err = {0};
+    *rc = cis2_decimal_to_f32(s, strlen(s), &f, &err);
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return b;
+}
+
+static void test_decimal_to_f32(void **state)
+{
+    (void)state;
+    static const struct { const char *s; uint32_t bits; } ok[] = {
+        {"1.0000000596046447762", 0x3F800001}, /* through a double it would be 0x3f800000 */
+        {"0.1", 0x3DCCCCCD}, {"1e-5", 0x3727C5AC}, {"-0", 0x80000000}, {"0", 0}, {"0e999", 0},
+        {".5", 0x3F000000}, {"5.", 0x40A00000}, {"+2", 0x40000000}, {"1E+1", 0x41200000},
+        {"3.4028235e38", 0x7F7FFFFF}, {"1.1754944e-38", 0x00800000}, {"0.99999997", 0x3F7FFFFF},
+    };
+    int rc;
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        uint32_t b = dec_bits(ok[i].s, &rc);
+        assert_int_equal(rc, CIS2_OK);
+        assert_int_equal(b, ok[i].bits);
+    }
+    /* whatever rounding mode the caller left set */
+    int mode = fegetround();
+    fesetround(FE_UPWARD);
+    uint32_t up = dec_bits("0.1", &rc);
+    fesetround(FE_DOWNWARD);
+    uint32_t down = dec_bits("1.0000000596046447762", &rc);
+    fesetround(mode);
+    assert_int_equal(up, 0x3DCCCCCD);
+    assert_int_equal(down, 0x3F800001);
+    static const char *bad[] = {"", ".", "e5", "1e", "1e+", "0x1p3", "inf", "nan", " 1", "1 ", "1,5", "--1", "1..2",
+                                "3.4028236e38", "1e39", "1e-39", "1e-46", "7e-46"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        (void)dec_bits(bad[i], &rc);
+        assert_int_equal(rc, CIS2_E_USAGE);
+    }
+    /* a long decimal (beyond the stack buffer): still one rounding */
+    char longd[400] = "0.";
+    for (size_t i = 2; i < 300; i++) longd[i] = '0';
+    memcpy(longd + 300, "1e299", 6); /* 0.(298 zeros)1 = 1e-299, times 1e299: 1 */
+    assert_int_equal(dec_bits(longd, &rc), 0x3F800000);
+    assert_int_equal(rc, CIS2_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_decimal_to_f32),
         cmocka_unit_test(test_philox),
         cmocka_unit_test(test_logit_vectors),
         cmocka_unit_test(test_lanes_match_rules),
