@@ -25,7 +25,6 @@ whose §S2.2 check refuses -0.0, subnormals, NaN, infinities and values
 out of range with the C API's own message.
 """
 import contextlib
-import _thread
 import ctypes
 import math
 import numbers
@@ -36,6 +35,7 @@ from ctypes import byref, c_char, c_float, c_size_t, c_uint8, c_uint32, c_uint64
 
 from . import _lib
 from ._callback import TokenEvent, _Callback, _catching, _finish, _need_numpy  # TokenEvent: cis2.TokenEvent
+from ._handle import _Handle
 from .errors import Error, UsageError, make_error
 from .receipt import verify_many
 
@@ -319,7 +319,7 @@ def _as_request(p, kw):
     return p if isinstance(p, Request) else Request(p, **kw)
 
 
-class Engine:
+class Engine(_Handle):
     """One loaded checkpoint (cis2_engine): model_dir/model.safetensors,
     config.json and tokenizer.json, hashed and packed.
 
@@ -328,6 +328,8 @@ class Engine:
     admit Qwen2.5's tokenizer shape (outside CIS-2 v0.3b §3);
     expect_*_sha256: pinned hashes (hex or 32 bytes), else HashMismatch.
     Use as a context manager, or call close()."""
+
+    _what = "engine"
 
     def __init__(self, model_dir, threads=None, kernel=None, *, tokenizer_ext=False, expect_weights_sha256=None,
                  expect_config_sha256=None, expect_tokenizer_sha256=None):
@@ -394,25 +396,6 @@ class Engine:
                 self._calls.remove(tok)
             except ValueError:   # interrupted before it went in
                 pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except KeyboardInterrupt:   # Ctrl-C landed in a finalizer, which would print and drop it:
-            _thread.interrupt_main()   # delivered again, at the next instruction outside
-        except Exception:
-            pass
-
-    def _handle(self):
-        if not self._h:
-            raise UsageError("cis2: the engine is closed")
-        return self._h
 
     # ------------------------------------------- configuration, digests
     def _info(self):
@@ -663,7 +646,7 @@ class Engine:
         return verify_many(self, receipts, replay, twice, on_step)
 
 
-class Session:
+class Session(_Handle):
     """Sequences that join and leave a running batch (cis2_session).
 
     add() queues a request and returns its id; step() is one pass of the
@@ -672,11 +655,13 @@ class Session:
     Result.  Each result is bit for bit the same request run alone.  One
     thread at a time per session."""
 
+    _what = "session"
+
     def __init__(self, engine, max_batch=0, prefill_chunk=0, on_token=None, logits=False):
         if logits:
             _need_numpy()
         self._engine = engine
-        self._s = None
+        self._h = None
         self._stepping = []   # a token while step() runs: close() refuses meanwhile
         self._cb = _Callback(on_token, {} if logits else None)
         o = _lib.SessionOpts(max_batch=_uint("max_batch", max_batch, _SIZE_BITS),
@@ -687,7 +672,7 @@ class Session:
         h = c_void_p()
         err = _lib.Err()
         _lib.check(_lib.get().cis2_session_open(byref(h), engine._handle(), byref(o), byref(err)), err)
-        self._s = h
+        self._h = h
         engine._sessions.add(self)
 
     def close(self):
@@ -699,28 +684,9 @@ class Session:
         self._close_for_engine()
 
     def _close_for_engine(self):
-        h, self._s = self._s, None
+        h, self._h = self._h, None
         if h:
             _lib.get().cis2_session_close(h)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except KeyboardInterrupt:   # Ctrl-C landed in a finalizer, which would print and drop it:
-            _thread.interrupt_main()   # delivered again, at the next instruction outside
-        except Exception:
-            pass
-
-    def _handle(self):
-        if not self._s:
-            raise UsageError("cis2: the session is closed")
-        return self._s
 
     def add(self, prompt, gen_toks=16, **kw):
         """Queues a prompt (or a Request) -> its id."""

@@ -3,50 +3,33 @@ BPE from a tokenizer.json, exact to Hugging Face `tokenizers` 0.23.1,
 without loading any weights.  An Engine tokenizes with its own copy; this
 class is for tokenizing where there is no checkpoint (datasets, checks).
 """
-import _thread
 import ctypes
 from ctypes import byref, c_size_t, c_uint32, c_void_p, POINTER
 
 from . import _lib
+from ._handle import _Handle
 from .errors import OutOfMemory, UsageError
 
 
-class Tokenizer:
+class Tokenizer(_Handle):
     """A loaded tokenizer.json.  ext=True also admits Qwen2.5's shape (NFC
     normalizer, Split pre-tokenizer; outside CIS-2 v0.3b §3).  FileError,
     FormatError or Unsupported (naming the field) when it cannot load."""
 
+    _what = "tokenizer"
+
     def __init__(self, path, ext=False):
-        self._t = None
+        self._h = None
         h = c_void_p()
         err = _lib.Err()
         _lib.check(_lib.get().cis2_tokenizer_load_ext(byref(h), _lib.path(path),
                                                       _lib.TOK_ALLOW_NONNORMATIVE if ext else 0, byref(err)), err)
-        self._t = h
+        self._h = h
 
     def close(self):
-        h, self._t = self._t, None
+        h, self._h = self._h, None
         if h:
             _lib.get().cis2_tokenizer_free(h)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except KeyboardInterrupt:   # Ctrl-C landed in a finalizer, which would print and drop it:
-            _thread.interrupt_main()   # delivered again, at the next instruction outside
-        except Exception:
-            pass
-
-    def _handle(self):
-        if not self._t:
-            raise UsageError("cis2: the tokenizer is closed")
-        return self._t
 
     def encode(self, text):
         """text (str, or bytes as they are) -> list of ids, as encode(text, add_special_tokens=False)."""
