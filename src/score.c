@@ -17,13 +17,15 @@
  * §S3.3 (rank).
  *
  * Sharing: requests share every weight pass (up to SCORE_ROWS rows per
- * pass, as verify.c's prefill replay), and requests with the same context
- * ids compute the context once: the first of them (the donor) computes
- * positions [0, nctx-1), the others wait for it there and copy that KV
- * prefix (cis2_kv_copy_prefix, §3.5: a position's keys and values are a
- * function of the ids up to it), then feed their own rows from nctx-1,
- * whose logits score their first continuation token.  Every row computed
- * is the same arithmetic as without sharing.
+ * pass, as verify.c's prefill replay), and requests whose contexts begin
+ * with the same ids compute them once (share.h, the planner verification
+ * uses too): the longest such context's request (the donor) computes
+ * them, the others wait for it and copy that KV prefix
+ * (cis2_kv_copy_prefix, §3.5: a position's keys and values are a function
+ * of the ids up to it) up to at most their own position nctx-1, whose
+ * logits score their first continuation token, and feed their own rows
+ * from there.  Every row computed is the same arithmetic as without
+ * sharing.
  *
  * Score receipts (docs/receipts.md "Score receipts"): with a witness
  * asked for (cis2_score_run), each request also keeps one SHA-256 stream,
@@ -45,6 +47,7 @@
 #include "model.h"
 #include "sample.h"
 #include "score.h"
+#include "share.h"
 #include "witness.h"
 
 #include <stdlib.h>
@@ -65,8 +68,7 @@ typedef struct sjob {
     int state;
     cis2_kv kv;
     size_t kv_bytes;
-    struct sjob *donor;      /* waits for donor's positions [0, shared) */
-    size_t shared;
+    cis2_share sh;           /* waits for its donor's positions [0, sh.shared) (share.h) */
     cis2_sha w;              /* the receipt's witness (w_on) */
     int w_on;
 } sjob;
@@ -150,48 +152,28 @@ static int prepare(const cis2_engine *e, const cis2_score_request *q, size_t k, 
 
 /* ------------------------------------------------------------- sharing */
 
-static int ctx_cmp(const sjob *a, const sjob *b)
+/* share.h: requests are planned by their context ids; the positions
+ * before a context's last id give no logits and may come from a donor. */
+static void plan_sharing(sjob *jobs, size_t n, cis2_share **tmp, sjob **ord)
 {
-    const cis2_score_result *x = a->res, *y = b->res;
-    size_t n = x->n_context < y->n_context ? x->n_context : y->n_context;
-    for (size_t i = 0; i < n; i++)
-        if (x->context_ids[i] != y->context_ids[i]) return x->context_ids[i] < y->context_ids[i] ? -1 : 1;
-    if (x->n_context != y->n_context) return x->n_context < y->n_context ? -1 : 1;
-    return 0;
-}
-
-static int by_context(const void *pa, const void *pb)
-{
-    const sjob *a = *(sjob *const *)pa, *b = *(sjob *const *)pb;
-    int c = ctx_cmp(a, b);
-    return c ? c : (a->index < b->index ? -1 : a->index > b->index);
-}
-
-/* ord: every job, those of one context together, its donor first. */
-static void plan_sharing(sjob *jobs, size_t n, sjob **ord)
-{
-    for (size_t i = 0; i < n; i++) ord[i] = &jobs[i];
-    qsort(ord, n, sizeof *ord, by_context);
-    for (size_t a = 0, b; a < n; a = b) {
-        for (b = a + 1; b < n && !ctx_cmp(ord[a], ord[b]); b++) {
-            if (ord[a]->res->n_context < 2) continue; /* nothing before the first scoring row */
-            ord[b]->donor = ord[a];
-            ord[b]->shared = ord[a]->res->n_context - 1;
-        }
+    for (size_t i = 0; i < n; i++) {
+        sjob *j = &jobs[i];
+        size_t nc = j->res->n_context;
+        j->sh = (cis2_share){.ids = j->res->context_ids, .len = nc, .cap = nc ? nc - 1 : 0, .index = j->index,
+                             .job = j};
+        tmp[i] = &j->sh;
     }
+    cis2_share_plan(tmp, n, 1);
+    for (size_t i = 0; i < n; i++) ord[i] = tmp[i]->job;
 }
 
 /* A waiting job takes its prefix once its donor's passes hold it; a donor
  * already finished (freed) leaves the job to compute every row itself. */
 static void share_take(sjob *j, const cis2_model *m)
 {
-    sjob *d = j->donor;
-    if (!d || j->state != J_RUN) return;
-    if (d->state != J_RUN) { j->donor = NULL; return; }
-    if (d->next < j->shared) return;
-    cis2_kv_copy_prefix(&j->kv, &d->kv, m, j->shared);
-    j->next = j->shared;
-    j->donor = NULL;
+    if (!j->sh.donor || j->state != J_RUN) return;
+    sjob *d = j->sh.donor->job;
+    if (cis2_share_take(&j->sh, d->state == J_RUN, d->next, &j->kv, &d->kv, m)) j->next = j->sh.shared;
 }
 
 /* ------------------------------------------------------------- figures */
@@ -296,12 +278,16 @@ static int run_jobs(cis2_engine *e, const cis2_ctx *cx, sjob *jobs, size_t n, co
     lrow *lrows = malloc(max_log * sizeof *lrows);
     size_t *seg = malloc((max_log + 1) * sizeof *seg);
     sjob **ord = malloc(n * sizeof *ord);
+    cis2_share **sord = malloc(n * sizeof *sord);
     cis2_sample_ws sws[SCORE_CHUNKS] = {{0}};
     cis2_ws ws = {0};
     size_t kv_used = 0, running = 0;
     int rc = CIS2_OK;
-    if (!rows || !logits || !lrows || !ord || !seg) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); goto out; }
-    plan_sharing(jobs, n, ord);
+    if (!rows || !logits || !lrows || !ord || !sord || !seg) {
+        rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+        goto out;
+    }
+    plan_sharing(jobs, n, sord, ord);
     for (;;) {
         for (size_t i = 0; i < n; i++) { /* admit while the KV caches fit (always one) */
             sjob *j = ord[i];
@@ -317,7 +303,7 @@ static int run_jobs(cis2_engine *e, const cis2_ctx *cx, sjob *jobs, size_t n, co
         size_t nrows = 0, nlog = 0;
         for (size_t i = 0; i < n && nrows < SCORE_ROWS && nlog < max_log; i++) {
             sjob *j = ord[i];
-            if (j->state != J_RUN || j->donor) continue;
+            if (j->state != J_RUN || j->sh.donor) continue;
             size_t nctx = j->res->n_context;
             while (j->next + 1 < j->len && nrows < SCORE_ROWS) {
                 size_t p = j->next;
@@ -351,7 +337,7 @@ static int run_jobs(cis2_engine *e, const cis2_ctx *cx, sjob *jobs, size_t n, co
         int left = 0;
         for (size_t i = 0; i < n; i++) {
             sjob *j = ord[i];
-            if (j->state == J_RUN && !j->donor && j->next + 1 >= j->len) {
+            if (j->state == J_RUN && !j->sh.donor && j->next + 1 >= j->len) {
                 cis2_kv_free(&j->kv);
                 kv_used -= j->kv_bytes;
                 j->state = J_DONE;
@@ -361,7 +347,7 @@ static int run_jobs(cis2_engine *e, const cis2_ctx *cx, sjob *jobs, size_t n, co
         }
         if (!left) break;
         if (!nrows) /* only jobs waiting on a donor that is gone: never seen, but never a hang */
-            for (size_t i = 0; i < n; i++) ord[i]->donor = NULL;
+            for (size_t i = 0; i < n; i++) ord[i]->sh.donor = NULL;
     }
 out:
     for (size_t i = 0; i < n; i++)
@@ -373,6 +359,7 @@ out:
     free(lrows);
     free(seg);
     free(ord);
+    free(sord);
     return rc;
 }
 

@@ -293,6 +293,7 @@ static int replay_prefill(cis2_engine *e, cis2_ctx *cx, vjob *jobs, size_t n, co
     cis2_row *rows = malloc(VERIFY_ROWS * sizeof *rows);
     float *logits = cis2_reuse_take(&e->logits, 2 * max_log * V * sizeof(float)); /* bigbuf.h */
     vjob **act = malloc((n ? n : 1) * sizeof *act), **ord = malloc((n ? n : 1) * sizeof *ord);
+    cis2_share **sord = malloc((n ? n : 1) * sizeof *sord);
     vjob **rowjob = malloc(max_log * sizeof *rowjob);
     size_t *rowstep = malloc(max_log * sizeof *rowstep);
     uint32_t *tok = malloc(max_log * sizeof *tok);
@@ -302,12 +303,12 @@ static int replay_prefill(cis2_engine *e, cis2_ctx *cx, vjob *jobs, size_t n, co
     cis2_ws ws = {0};
     size_t kv_used = 0, running = 0, pass = 0, computed = 0;
     int rc = CIS2_OK;
-    if (!rows || !logits || !act || !ord || !rowjob || !rowstep || !tok || !items) {
+    if (!rows || !logits || !act || !ord || !sord || !rowjob || !rowstep || !tok || !items) {
         rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
         goto out;
     }
     for (size_t i = 0; i < n; i++) jobs[i].state = jobs[i].skip ? J_DONE : J_WAIT;
-    cis2_verify_plan_sharing(jobs, n, ord);
+    cis2_verify_plan_sharing(jobs, n, sord, ord);
     for (;;) {
         if (should_stop(o)) { rc = CANCELLED(err); goto out; } /* between passes: nothing half done */
         float *half = logits + (pass & 1) * max_log * V; /* the other half may be the hasher's */
@@ -323,7 +324,7 @@ static int replay_prefill(cis2_engine *e, cis2_ctx *cx, vjob *jobs, size_t n, co
         for (size_t i = 0; i < n && nrows < max_rows && nlog < max_log; i++) {
             vjob *j = ord[i];
             if (j->state != J_FORCED && j->state != J_DECODE) continue;
-            if (j->donor) continue; /* waits for its prefix */
+            if (j->sh.donor) continue; /* waits for its prefix */
             j->nlog = 0;
             j->lg0 = NULL;
             size_t first = nrows;
@@ -361,7 +362,7 @@ static int replay_prefill(cis2_engine *e, cis2_ctx *cx, vjob *jobs, size_t n, co
              * which then compute their prefixes themselves. */
             int waiting = 0;
             for (size_t i = 0; i < n; i++)
-                if (jobs[i].donor && jobs[i].state == J_FORCED) { jobs[i].donor = NULL; waiting = 1; }
+                if (jobs[i].sh.donor && jobs[i].state == J_FORCED) { jobs[i].sh.donor = NULL; waiting = 1; }
             if (!waiting) break;
             continue;
         }
@@ -425,6 +426,7 @@ out:
     cis2_reuse_give(&e->logits, logits);
     free(act);
     free(ord);
+    free(sord);
     free(rowjob);
     free(rowstep);
     free(tok);

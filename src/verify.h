@@ -15,6 +15,7 @@
 #include "engine.h"
 #include "receipt.h"
 #include "sample.h"
+#include "share.h"
 #include "verdict.h"
 #include "witness.h"
 
@@ -51,11 +52,10 @@ typedef struct vjob {
     size_t kv_bytes;
     float *lg0;                /* this pass's first logits row */
     size_t step0, nlog;
-    /* a prompt prefix shared with another receipt (plan_sharing): while
-     * donor is set, this job waits, then takes positions [0, shared) of
-     * its KV from donor's cache and starts its rows there */
-    struct vjob *donor;
-    size_t shared;
+    /* a prompt prefix shared with another receipt (share.h): while
+     * sh.donor is set, this job waits, then takes positions [0, sh.shared)
+     * of its KV from the donor's cache and starts its rows there */
+    cis2_share sh;
 } vjob;
 
 enum { J_WAIT, J_FORCED, J_DECODE, J_DONE };
@@ -79,8 +79,9 @@ int cis2_verify_ex(cis2_engine *e, cis2_receipt *const *receipts, size_t n, cons
  * sampling and stop rules its inputs give (docs/sampling.md §S8); sets
  * j->skip with the verdict final when it cannot be replayed. */
 void cis2_verify_prepare(const cis2_engine *e, vjob *j);
-/* Fills ord with every job in admission order, and sets the donors. */
-void cis2_verify_plan_sharing(vjob *jobs, size_t n, vjob **ord);
+/* Fills ord with every job in admission order, and sets the donors
+ * (share.h; tmp: n pointers of scratch). */
+void cis2_verify_plan_sharing(vjob *jobs, size_t n, cis2_share **tmp, vjob **ord);
 /* A waiting job takes its prefix from its donor once the donor's passes
  * hold it.  Called only between passes. */
 void cis2_verify_share_take(vjob *j, const cis2_model *m);

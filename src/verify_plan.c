@@ -110,65 +110,24 @@ void cis2_verify_prepare(const cis2_engine *e, vjob *j)
         if (r->generated[i] >= e->m.vocab) { j->oov_step = i; break; }
 }
 
-/* ---- shared prompt prefixes.  Receipts of one prompt (an RL group: many
- * samples of one prompt; or one system prompt before many questions) have
- * the same KV over their common prefix (§3.5), so a batch computes it
- * once.  Sorted by their prompts' ids, jobs fall into runs whose
- * neighbours share at least SHARE_MIN leading ids.  A run's longest prompt
- * is its donor and is admitted first; every other job of the run that
- * shares SHARE_MIN ids with it waits until the donor has computed them,
- * copies them (cis2_kv_copy_prefix) and goes on from there.  Only
- * positions before either's last prompt token are shared: they give no
- * logits, so each job's steps, hashing and verdict are its own, and every
- * row computed is the same arithmetic as without sharing. ---- */
+/* ---- shared prompt prefixes (share.h): receipts of one prompt (an RL
+ * group: many samples of one prompt; or one system prompt before many
+ * questions) compute their common prefix once.  Sorted by their prompts'
+ * ids, runs whose neighbours share at least SHARE_MIN leading ids; only
+ * positions before a job's last prompt token are shared (they give no
+ * logits). ---- */
 #define SHARE_MIN 16
 
-static size_t common_prefix(const vjob *a, const vjob *b)
+void cis2_verify_plan_sharing(vjob *jobs, size_t n, cis2_share **tmp, vjob **ord)
 {
-    size_t n = a->nids < b->nids ? a->nids : b->nids, i = 0;
-    while (i < n && a->ids[i] == b->ids[i]) i++;
-    return i;
-}
-
-static int by_prompt(const void *pa, const void *pb)
-{
-    const vjob *a = *(vjob *const *)pa, *b = *(vjob *const *)pb;
-    size_t i = common_prefix(a, b);
-    if (i < a->nids && i < b->nids) return a->ids[i] < b->ids[i] ? -1 : 1;
-    if (a->nids != b->nids) return a->nids < b->nids ? -1 : 1;
-    return a->index < b->index ? -1 : a->index > b->index; /* the caller's order among equals */
-}
-
-/* Fills ord with every job in admission order, and sets the donors. */
-void cis2_verify_plan_sharing(vjob *jobs, size_t n, vjob **ord)
-{
-    size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-        jobs[i].donor = NULL;
-        jobs[i].shared = 0;
-        if (!jobs[i].skip) ord[k++] = &jobs[i];
+        vjob *j = &jobs[i];
+        j->sh = (cis2_share){.ids = j->ids, .len = j->skip ? 0 : j->nids, .cap = j->nids ? j->nids - 1 : 0,
+                             .index = j->index, .skip = j->skip, .job = j};
+        tmp[i] = &j->sh;
     }
-    qsort(ord, k, sizeof *ord, by_prompt);
-    for (size_t a = 0, b; a < k; a = b) {
-        size_t top = a; /* the run [a, b) and its longest prompt */
-        for (b = a + 1; b < k && common_prefix(ord[b - 1], ord[b]) >= SHARE_MIN; b++)
-            if (ord[b]->nids > ord[top]->nids) top = b;
-        vjob *d = ord[top];
-        ord[top] = ord[a];
-        ord[a] = d;
-        for (size_t i = a + 1; i < b; i++) {
-            vjob *j = ord[i];
-            size_t c = common_prefix(d, j);
-            if (c > j->nids - 1) c = j->nids - 1;
-            if (c > d->nids - 1) c = d->nids - 1;
-            if (c >= SHARE_MIN) {
-                j->donor = d;
-                j->shared = c;
-            }
-        }
-    }
-    for (size_t i = 0; i < n; i++)
-        if (jobs[i].skip) ord[k++] = &jobs[i];
+    cis2_share_plan(tmp, n, SHARE_MIN);
+    for (size_t i = 0; i < n; i++) ord[i] = tmp[i]->job;
 }
 
 /* A waiting job takes its prefix once the donor's completed passes hold
@@ -176,13 +135,10 @@ void cis2_verify_plan_sharing(vjob *jobs, size_t n, vjob **ord)
  * the job to compute every row itself.  Called only between passes. */
 void cis2_verify_share_take(vjob *j, const cis2_model *m)
 {
-    vjob *d = j->donor;
-    if (!d || j->state != J_FORCED) return;
-    if (d->state != J_FORCED && d->state != J_DECODE) { j->donor = NULL; return; }
-    if (d->next_pos < j->shared) return;
-    cis2_kv_copy_prefix(&j->kv, &d->kv, m, j->shared);
-    j->next_pos = j->shared;
-    j->donor = NULL;
+    if (!j->sh.donor || j->state != J_FORCED) return;
+    vjob *d = j->sh.donor->job;
+    if (cis2_share_take(&j->sh, d->state == J_FORCED || d->state == J_DECODE, d->next_pos, &j->kv, &d->kv, m))
+        j->next_pos = j->sh.shared;
 }
 
 /* --------------------------------------------------------------- verdicts */

@@ -69,6 +69,22 @@ def test_shared_context_batch_equals_each_alone(engine):
     assert engine.score(ctx, conts) is not None and len(engine.score(ctx, conts)) == len(conts)
 
 
+def test_contexts_sharing_a_prefix_equal_each_alone(engine):
+    """Contexts that begin alike and then differ (a few-shot prompt before
+    different questions; one a prefix of another) share their common ids'
+    KV (share.h): each result is still the one it gets alone, bit for bit."""
+    base = "Q: what is two and two? A: four. Q: what is three and three? A: six. Q:"
+    reqs = [(base + " what is one and one? A:", " two"), (base + " what is five and five? A:", " ten"),
+            (base, " what"), (base + " what", " is one"), ("Q: what", " is"), (base[:5], " what is it")]
+    both = engine.score_batch(reqs, top_logprobs=2)
+    for (c, x), b in zip(reqs, both):
+        a = engine.score(c, x, top_logprobs=2)
+        assert (a.context_ids, a.ids, a.bits, a.ranks, a.greedy, a.sum_bits, a.sum_f64) == \
+               (b.context_ids, b.ids, b.bits, b.ranks, b.greedy, b.sum_bits, b.sum_f64)
+        assert [[(i, bits(v)) for i, v in t] for t in a.top_logprobs] == \
+               [[(i, bits(v)) for i, v in t] for t in b.top_logprobs]
+
+
 def test_parts_are_tokenized_apart(engine):
     s = engine.score("Hello wor", "ld peace")
     assert s.context_ids == engine.tokenize("Hello wor") and s.ids == engine.tokenize("ld peace")
