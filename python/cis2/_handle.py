@@ -1,5 +1,5 @@
 """What every handle class of the package shares (Engine, Session,
-Tokenizer): the C handle in self._h (None once closed, or when __init__
+Tokenizer, Receipt): the C handle in self._h (None once closed, or when __init__
 failed before there was one), use as a context manager, close() on
 garbage collection, and _handle() that refuses a closed one.  Each
 subclass names itself in _what and defines close()."""

@@ -7,13 +7,13 @@ verdicts are freed.  Verdict.report() is the text `cis2 verify`, `cis2
 check` and `cis2 compare` print; Verdict.raise_for_status() raises the
 exception class of the verdict's code (Mismatch, HashMismatch, ...).
 """
-import _thread
 import ctypes
 import os
 from ctypes import byref, c_char, c_size_t, c_void_p, POINTER
 
 from . import _lib
 from ._callback import _Callback, _catching
+from ._handle import _Handle
 from .errors import UsageError, make_error
 
 FIELD_STATUS = ("ok", "mismatch", "input", "unverified", "same", "differs", "note")  # enum cis2_field_status
@@ -93,12 +93,14 @@ def _take_verdicts(L, vs, n):
         L.cis2_verdicts_free(vs, n)
 
 
-class Receipt:
+class Receipt(_Handle):
     """A CIS-2 receipt (cis2_receipt).  Make one with Receipt.parse(text),
     Receipt.load(path) or from a Result: Receipt.parse(result.receipt)."""
 
+    _what = "receipt"
+
     def __init__(self, handle):
-        self._r = handle
+        self._h = handle
 
     @classmethod
     def parse(cls, text, name="receipt"):
@@ -119,22 +121,9 @@ class Receipt:
         return cls(h)
 
     def close(self):
-        h, self._r = self._r, None
+        h, self._h = self._h, None
         if h:
             _lib.get().cis2_receipt_free(h)
-
-    def __del__(self):
-        try:
-            self.close()
-        except KeyboardInterrupt:   # Ctrl-C landed in a finalizer, which would print and drop it:
-            _thread.interrupt_main()   # delivered again, at the next instruction outside
-        except Exception:
-            pass
-
-    def _handle(self):
-        if not self._r:
-            raise UsageError("cis2: the receipt is closed")
-        return self._r
 
     @property
     def text(self):
@@ -198,7 +187,7 @@ class Receipt:
     __hash__ = None
 
     def __repr__(self):
-        return "Receipt(witness-digest=%s)" % (self.witness if self._r else "<closed>")
+        return "Receipt(witness-digest=%s)" % (self.witness if self._h else "<closed>")
 
 
 def as_receipt(x):

