@@ -126,16 +126,17 @@ static int get_bool(json_t *root, const char *key, int *out, const char *name, c
     return CIS2_OK;
 }
 
-uint64_t cis2_config_param_count(const cis2_config *c, int qkv_bias)
+static int count_elements(void *ctx, const cis2_tensor_spec *t)
 {
-    uint64_t H = (uint64_t)c->hidden_size, I = (uint64_t)c->intermediate_size, V = (uint64_t)c->vocab_size;
-    uint64_t KV = (uint64_t)c->num_key_value_heads * (uint64_t)c->head_dim;
-    uint64_t Q = (uint64_t)c->num_attention_heads * (uint64_t)c->head_dim;
-    uint64_t layer = 2 * H + Q * H + 2 * KV * H + H * Q + 3 * I * H + (qkv_bias ? Q + 2 * KV : 0) +
-                     (cis2_config_qk_norm(c) ? 2 * (uint64_t)c->head_dim : 0) +
-                     (cis2_config_post_norm(c) ? Q + KV : 0) + /* olmo2's q/k norms (docs/models.md §M4) */
-                     (cis2_config_gemma3(c) ? 2 * H : 0);      /* gemma3_text's two more norms (§M7.2) */
-    return V * H + (uint64_t)c->num_hidden_layers * layer + H + (c->tie_word_embeddings ? 0 : V * H);
+    *(uint64_t *)ctx += t->ndim == 1 ? t->d0 : t->d0 * t->d1; /* < 2^38 each within the size limits */
+    return 0;
+}
+
+uint64_t cis2_config_param_count(const cis2_config *c)
+{
+    uint64_t n = 0;
+    cis2_family_tensors(c, count_elements, &n);
+    return n;
 }
 
 static int eos_value(const json_t *v, uint32_t *out)
@@ -190,16 +191,18 @@ typedef struct key_rule {
 static int is_false(const json_t *root, const json_t *v) { (void)root; return json_is_false(v); }
 static int is_one(const json_t *root, const json_t *v) { (void)root; return json_is_number(v) && json_number_value(v) == 1.0; }
 static int is_never(const json_t *root, const json_t *v) { (void)root; (void)v; return 0; }
-static int is_smollm3(const json_t *root)
+/* Whether the config's family reads no_rope_layers (smollm3, docs/models.md §M3). */
+static int reads_nope(const json_t *root)
 {
     const json_t *mt = json_object_get(root, "model_type");
-    return json_is_string(mt) && !strcmp(json_string_value(mt), "smollm3");
+    const cis2_family *f = json_is_string(mt) ? cis2_family_find(json_string_value(mt)) : NULL;
+    return f && f->nope;
 }
 /* SmolLM3's no_rope_layers: 1 = this layer uses RoPE; all 1 is §7 everywhere.
- * model_type smollm3 reads it (parse_nope, docs/models.md §M3). */
+ * A family with `nope` reads it (parse_nope, docs/models.md §M3). */
 static int all_rope(const json_t *root, const json_t *v)
 {
-    if (is_smollm3(root)) return 1;
+    if (reads_nope(root)) return 1;
     if (!json_is_array(v)) return 0;
     for (size_t i = 0; i < json_array_size(v); i++)
         if (!json_is_integer(json_array_get(v, i)) || json_integer_value(json_array_get(v, i)) != 1) return 0;
@@ -209,7 +212,7 @@ static int all_rope(const json_t *root, const json_t *v)
 static int interval_unused(const json_t *root, const json_t *v)
 {
     (void)v;
-    if (is_smollm3(root)) return 1; /* parse_nope reads it */
+    if (reads_nope(root)) return 1; /* parse_nope reads it */
     const json_t *l = json_object_get(root, "no_rope_layers");
     return l && !json_is_null(l);
 }
@@ -470,9 +473,7 @@ static int rope_object(cis2_config *c, json_t *root, const char *key, theta_src 
 
 static int parse_rope(cis2_config *c, json_t *root, const char *name, cis2_error *err)
 {
-    theta_src th = {10000.0, NULL}; /* LlamaConfig's default base */
-    if (!strcmp(c->model_type, "smollm3")) th.v = 2000000.0; /* SmolLM3Config's (docs/models.md §M3.1) */
-    if (cis2_config_gemma3(c)) th.v = 1000000.0;               /* Gemma3TextConfig's (§M7.1) */
+    theta_src th = {c->family->rope_theta, NULL}; /* the config class's default base (§M3.1, §M7.1) */
     json_t *top = opt(root, "rope_theta");
     int rc;
     if ((top && (rc = theta_take(&th, top, "rope_theta", name, err))) ||
@@ -503,7 +504,7 @@ static int window_value(cis2_config *c, const json_t *sw, const char *name, cis2
 {
     if (!json_is_integer(sw) || json_integer_value(sw) < 1 || json_integer_value(sw) > ((int64_t)1 << 31))
         return cis2_fail(err, CIS2_E_FORMAT, "%s: sliding_window must be %san integer in [1, 2^31]", name,
-                         cis2_config_gemma3(c) ? "" : "null or ");
+                         c->family->window == CIS2_WINDOW_LAYERS ? "" : "null or ");
     c->sliding_window = json_integer_value(sw);
     return CIS2_OK;
 }
@@ -530,10 +531,11 @@ static int gemma3_pattern(cis2_config *c, json_t *root, int from_types, const ch
 
 static int parse_layout(cis2_config *c, json_t *root, const char *name, cis2_error *err)
 {
-    int use = -1, rc, gemma = cis2_config_gemma3(c);
+    const cis2_family *f = c->family;
+    int use = -1, rc, gemma = f->window == CIS2_WINDOW_LAYERS;
     if ((rc = get_bool(root, "use_sliding_window", &use, name, err))) return rc;
     json_t *sw = opt(root, "sliding_window");
-    int slides = !strcmp(c->model_type, "mistral") || !strcmp(c->model_type, "phi3") || gemma;
+    int slides = f->window != CIS2_WINDOW_NONE;
     if (gemma && !sw && json_object_get(root, "sliding_window"))
         return cis2_fail(err, CIS2_E_FORMAT, "%s: sliding_window is null, but a gemma3_text model's sliding layers "
                          "need a window", name);
@@ -542,18 +544,17 @@ static int parse_layout(cis2_config *c, json_t *root, const char *name, cis2_err
     if (use == 1 && !slides)
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: use_sliding_window is true: sliding-window attention is not "
                          "implemented for model_type %s (docs/models.md §M5, §M7: mistral, phi3, gemma3_text)",
-                         name, c->model_type[0] ? c->model_type : "llama");
-    if (sw && !slides && use != 0 && strcmp(c->model_type, "qwen2") && strcmp(c->model_type, "qwen3") &&
-        strcmp(c->model_type, "smollm3")) { /* SmolLM3Config's use_sliding_window defaults to false too */
+                         name, f->model_type);
+    if (sw && !slides && use != 0 && !f->window_off_default) {
         char val[48];
         show(sw, val);
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: sliding_window = %s is not implemented for model_type %s "
                          "(§9 attends to every earlier position; docs/models.md §M5: mistral and phi3 slide)", name,
-                         val, c->model_type[0] ? c->model_type : "llama");
+                         val, f->model_type);
     }
     if (!gemma && opt(root, "sliding_window_pattern"))
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: sliding_window_pattern is not implemented for model_type %s "
-                         "(gemma3_text's, docs/models.md §M7)", name, c->model_type[0] ? c->model_type : "llama");
+                         "(gemma3_text's, docs/models.md §M7)", name, f->model_type);
     for (int64_t i = 0; i < c->num_hidden_layers; i++) c->slides[i] = c->sliding_window != 0; /* mistral, phi3 */
     json_t *lt = opt(root, "layer_types");
     if (!lt) return gemma ? gemma3_pattern(c, root, 0, name, err) : CIS2_OK;
@@ -585,11 +586,11 @@ static int parse_layout(cis2_config *c, json_t *root, const char *name, cis2_err
 static int parse_gemma3(cis2_config *c, json_t *root, const char *name, cis2_error *err)
 {
     json_t *qs = opt(root, "query_pre_attn_scalar"), *lb = opt(root, "rope_local_base_freq");
-    if (!cis2_config_gemma3(c)) {
+    if (!c->family->gemma3_keys) {
         if (qs || lb)
             return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s is not implemented for model_type %s (gemma3_text's, "
                              "docs/models.md §M7)", name, qs ? "query_pre_attn_scalar" : "rope_local_base_freq",
-                             c->model_type[0] ? c->model_type : "llama");
+                             c->family->model_type);
         return CIS2_OK;
     }
     c->query_pre_attn_scalar = 256;
@@ -620,7 +621,7 @@ static int parse_gemma3(cis2_config *c, json_t *root, const char *name, cis2_err
  * (the key table holds them to "every layer rotates"). */
 static int parse_nope(cis2_config *c, json_t *root, const char *name, cis2_error *err)
 {
-    if (strcmp(c->model_type, "smollm3")) return CIS2_OK;
+    if (!c->family->nope) return CIS2_OK;
     int64_t L = c->num_hidden_layers;
     json_t *l = opt(root, "no_rope_layers");
     if (l) {
@@ -646,8 +647,8 @@ static int parse_nope(cis2_config *c, json_t *root, const char *name, cis2_error
     return CIS2_OK;
 }
 
-/* model_type: llama (also absent), qwen2, mistral, qwen3, smollm3, olmo2,
- * phi3 or gemma3_text.  Mistral's forward pass is Llama's (no biases, RMSNorm, SwiGLU,
+/* model_type: a row of the family table (family.c); absent, llama's.
+ * Mistral's forward pass is Llama's (no biases, RMSNorm, SwiGLU,
  * default RoPE) with a sliding window when sliding_window is set
  * (parse_layout, docs/models.md §M5); its modeling code has no attention
  * or MLP biases whatever the config says, so a config that asks for them
@@ -656,13 +657,16 @@ static int parse_nope(cis2_config *c, json_t *root, const char *name, cis2_error
 static int parse_family(cis2_config *c, json_t *root, const char *name, cis2_error *err)
 {
     json_t *mt = opt(root, "model_type");
+    c->family = cis2_family_default();
     if (!mt) return CIS2_OK;
     if (!json_is_string(mt)) return cis2_fail(err, CIS2_E_FORMAT, "%s: model_type must be a string", name);
     const char *s = json_string_value(mt);
-    if (strcmp(s, "llama") && strcmp(s, "qwen2") && strcmp(s, "mistral") && strcmp(s, "qwen3") &&
-        strcmp(s, "smollm3") && strcmp(s, "olmo2") && strcmp(s, "phi3") && strcmp(s, "gemma3_text"))
-        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: model_type '%.40s' not supported (llama, qwen2, mistral, "
-                         "qwen3, smollm3, olmo2, phi3 or gemma3_text only)", name, s);
+    c->family = cis2_family_find(s);
+    if (!c->family) {
+        char list[256];
+        cis2_family_list(list, sizeof list);
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: model_type '%.40s' not supported (%s only)", name, s, list);
+    }
     snprintf(c->model_type, sizeof c->model_type, "%s", s);
     return CIS2_OK;
 }
@@ -674,7 +678,8 @@ static int parse_features(cis2_config *c, json_t *root, const char *name, cis2_e
     /* §10's silu; gemma3_text's gelu_pytorch_tanh (docs/models.md §M7.5), which
      * Gemma3MLP reads from hidden_activation (hidden_act, an older Gemma key,
      * is held to the same value rather than ignored) */
-    const char *want = cis2_config_gemma3(c) ? "gelu_pytorch_tanh" : "silu";
+    const cis2_family *f = c->family;
+    const char *want = f->activation;
     for (int i = 0; i < 2; i++) {
         const char *key = i ? "hidden_activation" : "hidden_act";
         json_t *act = opt(root, key);
@@ -682,26 +687,17 @@ static int parse_features(cis2_config *c, json_t *root, const char *name, cis2_e
         if (!json_is_string(act)) return cis2_fail(err, CIS2_E_FORMAT, "%s: %s must be a string", name, key);
         if (strcmp(json_string_value(act), want))
             return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s '%.40s' not supported (a %s model's activation is %s)",
-                             name, key, json_string_value(act), c->model_type[0] ? c->model_type : "llama", want);
+                             name, key, json_string_value(act), f->model_type, want);
     }
     if ((rc = get_bool(root, "attention_bias", &c->attention_bias, name, err)) ||
         (rc = get_bool(root, "mlp_bias", &c->mlp_bias, name, err)))
         return rc;
-    int qwen = !strcmp(c->model_type, "qwen2") || !strcmp(c->model_type, "qwen3");
-    if (c->mlp_bias && !qwen) /* Qwen2/Qwen3's MLP has no biases and never reads mlp_bias */
+    if (c->mlp_bias && !f->mlp_bias_unread) /* Qwen2/Qwen3's MLP has no biases and never reads mlp_bias */
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: mlp_bias is true: MLP biases are not part of §10", name);
-    if (c->attention_bias && (!strcmp(c->model_type, "mistral") || !strcmp(c->model_type, "phi3") ||
-                              cis2_config_gemma3(c)))
-        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: attention_bias is true, but a %s model has no attention "
-                         "biases", name, c->model_type);
-    /* Qwen3's attention_bias gives q/k/v and o_proj biases (§9.5 has none) */
-    if (c->attention_bias && !strcmp(c->model_type, "qwen3"))
-        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: attention_bias is true: a qwen3 model's o_proj bias is not "
-                         "implemented (§9.5)", name);
-    /* OLMo-2's attention_bias gives q/k/v and o_proj biases too (docs/models.md §M4.1) */
-    if (c->attention_bias && !strcmp(c->model_type, "olmo2"))
-        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: attention_bias is true: an olmo2 model's attention biases "
-                         "are not implemented", name);
+    /* Mistral, Phi-3, Gemma-3: no attention biases; Qwen3's and OLMo-2's
+     * attention_bias gives q/k/v and o_proj biases (§9.5 has none; docs/models.md §M4.1) */
+    if (c->attention_bias && f->attention_bias == CIS2_BIAS_REFUSED)
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: attention_bias is true%s", name, f->bias_refusal);
     json_t *tp = opt(root, "pretraining_tp"); /* any value computes the same: §5 fixes every sum's order */
     if (tp && (!json_is_integer(tp) || json_integer_value(tp) < 1))
         return cis2_fail(err, CIS2_E_FORMAT, "%s: pretraining_tp must be a positive integer", name);
@@ -719,7 +715,7 @@ static int parse_sizes(cis2_config *c, json_t *root, const char *name, cis2_erro
         (rc = get_size(root, "vocab_size", 1, CIS2_CFG_MAX_VOCAB, &c->vocab_size, name, err)))
         return rc;
     c->num_key_value_heads = c->num_attention_heads;
-    c->max_position_embeddings = cis2_config_gemma3(c) ? 131072 : 2048; /* Gemma3TextConfig's, LlamaConfig's */
+    c->max_position_embeddings = c->family->max_position_embeddings; /* the config class's default */
     c->head_dim = 0;
     if ((rc = get_size(root, "num_key_value_heads", 0, CIS2_CFG_MAX_HIDDEN, &c->num_key_value_heads, name, err)) ||
         (rc = get_size(root, "max_position_embeddings", 0, CIS2_CFG_MAX_POS, &c->max_position_embeddings, name,
@@ -727,9 +723,8 @@ static int parse_sizes(cis2_config *c, json_t *root, const char *name, cis2_erro
         (rc = get_size(root, "head_dim", 0, CIS2_CFG_MAX_HIDDEN, &c->head_dim, name, err)))
         return rc;
     int64_t H = c->hidden_size, nh = c->num_attention_heads, kv = c->num_key_value_heads;
-    int free_hd = !strcmp(c->model_type, "qwen3") || cis2_config_gemma3(c); /* docs/models.md §M2, §M7 */
-    if (c->head_dim == 0 && !strcmp(c->model_type, "qwen3")) c->head_dim = 128; /* Qwen3Config's default */
-    if (c->head_dim == 0 && cis2_config_gemma3(c)) c->head_dim = 256;           /* Gemma3TextConfig's */
+    int free_hd = c->family->free_head_dim; /* docs/models.md §M2, §M7 */
+    if (c->head_dim == 0) c->head_dim = c->family->head_dim; /* Qwen3Config's 128, Gemma3TextConfig's 256 */
     if (c->head_dim == 0) {
         if (H % nh)
             return cis2_fail(err, CIS2_E_FORMAT, "%s: hidden_size %lld is not divisible by num_attention_heads %lld",
@@ -763,36 +758,39 @@ static int parse_root(cis2_config *c, json_t *root, const char *name, cis2_error
 
     /* §2.3 eps */
     json_t *eps = opt(root, "rms_norm_eps");
-    if (!eps && !cis2_config_gemma3(c))
+    if (!eps && c->family->rms_norm_eps == 0.0)
         return cis2_fail(err, CIS2_E_FORMAT, "%s: missing required field rms_norm_eps", name);
     if (eps && !json_is_number(eps)) return cis2_fail(err, CIS2_E_FORMAT, "%s: rms_norm_eps must be a number", name);
-    c->rms_norm_eps_f64 = eps ? json_number_value(eps) : 1e-6; /* Gemma3TextConfig's default */
+    c->rms_norm_eps_f64 = eps ? json_number_value(eps) : c->family->rms_norm_eps; /* Gemma3TextConfig's 1e-6 */
     c->rms_norm_eps = (float)c->rms_norm_eps_f64; /* §2.3: one RNE f64 -> f32 narrowing */
     if (!finite_pos(c->rms_norm_eps_f64) || !finite_pos((double)c->rms_norm_eps))
         return cis2_fail(err, CIS2_E_FORMAT, "%s: rms_norm_eps must be finite and > 0 (also as f32)", name);
 
-    c->tie_word_embeddings = cis2_config_gemma3(c); /* LlamaConfig's false; Gemma3TextConfig's true */
+    c->tie_word_embeddings = c->family->tie_word_embeddings; /* LlamaConfig's false; Gemma3TextConfig's true */
     if ((rc = get_bool(root, "tie_word_embeddings", &c->tie_word_embeddings, name, err))) return rc;
     parse_eos(c, json_object_get(root, "eos_token_id"));
 
-    uint64_t params = cis2_config_param_count(c, cis2_config_qkv_bias(c));
+    uint64_t params = cis2_config_param_count(c);
     if (params > CIS2_CFG_MAX_PARAMS)
         return cis2_fail(err, CIS2_E_FORMAT, "%s: %llu parameters exceed the limit of %llu", name,
                          (unsigned long long)params, (unsigned long long)CIS2_CFG_MAX_PARAMS);
     return CIS2_OK;
 }
 
-int cis2_config_qkv_bias(const cis2_config *c) { return !strcmp(c->model_type, "qwen2") || c->attention_bias; }
-int cis2_config_o_bias(const cis2_config *c) { return strcmp(c->model_type, "qwen2") && c->attention_bias; }
-int cis2_config_qk_norm(const cis2_config *c) { return !strcmp(c->model_type, "qwen3") || cis2_config_gemma3(c); }
-int cis2_config_post_norm(const cis2_config *c) { return !strcmp(c->model_type, "olmo2"); }
-int cis2_config_fused(const cis2_config *c) { return !strcmp(c->model_type, "phi3"); }
-int cis2_config_gemma3(const cis2_config *c) { return !strcmp(c->model_type, "gemma3_text"); }
+int cis2_config_qkv_bias(const cis2_config *c)
+{
+    return c->family->attention_bias == CIS2_BIAS_QKV || (c->family->attention_bias == CIS2_BIAS_KEY && c->attention_bias);
+}
+int cis2_config_o_bias(const cis2_config *c) { return c->family->attention_bias == CIS2_BIAS_KEY && c->attention_bias; }
+int cis2_config_qk_norm(const cis2_config *c) { return c->family->qk_norm == CIS2_QKN_HEAD; }
+int cis2_config_post_norm(const cis2_config *c) { return c->family->norms == CIS2_NORMS_POST; }
+int cis2_config_fused(const cis2_config *c) { return c->family->fused; }
+int cis2_config_gemma3(const cis2_config *c) { return c->family->gemma3_keys; }
 
 /* head_dim / 2 entries, two tables of them for gemma3_text (§M7.4) */
 size_t cis2_config_inv_freq_len(const cis2_config *c)
 {
-    return (size_t)c->head_dim / 2 * (cis2_config_gemma3(c) ? 2 : 1);
+    return (size_t)c->head_dim / 2 * (c->family->gemma3_keys ? 2 : 1);
 }
 
 /* §7.1's table, then docs/models.md §M1 for "llama3": the f32 parameters
@@ -802,7 +800,7 @@ size_t cis2_config_inv_freq_len(const cis2_config *c)
 void cis2_config_inv_freq(const cis2_config *c, float *inv_freq)
 {
     rope_inv_freq(c->rope_theta, (size_t)c->head_dim, inv_freq); /* §7.1 */
-    if (cis2_config_gemma3(c)) /* docs/models.md §M7.4: the local layers' §7.1 table follows */
+    if (c->family->gemma3_keys) /* docs/models.md §M7.4: the local layers' §7.1 table follows */
         rope_inv_freq(c->rope_local_theta, (size_t)c->head_dim, inv_freq + c->head_dim / 2);
     if (!c->rope_llama3) return;
     double old = (double)c->l3_old_ctx;

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "cis2_toolkit.h" /* and cis2.h */
+#include "family.h"
 
 /* Limits (see config.c): anything larger is refused as CIS2_E_FORMAT. */
 #define CIS2_CFG_MAX_HIDDEN 65536
@@ -50,8 +51,8 @@ typedef struct cis2_config {
     int64_t query_pre_attn_scalar;
     double rope_local_theta_f64;
     float rope_local_theta;
-    char model_type[32];       /* "llama", "qwen2", "mistral", "qwen3", "smollm3", "olmo2", "phi3", "gemma3_text",
-                                  or "" (= llama) */
+    char model_type[32];       /* as written: a row of family.c, or "" (= llama) */
+    const cis2_family *family; /* its row (family.h); never NULL once parsed */
     int attention_bias;        /* as written (false if absent); Qwen2 ignores it */
     int mlp_bias;              /* as written (false if absent); Qwen2 ignores it */
     /* eos_token_id, for stop-at-eos (docs/sampling.md §S5.1): an integer or
@@ -72,7 +73,7 @@ int cis2_config_load(cis2_config *c, const char *path, cis2_error *err);
 int cis2_config_load_sha(cis2_config *c, const char *path, uint8_t sha[32], cis2_error *err);
 /* Parses `len` bytes of JSON; name_for_errors prefixes every message. */
 int cis2_config_parse(cis2_config *c, const char *json, size_t len, const char *name_for_errors, cis2_error *err);
-/* The family's tensor semantics (Hugging Face's modeling code):
+/* The family's tensor semantics (its row, family.h):
  * q/k/v biases exist for qwen2 always, for llama when attention_bias is
  * true; llama's attention_bias also gives o_proj a bias (which §9 does not
  * have: the loader refuses it, CIS2_E_UNSUPPORTED). */
@@ -101,9 +102,8 @@ void cis2_config_inv_freq(const cis2_config *c, float *inv_freq);
  * gemma3_text the global table then the local one (docs/models.md §M7.4),
  * head_dim each.  §7.2's digest hashes them all, in that order. */
 size_t cis2_config_inv_freq_len(const cis2_config *c);
-/* Total parameter count of the checkpoint this config describes (§2.5
- * tensors, plus q/k/v biases when `qkv_bias`, q/k norms for qwen3, plus
- * lm_head when untied). */
-uint64_t cis2_config_param_count(const cis2_config *c, int qkv_bias);
+/* Total parameter count of the checkpoint this config describes: the
+ * elements of every tensor cis2_family_tensors lists (family.h). */
+uint64_t cis2_config_param_count(const cis2_config *c);
 
 #endif

@@ -32,6 +32,7 @@
  * rewritten during the load is a clean CIS2_E_IO, never SIGBUS.
  */
 #include "model.h"
+#include "forward.h"
 #include "bigbuf.h"
 #include "digest.h"
 #include "fileio.h"
@@ -113,19 +114,61 @@ static int want_fused(loader *L, const char *name, cis2_pmat **dest, const size_
     return CIS2_OK;
 }
 
+/* Where a tensor of the plan goes (family.h roles), and its shape checked. */
+typedef struct plan_ctx { cis2_model *m; loader *L; cis2_error *err; } plan_ctx;
+
+static int plan_one(void *ctx, const cis2_tensor_spec *t)
+{
+    plan_ctx *P = ctx;
+    cis2_model *m = P->m;
+    cis2_layer *ly = t->layer >= 0 ? &m->layers[t->layer] : NULL;
+    cis2_pmat *mat = NULL;
+    float **vec = NULL;
+    switch (t->role) {
+    case CIS2_T_EMBED: mat = &m->embed; break;
+    case CIS2_T_LM_HEAD: mat = &m->lm_head; break;
+    case CIS2_T_FINAL_NORM: vec = &m->norm; break;
+    case CIS2_T_ATTN_NORM: vec = &ly->ln1; break;
+    case CIS2_T_ATTN_OUT_NORM: vec = &ly->ln_ao; break;
+    case CIS2_T_FFN_NORM: vec = &ly->ln2; break;
+    case CIS2_T_FFN_OUT_NORM: vec = &ly->ln_mo; break;
+    case CIS2_T_Q: mat = &ly->q; break;
+    case CIS2_T_K: mat = &ly->k; break;
+    case CIS2_T_V: mat = &ly->v; break;
+    case CIS2_T_O: mat = &ly->o; break;
+    case CIS2_T_Q_BIAS: vec = &ly->bq; break;
+    case CIS2_T_K_BIAS: vec = &ly->bk; break;
+    case CIS2_T_V_BIAS: vec = &ly->bv; break;
+    case CIS2_T_Q_NORM: vec = &ly->qn; break;
+    case CIS2_T_K_NORM: vec = &ly->kn; break;
+    case CIS2_T_GATE: mat = &ly->gate; break;
+    case CIS2_T_UP: mat = &ly->up; break;
+    case CIS2_T_DOWN: mat = &ly->down; break;
+    case CIS2_T_QKV: { /* docs/models.md §M6: q, k, v rows in turn */
+        cis2_pmat *d[3] = {&ly->q, &ly->k, &ly->v};
+        size_t r[3] = {m->q_dim, m->kv_dim, m->kv_dim};
+        return want_fused(P->L, t->name, d, r, 3, (size_t)t->d1, P->err);
+    }
+    case CIS2_T_GATE_UP: { /* gate's rows, then up's */
+        cis2_pmat *d[2] = {&ly->gate, &ly->up};
+        size_t r[2] = {m->inter, m->inter};
+        return want_fused(P->L, t->name, d, r, 2, (size_t)t->d1, P->err);
+    }
+    }
+    if (!want(P->L, t->name, t->d0, t->d1, t->ndim, mat ? J_MAT : J_VEC, mat ? (void *)mat : (void *)vec, P->err))
+        return P->err->code;
+    return CIS2_OK;
+}
+
 /* Matches every tensor of the file to the config before any weight is
- * read: what the family calls for must be there with its shape, and
- * nothing else may be (Hugging Face's modeling code: llama has q/k/v and
- * o_proj biases iff attention_bias, qwen2 always q/k/v biases and never an
- * o_proj bias; config.c refuses MLP biases). */
+ * read: what the family calls for (cis2_family_tensors) must be there with
+ * its shape, and nothing else may be (Hugging Face's modeling code: llama
+ * has q/k/v and o_proj biases iff attention_bias, qwen2 always q/k/v
+ * biases and never an o_proj bias; config.c refuses MLP biases).  Sets
+ * each layer's kinds. */
 static int plan_tensors(cis2_model *m, loader *L, cis2_error *err)
 {
-    char name[256];
-#define NAME(...) (snprintf(name, sizeof name, __VA_ARGS__), name)
-#define MAT(p, r, c) if (!want(L, name, r, c, 2, J_MAT, p, err)) return err->code
-#define VEC(p, n) if (!want(L, name, n, 0, 1, J_VEC, p, err)) return err->code
-    NAME("model.embed_tokens.weight"); MAT(&m->embed, m->vocab, m->hidden);
-    NAME("model.norm.weight"); VEC(&m->norm, m->hidden);
+    const cis2_family *f = m->cfg.family;
     int has_head = cis2_st_find(&L->w.st, "lm_head.weight") != NULL;
     if (m->cfg.tie_word_embeddings && has_head)
         return cis2_fail(err, CIS2_E_UNSUPPORTED,
@@ -135,63 +178,30 @@ static int plan_tensors(cis2_model *m, loader *L, cis2_error *err)
         return cis2_fail(err, CIS2_E_FORMAT, "%s: tie_word_embeddings is false but lm_head.weight is missing",
                          L->path);
     m->tied = m->cfg.tie_word_embeddings;
-    if (!m->tied) { NAME("lm_head.weight"); MAT(&m->lm_head, m->vocab, m->hidden); }
-    int qkv = cis2_config_qkv_bias(&m->cfg), obias = cis2_config_o_bias(&m->cfg), qkn = cis2_config_qk_norm(&m->cfg);
-    int post = cis2_config_post_norm(&m->cfg); /* olmo2, docs/models.md §M4 */
-    int fused = cis2_config_fused(&m->cfg);    /* phi3, §M6 */
-    int gemma = cis2_config_gemma3(&m->cfg);   /* gemma3_text, §M7.2: four norms per layer */
-    const char *family = m->cfg.model_type[0] ? m->cfg.model_type : "llama";
+    plan_ctx P = {m, L, err};
+    int rc = cis2_family_tensors(&m->cfg, plan_one, &P);
+    if (rc) return rc;
+    char name[128];
     for (size_t i = 0; i < m->n_layers; i++) {
         cis2_layer *ly = &m->layers[i];
+        ly->mixer = m->cfg.slides[i] ? CIS2_MIXER_ATTENTION_WINDOW : CIS2_MIXER_ATTENTION; /* §M5, §M7.1 */
+        ly->ffn = CIS2_FFN_DENSE;
         ly->no_rope = m->cfg.no_rope[i]; /* docs/models.md §M3 */
-        ly->window = m->cfg.slides[i] ? (size_t)m->cfg.sliding_window : 0; /* §M5, §M7.1 */
-        ly->rope_local = gemma && m->cfg.slides[i];                        /* §M7.4 */
-        if (!post) { NAME("model.layers.%zu.input_layernorm.weight", i); VEC(&ly->ln1, m->hidden); }
-        /* post_attention_layernorm: before the MLP (llama), on attention's output (olmo2, gemma3_text) */
-        NAME("model.layers.%zu.post_attention_layernorm.weight", i); VEC(post || gemma ? &ly->ln_ao : &ly->ln2, m->hidden);
-        if (gemma) { NAME("model.layers.%zu.pre_feedforward_layernorm.weight", i); VEC(&ly->ln2, m->hidden); }
-        if (post || gemma) { NAME("model.layers.%zu.post_feedforward_layernorm.weight", i); VEC(&ly->ln_mo, m->hidden); }
-        if (fused) { /* docs/models.md §M6: q, k, v rows in turn; gate's rows, then up's */
-            cis2_pmat *qkv_d[3] = {&ly->q, &ly->k, &ly->v}, *gu_d[2] = {&ly->gate, &ly->up};
-            size_t qkv_r[3] = {m->q_dim, m->kv_dim, m->kv_dim}, gu_r[2] = {m->inter, m->inter};
-            int rc;
-            if ((rc = want_fused(L, NAME("model.layers.%zu.self_attn.qkv_proj.weight", i), qkv_d, qkv_r, 3,
-                                 m->hidden, err)) ||
-                (rc = want_fused(L, NAME("model.layers.%zu.mlp.gate_up_proj.weight", i), gu_d, gu_r, 2, m->hidden,
-                                 err)))
-                return rc;
-        } else {
-            NAME("model.layers.%zu.self_attn.q_proj.weight", i); MAT(&ly->q, m->q_dim, m->hidden);
-            NAME("model.layers.%zu.self_attn.k_proj.weight", i); MAT(&ly->k, m->kv_dim, m->hidden);
-            NAME("model.layers.%zu.self_attn.v_proj.weight", i); MAT(&ly->v, m->kv_dim, m->hidden);
-            NAME("model.layers.%zu.mlp.gate_proj.weight", i); MAT(&ly->gate, m->inter, m->hidden);
-            NAME("model.layers.%zu.mlp.up_proj.weight", i); MAT(&ly->up, m->inter, m->hidden);
-        }
-        NAME("model.layers.%zu.self_attn.o_proj.weight", i); MAT(&ly->o, m->hidden, m->q_dim);
-        NAME("model.layers.%zu.mlp.down_proj.weight", i); MAT(&ly->down, m->hidden, m->inter);
-        if (qkv) { /* §9.1 */
-            NAME("model.layers.%zu.self_attn.q_proj.bias", i); VEC(&ly->bq, m->q_dim);
-            NAME("model.layers.%zu.self_attn.k_proj.bias", i); VEC(&ly->bk, m->kv_dim);
-            NAME("model.layers.%zu.self_attn.v_proj.bias", i); VEC(&ly->bv, m->kv_dim);
-        }
-        if (qkn || post) { /* docs/models.md §M2 (per head), §M4 (the whole projection) */
-            NAME("model.layers.%zu.self_attn.q_norm.weight", i); VEC(&ly->qn, post ? m->q_dim : m->head_dim);
-            NAME("model.layers.%zu.self_attn.k_norm.weight", i); VEC(&ly->kn, post ? m->kv_dim : m->head_dim);
-        }
-        if (obias && cis2_st_find(&L->w.st, NAME("model.layers.%zu.self_attn.o_proj.bias", i)))
+        ly->window = m->cfg.slides[i] ? (size_t)m->cfg.sliding_window : 0;
+        ly->rope_local = f->gemma3_keys && m->cfg.slides[i]; /* §M7.4 */
+        snprintf(name, sizeof name, "model.layers.%zu.self_attn.o_proj.bias", i);
+        if (cis2_config_o_bias(&m->cfg) && cis2_st_find(&L->w.st, name))
             return cis2_fail(err, CIS2_E_UNSUPPORTED,
                              "%s: tensor %s (llama attention_bias is true) is not supported: §9.5 has no "
                              "output-projection bias", L->path, name);
     }
-#undef NAME
-#undef MAT
-#undef VEC
+    int qkv = cis2_config_qkv_bias(&m->cfg);
     for (size_t i = 0; i < L->w.st.n; i++)
         if (L->jobs[i].kind == J_NONE)
             return cis2_fail(err, CIS2_E_FORMAT, "%s: unexpected tensor %s (not part of a %zu-layer %s model%s)",
-                             L->path, L->w.st.t[i].name, m->n_layers, family,
-                             !strcmp(family, "qwen2") || qkn || post ? "" : qkv ? " with attention_bias true"
-                                                                 : " with attention_bias false");
+                             L->path, L->w.st.t[i].name, m->n_layers, f->model_type,
+                             f->attention_bias == CIS2_BIAS_QKV || f->qk_norm != CIS2_QKN_NONE ? ""
+                             : qkv ? " with attention_bias true" : " with attention_bias false");
     return CIS2_OK;
 }
 
@@ -372,12 +382,12 @@ static int model_load(const cis2_ctx *cx, cis2_model *m, const char *dir,
     m->vocab = (size_t)c->vocab_size;
     m->q_dim = m->n_heads * m->head_dim;
     m->kv_dim = m->n_kv * m->head_dim;
-    m->qk_whole = cis2_config_post_norm(c); /* olmo2, docs/models.md §M4 */
-    int gemma = cis2_config_gemma3(c);
-    m->gelu = gemma; /* §M7.5 */
+    const cis2_family *f = c->family;
+    m->qk_whole = f->qk_norm == CIS2_QKN_WHOLE; /* olmo2, docs/models.md §M4 */
+    m->gelu = !strcmp(f->activation, "gelu_pytorch_tanh"); /* §M7.5 */
     /* §9.2's rsqrt(head_dim as f32); gemma3_text's of query_pre_attn_scalar (§M7.3), exact in f32 */
-    m->attn_scale = rsqrt_cr((float)(gemma ? c->query_pre_attn_scalar : c->head_dim));
-    m->embed_scale = gemma ? __builtin_sqrtf((float)c->hidden_size) : 0.0f; /* §M7.2: correctly rounded */
+    m->attn_scale = rsqrt_cr((float)(f->gemma3_keys ? c->query_pre_attn_scalar : c->head_dim));
+    m->embed_scale = f->embed_scaled ? __builtin_sqrtf((float)c->hidden_size) : 0.0f; /* §M7.2: correctly rounded */
 
     size_t n_inv = cis2_config_inv_freq_len(c);
     m->n_rope_tables = n_inv / (m->head_dim / 2);
@@ -397,7 +407,7 @@ static int model_load(const cis2_ctx *cx, cis2_model *m, const char *dir,
     free(L.jobs);
     cis2_wset_close(&L.w);
     if (rc) return rc;
-    if (gemma) plus_one_norms(m); /* §M7.2 */
+    if (f->norm_plus_one) plus_one_norms(m); /* §M7.2 */
 
     m->weight_bytes = cis2_pmat_bytes(m->tied ? &m->embed : &m->lm_head);
     for (size_t i = 0; i < m->n_layers; i++) {
@@ -502,28 +512,13 @@ void cis2_kv_copy_prefix(cis2_kv *dst, const cis2_kv *src, const cis2_model *m, 
 
 /* --------------------------------------------------------------- forward */
 
-typedef struct fwd {
-    const cis2_ctx *cx;    /* the call's pool and kernel (kernels.h) */
-    const cis2_model *m;
-    cis2_row *rows;
-    size_t n, layer;
-    const cis2_layer *ly;  /* layer `layer` */
-    float *x, *xn, *q, *k, *v, *att, *g, *cs; /* cs: per row cos[half], sin[half] of each RoPE table */
-    size_t cs_w;           /* floats of cs per row: 2 * half * m->n_rope_tables */
-    float *fin;            /* final-norm rows, compact: the rows that want logits */
-    float *probs;          /* per row n_heads * (pos+1) when tracing, else NULL */
-    size_t probs_stride;
-    size_t *lrow;          /* per row: its index among the rows that want logits */
-    _Atomic int oom;
-} fwd;
-
-/* ---- per-row stages, on rows [r0, r1): each touches only its rows'
- * slices; the norms run the rows' §5.3 chains side by side (pmath.h) ---- */
-typedef void (*row_fn)(fwd *F, size_t r0, size_t r1);
+/* ---- the decoder's per-row stages, on rows [r0, r1): each touches only
+ * its rows' slices; the norms run the rows' §5.3 chains side by side
+ * (pmath.h) ---- */
 
 /* embedding lookup (gemma3_text: times its scale, docs/models.md §M7.2);
  * §7.3 cos/sin of the row's position, for each RoPE table (§M7.4) */
-static void r_embed(fwd *F, size_t r0, size_t r1)
+static void r_embed(cis2_fwd *F, size_t r0, size_t r1)
 {
     const cis2_model *m = F->m;
     size_t half = m->head_dim / 2;
@@ -544,57 +539,14 @@ static void r_embed(fwd *F, size_t r0, size_t r1)
     }
 }
 
-static void r_ln1(fwd *F, size_t r0, size_t r1) /* §8; none in olmo2 (§M4: q/k/v read x) */
+static void r_ln1(cis2_fwd *F, size_t r0, size_t r1) /* §8; none in olmo2 (§M4: the mixer reads x) */
 {
     size_t H = F->m->hidden;
     if (!F->ly->ln1) return;
     rmsnorm_rows(F->x + r0 * H, F->ly->ln1, F->m->cfg.rms_norm_eps, H, r1 - r0, F->xn + r0 * H);
 }
 
-static void r_bias(fwd *F, size_t r0, size_t r1) /* §9.1 */
-{
-    const cis2_model *m = F->m;
-    if (!F->ly->bq) return;
-    for (size_t r = r0; r < r1; r++) {
-        add_n(F->q + r * m->q_dim, F->ly->bq, m->q_dim);
-        add_n(F->k + r * m->kv_dim, F->ly->bk, m->kv_dim);
-        add_n(F->v + r * m->kv_dim, F->ly->bv, m->kv_dim);
-    }
-}
-
-/* the q/k norms (docs/models.md §M2, §M4, §M7), §7.4 on every q and k head
- * (none in smollm3's NoPE layers, §M3; gemma3_text's local table in its
- * sliding layers, §M7.4), then §3.5 */
-static void r_rope_store(fwd *F, size_t r0, size_t r1)
-{
-    const cis2_model *m = F->m;
-    size_t Q = m->q_dim, KV = m->kv_dim, hd = m->head_dim, half = hd / 2, l = F->layer;
-    for (size_t r = r0; r < r1; r++) {
-        float *q = F->q + r * Q, *k = F->k + r * KV;
-        const float *cosv = F->cs + r * F->cs_w + (F->ly->rope_local ? 2 * half : 0), *sinv = cosv + half;
-        if (F->ly->qn && m->qk_whole) { /* olmo2 (§M4.3): §8's rmsnorm over all Q (KV) values, in place */
-            rmsnorm_rows(q, F->ly->qn, m->cfg.rms_norm_eps, Q, 1, q);
-            rmsnorm_rows(k, F->ly->kn, m->cfg.rms_norm_eps, KV, 1, k);
-        } else if (F->ly->qn) { /* qwen3 (§M2.3), gemma3_text: §8's rmsnorm of each head (head_dim elements) */
-            rmsnorm_rows(q, F->ly->qn, m->cfg.rms_norm_eps, hd, m->n_heads, q);
-            rmsnorm_rows(k, F->ly->kn, m->cfg.rms_norm_eps, hd, m->n_kv, k);
-        }
-        if (!F->ly->no_rope) { /* smollm3's NoPE layers keep q and k as projected (docs/models.md §M3.2) */
-            for (size_t h = 0; h < m->n_heads; h++) rope_rotate_n(q + h * hd, cosv, sinv, half);
-            for (size_t h = 0; h < m->n_kv; h++) rope_rotate_n(k + h * hd, cosv, sinv, half);
-        }
-        cis2_kv *kv = F->rows[r].kv; /* cache post-RoPE k, and v */
-        size_t p = F->rows[r].pos;
-        float *kl = kv->k + l * kv->cap * KV; /* blocked keys, see cis2_kv */
-        for (size_t h = 0; h < m->n_kv; h++)
-            for (size_t d = 0; d < hd; d++)
-                kl[h * hd * kv->cap + (p / 16) * 16 * hd + d * 16 + p % 16] = k[h * hd + d];
-        for (size_t h = 0; h < m->n_kv; h++) /* values per KV head, see cis2_kv */
-            memcpy(kv->v + ((l * m->n_kv + h) * kv->cap + p) * hd, F->v + r * KV + h * hd, hd * sizeof(float));
-    }
-}
-
-static void r_resid_o(fwd *F, size_t r0, size_t r1) /* §9.5 residual: o_proj output is in g */
+static void r_resid_mixer(cis2_fwd *F, size_t r0, size_t r1) /* §9.5 residual: the mixer's output is in g */
 {
     size_t H = F->m->hidden;
     if (F->ly->ln_ao) /* olmo2 (§M4.3), gemma3_text (§M7.2): the block's output normed, in place, then the add */
@@ -602,14 +554,14 @@ static void r_resid_o(fwd *F, size_t r0, size_t r1) /* §9.5 residual: o_proj ou
     add_n(F->x + r0 * H, F->g + r0 * H, (r1 - r0) * H);
 }
 
-static void r_ln2(fwd *F, size_t r0, size_t r1) /* §8; none in olmo2 (§M4: gate/up read x) */
+static void r_ln2(cis2_fwd *F, size_t r0, size_t r1) /* §8; none in olmo2 (§M4: the feed-forward reads x) */
 {
     size_t H = F->m->hidden;
     if (!F->ly->ln2) return;
     rmsnorm_rows(F->x + r0 * H, F->ly->ln2, F->m->cfg.rms_norm_eps, H, r1 - r0, F->xn + r0 * H);
 }
 
-static void r_resid_down(fwd *F, size_t r0, size_t r1) /* §10 residual: down output is in xn */
+static void r_resid_ffn(cis2_fwd *F, size_t r0, size_t r1) /* §10 residual: the feed-forward's output is in xn */
 {
     size_t H = F->m->hidden;
     if (F->ly->ln_mo) /* olmo2 (§M4.3), gemma3_text (§M7.2): the block's output normed, in place, then the add */
@@ -617,7 +569,7 @@ static void r_resid_down(fwd *F, size_t r0, size_t r1) /* §10 residual: down ou
     add_n(F->x + r0 * H, F->xn + r0 * H, (r1 - r0) * H);
 }
 
-static void r_next_norm(fwd *F, size_t r0, size_t r1) /* the next layer's ln1, or §11.1's final norm */
+static void r_next_norm(cis2_fwd *F, size_t r0, size_t r1) /* the next layer's ln1, or §11.1's final norm */
 {
     const cis2_model *m = F->m;
     size_t H = m->hidden;
@@ -636,7 +588,7 @@ static void r_next_norm(fwd *F, size_t r0, size_t r1) /* the next layer's ln1, o
     }
 }
 
-typedef struct stage { fwd *F; row_fn a, b; } stage;
+typedef struct stage { cis2_fwd *F; cis2_row_fn a, b; } stage;
 
 #define ROW_BLOCK 4 /* rows per item: rmsnorm_rows interleaves up to 4 */
 
@@ -648,68 +600,29 @@ static void stage_task(void *ctx, size_t blk)
     if (s->b) s->b(s->F, r0, r1);
 }
 
-/* a (then b) on every block of rows, across the pool when there are two
- * blocks or more; every row's arithmetic is the same either way.  Two
- * stages run as one pass unless tracing, which needs every row's tensors
- * of the first stage before the second changes them. */
-static void run_rows(fwd *F, row_fn a, row_fn b)
+void cis2_fwd_rows(cis2_fwd *F, cis2_row_fn a, cis2_row_fn b)
 {
     stage s = {F, a, b};
     cis2_parallel_for(F->cx, (F->n + ROW_BLOCK - 1) / ROW_BLOCK, stage_task, &s); /* one block: this thread */
 }
 
-/* §9.2-§9.4 for one row and one KV head: the G query heads that share it
- * (GQA) in one pass over its cached keys and values.  (Splitting a group
- * across threads when there are fewer groups than threads measured no
- * faster: reading the cache is the cost at long contexts.) */
-static void attend_task(void *ctx, size_t idx)
+void cis2_fwd_trace(const cis2_fwd *F, const char *name, const float *base, size_t width)
 {
-    fwd *F = ctx;
-    const cis2_model *m = F->m;
-    size_t r = idx / m->n_kv, kvh = idx % m->n_kv, G = m->n_heads / m->n_kv, h0 = kvh * G;
-    const cis2_row *row = &F->rows[r];
-    const cis2_kv *kv = row->kv;
-    size_t hd = m->head_dim, len = row->pos + 1;
-    /* docs/models.md §M5, §M7.1: a window of W keys, the row's own and the W - 1 before it */
-    size_t W = F->ly->window, lo = W && len > W ? len - W : 0;
-    const float *kt = kv->k + (F->layer * kv->cap) * m->kv_dim + kvh * hd * kv->cap;
-    const float *vc = kv->v + (F->layer * m->n_kv + kvh) * kv->cap * hd;
-    float stackbuf[4096];
-    float *s = G * len <= 4096 ? stackbuf : malloc(G * len * sizeof(float));
-    if (!s) { F->oom = 1; return; }
-    cis2_attend_group(F->cx, F->q + r * m->q_dim + h0 * hd, G, kt, vc, hd, lo, len, hd, m->attn_scale, s,
-                      F->att + r * m->q_dim + h0 * hd);
-    if (F->probs) /* the trace's rows hold every position; those outside the window have probability 0 */
-        for (size_t g = 0; g < G; g++) {
-            float *dst = F->probs + r * F->probs_stride + (h0 + g) * len;
-            memset(dst, 0, lo * sizeof(float));
-            memcpy(dst + lo, s + g * (len - lo), (len - lo) * sizeof(float));
-        }
-    if (s != stackbuf) free(s);
+    if (!F->trace) return;
+    for (size_t r = 0; r < F->n; r++)
+        if (F->rows[r].traced)
+            F->trace(F->trace_ctx, F->rows[r].step, F->rows[r].pos, (int)F->layer, name, base + r * width, width);
 }
 
-/* §10: hid[i] = silu_pinned(gate[i]) * up[i] (gemma3_text: gelu_tanh_pinned,
- * docs/models.md §M7.5), elementwise, in chunks across threads. */
-#define SWIGLU_CHUNK 2048
-typedef struct swiglu_ctx { const cis2_ctx *cx; float *g; const float *u; size_t n; int gelu; } swiglu_ctx;
-
-static void swiglu_task(void *ctx, size_t c)
+/* a then b, as one pass over the rows unless tracing (cis2_fwd_rows),
+ * reporting `name` (n rows of `width` at `base`) between the two */
+static void rows_traced(cis2_fwd *F, cis2_row_fn a, const char *name, const float *base, size_t width, cis2_row_fn b)
 {
-    swiglu_ctx *s = ctx;
-    size_t hi = (c + 1) * SWIGLU_CHUNK < s->n ? (c + 1) * SWIGLU_CHUNK : s->n;
-    size_t lo = c * SWIGLU_CHUNK;
-    if (s->gelu) cis2_gelu_n(s->cx, s->g + lo, s->g + lo, hi - lo); /* §M7.5, in place */
-    else cis2_silu_n(s->cx, s->g + lo, s->g + lo, hi - lo); /* §6.4, in place */
-    mul_n(s->g + lo, s->u + lo, hi - lo); /* act(gate) * up */
+    if (!F->trace) { cis2_fwd_rows(F, a, b); return; }
+    cis2_fwd_rows(F, a, NULL);
+    cis2_fwd_trace(F, name, base, width);
+    cis2_fwd_rows(F, b, NULL);
 }
-
-#define TRACE(name, base, width)                                                               \
-    do {                                                                                       \
-        if (trace)                                                                             \
-            for (size_t r_ = 0; r_ < n; r_++)                                                  \
-                if (rows[r_].traced)                                                           \
-                    trace(tctx, rows[r_].step, rows[r_].pos, (int)l, name, (base) + r_ * (width), (width)); \
-    } while (0)
 
 void cis2_ws_free(cis2_ws *ws)
 {
@@ -767,80 +680,44 @@ int cis2_forward(const cis2_ctx *cx, const cis2_model *m, cis2_ws *ws, cis2_row 
         ws->cap = bytes;
     }
     char *at = ws->buf;
-    float *x = carve(&at, sizes[0]), *xn = carve(&at, sizes[1]), *q = carve(&at, sizes[2]);
-    float *k = carve(&at, sizes[3]), *v = carve(&at, sizes[4]), *att = carve(&at, sizes[5]);
-    float *g = carve(&at, sizes[6]), *u = carve(&at, sizes[7]), *cs = carve(&at, sizes[8]);
-    float *fin = carve(&at, sizes[9]);
-    float *probs = trace ? carve(&at, sizes[10]) : NULL;
-    size_t *lrow = (size_t *)at;
+    cis2_fwd F = {.cx = cx, .m = m, .rows = rows, .n = n, .cs_w = cs_w, .probs_stride = m->n_heads * maxlen,
+                  .trace = trace, .trace_ctx = tctx};
+    F.x = carve(&at, sizes[0]), F.xn = carve(&at, sizes[1]), F.q = carve(&at, sizes[2]);
+    F.k = carve(&at, sizes[3]), F.v = carve(&at, sizes[4]), F.att = carve(&at, sizes[5]);
+    F.g = carve(&at, sizes[6]), F.u = carve(&at, sizes[7]), F.cs = carve(&at, sizes[8]);
+    F.fin = carve(&at, sizes[9]);
+    F.probs = trace ? carve(&at, sizes[10]) : NULL;
+    F.lrow = (size_t *)at;
     int rc = CIS2_OK;
-    for (size_t r = 0, j = 0; r < n; r++) lrow[r] = rows[r].logits ? j++ : 0;
-    fwd F = {.cx = cx, .m = m, .rows = rows, .n = n, .x = x, .xn = xn, .q = q, .k = k, .v = v, .att = att, .g = g,
-             .cs = cs, .cs_w = cs_w, .fin = fin, .probs = probs, .probs_stride = m->n_heads * maxlen, .lrow = lrow};
+    for (size_t r = 0, j = 0; r < n; r++) F.lrow[r] = rows[r].logits ? j++ : 0;
     F.ly = &m->layers[0];
-    run_rows(&F, r_embed, r_ln1); /* layer 0's ln1; the later ones follow each layer's residual */
+    cis2_fwd_rows(&F, r_embed, r_ln1); /* layer 0's ln1; the later ones follow each layer's residual */
     for (size_t l = 0; l < m->n_layers; l++) {
         const cis2_layer *ly = &m->layers[l];
         F.layer = l;
         F.ly = ly;
-        float *in = ly->ln1 ? xn : x; /* the blocks' input: olmo2 has no pre-norms (docs/models.md §M4) */
-        float *in2 = ly->ln2 ? xn : x;
-        TRACE("ln1", in, H);
-        const cis2_pmat *qkv_w[3] = {&ly->q, &ly->k, &ly->v};
-        float *const qkv_y[3] = {q, k, v};
-        cis2_matmul_n(cx, qkv_w, 3, in, n, qkv_y); /* §9.1 */
-        if (!trace) run_rows(&F, r_bias, r_rope_store);
-        else {
-            run_rows(&F, r_bias, NULL);
-            TRACE("q", q, Q);
-            TRACE("k", k, KV);
-            TRACE("v", v, KV);
-            run_rows(&F, r_rope_store, NULL);
+        const float *in = ly->ln1 ? F.xn : F.x; /* the blocks' input: olmo2 has no pre-norms (docs/models.md §M4) */
+        const float *in2 = ly->ln2 ? F.xn : F.x;
+        cis2_fwd_trace(&F, "ln1", in, H);
+        switch (ly->mixer) { /* the token mixer's room: its output in F.g */
+        case CIS2_MIXER_ATTENTION:
+        case CIS2_MIXER_ATTENTION_WINDOW: rc = cis2_attention(&F, in, err); break;
         }
-        TRACE("q_rope", q, Q);
-        TRACE("k_rope", k, KV);
-        F.oom = 0;
-        cis2_parallel_for(cx, n * m->n_kv, attend_task, &F); /* §9.2-§9.4 */
-        if (F.oom) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory in attention"); goto out; }
-        if (trace)
-            for (size_t r = 0; r < n; r++)
-                if (rows[r].traced)
-                    trace(tctx, rows[r].step, rows[r].pos, (int)l, "scores", probs + r * F.probs_stride,
-                          m->n_heads * (rows[r].pos + 1));
-        TRACE("attn_out", att, Q);
-        cis2_matmul(cx, &ly->o, att, n, g); /* §9.5 */
-        TRACE("o_proj", g, H);
-        if (!trace) run_rows(&F, r_resid_o, r_ln2);
-        else {
-            run_rows(&F, r_resid_o, NULL);
-            TRACE("resid_attn", x, H);
-            run_rows(&F, r_ln2, NULL);
+        if (rc) goto out;
+        rows_traced(&F, r_resid_mixer, "resid_attn", F.x, H, r_ln2);
+        cis2_fwd_trace(&F, "ln2", in2, H);
+        switch (ly->ffn) { /* the feed-forward's room: its output in F.xn */
+        case CIS2_FFN_DENSE: cis2_ffn_dense(&F, in2, F.xn); break;
         }
-        TRACE("ln2", in2, H);
-        const cis2_pmat *gu_w[2] = {&ly->gate, &ly->up};
-        float *const gu_y[2] = {g, u};
-        cis2_matmul_n(cx, gu_w, 2, in2, n, gu_y); /* §10 */
-        TRACE("gate", g, I);
-        TRACE("up", u, I);
-        swiglu_ctx sw = {cx, g, u, n * I, m->gelu};
-        cis2_parallel_for(cx, (n * I + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK, swiglu_task, &sw); /* §10 */
-        TRACE("act", g, I);
-        cis2_matmul(cx, &ly->down, g, n, xn);
-        TRACE("down", xn, H);
-        if (!trace) run_rows(&F, r_resid_down, r_next_norm);
-        else {
-            run_rows(&F, r_resid_down, NULL);
-            TRACE("resid_mlp", x, H);
-            run_rows(&F, r_next_norm, NULL);
-        }
+        rows_traced(&F, r_resid_ffn, "resid_mlp", F.x, H, r_next_norm);
     }
     /* §11.1: the final norm (above, into fin) and the LM head */
     if (nlog) {
-        cis2_matmul(cx, m->tied ? &m->embed : &m->lm_head, fin, nlog, lg);
+        cis2_matmul(cx, m->tied ? &m->embed : &m->lm_head, F.fin, nlog, lg);
         if (trace)
             for (size_t r = 0; r < n; r++)
                 if (rows[r].logits && rows[r].traced) {
-                    trace(tctx, rows[r].step, rows[r].pos, -1, "final_norm", fin + lrow[r] * H, H);
+                    trace(tctx, rows[r].step, rows[r].pos, -1, "final_norm", F.fin + F.lrow[r] * H, H);
                     trace(tctx, rows[r].step, rows[r].pos, -1, "logits", rows[r].logits, m->vocab);
                 }
     }

@@ -17,8 +17,23 @@
 #include "config.h"
 #include "kernels.h"
 
+/* A decoder layer is a token mixer and a feed-forward, each of a kind
+ * with its own room (forward.h): cis2_forward dispatches on the kinds. */
+typedef enum {
+    CIS2_MIXER_ATTENTION,       /* §9: every earlier position (attention.c) */
+    CIS2_MIXER_ATTENTION_WINDOW /* docs/models.md §M5, §M7.1: the last `window` keys (attention.c) */
+} cis2_mixer_kind;
+typedef enum {
+    CIS2_FFN_DENSE              /* §10's gated MLP (ffn.c) */
+} cis2_ffn_kind;
+
 typedef struct cis2_layer {
-    cis2_pmat q, k, v, o, gate, up, down;
+    cis2_mixer_kind mixer;
+    cis2_ffn_kind ffn;
+    /* the attention mixers' weights */
+    cis2_pmat q, k, v, o;
+    /* the dense feed-forward's */
+    cis2_pmat gate, up, down;
     /* §8's norms, NULL where the family has none: ln1 before attention
      * (input_layernorm; none in olmo2), ln2 before the MLP (llama's
      * post_attention_layernorm, gemma3_text's pre_feedforward_layernorm;

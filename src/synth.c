@@ -120,64 +120,47 @@ static void fill(uint64_t *state, const tdesc *t, uint16_t *out, size_t n)
     }
 }
 
-/* The tensor list of a shape, in file order.  Returns the count (<= cap). */
-static size_t tensor_list(const cis2_synth_shape *s, tdesc *out, size_t cap)
+/* The tensor list of a config (family.h's plan, in its order) with each
+ * tensor's initialisation: out[0..cap) filled, the count returned. */
+typedef struct list_ctx {
+    tdesc *out;
+    size_t cap, n;
+    enum kind norm;         /* K_NORM0 where the family's norms are (1 + w) (docs/models.md §M7.2) */
+    float emb, lin_h, lin_i, lin_q;
+} list_ctx;
+
+static int list_one(void *ctx, const cis2_tensor_spec *t)
 {
-    size_t n = 0;
-    uint64_t H = (uint64_t)s->hidden, I = (uint64_t)s->inter, V = (uint64_t)s->vocab;
-    uint64_t D = s->head_dim ? (uint64_t)s->head_dim : H / (uint64_t)s->heads;
-    uint64_t Q = (uint64_t)s->heads * D, KV = (uint64_t)s->kv_heads * D; /* Q = H but for qwen3 (docs/models.md §M2) */
-    int gemma = !strcmp(s->model_type, "gemma3_text"); /* §M7: four norms per layer, norms as (1 + w) */
-    int qk_norm = !strcmp(s->model_type, "qwen3") || gemma; /* §M2, §M7: per head */
-    int post = !strcmp(s->model_type, "olmo2"); /* docs/models.md §M4: post-norms, q/k norms of Q and KV */
-    int fused = !strcmp(s->model_type, "phi3"); /* §M6: one qkv_proj, one gate_up_proj per layer */
-    enum kind NK = gemma ? K_NORM0 : K_NORM;
-    float emb_std = 1.5f * cis2_rsqrt_cr((float)H), lin_h = cis2_rsqrt_cr((float)H), lin_i = cis2_rsqrt_cr((float)I);
-#define ADD(nd, a, b, kd, sd, ...)                                                    \
-    do {                                                                              \
-        if (n < cap) {                                                                \
-            snprintf(out[n].name, sizeof out[n].name, __VA_ARGS__);                   \
-            out[n].ndim = nd; out[n].d0 = a; out[n].d1 = b; out[n].kind = kd; out[n].std = sd; \
-        }                                                                             \
-        n++;                                                                          \
-    } while (0)
-    ADD(2, V, H, K_NORMAL, emb_std, "model.embed_tokens.weight");
-    for (int64_t l = 0; l < s->layers; l++) {
-        const char *p = "model.layers.";
-        if (!post) ADD(1, H, 0, NK, 0, "%s%lld.input_layernorm.weight", p, (long long)l);
-        if (fused) ADD(2, Q + 2 * KV, H, K_NORMAL, lin_h, "%s%lld.self_attn.qkv_proj.weight", p, (long long)l);
-        else {
-            ADD(2, Q, H, K_NORMAL, lin_h, "%s%lld.self_attn.q_proj.weight", p, (long long)l);
-            if (s->qkv_bias) ADD(1, Q, 0, K_NORMAL, 0.05f, "%s%lld.self_attn.q_proj.bias", p, (long long)l);
-            ADD(2, KV, H, K_NORMAL, lin_h, "%s%lld.self_attn.k_proj.weight", p, (long long)l);
-            if (s->qkv_bias) ADD(1, KV, 0, K_NORMAL, 0.05f, "%s%lld.self_attn.k_proj.bias", p, (long long)l);
-            ADD(2, KV, H, K_NORMAL, lin_h, "%s%lld.self_attn.v_proj.weight", p, (long long)l);
-            if (s->qkv_bias) ADD(1, KV, 0, K_NORMAL, 0.05f, "%s%lld.self_attn.v_proj.bias", p, (long long)l);
-        }
-        ADD(2, H, Q, K_NORMAL, Q == H ? lin_h : cis2_rsqrt_cr((float)Q), "%s%lld.self_attn.o_proj.weight", p,
-            (long long)l);
-        if (post) {
-            ADD(1, Q, 0, NK, 0, "%s%lld.self_attn.q_norm.weight", p, (long long)l);
-            ADD(1, KV, 0, NK, 0, "%s%lld.self_attn.k_norm.weight", p, (long long)l);
-        }
-        if (qk_norm) {
-            ADD(1, D, 0, NK, 0, "%s%lld.self_attn.q_norm.weight", p, (long long)l);
-            ADD(1, D, 0, NK, 0, "%s%lld.self_attn.k_norm.weight", p, (long long)l);
-        }
-        ADD(1, H, 0, NK, 0, "%s%lld.post_attention_layernorm.weight", p, (long long)l);
-        if (fused) ADD(2, 2 * I, H, K_NORMAL, lin_h, "%s%lld.mlp.gate_up_proj.weight", p, (long long)l);
-        else {
-            ADD(2, I, H, K_NORMAL, lin_h, "%s%lld.mlp.gate_proj.weight", p, (long long)l);
-            ADD(2, I, H, K_NORMAL, lin_h, "%s%lld.mlp.up_proj.weight", p, (long long)l);
-        }
-        ADD(2, H, I, K_NORMAL, lin_i, "%s%lld.mlp.down_proj.weight", p, (long long)l);
-        if (gemma) ADD(1, H, 0, NK, 0, "%s%lld.pre_feedforward_layernorm.weight", p, (long long)l);
-        if (post || gemma) ADD(1, H, 0, NK, 0, "%s%lld.post_feedforward_layernorm.weight", p, (long long)l);
+    list_ctx *L = ctx;
+    enum kind kd = K_NORMAL;
+    float sd = 0.0f;
+    switch (t->role) {
+    case CIS2_T_EMBED: case CIS2_T_LM_HEAD: sd = L->emb; break;
+    case CIS2_T_FINAL_NORM: case CIS2_T_ATTN_NORM: case CIS2_T_ATTN_OUT_NORM: case CIS2_T_FFN_NORM:
+    case CIS2_T_FFN_OUT_NORM: case CIS2_T_Q_NORM: case CIS2_T_K_NORM: kd = L->norm; break;
+    case CIS2_T_Q: case CIS2_T_K: case CIS2_T_V: case CIS2_T_QKV:
+    case CIS2_T_GATE: case CIS2_T_UP: case CIS2_T_GATE_UP: sd = L->lin_h; break;
+    case CIS2_T_O: sd = L->lin_q; break;
+    case CIS2_T_DOWN: sd = L->lin_i; break;
+    case CIS2_T_Q_BIAS: case CIS2_T_K_BIAS: case CIS2_T_V_BIAS: sd = 0.05f; break;
     }
-    ADD(1, H, 0, NK, 0, "model.norm.weight");
-    if (!s->tied) ADD(2, V, H, K_NORMAL, emb_std, "lm_head.weight");
-#undef ADD
-    return n;
+    if (L->n < L->cap) {
+        tdesc *d = &L->out[L->n];
+        snprintf(d->name, sizeof d->name, "%s", t->name);
+        d->ndim = t->ndim; d->d0 = t->d0; d->d1 = t->d1; d->kind = kd; d->std = sd;
+    }
+    L->n++;
+    return 0;
+}
+
+static size_t tensor_list(const cis2_config *c, tdesc *out, size_t cap)
+{
+    uint64_t H = (uint64_t)c->hidden_size, Q = (uint64_t)c->num_attention_heads * (uint64_t)c->head_dim;
+    float lin_h = cis2_rsqrt_cr((float)H);
+    list_ctx L = {out, cap, 0, c->family->norm_plus_one ? K_NORM0 : K_NORM, 1.5f * lin_h, lin_h,
+                  cis2_rsqrt_cr((float)c->intermediate_size), Q == H ? lin_h : cis2_rsqrt_cr((float)Q)};
+    cis2_family_tensors(c, list_one, &L);
+    return L.n;
 }
 
 /* ---- files ---- */
@@ -203,19 +186,20 @@ static int mkdir_p(const char *dir, cis2_error *err)
     return CIS2_OK;
 }
 
-static int write_safetensors(const cis2_synth_shape *s, uint64_t seed, FILE *f, cis2_error *err)
+static int write_safetensors(const char *shape_name, int odd_data_offset, const cis2_config *c, uint64_t seed,
+                             FILE *f, cis2_error *err)
 {
-    size_t nt = tensor_list(s, NULL, 0);
+    size_t nt = tensor_list(c, NULL, 0);
     tdesc *t = calloc(nt, sizeof *t);
     uint16_t *buf = malloc((size_t)1 << 17);
     cis2_sb h = {0};
     int rc = CIS2_OK;
     if (!t || !buf) { rc = cis2_fail(err, CIS2_E_NOMEM, "synth: out of memory"); goto out; }
-    tensor_list(s, t, nt);
+    tensor_list(c, t, nt);
 
     /* Header: metadata, then the tensors in file order with contiguous offsets. */
     cis2_sb_printf(&h, "{\"__metadata__\":{\"format\":\"pt\",\"cis2_synth_shape\":\"%s\",\"cis2_synth_seed\":\"%llu\"}",
-              s->name, (unsigned long long)seed);
+              shape_name, (unsigned long long)seed);
     uint64_t off = 0;
     for (size_t i = 0; i < nt; i++) {
         uint64_t bytes = numel(&t[i]) * 2;
@@ -231,7 +215,7 @@ static int write_safetensors(const cis2_synth_shape *s, uint64_t seed, FILE *f, 
     cis2_sb_printf(&h, "}");
     /* Pad with spaces: data area at an odd byte (exercises unaligned reads)
      * or at a multiple of 8 (what the safetensors library writes). */
-    while (!h.oom && (s->odd_data_offset ? (8 + h.n) % 2 != 1 : (8 + h.n) % 8 != 0)) cis2_sb_printf(&h, " ");
+    while (!h.oom && (odd_data_offset ? (8 + h.n) % 2 != 1 : (8 + h.n) % 8 != 0)) cis2_sb_printf(&h, " ");
     if (h.oom) { rc = cis2_fail(err, CIS2_E_NOMEM, "synth: out of memory"); goto out; }
 
     setvbuf(f, NULL, _IOFBF, (size_t)1 << 20);
@@ -259,11 +243,13 @@ out:
     return rc; /* a failed fwrite leaves ferror set: the commit reports it */
 }
 
-static void write_config(const cis2_synth_shape *s, FILE *f)
+/* A built-in shape's config.json (llama or qwen2: families whose MLP is
+ * silu's and whose norms are plain). */
+static void write_config(const cis2_synth_shape *s, const cis2_family *fam, FILE *f)
 {
-    int qwen = !strcmp(s->model_type, "qwen2");
+    int qwen = fam->attention_bias == CIS2_BIAS_QKV; /* Qwen2Config's keys: no attention_bias to write */
     fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n  \"hidden_act\": \"silu\",\n",
-            qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM", s->model_type);
+            fam->architecture, fam->model_type);
     fprintf(f, "  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n  \"num_hidden_layers\": %lld,\n"
                "  \"num_attention_heads\": %lld,\n  \"num_key_value_heads\": %lld,\n",
             (long long)s->hidden, (long long)s->inter, (long long)s->layers, (long long)s->heads,
@@ -317,10 +303,11 @@ char *cis2_synth_min_tokenizer_json(void)
  * unique temporary file beside its target, then committed together, so a
  * failed or interrupted synth leaves the directory as it was, and two
  * synths into one directory each rename a complete set (never one file of
- * each).  tok / cfg: bytes to copy verbatim (NULL: the minimal tokenizer;
- * the shape's config). */
-static int write_set(const cis2_synth_shape *s, uint64_t seed, const char *out_dir, const char *tok, size_t tok_len,
-                     const char *cfg, size_t cfg_len, cis2_error *err)
+ * each).  tok (NULL: the minimal tokenizer) and cfg (c parsed from it):
+ * bytes to copy verbatim; the weights are c's tensors. */
+static int write_set(const char *shape_name, int odd_data_offset, const cis2_config *c, uint64_t seed,
+                     const char *out_dir, const char *tok, size_t tok_len, const char *cfg, size_t cfg_len,
+                     cis2_error *err)
 {
     static const char *const names[3] = {"tokenizer.json", "config.json", "model.safetensors"};
     cis2_out *o[3] = {NULL, NULL, NULL};
@@ -340,11 +327,8 @@ static int write_set(const cis2_synth_shape *s, uint64_t seed, const char *out_d
             else { fputs(js, f); fputc('\n', f); free(js); }
         }
     }
-    if (!rc) {
-        if (cfg) fwrite(cfg, 1, cfg_len, cis2_out_stream(o[1]));
-        else write_config(s, cis2_out_stream(o[1]));
-    }
-    if (!rc) rc = write_safetensors(s, seed, cis2_out_stream(o[2]), err);
+    if (!rc) fwrite(cfg, 1, cfg_len, cis2_out_stream(o[1]));
+    if (!rc) rc = write_safetensors(shape_name, odd_data_offset, c, seed, cis2_out_stream(o[2]), err);
     if (rc) {
         for (int i = 0; i < 3; i++) cis2_out_abort(o[i]);
         return rc;
@@ -365,10 +349,19 @@ int cis2_synth_write(const char *shape, uint64_t seed, const char *out_dir, cons
 {
     const cis2_synth_shape *s = cis2_synth_find_shape(shape);
     if (!s) return cis2_fail(err, CIS2_E_USAGE, "synth: unknown shape '%s'", shape);
-    char *tok;
-    size_t tl;
-    int rc = read_tokenizer_src(tokenizer_src, &tok, &tl, err);
-    if (!rc) rc = write_set(s, seed, out_dir, tok, tl, NULL, 0, err);
+    const cis2_family *fam = cis2_family_find(s->model_type);
+    if (!fam) return cis2_fail(err, CIS2_E_INTERNAL, "synth: shape '%s' has no family", shape);
+    char *cfg = NULL, *tok = NULL;
+    size_t cl = 0, tl;
+    FILE *mf = open_memstream(&cfg, &cl); /* the shape's config.json, parsed back for its tensors */
+    if (!mf) return cis2_fail(err, CIS2_E_NOMEM, "synth: out of memory");
+    write_config(s, fam, mf);
+    int rc = fclose(mf) ? cis2_fail(err, CIS2_E_NOMEM, "synth: out of memory") : CIS2_OK;
+    cis2_config c;
+    if (!rc) rc = cis2_config_parse(&c, cfg, cl, "synth", err);
+    if (!rc) rc = read_tokenizer_src(tokenizer_src, &tok, &tl, err);
+    if (!rc) rc = write_set(s->name, s->odd_data_offset, &c, seed, out_dir, tok, tl, cfg, cl, err);
+    free(cfg);
     free(tok);
     return rc;
 }
@@ -381,15 +374,8 @@ int cis2_synth_write_config(const char *config_path, uint64_t seed, const char *
     int rc = cis2_read_file(config_path, CIS2_CFG_MAX_FILE, "a config.json", &cfg, &cl, err);
     if (rc) return rc;
     cis2_config c;
-    if ((rc = cis2_config_parse(&c, cfg, cl, config_path, err)) || (rc = read_tokenizer_src(tokenizer_src, &tok, &tl, err))) {
-        free(cfg);
-        return rc;
-    }
-    cis2_synth_shape s = {"config", c.model_type[0] ? c.model_type : "llama", c.hidden_size, c.intermediate_size,
-                          c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, c.vocab_size,
-                          c.max_position_embeddings, c.head_dim, "", "", c.tie_word_embeddings,
-                          cis2_config_qkv_bias(&c), 1};
-    rc = write_set(&s, seed, out_dir, tok, tl, cfg, cl, err); /* the config byte for byte: the bytes parsed */
+    if (!(rc = cis2_config_parse(&c, cfg, cl, config_path, err)) && !(rc = read_tokenizer_src(tokenizer_src, &tok, &tl, err)))
+        rc = write_set("config", 1, &c, seed, out_dir, tok, tl, cfg, cl, err); /* the config byte for byte */
     free(cfg);
     free(tok);
     return rc;

@@ -110,7 +110,7 @@ static void real_smollm2_135m(void **s)
     assert_true(c.rope_theta_f64 == 100000.0);
     assert_int_equal(bits(c.rope_theta), 0x47C35000);
     /* 134,515,008 parameters: the real model.safetensors is 269,060,552 bytes */
-    assert_int_equal(cis2_config_param_count(&c, 0), 134515008);
+    assert_int_equal(cis2_config_param_count(&c), 134515008);
 }
 
 static void real_smollm2_360m(void **s)
@@ -148,7 +148,7 @@ static void real_qwen25_05b(void **s)
     assert_int_equal(bits(c.rms_norm_eps), 0x358637BD); /* (float)1e-06, RNE */
     assert_int_equal(bits(c.rope_theta), 0x49742400);   /* 1000000.0f */
     /* Qwen2.5-0.5B is documented as 494,032,768 parameters (tied) */
-    assert_int_equal(cis2_config_param_count(&c, 1), 494032768);
+    assert_int_equal(cis2_config_param_count(&c), 494032768);
 }
 
 static void load_missing_file(void **s)
@@ -588,7 +588,7 @@ static void olmo2_family(void **s)
         assert_int_equal(c.head_dim, 128);
         /* 16 layers of 2*2048 norm + 4*2048^2 attention + 3*2048*8192 MLP + 2*2048 q/k norm weights, the
          * untied embedding and head 2*100352*2048, the final norm 2048: OLMo-2-0425-1B's 1,484,916,736 */
-        assert_true(cis2_config_param_count(&c, 0) == 1484916736ull);
+        assert_true(cis2_config_param_count(&c) == 1484916736ull);
     }
     patch_ok(&c, "{\"model_type\":\"olmo2\"}", NULL);
     assert_true(cis2_config_post_norm(&c));
@@ -702,7 +702,7 @@ static void qwen3_family(void **s)
             assert_int_equal(cis2_config_qkv_bias(&c), 0);
             assert_int_equal(cis2_config_o_bias(&c), 0);
             /* embed + per layer (2 norms, q 96x64, k/v 48x64, o 64x96, MLP 3x128x64, q/k norm 2x24) + norm */
-            assert_int_equal(cis2_config_param_count(&c, 0),
+            assert_int_equal(cis2_config_param_count(&c),
                              300 * 64 + 2 * (2 * 64 + 96 * 64 + 2 * 48 * 64 + 64 * 96 + 3 * 128 * 64 + 48) + 64);
         }
     }
@@ -738,7 +738,7 @@ static void phi3_family(void **s)
         assert_int_equal(c.sliding_window, 2047);
         assert_int_equal(cis2_config_fused(&c), 1);
         assert_int_equal(c.head_dim, 96);
-        assert_int_equal(cis2_config_param_count(&c, 0), 3821079552ull); /* Phi-3-mini's published 3.8B */
+        assert_int_equal(cis2_config_param_count(&c), 3821079552ull); /* Phi-3-mini's published 3.8B */
     }
     static const char *const base = "{\"model_type\":\"phi3\",\"hidden_size\":64,\"intermediate_size\":128,"
         "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"vocab_size\":300,"
@@ -808,7 +808,7 @@ static void gemma3_family(void **s)
         }
         /* 26 layers of 4*1152 norm + (1024+256+256)*1152 + 1152*1024 attention + 3*1152*6912 MLP + 2*256 q/k
          * norm weights, the tied embedding 262144*1152, the final norm 1152: gemma-3-1b's 999,885,952 */
-        assert_true(cis2_config_param_count(&c, 0) == 999885952ull);
+        assert_true(cis2_config_param_count(&c) == 999885952ull);
     }
     static const char *const base = "{\"model_type\":\"gemma3_text\",\"hidden_size\":64,\"intermediate_size\":128,"
         "\"num_hidden_layers\":4,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"head_dim\":16,"

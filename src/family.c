@@ -1,0 +1,136 @@
+/*
+ * family.c - the family table and the tensor plan (family.h).
+ *
+ * FAMILIES holds one row per model_type, in the order messages list them.
+ * Each row is read from its transformers config and modeling classes
+ * (LlamaConfig, Qwen2Config, MistralConfig, Qwen3Config, SmolLM3Config,
+ * Olmo2Config, Phi3Config, Gemma3TextConfig and their decoders) as
+ * docs/models.md pins them: §2-§11 for llama and qwen2, §M2 qwen3, §M3
+ * smollm3, §M4 olmo2, §M5 mistral, §M6 phi3, §M7 gemma3_text.
+ *
+ * cis2_family_tensors is the one list of tensor names and shapes: the
+ * loader matches a checkpoint against it (every tensor it lists must be
+ * there with its shape, and nothing else may be) and `cis2 synth` writes
+ * it.  Names follow Hugging Face's checkpoints (spec §2.5).
+ */
+#include "family.h"
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define PRE CIS2_NORMS_PRE
+static const cis2_family FAMILIES[] = {
+    {.model_type = "llama", .architecture = "LlamaForCausalLM", .section = "", .rope_theta = 10000.0,
+     .max_position_embeddings = 2048, .activation = "silu", .attention_bias = CIS2_BIAS_KEY, .norms = PRE},
+    {.model_type = "qwen2", .architecture = "Qwen2ForCausalLM", .section = "", .rope_theta = 10000.0,
+     .max_position_embeddings = 2048, .activation = "silu", .attention_bias = CIS2_BIAS_QKV, .mlp_bias_unread = 1,
+     .norms = PRE, .window_off_default = 1},
+    {.model_type = "mistral", .architecture = "MistralForCausalLM", .section = "§M5", .rope_theta = 10000.0,
+     .max_position_embeddings = 2048, .activation = "silu", .attention_bias = CIS2_BIAS_REFUSED,
+     .bias_refusal = ", but a mistral model has no attention biases", .norms = PRE, .window = CIS2_WINDOW_ALL},
+    {.model_type = "qwen3", .architecture = "Qwen3ForCausalLM", .section = "§M2", .rope_theta = 10000.0,
+     .head_dim = 128, .max_position_embeddings = 2048, .activation = "silu", .attention_bias = CIS2_BIAS_REFUSED,
+     .bias_refusal = ": a qwen3 model's o_proj bias is not implemented (§9.5)", .mlp_bias_unread = 1,
+     .qk_norm = CIS2_QKN_HEAD, .norms = PRE, .free_head_dim = 1, .window_off_default = 1},
+    {.model_type = "smollm3", .architecture = "SmolLM3ForCausalLM", .section = "§M3", .rope_theta = 2000000.0,
+     .max_position_embeddings = 2048, .activation = "silu", .attention_bias = CIS2_BIAS_KEY, .norms = PRE,
+     .window_off_default = 1, .nope = 1},
+    {.model_type = "olmo2", .architecture = "Olmo2ForCausalLM", .section = "§M4", .rope_theta = 10000.0,
+     .max_position_embeddings = 2048, .activation = "silu", .attention_bias = CIS2_BIAS_REFUSED,
+     .bias_refusal = ": an olmo2 model's attention biases are not implemented", .qk_norm = CIS2_QKN_WHOLE,
+     .norms = CIS2_NORMS_POST},
+    {.model_type = "phi3", .architecture = "Phi3ForCausalLM", .section = "§M6", .rope_theta = 10000.0,
+     .max_position_embeddings = 2048, .activation = "silu", .attention_bias = CIS2_BIAS_REFUSED,
+     .bias_refusal = ", but a phi3 model has no attention biases", .norms = PRE, .fused = 1,
+     .window = CIS2_WINDOW_ALL},
+    {.model_type = "gemma3_text", .architecture = "Gemma3ForCausalLM", .section = "§M7", .rope_theta = 1000000.0,
+     .head_dim = 256, .max_position_embeddings = 131072, .rms_norm_eps = 1e-6, .tie_word_embeddings = 1,
+     .activation = "gelu_pytorch_tanh", .attention_bias = CIS2_BIAS_REFUSED,
+     .bias_refusal = ", but a gemma3_text model has no attention biases", .qk_norm = CIS2_QKN_HEAD,
+     .norms = CIS2_NORMS_SANDWICH, .norm_plus_one = 1, .embed_scaled = 1, .free_head_dim = 1,
+     .window = CIS2_WINDOW_LAYERS, .gemma3_keys = 1},
+};
+#undef PRE
+#define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
+
+const cis2_family *cis2_family_find(const char *model_type)
+{
+    for (size_t i = 0; i < N_FAMILIES; i++)
+        if (!strcmp(FAMILIES[i].model_type, model_type)) return &FAMILIES[i];
+    return NULL;
+}
+
+const cis2_family *cis2_family_default(void) { return &FAMILIES[0]; }
+
+void cis2_family_list(char *out, size_t cap)
+{
+    size_t at = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < N_FAMILIES && at < cap; i++)
+        at += (size_t)snprintf(out + at, cap - at, "%s%s", i == 0 ? "" : i + 1 < N_FAMILIES ? ", " : " or ",
+                               FAMILIES[i].model_type);
+}
+
+/* ---- the tensor plan ---- */
+
+typedef struct plan {
+    int (*fn)(void *ctx, const cis2_tensor_spec *t);
+    void *ctx;
+    int rc;
+} plan;
+
+/* One tensor: its name from fmt and the layer (fmt has one %lld, or none). */
+static void add(plan *p, cis2_tensor_role role, int64_t layer, int ndim, uint64_t d0, uint64_t d1, const char *fmt)
+{
+    if (p->rc) return;
+    cis2_tensor_spec t = {.role = role, .layer = layer, .ndim = ndim, .d0 = d0, .d1 = ndim > 1 ? d1 : 0};
+    snprintf(t.name, sizeof t.name, fmt, (long long)layer);
+    p->rc = p->fn(p->ctx, &t);
+}
+
+int cis2_family_tensors(const cis2_config *c, int (*fn)(void *ctx, const cis2_tensor_spec *t), void *ctx)
+{
+    const cis2_family *f = c->family;
+    plan p = {fn, ctx, 0};
+    uint64_t H = (uint64_t)c->hidden_size, I = (uint64_t)c->intermediate_size, V = (uint64_t)c->vocab_size;
+    uint64_t D = (uint64_t)c->head_dim, Q = (uint64_t)c->num_attention_heads * D;
+    uint64_t KV = (uint64_t)c->num_key_value_heads * D;
+    int qkv_bias = cis2_config_qkv_bias(c);
+    add(&p, CIS2_T_EMBED, -1, 2, V, H, "model.embed_tokens.weight");
+    for (int64_t l = 0; l < c->num_hidden_layers; l++) {
+        if (f->norms != CIS2_NORMS_POST) add(&p, CIS2_T_ATTN_NORM, l, 1, H, 0, "model.layers.%lld.input_layernorm.weight");
+        if (f->fused) { /* docs/models.md §M6: q's rows, then k's, then v's */
+            add(&p, CIS2_T_QKV, l, 2, Q + 2 * KV, H, "model.layers.%lld.self_attn.qkv_proj.weight");
+        } else {
+            add(&p, CIS2_T_Q, l, 2, Q, H, "model.layers.%lld.self_attn.q_proj.weight");
+            if (qkv_bias) add(&p, CIS2_T_Q_BIAS, l, 1, Q, 0, "model.layers.%lld.self_attn.q_proj.bias");
+            add(&p, CIS2_T_K, l, 2, KV, H, "model.layers.%lld.self_attn.k_proj.weight");
+            if (qkv_bias) add(&p, CIS2_T_K_BIAS, l, 1, KV, 0, "model.layers.%lld.self_attn.k_proj.bias");
+            add(&p, CIS2_T_V, l, 2, KV, H, "model.layers.%lld.self_attn.v_proj.weight");
+            if (qkv_bias) add(&p, CIS2_T_V_BIAS, l, 1, KV, 0, "model.layers.%lld.self_attn.v_proj.bias");
+        }
+        add(&p, CIS2_T_O, l, 2, H, Q, "model.layers.%lld.self_attn.o_proj.weight");
+        if (f->qk_norm != CIS2_QKN_NONE) { /* §M2, §M7: per head; §M4: the whole projection */
+            int whole = f->qk_norm == CIS2_QKN_WHOLE;
+            add(&p, CIS2_T_Q_NORM, l, 1, whole ? Q : D, 0, "model.layers.%lld.self_attn.q_norm.weight");
+            add(&p, CIS2_T_K_NORM, l, 1, whole ? KV : D, 0, "model.layers.%lld.self_attn.k_norm.weight");
+        }
+        add(&p, f->norms == CIS2_NORMS_PRE ? CIS2_T_FFN_NORM : CIS2_T_ATTN_OUT_NORM, l, 1, H, 0,
+            "model.layers.%lld.post_attention_layernorm.weight");
+        if (f->fused) { /* §M6: gate's rows, then up's */
+            add(&p, CIS2_T_GATE_UP, l, 2, 2 * I, H, "model.layers.%lld.mlp.gate_up_proj.weight");
+        } else {
+            add(&p, CIS2_T_GATE, l, 2, I, H, "model.layers.%lld.mlp.gate_proj.weight");
+            add(&p, CIS2_T_UP, l, 2, I, H, "model.layers.%lld.mlp.up_proj.weight");
+        }
+        add(&p, CIS2_T_DOWN, l, 2, H, I, "model.layers.%lld.mlp.down_proj.weight");
+        if (f->norms == CIS2_NORMS_SANDWICH)
+            add(&p, CIS2_T_FFN_NORM, l, 1, H, 0, "model.layers.%lld.pre_feedforward_layernorm.weight");
+        if (f->norms != CIS2_NORMS_PRE)
+            add(&p, CIS2_T_FFN_OUT_NORM, l, 1, H, 0, "model.layers.%lld.post_feedforward_layernorm.weight");
+    }
+    add(&p, CIS2_T_FINAL_NORM, -1, 1, H, 0, "model.norm.weight");
+    if (!c->tie_word_embeddings) add(&p, CIS2_T_LM_HEAD, -1, 2, V, H, "lm_head.weight");
+    return p.rc;
+}

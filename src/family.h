@@ -1,0 +1,117 @@
+/*
+ * family.h - the model families cis2 runs, one row each: what a
+ * config.json's model_type means (docs/models.md, docs/inputs.md "The key
+ * table"), and the tensors a config calls for.
+ *
+ * A family is data: a row of FAMILIES in family.c says which config keys
+ * its transformers config class reads and their defaults, which it refuses
+ * and why, and which features its forward pass has (biases, q/k norms,
+ * where the norms sit, fused tensors, windows, layers without RoPE, the
+ * activation, the embedding scale, ...).  config.c parses a config.json
+ * against its row; cis2_family_tensors lists the tensors (names, shapes,
+ * roles) that the loader (model.c) expects and `cis2 synth` (synth.c)
+ * writes.  Every model_type string of src/ is in family.c; a new family is
+ * a row there, plus the operations it adds (docs/architecture.md "Adding a
+ * family").
+ *
+ * Callers: config.c (parsing), model.c (the tensor plan), synth.c.
+ */
+#ifndef CIS2_FAMILY_H
+#define CIS2_FAMILY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* attention_bias: what the family's modeling code does with the key. */
+typedef enum {
+    CIS2_BIAS_KEY,      /* llama: q/k/v and o_proj biases exactly when true (the o_proj bias refused at load) */
+    CIS2_BIAS_QKV,      /* qwen2: q/k/v biases always, no o_proj bias; the key is not read */
+    CIS2_BIAS_REFUSED   /* true is refused (bias_refusal says why) */
+} cis2_bias_rule;
+
+/* q_norm / k_norm (docs/models.md §M2, §M4, §M7). */
+typedef enum {
+    CIS2_QKN_NONE,
+    CIS2_QKN_HEAD,      /* qwen3, gemma3_text: §8's rmsnorm of each head, head_dim weights */
+    CIS2_QKN_WHOLE      /* olmo2: over the whole projection, q_dim and kv_dim weights */
+} cis2_qk_norm;
+
+/* Where the norms sit around a layer's two blocks (docs/models.md §M4, §M7.2). */
+typedef enum {
+    CIS2_NORMS_PRE,     /* §8: input_layernorm before attention, post_attention_layernorm before the MLP */
+    CIS2_NORMS_POST,    /* olmo2: post_attention_ and post_feedforward_layernorm on the blocks' outputs only */
+    CIS2_NORMS_SANDWICH /* gemma3_text: both, four norms per layer */
+} cis2_norm_place;
+
+/* Which layers attend within a window (docs/models.md §M5, §M7.1). */
+typedef enum {
+    CIS2_WINDOW_NONE,   /* §9: every earlier position */
+    CIS2_WINDOW_ALL,    /* mistral, phi3: every layer, when sliding_window is set */
+    CIS2_WINDOW_LAYERS  /* gemma3_text: the "sliding_attention" layers (layer_types or the pattern) */
+} cis2_window_rule;
+
+typedef struct cis2_family {
+    const char *model_type;     /* config.json's model_type ("llama" also stands for none) */
+    const char *architecture;   /* the transformers class `cis2 synth` names in "architectures" */
+    const char *section;        /* its section of docs/models.md ("" for §2-§11 alone) */
+    /* defaults of the family's transformers config class, for absent keys */
+    double rope_theta;          /* the RoPE base */
+    int64_t head_dim;           /* 0: hidden_size / num_attention_heads */
+    int64_t max_position_embeddings;
+    double rms_norm_eps;        /* 0: rms_norm_eps is required */
+    int tie_word_embeddings;
+    /* the forward pass */
+    const char *activation;     /* hidden_act (and hidden_activation) must be this: "silu", "gelu_pytorch_tanh" */
+    cis2_bias_rule attention_bias;
+    const char *bias_refusal;   /* CIS2_BIAS_REFUSED: the message's tail after "attention_bias is true" */
+    int mlp_bias_unread;        /* the MLP has no biases and never reads mlp_bias (else true is refused) */
+    cis2_qk_norm qk_norm;
+    cis2_norm_place norms;
+    int norm_plus_one;          /* every RMSNorm multiplies by (1 + w) (docs/models.md §M7.2) */
+    int embed_scaled;           /* the embedding times sqrt(hidden) as f32 (§M7.2) */
+    int free_head_dim;          /* heads * head_dim may differ from hidden_size (§M2, §M7) */
+    int fused;                  /* qkv_proj and gate_up_proj, split by rows as they load (§M6) */
+    cis2_window_rule window;
+    int window_off_default;     /* use_sliding_window defaults to false: sliding_window alone cannot act */
+    int nope;                   /* no_rope_layers / no_rope_layer_interval read (§M3) */
+    int gemma3_keys;            /* query_pre_attn_scalar and rope_local_base_freq read, a second RoPE table
+                                   for the sliding layers (§M7.1, §M7.4) */
+} cis2_family;
+
+/* The row of `model_type`, or NULL when cis2 does not run it. */
+const cis2_family *cis2_family_find(const char *model_type);
+/* The row a config.json without model_type gets: llama's. */
+const cis2_family *cis2_family_default(void);
+/* "llama, qwen2, ... or gemma3_text" into out (cap > 0 bytes, truncated
+ * to fit): the model_types cis2 runs, for messages. */
+void cis2_family_list(char *out, size_t cap);
+
+/* ---- the tensor plan ---- */
+
+/* What a tensor is to the forward pass.  The post_attention_layernorm of
+ * a pre-norm family is its MLP's input norm (CIS2_T_FFN_NORM), of olmo2
+ * and gemma3_text the attention block's output norm (CIS2_T_ATTN_OUT_NORM). */
+typedef enum {
+    CIS2_T_EMBED, CIS2_T_FINAL_NORM, CIS2_T_LM_HEAD,
+    CIS2_T_ATTN_NORM, CIS2_T_ATTN_OUT_NORM, CIS2_T_FFN_NORM, CIS2_T_FFN_OUT_NORM,
+    CIS2_T_Q, CIS2_T_K, CIS2_T_V, CIS2_T_QKV, CIS2_T_O,
+    CIS2_T_Q_BIAS, CIS2_T_K_BIAS, CIS2_T_V_BIAS, CIS2_T_Q_NORM, CIS2_T_K_NORM,
+    CIS2_T_GATE, CIS2_T_UP, CIS2_T_GATE_UP, CIS2_T_DOWN
+} cis2_tensor_role;
+
+typedef struct cis2_tensor_spec {
+    char name[96];
+    cis2_tensor_role role;
+    int64_t layer;              /* -1 outside the layers */
+    int ndim;                   /* 1 or 2 */
+    uint64_t d0, d1;            /* the shape: [d0] or [d0, d1] (rows, columns) */
+} cis2_tensor_spec;
+
+struct cis2_config;
+/* Calls fn once per tensor the config calls for, in `cis2 synth`'s file
+ * order (the embedding; per layer its norms, attention and MLP tensors;
+ * the final norm; an untied lm_head), stopping at fn's first nonzero
+ * return, which it returns (0 when every call returned 0). */
+int cis2_family_tensors(const struct cis2_config *c, int (*fn)(void *ctx, const cis2_tensor_spec *t), void *ctx);
+
+#endif
