@@ -40,8 +40,10 @@
  * pretraining_tp (any positive integer) is accepted: it split a training
  * run's matmuls, and §5 fixes every sum's order whatever it says.
  *
- * Family semantics for which tensors exist (Hugging Face's modeling code,
- * enforced by the loader in model.c): llama (also a config without
+ * Each family's defaults, refusals and features are its row of the
+ * family table (family.c); this file reads a config against its row.
+ * Family semantics for which tensors exist (Hugging Face's modeling code;
+ * family.c lists them, the loader in model.c enforces them): llama (also a config without
  * model_type) has q/k/v and o_proj biases exactly when attention_bias is
  * true, MLP biases when mlp_bias is true; qwen2 always has q/k/v biases and
  * never o_proj or MLP biases, whatever attention_bias / mlp_bias say (its

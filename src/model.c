@@ -469,34 +469,46 @@ size_t cis2_kv_bytes(const cis2_model *m, size_t positions)
     if (m->n_layers && cap > SIZE_MAX / m->n_layers) return SIZE_MAX;
     size_t lc = m->n_layers * cap;
     if (per_pos && lc > SIZE_MAX / per_pos) return SIZE_MAX;
-    return lc * per_pos;
+    size_t state = m->state_floats * sizeof(float); /* the recurrent mixers' (model.h), whatever the length */
+    if (m->state_floats > SIZE_MAX / sizeof(float) || lc * per_pos > SIZE_MAX - state) return SIZE_MAX;
+    return lc * per_pos + state;
 }
 
 int cis2_kv_init(cis2_kv *kv, const cis2_model *m, size_t cap, cis2_error *err)
 {
-    size_t bytes = cis2_kv_bytes(m, cap); /* k then v, one block */
+    size_t bytes = cis2_kv_bytes(m, cap); /* k, then v, then the state: one block */
     cap = (cap + 15) / 16 * 16; /* whole key blocks */
     kv->cap = cap;
-    kv->k = kv->v = NULL;
+    kv->k = kv->v = kv->state = NULL;
+    kv->state_pos = 0;
     if (bytes == SIZE_MAX)
         return cis2_fail(err, CIS2_E_NOMEM, "out of memory for a KV cache of %zu positions", cap);
-    size_t n = bytes / 2 / sizeof(float);
+    size_t n = (bytes - m->state_floats * sizeof(float)) / 2 / sizeof(float);
     float *b = bytes >= KV_BIG ? cis2_big_alloc(bytes, NULL) : malloc(bytes);
     if (!b) return cis2_fail(err, CIS2_E_NOMEM, "out of memory for a KV cache of %zu positions", cap);
     memset(b, 0, n * sizeof(float)); /* k: block padding stays 0 */
     kv->k = b;
     kv->v = b + n; /* n * 4 is a multiple of 64: cap is of 16 */
+    if (m->state_floats) {
+        kv->state = b + 2 * n;
+        memset(kv->state, 0, m->state_floats * sizeof(float)); /* the state before position 0 */
+    }
     return CIS2_OK;
 }
 
 void cis2_kv_free(cis2_kv *kv)
 {
-    free(kv->k); /* v lies in the same block */
-    kv->k = kv->v = NULL;
+    free(kv->k); /* v and the state lie in the same block */
+    kv->k = kv->v = kv->state = NULL;
 }
 
 void cis2_kv_copy_prefix(cis2_kv *dst, const cis2_kv *src, const cis2_model *m, size_t n)
 {
+    if (m->state_floats) { /* a state is the prefix's only when it has absorbed exactly n positions */
+        if (src->state_pos != n) return;
+        memcpy(dst->state, src->state, m->state_floats * sizeof(float));
+        dst->state_pos = n;
+    }
     size_t hd = m->head_dim, KV = m->kv_dim, whole = n / 16 * 16;
     for (size_t l = 0; l < m->n_layers; l++)
         for (size_t h = 0; h < m->n_kv; h++) {

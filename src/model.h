@@ -68,6 +68,12 @@ typedef struct cis2_model {
     uint8_t weights_sha[32], config_sha[32], tokenizer_sha[32];
     uint8_t table_digest[32], inv_freq_digest[32];
     size_t weight_bytes;    /* packed bytes read per decoded token */
+    /* Floats of per-sequence state that is not a KV cache: the fixed-size
+     * state recurrent mixers carry from position to position (their rooms
+     * say its layout).  0 for every family cis2 runs today; sessions,
+     * scoring, verification and speculation budget it through
+     * cis2_kv_bytes and keep it beside the sequence's KV cache (cis2_kv). */
+    size_t state_floats;
     /* tokenizer.json exactly as read and hashed into tokenizer_sha (NUL-
      * terminated; len excludes the NUL): parse it from here
      * (cis2_tokenizer_load_mem, tokenizer.h), not from the path again, so
@@ -100,11 +106,20 @@ void cis2_model_free(cis2_model *m);
 typedef struct cis2_kv {
     size_t cap;             /* positions, a multiple of 16 */
     float *k, *v;
+    /* m->state_floats of recurrent state (NULL when 0), zero before
+     * position 0; state_pos: how many positions it has absorbed.  Unlike
+     * keys and values, a state is the state of one prefix only (its
+     * state_pos): a prefix shorter than that cannot be read back from it,
+     * so a caller that rolls back (speculation) or shares a shorter prefix
+     * keeps a copy taken at that position. */
+    float *state;
+    size_t state_pos;
 } cis2_kv;
 /* The bytes of a cache of `positions` positions, rounded up to whole key
- * blocks of 16, k and v: 2 * layers * cap * kv_dim * 4; SIZE_MAX when that
- * is beyond size_t.  The one formula behind every KV budget (sessions,
- * scoring, verification) and cis2_kv_init (docs/inputs.md "Memory"). */
+ * blocks of 16, k and v: 2 * layers * cap * kv_dim * 4, plus the recurrent
+ * state's state_floats * 4; SIZE_MAX when that is beyond size_t.  The one
+ * formula behind every KV budget (sessions, scoring, verification) and
+ * cis2_kv_init (docs/inputs.md "Memory"). */
 size_t cis2_kv_bytes(const cis2_model *m, size_t positions);
 /* Whether `need` more bytes fit beside `used` within `budget` (neither sum
  * wraps: a SIZE_MAX need never fits). */
@@ -117,7 +132,10 @@ void cis2_kv_free(cis2_kv *kv);
 /* Positions [0, n) of src's cache into dst's (their caps may differ; n <=
  * both).  Two sequences that begin with the same n tokens have the same KV
  * there (§3.5: a position's keys and values are a function of the tokens
- * up to it), so a verifier computes a shared prompt prefix once. */
+ * up to it), so a verifier computes a shared prompt prefix once.  The
+ * recurrent state comes too when src's has absorbed exactly n positions;
+ * otherwise dst's stays as it was (share.c shares no prefix of a model
+ * with state). */
 void cis2_kv_copy_prefix(cis2_kv *dst, const cis2_kv *src, const cis2_model *m, size_t n);
 
 typedef struct cis2_row {
