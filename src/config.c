@@ -246,6 +246,12 @@ static const key_rule KEYS[] = {
     {"use_sliding_window", KEY_READ, NULL, NULL},
     {"sliding_window", KEY_READ, NULL, NULL},
     {"pretraining_tp", KEY_READ, NULL, NULL}, /* checked a positive integer; a training detail, §5 fixes every sum */
+    {"num_experts", KEY_READ, NULL, NULL},           /* the mixture of experts (parse_moe, docs/models.md §M8.1) */
+    {"num_experts_per_tok", KEY_READ, NULL, NULL},
+    {"moe_intermediate_size", KEY_READ, NULL, NULL},
+    {"norm_topk_prob", KEY_READ, NULL, NULL},
+    {"decoder_sparse_step", KEY_READ, NULL, NULL},
+    {"mlp_only_layers", KEY_READ, NULL, NULL},
     {"eos_token_id", KEY_READ, NULL, NULL},
     /* neutral: refused unless the value is the one cis2 implements */
     {"rope_interleaved", KEY_NEUTRAL, is_false, "interleaved RoPE is not §7's rotate-half"},
@@ -284,6 +290,8 @@ static const key_rule KEYS[] = {
     {"embd_pdrop", KEY_INERT, NULL, NULL},
     {"resid_pdrop", KEY_INERT, NULL, NULL},
     {"is_llama_config", KEY_INERT, NULL, NULL},
+    {"router_aux_loss_coef", KEY_INERT, NULL, NULL},  /* training's load-balancing loss */
+    {"output_router_logits", KEY_INERT, NULL, NULL},  /* what a training forward returns */
     {"max_window_layers", KEY_INERT, NULL, NULL},             /* acts only with use_sliding_window true (refused) */
     {"original_max_position_embeddings", KEY_INERT, NULL, NULL}, /* llama3 reads rope_scaling's, not this */
     {"output_attentions", KEY_INERT, NULL, NULL},
@@ -747,6 +755,52 @@ static int parse_sizes(cis2_config *c, json_t *root, const char *name, cis2_erro
     return CIS2_OK;
 }
 
+/* The mixture of experts (docs/models.md §M8.1): num_experts (in [1,
+ * 1024]; default 128), num_experts_per_tok (in [1, num_experts]; default
+ * 8), moe_intermediate_size (default 768), norm_topk_prob (default false),
+ * decoder_sparse_step (default 1) and mlp_only_layers (default []), with
+ * Qwen3MoeConfig's defaults; layer L is sparse unless mlp_only_layers
+ * names it, when (L + 1) % decoder_sparse_step == 0.  Other families:
+ * any of the keys set is refused (their feed-forward is §10's). */
+static int parse_moe(cis2_config *c, json_t *root, const char *name, cis2_error *err)
+{
+    static const char *const keys[6] = {"num_experts", "num_experts_per_tok", "moe_intermediate_size",
+                                        "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers"};
+    int rc;
+    if (c->family->moe == CIS2_MOE_NONE) {
+        for (int i = 0; i < 6; i++)
+            if (opt(root, keys[i]))
+                return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s is not implemented for model_type %s (a mixture "
+                                 "of experts, docs/models.md §M8: qwen3_moe)", name, keys[i], c->family->model_type);
+        return CIS2_OK;
+    }
+    int64_t step = 1, L = c->num_hidden_layers;
+    c->num_experts = 128;
+    c->num_experts_per_tok = 8;
+    c->moe_intermediate_size = 768;
+    if ((rc = get_size(root, "num_experts", 0, CIS2_CFG_MAX_EXPERTS, &c->num_experts, name, err)) ||
+        (rc = get_size(root, "num_experts_per_tok", 0, CIS2_CFG_MAX_EXPERTS, &c->num_experts_per_tok, name, err)) ||
+        (rc = get_size(root, "moe_intermediate_size", 0, CIS2_CFG_MAX_INTER, &c->moe_intermediate_size, name, err)) ||
+        (rc = get_size(root, "decoder_sparse_step", 0, CIS2_CFG_MAX_LAYERS, &step, name, err)) ||
+        (rc = get_bool(root, "norm_topk_prob", &c->norm_topk_prob, name, err)))
+        return rc;
+    if (c->num_experts_per_tok > c->num_experts)
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: num_experts_per_tok %lld exceeds num_experts %lld", name,
+                         (long long)c->num_experts_per_tok, (long long)c->num_experts);
+    for (int64_t i = 0; i < L; i++) c->sparse[i] = (i + 1) % step == 0;
+    json_t *dense = opt(root, "mlp_only_layers");
+    if (dense && !json_is_array(dense))
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: mlp_only_layers must be a list of layer indices", name);
+    for (size_t i = 0; dense && i < json_array_size(dense); i++) {
+        json_t *e = json_array_get(dense, i);
+        if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) >= L)
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: mlp_only_layers[%zu] must be a layer index in [0, %lld)", name,
+                             i, (long long)L);
+        c->sparse[json_integer_value(e)] = 0;
+    }
+    return CIS2_OK;
+}
+
 static int parse_root(cis2_config *c, json_t *root, const char *name, cis2_error *err)
 {
     int rc;
@@ -755,7 +809,8 @@ static int parse_root(cis2_config *c, json_t *root, const char *name, cis2_error
     if ((rc = parse_family(c, root, name, err)) || (rc = check_keys(root, name, err)) ||
         (rc = parse_features(c, root, name, err)) || (rc = parse_sizes(c, root, name, err)) ||
         (rc = parse_layout(c, root, name, err)) || (rc = parse_rope(c, root, name, err)) ||
-        (rc = parse_nope(c, root, name, err)) || (rc = parse_gemma3(c, root, name, err)))
+        (rc = parse_nope(c, root, name, err)) || (rc = parse_gemma3(c, root, name, err)) ||
+        (rc = parse_moe(c, root, name, err)))
         return rc;
 
     /* §2.3 eps */

@@ -17,6 +17,7 @@
 #define CIS2_CFG_MAX_LAYERS 1024
 #define CIS2_CFG_MAX_VOCAB (1 << 22)
 #define CIS2_CFG_MAX_POS (1 << 20)
+#define CIS2_CFG_MAX_EXPERTS 1024
 #define CIS2_CFG_MAX_PARAMS 64000000000ull
 #define CIS2_CFG_MAX_FILE (16u << 20)
 /* jansson heap budget for config.json (jsonlim.h); real files need < 64 KiB. */
@@ -51,6 +52,13 @@ typedef struct cis2_config {
     int64_t query_pre_attn_scalar;
     double rope_local_theta_f64;
     float rope_local_theta;
+    /* a family with a mixture of experts (docs/models.md §M8.1): its
+     * experts, how many each token uses, their MLP width, whether the k
+     * weights are renormalised; sparse[L] = 1 where layer L's feed-forward
+     * is the mixture (else §10's dense MLP of intermediate_size) */
+    int64_t num_experts, num_experts_per_tok, moe_intermediate_size;
+    int norm_topk_prob;
+    uint8_t sparse[CIS2_CFG_MAX_LAYERS];
     char model_type[32];       /* as written: a row of family.c, or "" (= llama) */
     const cis2_family *family; /* its row (family.h); never NULL once parsed */
     int attention_bias;        /* as written (false if absent); Qwen2 ignores it */

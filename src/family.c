@@ -33,6 +33,11 @@ static const cis2_family FAMILIES[] = {
      .head_dim = 128, .max_position_embeddings = 2048, .activation = "silu", .attention_bias = CIS2_BIAS_REFUSED,
      .bias_refusal = ": a qwen3 model's o_proj bias is not implemented (§9.5)", .mlp_bias_unread = 1,
      .qk_norm = CIS2_QKN_HEAD, .norms = PRE, .free_head_dim = 1, .window_off_default = 1},
+    {.model_type = "qwen3_moe", .architecture = "Qwen3MoeForCausalLM", .section = "§M8", .rope_theta = 10000.0,
+     .head_dim = 128, .max_position_embeddings = 2048, .activation = "silu", .attention_bias = CIS2_BIAS_REFUSED,
+     .bias_refusal = ": a qwen3_moe model's o_proj bias is not implemented (§9.5)", .mlp_bias_unread = 1,
+     .qk_norm = CIS2_QKN_HEAD, .norms = PRE, .free_head_dim = 1, .window_off_default = 1,
+     .moe = CIS2_MOE_SOFTMAX_TOPK},
     {.model_type = "smollm3", .architecture = "SmolLM3ForCausalLM", .section = "§M3", .rope_theta = 2000000.0,
      .max_position_embeddings = 2048, .activation = "silu", .attention_bias = CIS2_BIAS_KEY, .norms = PRE,
      .window_off_default = 1, .nope = 1},
@@ -80,13 +85,21 @@ typedef struct plan {
     int rc;
 } plan;
 
-/* One tensor: its name from fmt and the layer (fmt has one %lld, or none). */
-static void add(plan *p, cis2_tensor_role role, int64_t layer, int ndim, uint64_t d0, uint64_t d1, const char *fmt)
+/* One tensor: its name from fmt, the layer and the expert (fmt has a
+ * %lld for each that is >= 0, in that order). */
+static void add_x(plan *p, cis2_tensor_role role, int64_t layer, int64_t expert, int ndim, uint64_t d0, uint64_t d1,
+                  const char *fmt)
 {
     if (p->rc) return;
-    cis2_tensor_spec t = {.role = role, .layer = layer, .ndim = ndim, .d0 = d0, .d1 = ndim > 1 ? d1 : 0};
-    snprintf(t.name, sizeof t.name, fmt, (long long)layer);
+    cis2_tensor_spec t = {.role = role, .layer = layer, .expert = expert, .ndim = ndim, .d0 = d0,
+                          .d1 = ndim > 1 ? d1 : 0};
+    snprintf(t.name, sizeof t.name, fmt, (long long)layer, (long long)expert);
     p->rc = p->fn(p->ctx, &t);
+}
+
+static void add(plan *p, cis2_tensor_role role, int64_t layer, int ndim, uint64_t d0, uint64_t d1, const char *fmt)
+{
+    add_x(p, role, layer, -1, ndim, d0, d1, fmt);
 }
 
 int cis2_family_tensors(const cis2_config *c, int (*fn)(void *ctx, const cis2_tensor_spec *t), void *ctx)
@@ -118,13 +131,21 @@ int cis2_family_tensors(const cis2_config *c, int (*fn)(void *ctx, const cis2_te
         }
         add(&p, f->norms == CIS2_NORMS_PRE ? CIS2_T_FFN_NORM : CIS2_T_ATTN_OUT_NORM, l, 1, H, 0,
             "model.layers.%lld.post_attention_layernorm.weight");
-        if (f->fused) { /* §M6: gate's rows, then up's */
+        if (c->sparse[l]) { /* docs/models.md §M8.2: the router, then each expert's three */
+            uint64_t E = (uint64_t)c->num_experts, Im = (uint64_t)c->moe_intermediate_size;
+            add(&p, CIS2_T_ROUTER, l, 2, E, H, "model.layers.%lld.mlp.gate.weight");
+            for (int64_t e = 0; e < c->num_experts; e++) {
+                add_x(&p, CIS2_T_EXPERT_GATE, l, e, 2, Im, H, "model.layers.%lld.mlp.experts.%lld.gate_proj.weight");
+                add_x(&p, CIS2_T_EXPERT_UP, l, e, 2, Im, H, "model.layers.%lld.mlp.experts.%lld.up_proj.weight");
+                add_x(&p, CIS2_T_EXPERT_DOWN, l, e, 2, H, Im, "model.layers.%lld.mlp.experts.%lld.down_proj.weight");
+            }
+        } else if (f->fused) { /* §M6: gate's rows, then up's */
             add(&p, CIS2_T_GATE_UP, l, 2, 2 * I, H, "model.layers.%lld.mlp.gate_up_proj.weight");
         } else {
             add(&p, CIS2_T_GATE, l, 2, I, H, "model.layers.%lld.mlp.gate_proj.weight");
             add(&p, CIS2_T_UP, l, 2, I, H, "model.layers.%lld.mlp.up_proj.weight");
         }
-        add(&p, CIS2_T_DOWN, l, 2, H, I, "model.layers.%lld.mlp.down_proj.weight");
+        if (!c->sparse[l]) add(&p, CIS2_T_DOWN, l, 2, H, I, "model.layers.%lld.mlp.down_proj.weight");
         if (f->norms == CIS2_NORMS_SANDWICH)
             add(&p, CIS2_T_FFN_NORM, l, 1, H, 0, "model.layers.%lld.pre_feedforward_layernorm.weight");
         if (f->norms != CIS2_NORMS_PRE)

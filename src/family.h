@@ -50,6 +50,12 @@ typedef enum {
     CIS2_WINDOW_LAYERS  /* gemma3_text: the "sliding_attention" layers (layer_types or the pattern) */
 } cis2_window_rule;
 
+/* The feed-forward of the family's sparse layers (docs/models.md §M8). */
+typedef enum {
+    CIS2_MOE_NONE,      /* §10's dense MLP in every layer */
+    CIS2_MOE_SOFTMAX_TOPK /* qwen3_moe: softmax over all experts, the top k, optionally renormalised (§M8.3) */
+} cis2_moe_rule;
+
 typedef struct cis2_family {
     const char *model_type;     /* config.json's model_type ("llama" also stands for none) */
     const char *architecture;   /* the transformers class `cis2 synth` names in "architectures" */
@@ -76,6 +82,7 @@ typedef struct cis2_family {
     int nope;                   /* no_rope_layers / no_rope_layer_interval read (§M3) */
     int gemma3_keys;            /* query_pre_attn_scalar and rope_local_base_freq read, a second RoPE table
                                    for the sliding layers (§M7.1, §M7.4) */
+    cis2_moe_rule moe;          /* the sparse layers' routing, and the MoE keys read (§M8.1) */
 } cis2_family;
 
 /* The row of `model_type`, or NULL when cis2 does not run it. */
@@ -96,13 +103,16 @@ typedef enum {
     CIS2_T_ATTN_NORM, CIS2_T_ATTN_OUT_NORM, CIS2_T_FFN_NORM, CIS2_T_FFN_OUT_NORM,
     CIS2_T_Q, CIS2_T_K, CIS2_T_V, CIS2_T_QKV, CIS2_T_O,
     CIS2_T_Q_BIAS, CIS2_T_K_BIAS, CIS2_T_V_BIAS, CIS2_T_Q_NORM, CIS2_T_K_NORM,
-    CIS2_T_GATE, CIS2_T_UP, CIS2_T_GATE_UP, CIS2_T_DOWN
+    CIS2_T_GATE, CIS2_T_UP, CIS2_T_GATE_UP, CIS2_T_DOWN,
+    /* a sparse layer's (docs/models.md §M8.2): the router, and each expert's gated MLP */
+    CIS2_T_ROUTER, CIS2_T_EXPERT_GATE, CIS2_T_EXPERT_UP, CIS2_T_EXPERT_DOWN
 } cis2_tensor_role;
 
 typedef struct cis2_tensor_spec {
     char name[96];
     cis2_tensor_role role;
     int64_t layer;              /* -1 outside the layers */
+    int64_t expert;             /* the expert of CIS2_T_EXPERT_*, else -1 */
     int ndim;                   /* 1 or 2 */
     uint64_t d0, d1;            /* the shape: [d0] or [d0, d1] (rows, columns) */
 } cis2_tensor_spec;

@@ -37,6 +37,7 @@ typedef struct cis2_fwd {
     float *probs;          /* per row n_heads * (pos+1) when tracing, else NULL */
     size_t probs_stride;
     size_t *lrow;          /* per row: its index among the rows that want logits */
+    float *moe;            /* the mixture of experts' scratch (cis2_moe_scratch floats), or NULL */
     cis2_trace_fn trace;   /* the observer (model.h), or NULL */
     void *trace_ctx;
     _Atomic int oom;
@@ -67,5 +68,11 @@ int cis2_attention(cis2_fwd *F, const float *in, cis2_error *err);
  * GELU for gemma3_text).  Reads `in`, writes down_proj's output to `out`
  * (F->xn: `in` may be it); uses g and u. */
 void cis2_ffn_dense(cis2_fwd *F, const float *in, float *out);
+
+/* CIS2_FFN_MOE (moe.c), docs/models.md §M8.  Reads `in`, writes the
+ * combined output to F->xn (`in` may be it); uses F->moe, whose size for
+ * n rows is cis2_moe_scratch(m, n) floats (0 without experts). */
+int cis2_ffn_moe(cis2_fwd *F, const float *in, cis2_error *err);
+size_t cis2_moe_scratch(const cis2_model *m, size_t n);
 
 #endif

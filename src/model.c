@@ -144,6 +144,10 @@ static int plan_one(void *ctx, const cis2_tensor_spec *t)
     case CIS2_T_GATE: mat = &ly->gate; break;
     case CIS2_T_UP: mat = &ly->up; break;
     case CIS2_T_DOWN: mat = &ly->down; break;
+    case CIS2_T_ROUTER: mat = &ly->router; break;
+    case CIS2_T_EXPERT_GATE: mat = &ly->experts[3 * t->expert]; break;
+    case CIS2_T_EXPERT_UP: mat = &ly->experts[3 * t->expert + 1]; break;
+    case CIS2_T_EXPERT_DOWN: mat = &ly->experts[3 * t->expert + 2]; break;
     case CIS2_T_QKV: { /* docs/models.md §M6: q, k, v rows in turn */
         cis2_pmat *d[3] = {&ly->q, &ly->k, &ly->v};
         size_t r[3] = {m->q_dim, m->kv_dim, m->kv_dim};
@@ -178,6 +182,9 @@ static int plan_tensors(cis2_model *m, loader *L, cis2_error *err)
         return cis2_fail(err, CIS2_E_FORMAT, "%s: tie_word_embeddings is false but lm_head.weight is missing",
                          L->path);
     m->tied = m->cfg.tie_word_embeddings;
+    for (size_t i = 0; i < m->n_layers; i++) /* docs/models.md §M8.2: 3 matrices an expert */
+        if (m->cfg.sparse[i] && !(m->layers[i].experts = calloc(3 * m->n_experts, sizeof(cis2_pmat))))
+            return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
     plan_ctx P = {m, L, err};
     int rc = cis2_family_tensors(&m->cfg, plan_one, &P);
     if (rc) return rc;
@@ -185,7 +192,7 @@ static int plan_tensors(cis2_model *m, loader *L, cis2_error *err)
     for (size_t i = 0; i < m->n_layers; i++) {
         cis2_layer *ly = &m->layers[i];
         ly->mixer = m->cfg.slides[i] ? CIS2_MIXER_ATTENTION_WINDOW : CIS2_MIXER_ATTENTION; /* §M5, §M7.1 */
-        ly->ffn = CIS2_FFN_DENSE;
+        ly->ffn = m->cfg.sparse[i] ? CIS2_FFN_MOE : CIS2_FFN_DENSE;
         ly->no_rope = m->cfg.no_rope[i]; /* docs/models.md §M3 */
         ly->window = m->cfg.slides[i] ? (size_t)m->cfg.sliding_window : 0;
         ly->rope_local = f->gemma3_keys && m->cfg.slides[i]; /* §M7.4 */
@@ -380,6 +387,10 @@ static int model_load(const cis2_ctx *cx, cis2_model *m, const char *dir,
     m->n_kv = (size_t)c->num_key_value_heads;
     m->head_dim = (size_t)c->head_dim;
     m->vocab = (size_t)c->vocab_size;
+    m->n_experts = (size_t)c->num_experts;
+    m->top_k = (size_t)c->num_experts_per_tok;
+    m->moe_inter = (size_t)c->moe_intermediate_size;
+    m->norm_topk = c->norm_topk_prob;
     m->q_dim = m->n_heads * m->head_dim;
     m->kv_dim = m->n_kv * m->head_dim;
     const cis2_family *f = c->family;
@@ -415,6 +426,10 @@ static int model_load(const cis2_ctx *cx, cis2_model *m, const char *dir,
         m->weight_bytes += cis2_pmat_bytes(&ly->q) + cis2_pmat_bytes(&ly->k) + cis2_pmat_bytes(&ly->v) +
                            cis2_pmat_bytes(&ly->o) + cis2_pmat_bytes(&ly->gate) + cis2_pmat_bytes(&ly->up) +
                            cis2_pmat_bytes(&ly->down);
+        if (ly->experts) /* a token reads the router and its k experts (all of one size) */
+            m->weight_bytes += cis2_pmat_bytes(&ly->router) +
+                               m->top_k * (cis2_pmat_bytes(&ly->experts[0]) + cis2_pmat_bytes(&ly->experts[1]) +
+                                           cis2_pmat_bytes(&ly->experts[2]));
     }
     return CIS2_OK;
 }
@@ -444,6 +459,9 @@ void cis2_model_free(cis2_model *m)
             cis2_pmat_free(&ly->gate); cis2_pmat_free(&ly->up); cis2_pmat_free(&ly->down);
             free(ly->ln1); free(ly->ln2); free(ly->ln_ao); free(ly->ln_mo); free(ly->bq); free(ly->bk); free(ly->bv);
             free(ly->qn); free(ly->kn);
+            cis2_pmat_free(&ly->router);
+            for (size_t e = 0; ly->experts && e < 3 * m->n_experts; e++) cis2_pmat_free(&ly->experts[e]);
+            free(ly->experts);
         }
     free(m->layers);
     cis2_pmat_free(&m->embed);
@@ -675,10 +693,10 @@ int cis2_forward(const cis2_ctx *cx, const cis2_model *m, cis2_ws *ws, cis2_row 
     wide = wide > Q ? wide : Q;
     /* every buffer as a count of floats, in carving order */
     size_t cs_w = 2 * half * m->n_rope_tables;
-    size_t sizes[11] = {n * H, n * H, n * Q, n * KV, n * KV, n * Q, n * wide, n * I, n * cs_w,
-                        (nlog ? nlog : 1) * H, trace ? n * m->n_heads * maxlen : 0};
+    size_t sizes[12] = {n * H, n * H, n * Q, n * KV, n * KV, n * Q, n * wide, n * I, n * cs_w,
+                        (nlog ? nlog : 1) * H, trace ? n * m->n_heads * maxlen : 0, cis2_moe_scratch(m, n)};
     size_t bytes = 64 + n * sizeof(size_t);
-    for (int i = 0; i < 11; i++) {
+    for (int i = 0; i < 12; i++) {
         if (sizes[i] > (SIZE_MAX - bytes) / sizeof(float) / 2)
             return cis2_fail(err, CIS2_E_NOMEM, "forward pass of %zu rows is too large", n);
         bytes += (sizes[i] * sizeof(float) + 63) / 64 * 64;
@@ -699,6 +717,7 @@ int cis2_forward(const cis2_ctx *cx, const cis2_model *m, cis2_ws *ws, cis2_row 
     F.g = carve(&at, sizes[6]), F.u = carve(&at, sizes[7]), F.cs = carve(&at, sizes[8]);
     F.fin = carve(&at, sizes[9]);
     F.probs = trace ? carve(&at, sizes[10]) : NULL;
+    F.moe = sizes[11] ? carve(&at, sizes[11]) : NULL;
     F.lrow = (size_t *)at;
     int rc = CIS2_OK;
     for (size_t r = 0, j = 0; r < n; r++) F.lrow[r] = rows[r].logits ? j++ : 0;
@@ -720,7 +739,9 @@ int cis2_forward(const cis2_ctx *cx, const cis2_model *m, cis2_ws *ws, cis2_row 
         cis2_fwd_trace(&F, "ln2", in2, H);
         switch (ly->ffn) { /* the feed-forward's room: its output in F.xn */
         case CIS2_FFN_DENSE: cis2_ffn_dense(&F, in2, F.xn); break;
+        case CIS2_FFN_MOE: rc = cis2_ffn_moe(&F, in2, err); break;
         }
+        if (rc) goto out;
         rows_traced(&F, r_resid_ffn, "resid_mlp", F.x, H, r_next_norm);
     }
     /* §11.1: the final norm (above, into fin) and the LM head */

@@ -24,7 +24,8 @@ typedef enum {
     CIS2_MIXER_ATTENTION_WINDOW /* docs/models.md §M5, §M7.1: the last `window` keys (attention.c) */
 } cis2_mixer_kind;
 typedef enum {
-    CIS2_FFN_DENSE              /* §10's gated MLP (ffn.c) */
+    CIS2_FFN_DENSE,             /* §10's gated MLP (ffn.c) */
+    CIS2_FFN_MOE                /* docs/models.md §M8: a router and k of E gated MLPs per token (moe.c) */
 } cis2_ffn_kind;
 
 typedef struct cis2_layer {
@@ -34,6 +35,10 @@ typedef struct cis2_layer {
     cis2_pmat q, k, v, o;
     /* the dense feed-forward's */
     cis2_pmat gate, up, down;
+    /* the mixture of experts' (docs/models.md §M8.2): the router
+     * [E, hidden], and expert e's gate, up, down at experts[3e .. 3e+2] */
+    cis2_pmat router;
+    cis2_pmat *experts;
     /* §8's norms, NULL where the family has none: ln1 before attention
      * (input_layernorm; none in olmo2), ln2 before the MLP (llama's
      * post_attention_layernorm, gemma3_text's pre_feedforward_layernorm;
@@ -56,6 +61,10 @@ typedef struct cis2_model {
     float attn_scale;       /* §9.2's scale: rsqrt_cr(head_dim), gemma3_text's rsqrt_cr(query_pre_attn_scalar) */
     float embed_scale;      /* gemma3_text's embedding scale (docs/models.md §M7.2); 0 = none */
     int gelu;               /* gemma3_text: §10's activation is gelu_tanh_pinned (§M7.5), not silu */
+    /* the mixture of experts (docs/models.md §M8): E experts, k per token,
+     * each an MLP of moe_inter; norm_topk: the k weights renormalised */
+    size_t n_experts, top_k, moe_inter;
+    int norm_topk;
     cis2_layer *layers;
     cis2_wmem wmem;         /* every packed matrix below (kernels.h: huge pages) */
     cis2_pmat embed;        /* [vocab, hidden] */

@@ -19,7 +19,7 @@
  * output is identical on every ISA and compiler.  Per-tensor scales use
  * cis2_rsqrt_cr (§6.1, correctly rounded), not libm.
  *   embeddings / lm_head: std 1.5/sqrt(hidden)   (0.0625 at 576, 0.19 at 64)
- *   linear weights:       std 1/sqrt(in_features)
+ *   linear weights:       std 1/sqrt(in_features) (routers and experts too)
  *   q/k/v biases:         std 0.05
  *   norm weights:         uniform 1 +- 0.1
  *
@@ -126,7 +126,7 @@ typedef struct list_ctx {
     tdesc *out;
     size_t cap, n;
     enum kind norm;         /* K_NORM0 where the family's norms are (1 + w) (docs/models.md §M7.2) */
-    float emb, lin_h, lin_i, lin_q;
+    float emb, lin_h, lin_i, lin_q, lin_moe;
 } list_ctx;
 
 static int list_one(void *ctx, const cis2_tensor_spec *t)
@@ -143,6 +143,8 @@ static int list_one(void *ctx, const cis2_tensor_spec *t)
     case CIS2_T_O: sd = L->lin_q; break;
     case CIS2_T_DOWN: sd = L->lin_i; break;
     case CIS2_T_Q_BIAS: case CIS2_T_K_BIAS: case CIS2_T_V_BIAS: sd = 0.05f; break;
+    case CIS2_T_ROUTER: case CIS2_T_EXPERT_GATE: case CIS2_T_EXPERT_UP: sd = L->lin_h; break;
+    case CIS2_T_EXPERT_DOWN: sd = L->lin_moe; break;
     }
     if (L->n < L->cap) {
         tdesc *d = &L->out[L->n];
@@ -158,7 +160,8 @@ static size_t tensor_list(const cis2_config *c, tdesc *out, size_t cap)
     uint64_t H = (uint64_t)c->hidden_size, Q = (uint64_t)c->num_attention_heads * (uint64_t)c->head_dim;
     float lin_h = cis2_rsqrt_cr((float)H);
     list_ctx L = {out, cap, 0, c->family->norm_plus_one ? K_NORM0 : K_NORM, 1.5f * lin_h, lin_h,
-                  cis2_rsqrt_cr((float)c->intermediate_size), Q == H ? lin_h : cis2_rsqrt_cr((float)Q)};
+                  cis2_rsqrt_cr((float)c->intermediate_size), Q == H ? lin_h : cis2_rsqrt_cr((float)Q),
+                  c->moe_intermediate_size ? cis2_rsqrt_cr((float)c->moe_intermediate_size) : 0.0f};
     cis2_family_tensors(c, list_one, &L);
     return L.n;
 }

@@ -483,11 +483,12 @@ static void transformers5_config(void **s)
     assert_int_equal(c.n_eos, 1);
 }
 
-/* The fifteen real configs of $SHARED/models/families: each loads or is
+/* The real configs of $SHARED/models/families: each loads or is
  * refused for a reason of substance (expected below, from the models'
  * documentation: SOURCES.md), never for an unknown key; and with its
  * model_type replaced by llama, still never for an unknown key (so the
- * table covers every key they use). */
+ * table covers every key they use), but for the families cis2 refuses by
+ * model_type (their keys are read when they are implemented). */
 static void families(void **s)
 {
     (void)s;
@@ -507,6 +508,11 @@ static void families(void **s)
         {"SmolLM3-3B", NULL},
         {"TinyLlama-1.1B-Chat-v1.0", NULL},
         {"gemma-3-1b-it", NULL},
+        {"Qwen3-30B-A3B", NULL},
+        {"gpt-oss-20b", "model_type 'gpt_oss' not supported"},
+        {"Qwen3.5-0.8B", "model_type 'qwen3_5' not supported"},
+        {"Qwen3.5-35B-A3B", "model_type 'qwen3_5_moe' not supported"},
+        {"Qwen3-Next-80B-A3B", "model_type 'qwen3_next' not supported"},
     };
     char p[1024];
     snprintf(p, sizeof p, "%s/models/families/%s.json", shared(), F[0].file);
@@ -518,6 +524,10 @@ static void families(void **s)
         int rc = cis2_config_load(&c, p, &e);
         if (F[i].why ? rc != CIS2_E_UNSUPPORTED || !strstr(e.msg, F[i].why) : rc != CIS2_OK)
             fail_msg("%s: rc=%d msg='%s' (want %s)", F[i].file, rc, e.msg, F[i].why ? F[i].why : "OK");
+        if (F[i].why && strstr(F[i].why, "model_type")) { /* a family cis2 does not run: its keys are its own */
+            printf("    %s: %s\n", F[i].file, F[i].why);
+            continue;
+        }
         json_error_t je;
         json_t *root = json_load_file(p, 0, &je);
         assert_non_null(root);

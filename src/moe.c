@@ -1,0 +1,159 @@
+/*
+ * moe.c - the mixture-of-experts feed-forward of a decoder layer
+ * (forward.h, CIS2_FFN_MOE): docs/models.md §M8.  Caller: model.c's
+ * cis2_forward, once per sparse layer.
+ *
+ * In the pinned order, for each row x (the layer's normed input):
+ *   1. router logits r = W_router·x, E values (§5.2; one weight pass for
+ *      every row);
+ *   2. the routing (§M8.3, per row): p = §9.3's softmax of r; the k
+ *      experts of largest p, chosen one at a time by a scan in expert
+ *      order that keeps the first of equals (an exact tie goes to the
+ *      lower index); their weights p, or with norm_topk_prob each divided
+ *      by the §5.3 sum of the k in the order chosen;
+ *   3. each chosen expert e's gated MLP (§M8.4): g = W_gate_e·x,
+ *      u = W_up_e·x, hid = silu_pinned(g) * u, y_e = W_down_e·hid;
+ *   4. the combination (§M8.5): out = +0.0, then for the chosen experts in
+ *      increasing expert index: out = out + w_e * y_e, element by element.
+ *
+ * Step 3 runs by expert, not by row: the rows that chose expert e are
+ * gathered into one block and go through e's matrices together, so a
+ * prefill reads each expert once.  A row's products are the kernel
+ * contract's (kernels.h: the same bits whatever the other rows), so the
+ * grouping changes the time, never a bit: a token's result does not depend
+ * on the batch, the prefill, the threads or the kernel.
+ */
+#include "forward.h"
+#include "pmath.h"
+
+#include <string.h>
+
+/* The scratch of one call, carved from F->moe (cis2_moe_scratch floats). */
+typedef struct moe_ws {
+    float *logits;          /* n x E: router logits, then each row's p in place */
+    uint32_t *sel;          /* n x k: the chosen experts, in the order chosen */
+    float *w;               /* n x k: their weights */
+    uint32_t *start;        /* E + 1: expert e's entries are list[start[e] .. start[e+1]) */
+    uint32_t *list;         /* n x k: entries row * k + rank, by expert, rows increasing */
+    float *xg, *g, *u;      /* the gathered rows of one expert: n x hidden, n x moe_inter twice */
+    float *y;               /* n x k x hidden: y_e of each (row, rank) */
+} moe_ws;
+
+static size_t up16(size_t n) { return (n + 15) / 16 * 16; } /* keeps each part 64-byte aligned */
+
+size_t cis2_moe_scratch(const cis2_model *m, size_t n)
+{
+    size_t E = m->n_experts, k = m->top_k, H = m->hidden, I = m->moe_inter;
+    if (!E) return 0;
+    return up16(n * E) + 2 * up16(n * k) + up16(n * k) + up16(E + 1) + up16(n * H) + 2 * up16(n * I) +
+           up16(n * k * H);
+}
+
+static moe_ws carve(const cis2_fwd *F)
+{
+    const cis2_model *m = F->m;
+    size_t n = F->n, E = m->n_experts, k = m->top_k, H = m->hidden, I = m->moe_inter;
+    float *at = F->moe;
+    moe_ws W;
+    W.logits = at; at += up16(n * E);
+    W.sel = (uint32_t *)at; at += up16(n * k);
+    W.w = at; at += up16(n * k);
+    W.list = (uint32_t *)at; at += up16(n * k);
+    W.start = (uint32_t *)at; at += up16(E + 1);
+    W.xg = at; at += up16(n * H);
+    W.g = at; at += up16(n * I);
+    W.u = at; at += up16(n * I);
+    W.y = at;
+    return W;
+}
+
+/* step 2 on rows [r0, r1) (docs/models.md §M8.3) */
+static void r_route(cis2_fwd *F, size_t r0, size_t r1)
+{
+    const cis2_model *m = F->m;
+    size_t E = m->n_experts, k = m->top_k;
+    moe_ws W = carve(F);
+    for (size_t r = r0; r < r1; r++) {
+        float *p = W.logits + r * E;
+        uint32_t *sel = W.sel + r * k;
+        float *w = W.w + r * k;
+        uint8_t taken[CIS2_CFG_MAX_EXPERTS] = {0};
+        softmax_seq(p, E); /* §9.3 */
+        for (size_t j = 0; j < k; j++) {
+            size_t best = E;
+            for (size_t e = 0; e < E; e++)
+                if (!taken[e] && (best == E || p[e] > p[best])) best = e; /* strict >: ties keep the lower index */
+            taken[best] = 1;
+            sel[j] = (uint32_t)best;
+            w[j] = p[best];
+        }
+        if (m->norm_topk) {
+            float s = 0.0f;
+            for (size_t j = 0; j < k; j++) s = s + w[j]; /* §5.3, in the order chosen */
+            for (size_t j = 0; j < k; j++) w[j] = w[j] / s;
+        }
+    }
+}
+
+/* step 4 on rows [r0, r1) (docs/models.md §M8.5): into F->xn */
+static void r_combine(cis2_fwd *F, size_t r0, size_t r1)
+{
+    const cis2_model *m = F->m;
+    size_t k = m->top_k, H = m->hidden;
+    moe_ws W = carve(F);
+    for (size_t r = r0; r < r1; r++) {
+        const uint32_t *sel = W.sel + r * k;
+        float *out = F->xn + r * H;
+        for (size_t i = 0; i < H; i++) out[i] = 0.0f;
+        uint32_t done = 0; /* experts below this are added; each round adds the lowest one left */
+        for (size_t n = 0; n < k; n++) {
+            size_t j = k;
+            for (size_t t = 0; t < k; t++)
+                if (sel[t] >= done && (j == k || sel[t] < sel[j])) j = t;
+            const float *y = W.y + (r * k + j) * H;
+            float wj = W.w[r * k + j];
+            for (size_t i = 0; i < H; i++) {
+                float t = wj * y[i];
+                out[i] = out[i] + t;
+            }
+            done = sel[j] + 1;
+        }
+    }
+}
+
+int cis2_ffn_moe(cis2_fwd *F, const float *in, cis2_error *err)
+{
+    const cis2_model *m = F->m;
+    const cis2_layer *ly = F->ly;
+    size_t n = F->n, E = m->n_experts, k = m->top_k, H = m->hidden, I = m->moe_inter;
+    moe_ws W = carve(F);
+    (void)err;
+    cis2_matmul(F->cx, &ly->router, in, n, W.logits); /* step 1 */
+    cis2_fwd_trace(F, "router", W.logits, E);
+    cis2_fwd_rows(F, r_route, NULL); /* step 2 */
+    /* step 3, by expert: the entries of each expert, rows increasing */
+    memset(W.start, 0, (E + 1) * sizeof *W.start);
+    for (size_t i = 0; i < n * k; i++) W.start[W.sel[i] + 1]++;
+    for (size_t e = 0; e < E; e++) W.start[e + 1] += W.start[e];
+    for (size_t i = 0, e; i < n * k; i++) { /* a counting sort: start[e] walks e's slots, then is restored */
+        e = W.sel[i];
+        W.list[W.start[e]++] = (uint32_t)i;
+    }
+    for (size_t e = E; e > 0; e--) W.start[e] = W.start[e - 1];
+    W.start[0] = 0;
+    for (size_t e = 0; e < E; e++) {
+        size_t a = W.start[e], cnt = W.start[e + 1] - a;
+        if (!cnt) continue;
+        for (size_t i = 0; i < cnt; i++) memcpy(W.xg + i * H, in + (W.list[a + i] / k) * H, H * sizeof(float));
+        const cis2_pmat *gu_w[2] = {&ly->experts[3 * e], &ly->experts[3 * e + 1]};
+        float *const gu_y[2] = {W.g, W.u};
+        cis2_matmul_n(F->cx, gu_w, 2, W.xg, cnt, gu_y); /* §M8.4 */
+        cis2_silu_n(F->cx, W.g, W.g, cnt * I); /* §6.4, in place */
+        mul_n(W.g, W.u, cnt * I);                /* silu(gate) * up */
+        cis2_matmul(F->cx, &ly->experts[3 * e + 2], W.g, cnt, W.xg);
+        for (size_t i = 0; i < cnt; i++) memcpy(W.y + W.list[a + i] * H, W.xg + i * H, H * sizeof(float));
+    }
+    cis2_fwd_rows(F, r_combine, NULL); /* step 4 */
+    cis2_fwd_trace(F, "down", F->xn, H);
+    return CIS2_OK;
+}
