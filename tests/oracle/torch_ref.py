@@ -385,7 +385,7 @@ class Config:
         self._moe_common()
 
     def _moe_common(self):
-        if not 0 < self.top_k <= self.experts:
+        if any(self.sparse) and not 0 < self.top_k <= self.experts:
             raise ValueError(f"num_experts_per_tok {self.top_k} not in 1..{self.experts}")
         self.tie_low = True                                      # exact ties: lower expert index
         self.swiglu_clamp = True                                 # gpt-oss's clamps
@@ -627,6 +627,16 @@ def gpt_oss_experts(cfg, w, l):
     return gu, w[p + "gate_up_proj_bias"], dn, w[p + "down_proj_bias"]
 
 
+def softmax_with_sink(s, sink):
+    """Attention probabilities [H, Tq, Tk] with gpt-oss's sinks (sink [H]):
+    each row's softmax over its scores and the head's sink logit together,
+    the sink's own probability then dropped, so the row sums to < 1."""
+    H, Tq = s.shape[0], s.shape[1]
+    comb = torch.cat([s, sink.view(H, 1, 1).expand(H, Tq, 1)], dim=-1)
+    comb = comb - comb.max(dim=-1, keepdim=True).values
+    return torch.softmax(comb, dim=-1)[..., :-1]
+
+
 def select_topk(vals, k, low_first=True):
     """Per row of vals [T, E]: the k expert indices by value descending,
     exactly equal values in ascending index order (descending with
@@ -727,10 +737,7 @@ def torch_forward(cfg, w, ids, stats=None):
         s = s * cfg.qscale if cfg.qscale else s / math.sqrt(D)   # Gemma-3: query_pre_attn_scalar ** -0.5
         s = s.masked_fill(~(windowed if cfg.sliding[l] else causal), float("-inf"))
         if cfg.sinks:                                            # gpt-oss: one more logit per row, no value
-            sink = W(p + "sinks").view(H, 1, 1).expand(H, T, 1)
-            comb = torch.cat([s, sink], dim=-1)
-            comb = comb - comb.max(dim=-1, keepdim=True).values
-            a = torch.softmax(comb, dim=-1)[..., :-1] @ v
+            a = softmax_with_sink(s, W(p + "sinks")) @ v
         else:
             a = torch.softmax(s, dim=-1) @ v                     # [H, T, D]
         return linear(a.transpose(0, 1).reshape(T, H * D), p + "o_proj")
@@ -761,6 +768,9 @@ def torch_forward(cfg, w, ids, stats=None):
             if cfg.norm_topk:
                 wts = wts / wts.sum(dim=-1, keepdim=True)
             space = probs
+        if stats is not None:
+            stats.setdefault("selected", {})[l] = sel
+            stats.setdefault("route_values", {})[l] = space.numpy().copy()
         if stats is not None and k < cfg.experts:                # the k-th vs the (k+1)-th value
             sv = np.sort(space.numpy().astype(np.float64), axis=1)[:, ::-1]
             gap = sv[:, k - 1] - sv[:, k]
