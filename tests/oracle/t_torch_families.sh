@@ -164,5 +164,41 @@ family olmo2 post_norm qk_norm qk_norm_per_head
 family mistral_sw window window_off_by_one
 family phi3 window window_off_by_one
 family gemma3 gemma_norm embed_scale local_rope query_scale layer_pattern window window_off_by_one qk_norm
+# qwen3_moe (§M8): 8 experts, 3 per token, layer 1 dense (mlp_only_layers);
+# renormalised, and not (then the softmax's place before the top k shows)
+cp tests/families/q3moe.json "$T/qwen3_moe.json"
+python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c["norm_topk_prob"]=False; json.dump(c,open(sys.argv[2],"w"))' \
+    "$T/qwen3_moe.json" "$T/qwen3_moe_nonorm.json"
+family qwen3_moe no_norm_topk qk_norm
+family qwen3_moe_nonorm topk_then_softmax
+# §M8.3's tie rule: router rows 2j and 2j+1 made equal, so the third of
+# k = 3 choices is an exact tie in every sparse layer at every position;
+# the oracle (which breaks ties by the lower index, written independently)
+# agrees, and rejects the run when it breaks them the other way
+if [ $oracle = 1 ]; then
+    d=$T/qwen3_moe_ties
+    cp -r "$T/qwen3_moe" "$d"
+    python3 - "$d/model.safetensors" <<'PY'
+import json, struct, sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read()); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); base = 8 + n
+for k, t in h.items():
+    if k.endswith("mlp.gate.weight"):
+        E, H = t["shape"]; a = t["data_offsets"][0]; row = 2 * H
+        for e in range(1, E, 2):
+            b[base + a + e * row:base + a + (e + 1) * row] = b[base + a + (e - 1) * row:base + a + e * row]
+open(p, "wb").write(b)
+PY
+    $CIS2 run --model-dir "$d" --prompt-ids $IDS --gen-toks 12 --json --dump-logits "$d/lg.f32" > "$d/run.json" \
+        || fail "ties: cis2 run"
+    "$PY" "$ORACLE" check --model-dir "$d" --json "$d/run.json" --logits "$d/lg.f32" > "$d/oracle.log" \
+        || { cat "$d/oracle.log"; fail_later "ties: the oracle rejects cis2's run"; }
+    grep -q " 46 exact ties at the boundary" "$d/oracle.log" || { cat "$d/oracle.log"; fail_later "ties: not 46 exact ties"; }
+    tail -n 2 "$d/oracle.log"
+    "$PY" "$ORACLE" check --model-dir "$d" --json "$d/run.json" --logits "$d/lg.f32" --ablate tie_high_index \
+        > "$d/ablate.log" 2>&1
+    [ $? -eq 1 ] || { cat "$d/ablate.log"; fail_later "ties: the oracle breaking ties upward accepts the run"; }
+    echo "ties broken upward: $(tail -n 1 "$d/ablate.log")"
+fi
 end_fails
 echo ok
