@@ -164,7 +164,9 @@ typedef struct cis2_row {
  * all heads) attn_out o_proj resid_attn ln2 gate up act down resid_mlp;
  * then final_norm, logits.  Where a family norms a block's output (olmo2,
  * gemma3_text), o_proj and down are reported before that norm and act is
- * the activation the family uses (silu, or gemma3_text's GELU). */
+ * the activation the family uses (silu, or gemma3_text's GELU).  A layer
+ * with a mixture of experts reports router (its E logits) and down (the
+ * combined output, docs/models.md §M8.6) in place of gate up act down. */
 
 /* Scratch memory of the forward pass, kept across calls (the steps of a
  * decode) so that a step neither allocates nor faults in fresh pages.
