@@ -1,9 +1,12 @@
 #!/usr/bin/python3
 """doc_reimpl.py - a second implementation of cis2's greedy decode, in numpy
-float32, written from docs/arithmetic.md alone (not from cis2's C sources).
+float32, written from docs/arithmetic.md alone (not from cis2's C sources),
+and, for model_type qwen3 and qwen3_moe, from docs/models.md §M0, §M2 and
+§M8 (the q/k norms, the mixture of experts).
 
-Every rule below names the docs/arithmetic.md section it follows ("doc §N");
-the spec/FACTS section the doc cites for it is in brackets.  It is a check
+Every rule below names the docs/arithmetic.md section it follows ("doc §N")
+or the docs/models.md one ("§M<n>"); the spec/FACTS section the doc cites
+for it is in brackets.  It is a check
 of the document as much as of cis2: if the document leaves out a rule that
 decides a bit, this program and cis2 disagree.
 
@@ -17,6 +20,9 @@ decides a bit, this program and cis2 disagree.
         (doc §12) as `key value` lines: weights-sha256, config-sha256,
         tokenizer-sha256, table-digest, inv-freq-table-digest,
         generated-token-ids, argmax-digest, witness-digest.
+    doc_reimpl.py pair-routers D
+        rewrites D/model.safetensors so that each router's row 2i+1 equals
+        row 2i (docs/models.md §M8.3's exact ties, at every choice).
 
 Not emulated: flush-to-zero / denormals-are-zero (doc §1, [§1.3]).  numpy
 keeps subnormals, so a run that produced one could differ from cis2 here
@@ -835,9 +841,37 @@ def cmd_goldens():
     return 1 if bad[0] else 0
 
 
+def cmd_pair_routers(model_dir):
+    """Rewrite model_dir/model.safetensors in place so that every router
+    (§M8.2's mlp.gate.weight) has row 2i+1 equal to row 2i: experts 2i and
+    2i+1 then score exactly alike for every row, and each routing choice
+    meets an exact tie that §M8.3's strict > gives to the lower index.
+    Only those rows' bytes change; the header stays as it is."""
+    path = model_dir + "/model.safetensors"
+    raw = bytearray(open(path, "rb").read())
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    count = 0
+    for name, v in header.items():
+        if name == "__metadata__" or not name.endswith(".mlp.gate.weight"):
+            continue
+        a, b = (8 + n + o for o in v["data_offsets"])
+        rows, width = v["shape"][0], (b - a) // v["shape"][0]
+        for i in range(0, rows - 1, 2):
+            src = a + i * width
+            raw[src + width:src + 2 * width] = raw[src:src + width]
+        count += 1
+    if not count:
+        sys.exit("doc_reimpl: %s has no router (mlp.gate.weight)" % path)
+    open(path, "wb").write(bytes(raw))
+    return 0
+
+
 def main(argv):
     if argv[1:2] == ["goldens"]:
         return cmd_goldens()
+    if argv[1:2] == ["pair-routers"] and len(argv) == 3:
+        return cmd_pair_routers(argv[2])
     if argv[1:2] == ["run"] and len(argv) == 10:
         return cmd_run(argv[2:])
     sys.stderr.write(__doc__)
