@@ -18,7 +18,10 @@
 #     receipt's file hashes, table digests, generated ids, argmax digest
 #     and witness digest (CIS2_REF, recomputed from the document's byte
 #     order, doc §11) with the re-implementation's; the printed CIS2_REF
-#     line too.
+#     line too;
+#   - checks docs/models.md §M8.9's known answer (its CIS2_REF line and
+#     generated ids, read from the document) against cis2 and the
+#     re-implementation.
 # It can fail: changing one rule in doc_reimpl.py makes it fail (checked
 # when written; the variants are not kept): RMSNorm as x*(inv*w) (FACTS
 # §1.3) or numpy's pairwise sum in place of dot_seq's running sum (§5.1)
@@ -28,9 +31,9 @@
 # the combination in the order chosen instead of increasing expert index
 # (§M8.5), the softmax over the k chosen logits instead of all E, or
 # dropping §M2.3's q/k norms fail every qwen3_moe case (and the last the
-# qwen3 one) at step 0; the renormalising sum in reverse order
-# (§M8.3) fails q3moe at step 1, the paired
-# one at step 4; ties given to the higher index (>= for >,
+# qwen3 one) at step 0 and §M8.9; the renormalising sum in reverse order
+# (§M8.3) fails q3moe (seed 1 at step 1, seed 3 at step 0), the paired
+# one at step 4 and §M8.9; ties given to the higher index (>= for >,
 # §M8.3) fail only the paired checkpoint, at step 0, with other tokens
 # (no other run meets an exact tie).  To try one, point DOC_REIMPL at a
 # modified copy:
@@ -128,6 +131,22 @@ grep -q '"norm_topk_prob": false' "$tmp/q3moe-nonorm.json" \
     || fail_later "$F/q3moe.json: no '\"norm_topk_prob\": true' to turn off"
 one_case "$tmp/q3moe-nonorm.json" 2 1,7,3,2,9,11,4 6
 one_case $F/q3moe.json 4 13,5,77,6 6 pair-routers
+
+# docs/models.md §M8.9's known answer: cis2's CIS2_REF line and generated
+# ids for this run, as the document gives them (the re-implementation's
+# witness equals cis2's in one_case; here cis2's line equals the text)
+m89=$(sed -n '/^M8\.9\./,/^## /p' docs/models.md)
+m89_ref=$(echo "$m89" | grep '^CIS2_REF digest=')
+m89_ids=$(echo "$m89" | sed -n 's/^generated_token_ids = //p')
+[ -n "$m89_ref" ] && [ -n "$m89_ids" ] \
+    || fail_later "docs/models.md §M8.9 gives no CIS2_REF or generated_token_ids line"
+one_case $F/q3moe.json 3 1,7,3,2,9,11,4,200,13,5,77,6 12 noreceipt
+grep -qxF "$m89_ref" "$tmp/q3moe.3/run.out" \
+    || fail_later "§M8.9: cis2 printed $(grep '^CIS2_REF' "$tmp/q3moe.3/run.out"), docs/models.md §M8.9 says $m89_ref"
+grep -qxF "generated_token_ids = $m89_ids" "$tmp/q3moe.3/run.out" \
+    || fail_later "§M8.9: cis2 generated $(sed -n 's/^generated_token_ids = //p' "$tmp/q3moe.3/run.out"), docs/models.md §M8.9 says $m89_ids"
+grep -qx "witness-digest $(echo "$m89_ref" | sed -n 's/^CIS2_REF digest=\([0-9a-f]*\) .*/\1/p')" "$tmp/q3moe.3/doc.out" \
+    || fail_later "§M8.9: doc_reimpl.py's witness is not docs/models.md §M8.9's"
 
 end_fails
 echo ok
