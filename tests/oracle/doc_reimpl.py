@@ -1,9 +1,12 @@
 #!/usr/bin/python3
 """doc_reimpl.py - a second implementation of cis2's greedy decode, in numpy
-float32, written from docs/arithmetic.md alone (not from cis2's C sources).
+float32, written from docs/arithmetic.md alone (not from cis2's C sources),
+and, for model_type qwen3 and qwen3_moe, from docs/models.md §M0, §M2 and
+§M8 (the q/k norms, the mixture of experts).
 
-Every rule below names the docs/arithmetic.md section it follows ("doc §N");
-the spec/FACTS section the doc cites for it is in brackets.  It is a check
+Every rule below names the docs/arithmetic.md section it follows ("doc §N")
+or the docs/models.md one ("§M<n>"); the spec/FACTS section the doc cites
+for it is in brackets.  It is a check
 of the document as much as of cis2: if the document leaves out a rule that
 decides a bit, this program and cis2 disagree.
 
@@ -17,6 +20,9 @@ decides a bit, this program and cis2 disagree.
         (doc §12) as `key value` lines: weights-sha256, config-sha256,
         tokenizer-sha256, table-digest, inv-freq-table-digest,
         generated-token-ids, argmax-digest, witness-digest.
+    doc_reimpl.py pair-routers D
+        rewrites D/model.safetensors so that each router's row 2i+1 equals
+        row 2i (docs/models.md §M8.3's exact ties, at every choice).
 
 Not emulated: flush-to-zero / denormals-are-zero (doc §1, [§1.3]).  numpy
 keeps subnormals, so a run that produced one could differ from cis2 here
@@ -208,6 +214,11 @@ def silu_pinned(x):
     e = exp_pinned(n)
     d = f32(1) + e
     return x / d
+
+
+def silu_vec(g):
+    """silu_pinned on each element (doc §4.4: elementwise, no order)."""
+    return np.array([silu_pinned(x) for x in g], dtype=f32)
 
 
 GELU_B, GELU_K = from_bits(0x3F4C422A), from_bits(0x3D372713)
@@ -403,26 +414,126 @@ def load_checkpoint(model_dir):
     return T, cfg
 
 
+FAMILIES = ("llama", "qwen2", "qwen3", "qwen3_moe")
+
+
+def tensor_plan(c, fam, hidden, layers, Q, KV, hd, sparse, names):
+    """The tensors a checkpoint of this family has, name -> shape: doc §2
+    [§2.5] for llama/qwen2 (q/k/v biases only where the checkpoint has them,
+    doc §7 step 1), docs/models.md §M2.2 for qwen3 (q_norm, k_norm, no
+    bias), §M8.2 for qwen3_moe's sparse layers (the router and E experts
+    in place of the MLP).  Anything else is refused (§M2.2, §M8.2)."""
+    inter, vocab = c["intermediate_size"], c["vocab_size"]
+    P = {"model.embed_tokens.weight": [vocab, hidden], "model.norm.weight": [hidden]}
+    if not c.get("tie_word_embeddings", False):             # doc §2 [§2.5, §11.1]
+        P["lm_head.weight"] = [vocab, hidden]
+    for l in range(layers):
+        p = "model.layers.%d." % l
+        P[p + "input_layernorm.weight"] = [hidden]
+        P[p + "post_attention_layernorm.weight"] = [hidden]
+        for n, sh in (("q", [Q, hidden]), ("k", [KV, hidden]), ("v", [KV, hidden]),
+                      ("o", [hidden, Q])):
+            P[p + "self_attn.%s_proj.weight" % n] = sh
+        if fam in ("llama", "qwen2"):                       # doc §7 step 1: if the checkpoint has them
+            for n, sh in (("q", [Q]), ("k", [KV]), ("v", [KV])):
+                if p + "self_attn.%s_proj.bias" % n in names:
+                    P[p + "self_attn.%s_proj.bias" % n] = sh
+        if fam in ("qwen3", "qwen3_moe"):                   # §M2.2
+            P[p + "self_attn.q_norm.weight"] = [hd]
+            P[p + "self_attn.k_norm.weight"] = [hd]
+        if sparse[l]:                                       # §M8.2
+            E, Im = c.get("num_experts", 128), c.get("moe_intermediate_size", 768)
+            P[p + "mlp.gate.weight"] = [E, hidden]
+            for e in range(E):
+                q = p + "mlp.experts.%d." % e
+                P[q + "gate_proj.weight"] = [Im, hidden]
+                P[q + "up_proj.weight"] = [Im, hidden]
+                P[q + "down_proj.weight"] = [hidden, Im]
+        else:                                               # doc §2 [§2.5]; §M8.1's dense layer
+            P[p + "mlp.gate_proj.weight"] = [inter, hidden]
+            P[p + "mlp.up_proj.weight"] = [inter, hidden]
+            P[p + "mlp.down_proj.weight"] = [hidden, inter]
+    return P
+
+
+def int_key(c, key, default, lo, hi):
+    """§M8.1: an integer in [lo, hi], else refused."""
+    v = c.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise ValueError("doc_reimpl: config.json: %s = %r is not an integer in [%d, %d] (§M8.1)"
+                         % (key, v, lo, hi))
+    return v
+
+
 class Model:
     def __init__(self, model_dir):
         T, c = load_checkpoint(model_dir)
         self.T = T
+        fam = c.get("model_type", "llama")
+        if fam not in FAMILIES:
+            raise ValueError("doc_reimpl: model_type %r: not written from the documents" % fam)
+        self.family = fam
         self.hidden = c["hidden_size"]
         self.layers = c["num_hidden_layers"]
         self.heads = c["num_attention_heads"]
         self.kv_heads = c["num_key_value_heads"]
-        self.head_dim = self.hidden // self.heads          # doc §2 [§2.2]
+        if c.get("rope_scaling") is not None or c.get("use_sliding_window", False):
+            raise ValueError("doc_reimpl: rope_scaling / use_sliding_window: not implemented here")
+        self.qk_norm = fam in ("qwen3", "qwen3_moe")
+        if self.qk_norm:                                    # §M2.1 (§M8.1: as §M2.1), doc §2
+            self.head_dim = c.get("head_dim")
+            if self.head_dim is None:
+                self.head_dim = 128
+            if c.get("attention_bias", False):
+                raise ValueError("doc_reimpl: attention_bias true is refused (§M2.1)")
+        else:
+            self.head_dim = self.hidden // self.heads      # doc §2 [§2.2]
+            if c.get("head_dim") not in (None, self.head_dim) or self.head_dim * self.heads != self.hidden:
+                raise ValueError("doc_reimpl: head_dim x heads != hidden outside qwen3 (doc §2)")
+        if self.head_dim % 2:
+            raise ValueError("doc_reimpl: odd head_dim (doc §2, §M2.1)")
         self.group = self.heads // self.kv_heads
+        self.Q = self.heads * self.head_dim                 # §M2.2
+        self.KV = self.kv_heads * self.head_dim
+        # §M8.1: layer L is sparse iff L not in mlp_only_layers and (L + 1) mod S == 0
+        self.sparse = [False] * self.layers
+        moe_keys = ("num_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob",
+                    "decoder_sparse_step", "mlp_only_layers")
+        if fam == "qwen3_moe":
+            self.E = int_key(c, "num_experts", 128, 1, 1024)
+            self.k = int_key(c, "num_experts_per_tok", 8, 1, self.E)
+            int_key(c, "moe_intermediate_size", 768, 1, 1 << 30)
+            self.norm_topk = c.get("norm_topk_prob", False)
+            if not isinstance(self.norm_topk, bool):
+                raise ValueError("doc_reimpl: norm_topk_prob is not a boolean (§M8.1)")
+            S = int_key(c, "decoder_sparse_step", 1, 1, 1 << 30)
+            only = c.get("mlp_only_layers", [])
+            if not isinstance(only, list) or any(
+                    isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < self.layers for x in only):
+                raise ValueError("doc_reimpl: mlp_only_layers: not layer indices (§M8.1)")
+            self.sparse = [l not in only and (l + 1) % S == 0 for l in range(self.layers)]
+        elif any(key in c for key in moe_keys):
+            raise ValueError("doc_reimpl: expert keys in a family without experts (§M8.1)")
+        plan = tensor_plan(c, fam, self.hidden, self.layers, self.Q, self.KV, self.head_dim,
+                           self.sparse, T)
+        for name in sorted(set(T) | set(plan)):             # §M2.2, §M8.2: missing, extra, wrong shape
+            if name not in plan:
+                raise ValueError("doc_reimpl: %s: a tensor the documents do not give %s" % (name, fam))
+            if name not in T:
+                raise ValueError("doc_reimpl: %s: missing" % name)
+            if list(T[name].shape) != plan[name]:
+                raise ValueError("doc_reimpl: %s: shape %s, the documents say %s"
+                                 % (name, list(T[name].shape), plan[name]))
         self.eps = f32(float(c["rms_norm_eps"]))            # doc §2 [§2.3]
         self.theta = f32(float(c["rope_theta"]))            # doc §2 [§7.1]
         tied = c.get("tie_word_embeddings", False)          # doc §2 [§2.5, §11.1]
         self.head = T["model.embed_tokens.weight"] if tied else T["lm_head.weight"]
-        self.inv_freq = rope_inv_freq(self.theta, self.head_dim)
+        self.inv_freq = rope_inv_freq(self.theta, self.head_dim)   # §M2.1: RoPE over head_dim
         self.k_cache = [[] for _ in range(self.layers)]     # doc §7 step 3 [§3.5]
         self.v_cache = [[] for _ in range(self.layers)]
 
     def attention(self, l, ln1, pos):
-        """doc §7 [§9.1-§9.5]: returns o_proj's output."""
+        """doc §7 [§9.1-§9.5], with §M2.3's q/k norms: returns o_proj's output."""
         p = "model.layers.%d.self_attn." % l
         T, hd = self.T, self.head_dim
         q = matvec(T[p + "q_proj.weight"], ln1)
@@ -430,8 +541,15 @@ class Model:
         v = matvec(T[p + "v_proj.weight"], ln1)
         if p + "q_proj.bias" in T:                          # Qwen2 biases, after the product
             q = q + T[p + "q_proj.bias"]
+        if p + "k_proj.bias" in T:
             k = k + T[p + "k_proj.bias"]
+        if p + "v_proj.bias" in T:
             v = v + T[p + "v_proj.bias"]
+        if self.qk_norm:                                    # §M2.3: each head, §8's rmsnorm, n = head_dim
+            q = np.concatenate([rmsnorm(q[h * hd:(h + 1) * hd], T[p + "q_norm.weight"], self.eps)
+                                for h in range(self.heads)])
+            k = np.concatenate([rmsnorm(k[h * hd:(h + 1) * hd], T[p + "k_norm.weight"], self.eps)
+                                for h in range(self.kv_heads)])
         cos_v, sin_v = rope_tables(self.inv_freq, pos)
         q = np.concatenate([rope_rotate(q[h * hd:(h + 1) * hd], cos_v, sin_v)
                             for h in range(self.heads)])
@@ -446,19 +564,58 @@ class Model:
             kv = qh // self.group                          # consecutive q heads share a KV head
             outs.append(attend_head(q[qh * hd:(qh + 1) * hd],
                                     K[:, kv * hd:(kv + 1) * hd], V[:, kv * hd:(kv + 1) * hd]))
-        return matvec(T[p + "o_proj.weight"], np.concatenate(outs))
+        return matvec(T[p + "o_proj.weight"], np.concatenate(outs))   # §M2.3: length Q
 
-    def mlp(self, l, ln2):
-        """doc §8 [§10]: down(silu(gate) * up)."""
-        p = "model.layers.%d.mlp." % l
-        g = matvec(self.T[p + "gate_proj.weight"], ln2)
-        u = matvec(self.T[p + "up_proj.weight"], ln2)
-        a = np.array([silu_pinned(x) for x in g], dtype=f32)
+    def gated_mlp(self, p, x):
+        """doc §8 [§10]: down(silu(gate) * up); §M8.4 for an expert."""
+        g = matvec(self.T[p + "gate_proj.weight"], x)
+        u = matvec(self.T[p + "up_proj.weight"], x)
+        a = silu_vec(g)
         hid = a * u
         return matvec(self.T[p + "down_proj.weight"], hid)
 
+    def mlp(self, l, ln2):
+        """doc §8 [§10]: down(silu(gate) * up)."""
+        return self.gated_mlp("model.layers.%d.mlp." % l, ln2)
+
+    def route(self, l, x):
+        """§M8.3: the router's softmax, k scans in expert order (strict >,
+        so an exact tie goes to the lower index), renormalised in the order
+        chosen when norm_topk_prob.  Returns sel[0..k) and w[0..k)."""
+        r = matvec(self.T["model.layers.%d.mlp.gate.weight" % l], x)
+        p = softmax(r)                                      # §9.3 exactly (doc §7 step 5)
+        taken = [False] * self.E
+        sel, w = [], []
+        for j in range(self.k):
+            best = None
+            for e in range(self.E):
+                if not taken[e] and (best is None or p[e] > p[best]):
+                    best = e
+            taken[best] = True
+            sel.append(best)
+            w.append(p[best])
+        if self.norm_topk:
+            s = f32(0)
+            for j in range(self.k):                         # in the order chosen
+                s = s + w[j]
+            w = [wj / s for wj in w]
+        return sel, w
+
+    def moe(self, l, ln2):
+        """§M8.3-§M8.5: route, each chosen expert's gated MLP (§M8.4), the
+        weighted outputs added from +0.0 in increasing expert index, not the
+        order chosen (§M8.5)."""
+        sel, w = self.route(l, ln2)
+        o = np.zeros(self.hidden, dtype=f32)
+        for j in sorted(range(self.k), key=lambda j: sel[j]):
+            y = self.gated_mlp("model.layers.%d.mlp.experts.%d." % (l, sel[j]), ln2)
+            t = w[j] * y
+            o = o + t
+        return o
+
     def forward(self, token, pos):
-        """doc §10, the forward pass of one row; returns its logits [§11.1]."""
+        """doc §10, the forward pass of one row; returns its logits [§11.1].
+        §M8.6: a sparse layer's feed-forward is §M8.3-§M8.5."""
         T = self.T
         h = T["model.embed_tokens.weight"][token].copy()   # unscaled embedding row
         for l in range(self.layers):
@@ -466,7 +623,7 @@ class Model:
             ln1 = rmsnorm(h, T[p + "input_layernorm.weight"], self.eps)
             h = h + self.attention(l, ln1, pos)
             ln2 = rmsnorm(h, T[p + "post_attention_layernorm.weight"], self.eps)
-            h = h + self.mlp(l, ln2)
+            h = h + (self.moe(l, ln2) if self.sparse[l] else self.mlp(l, ln2))
         hn = rmsnorm(h, T["model.norm.weight"], self.eps)
         return matvec(self.head, hn)
 
@@ -684,9 +841,37 @@ def cmd_goldens():
     return 1 if bad[0] else 0
 
 
+def cmd_pair_routers(model_dir):
+    """Rewrite model_dir/model.safetensors in place so that every router
+    (§M8.2's mlp.gate.weight) has row 2i+1 equal to row 2i: experts 2i and
+    2i+1 then score exactly alike for every row, and each routing choice
+    meets an exact tie that §M8.3's strict > gives to the lower index.
+    Only those rows' bytes change; the header stays as it is."""
+    path = model_dir + "/model.safetensors"
+    raw = bytearray(open(path, "rb").read())
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    count = 0
+    for name, v in header.items():
+        if name == "__metadata__" or not name.endswith(".mlp.gate.weight"):
+            continue
+        a, b = (8 + n + o for o in v["data_offsets"])
+        rows, width = v["shape"][0], (b - a) // v["shape"][0]
+        for i in range(0, rows - 1, 2):
+            src = a + i * width
+            raw[src + width:src + 2 * width] = raw[src:src + width]
+        count += 1
+    if not count:
+        sys.exit("doc_reimpl: %s has no router (mlp.gate.weight)" % path)
+    open(path, "wb").write(bytes(raw))
+    return 0
+
+
 def main(argv):
     if argv[1:2] == ["goldens"]:
         return cmd_goldens()
+    if argv[1:2] == ["pair-routers"] and len(argv) == 3:
+        return cmd_pair_routers(argv[2])
     if argv[1:2] == ["run"] and len(argv) == 10:
         return cmd_run(argv[2:])
     sys.stderr.write(__doc__)

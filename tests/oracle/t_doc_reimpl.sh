@@ -1,27 +1,44 @@
 #!/bin/sh
-# t_doc_reimpl.sh - docs/arithmetic.md is enough to reproduce cis2 bit for
-# bit.  tests/oracle/doc_reimpl.py is a numpy float32 re-implementation of
-# the greedy decode written from that document alone (each rule cites its
-# section there).  This test:
+# t_doc_reimpl.sh - docs/arithmetic.md, with docs/models.md §M2 and §M8 for
+# qwen3 and qwen3_moe, is enough to reproduce cis2 bit for bit.
+# tests/oracle/doc_reimpl.py is a numpy float32 re-implementation of the
+# greedy decode written from those documents alone (each rule cites its
+# section there; cis2's C sources were not read).  This test:
 #   - checks it against the document's known answers (doc §13: exp, ln,
 #     silu, sin/cos, rsqrt, dot_seq, argmax, RMSNorm, softmax, attention,
 #     RoPE tables, table_digest, inv_freq_table_digest);
 #   - runs `cis2 run --dump-logits --receipt` on synthetic checkpoints
 #     (`cis2 synth`: tiny, tiny-qwen with q/k/v biases and an untied head,
-#     odd with head_dim 24, GQA 3:1, vocab 300), and compares every logit
-#     bit for bit with the re-implementation's, and the receipt's file
-#     hashes, table digests, generated ids, argmax digest and witness
-#     digest (CIS2_REF, recomputed from the document's byte order, doc §11)
-#     with the re-implementation's; the printed CIS2_REF line too.
+#     odd with head_dim 24, GQA 3:1, vocab 300; tests/families/q3.json,
+#     qwen3 with head_dim 24 != hidden/heads; tests/families/q3moe.json,
+#     qwen3_moe with 8 experts, 3 per token, layer 1 dense, renormalised,
+#     the same with norm_topk_prob false, and one whose routers' rows tie
+#     in pairs so that every choice meets an exact tie), and compares
+#     every logit bit for bit with the re-implementation's, and the
+#     receipt's file hashes, table digests, generated ids, argmax digest
+#     and witness digest (CIS2_REF, recomputed from the document's byte
+#     order, doc §11) with the re-implementation's; the printed CIS2_REF
+#     line too;
+#   - checks docs/models.md §M8.9's known answer (its CIS2_REF line and
+#     generated ids, read from the document) against cis2 and the
+#     re-implementation.
 # It can fail: changing one rule in doc_reimpl.py makes it fail (checked
 # when written; the variants are not kept): RMSNorm as x*(inv*w) (FACTS
 # §1.3) or numpy's pairwise sum in place of dot_seq's running sum (§5.1)
 # make the logits differ at step 0 on every shape (the tokens stay the
 # same); the witness with config.json's hash before tokenizer.json's
-# (FACTS §1.11) changes only witness-digest and CIS2_REF.  To try one,
-# point DOC_REIMPL at a modified copy:
+# (FACTS §1.11) changes only witness-digest and CIS2_REF.  For qwen3_moe:
+# the combination in the order chosen instead of increasing expert index
+# (§M8.5), the softmax over the k chosen logits instead of all E, or
+# dropping §M2.3's q/k norms fail every qwen3_moe case (and the last the
+# qwen3 one) at step 0 and §M8.9; the renormalising sum in reverse order
+# (§M8.3) fails q3moe (seed 1 at step 1, seed 3 at step 0), the paired
+# one at step 4 and §M8.9; ties given to the higher index (>= for >,
+# §M8.3) fail only the paired checkpoint, at step 0, with other tokens
+# (no other run meets an exact tie).  To try one, point DOC_REIMPL at a
+# modified copy:
 #     DOC_REIMPL=/tmp/wrong.py BUILD=build/x sh tests/oracle/t_doc_reimpl.sh
-# About 10 s.  Skips when Debian's python has no numpy.
+# About 6 s.  Skips when Debian's python has no numpy.
 # san: skip - logits against the document's re-implementation: numbers, not
 #   memory
 set -u
@@ -38,38 +55,64 @@ export PYTHONDONTWRITEBYTECODE=1
 
 tmpdir tmp
 
-# one_case SHAPE SEED PROMPT_IDS GEN_TOKS
+# one_case SHAPE SEED PROMPT_IDS GEN_TOKS [FLAGS]
+#   SHAPE is a `cis2 synth --shape` or a config (a FILE.json, for `cis2 synth
+#   --config`); FLAGS, comma-separated: pair-routers rewrites the checkpoint
+#   so that every router's rows tie in pairs (doc_reimpl.py pair-routers,
+#   docs/models.md §M8.3); noreceipt runs cis2 without --receipt (it refuses
+#   one for ids that do not round-trip through the tokenizer) and compares
+#   the re-implementation's fields with the lines cis2 prints instead.
 one_case() {
-    shape=$1 seed=$2 ids=$3 n=$4
-    d=$tmp/$shape.$seed
-    echo "=== $shape (seed $seed, prompt $ids, $n tokens)"
-    $CIS2 synth --shape "$shape" --seed "$seed" --out "$d" > /dev/null \
-        || { fail_later "cis2 synth --shape $shape --seed $seed"; return; }
+    shape=$1 seed=$2 ids=$3 n=$4 flags=,${5:-},
+    case $shape in
+    *.json) name=$(basename "$shape" .json); src="--config $shape" ;;
+    *) name=$shape; src="--shape $shape" ;;
+    esac
+    case $flags in *,pair-routers,*) name=$name.paired ;; esac
+    d=$tmp/$name.$seed
+    echo "=== $name (seed $seed, prompt $ids, $n tokens)"
+    # $src is two words on purpose
+    $CIS2 synth $src --seed "$seed" --out "$d" > /dev/null \
+        || { fail_later "cis2 synth $src --seed $seed"; return; }
+    case $flags in
+    *,pair-routers,*) "$PY" "$REIMPL" pair-routers "$d" \
+        || { fail_later "doc_reimpl.py pair-routers $d"; return; } ;;
+    esac
+    rcpt="--receipt $d/receipt"
+    case $flags in *,noreceipt,*) rcpt= ;; esac
     $CIS2 run --model-dir "$d" --prompt-ids "$ids" --gen-toks "$n" \
-            --receipt "$d/receipt" --dump-logits "$d/cis2.f32" > "$d/run.out" \
-        || { fail_later "cis2 run on $shape"; cat "$d/run.out"; return; }
+            $rcpt --dump-logits "$d/cis2.f32" > "$d/run.out" \
+        || { fail_later "cis2 run on $name"; cat "$d/run.out"; return; }
     "$PY" "$REIMPL" run --model-dir "$d" --prompt-ids "$ids" --gen-toks "$n" \
             --logits "$d/doc.f32" > "$d/doc.out" \
-        || { fail_later "doc_reimpl.py run on $shape"; return; }
+        || { fail_later "doc_reimpl.py run on $name"; return; }
     if ! cmp -s "$d/cis2.f32" "$d/doc.f32"; then
         at=$(cmp "$d/cis2.f32" "$d/doc.f32" 2>&1 | sed -n 's/.* byte \([0-9]*\).*/\1/p')
         vocab=$(sed -n 's/.*"vocab_size": *\([0-9]*\).*/\1/p' "$d/config.json")
         if [ -n "$at" ] && [ -n "$vocab" ]; then
             i=$(((at - 1) / 4))
-            fail_later "$shape: logits differ first at step $((i / vocab)), entry $((i % vocab))"
+            fail_later "$name: logits differ first at step $((i / vocab)), entry $((i % vocab))"
         else
-            fail_later "$shape: logits differ: $(cmp "$d/cis2.f32" "$d/doc.f32" 2>&1)"
+            fail_later "$name: logits differ: $(cmp "$d/cis2.f32" "$d/doc.f32" 2>&1)"
         fi
     fi
     # every field the re-implementation recomputed, against cis2's receipt
+    # (or, without one, the `key_name = value` lines cis2 printed; the
+    # witness digest is the CIS2_REF line's)
     while read -r key value; do
-        got=$(sed -n "s/^$key //p" "$d/receipt")
+        if [ -n "$rcpt" ]; then
+            got=$(sed -n "s/^$key //p" "$d/receipt")
+        elif [ "$key" = witness-digest ]; then
+            continue
+        else
+            got=$(sed -n "s/^$(echo "$key" | tr - _) = //p" "$d/run.out")
+        fi
         [ "$got" = "$value" ] \
-            || fail_later "$shape: $key: cis2's receipt has '$got', docs/arithmetic.md gives '$value'"
+            || fail_later "$name: $key: cis2 gives '$got', the documents give '$value'"
     done < "$d/doc.out"
     ref=$(sed -n 's/^witness-digest //p' "$d/doc.out")
     grep -q "^CIS2_REF digest=$ref prompt_idx=0 prompt_toks=" "$d/run.out" \
-        || fail_later "$shape: cis2 printed $(grep '^CIS2_REF' "$d/run.out"), docs/arithmetic.md gives $ref"
+        || fail_later "$name: cis2 printed $(grep '^CIS2_REF' "$d/run.out"), the documents give $ref"
     cat "$d/doc.out"
 }
 
@@ -77,6 +120,33 @@ one_case tiny 1 1,7,3,2 6
 one_case tiny 5 9 4
 one_case tiny-qwen 2 5,1,9 5
 one_case odd 3 2,11,4,6,1 5
+# docs/models.md §M2 (qwen3: head_dim 24 != hidden/heads, q/k norms) and §M8
+# (qwen3_moe: 8 experts, 3 per token, layer 1 dense), renormalised or not,
+# and with routers that tie at every choice (§M8.3's lower index)
+F=tests/families
+one_case $F/q3.json 2 5,1,9,7,3 6
+one_case $F/q3moe.json 1 2,11,4,6,1 6
+sed 's/"norm_topk_prob": true/"norm_topk_prob": false/' $F/q3moe.json > "$tmp/q3moe-nonorm.json"
+grep -q '"norm_topk_prob": false' "$tmp/q3moe-nonorm.json" \
+    || fail_later "$F/q3moe.json: no '\"norm_topk_prob\": true' to turn off"
+one_case "$tmp/q3moe-nonorm.json" 2 1,7,3,2,9,11,4 6
+one_case $F/q3moe.json 4 13,5,77,6 6 pair-routers
+
+# docs/models.md §M8.9's known answer: cis2's CIS2_REF line and generated
+# ids for this run, as the document gives them (the re-implementation's
+# witness equals cis2's in one_case; here cis2's line equals the text)
+m89=$(sed -n '/^M8\.9\./,/^## /p' docs/models.md)
+m89_ref=$(echo "$m89" | grep '^CIS2_REF digest=')
+m89_ids=$(echo "$m89" | sed -n 's/^generated_token_ids = //p')
+[ -n "$m89_ref" ] && [ -n "$m89_ids" ] \
+    || fail_later "docs/models.md §M8.9 gives no CIS2_REF or generated_token_ids line"
+one_case $F/q3moe.json 3 1,7,3,2,9,11,4,200,13,5,77,6 12 noreceipt
+grep -qxF "$m89_ref" "$tmp/q3moe.3/run.out" \
+    || fail_later "§M8.9: cis2 printed $(grep '^CIS2_REF' "$tmp/q3moe.3/run.out"), docs/models.md §M8.9 says $m89_ref"
+grep -qxF "generated_token_ids = $m89_ids" "$tmp/q3moe.3/run.out" \
+    || fail_later "§M8.9: cis2 generated $(sed -n 's/^generated_token_ids = //p' "$tmp/q3moe.3/run.out"), docs/models.md §M8.9 says $m89_ids"
+grep -qx "witness-digest $(echo "$m89_ref" | sed -n 's/^CIS2_REF digest=\([0-9a-f]*\) .*/\1/p')" "$tmp/q3moe.3/doc.out" \
+    || fail_later "§M8.9: doc_reimpl.py's witness is not docs/models.md §M8.9's"
 
 end_fails
 echo ok
