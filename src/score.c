@@ -16,16 +16,17 @@
  * cis2_argmax_lanes (§11.2: greedy or not) and the candidate order of
  * §S3.3 (rank).
  *
- * Sharing: requests share every weight pass (up to SCORE_ROWS rows per
- * pass, as verify.c's prefill replay), and requests whose contexts begin
- * with the same ids compute them once (share.h, the planner verification
- * uses too): the longest such context's request (the donor) computes
- * them, the others wait for it and copy that KV prefix
- * (cis2_kv_copy_prefix, §3.5: a position's keys and values are a function
- * of the ids up to it) up to at most their own position nctx-1, whose
- * logits score their first continuation token, and feed their own rows
- * from there.  Every row computed is the same arithmetic as without
- * sharing.
+ * Passes (§S11.4): the prefill planner (prefill.h, verification's too)
+ * packs every request's rows into shared weight passes, and requests whose
+ * contexts begin with the same ids compute them once (share.h): the
+ * longest such context's request (the donor) computes them, the others
+ * wait for it and copy that KV prefix (cis2_kv_copy_prefix, §3.5: a
+ * position's keys and values are a function of the ids up to it) up to at
+ * most their own position nctx-1, whose logits score their first
+ * continuation token, and feed their own rows from there.  Every row
+ * computed is the same arithmetic as without sharing.  What is this
+ * file's: which rows a request has and which want logits (job_plan), and
+ * each logits row's figures.
  *
  * Score receipts (docs/receipts.md "Score receipts"): with a witness
  * asked for (cis2_score_run), each request also keeps one SHA-256 stream,
@@ -35,7 +36,8 @@
  * LE); the rows of one request lie together in a pass, so requests hash
  * in parallel, each its rows in order.  Without it nothing is hashed.
  *
- * Memory: a pass holds at most SCORE_ROWS rows and SCORE_LOGIT_BYTES of
+ * Memory (docs/inputs.md "Memory"; the bounds the planner keeps for this
+ * file): a pass holds at most SCORE_ROWS rows and SCORE_LOGIT_BYTES of
  * logits, in the buffer the engine keeps between calls (bigbuf.h: fresh
  * memory, zero-filled page by page, cost a third of a short score);
  * requests are admitted while their KV caches fit in SCORE_KV_BUDGET
@@ -45,9 +47,9 @@
 #include "engine.h"
 #include "kernels.h"
 #include "model.h"
+#include "prefill.h"
 #include "sample.h"
 #include "score.h"
-#include "share.h"
 #include "witness.h"
 
 #include <stdlib.h>
@@ -58,24 +60,19 @@
 #define SCORE_KV_BUDGET ((size_t)1 << 30)
 #define SCORE_CHUNKS 8 /* parallel figures: items, each its own sampler workspace */
 
-enum { J_WAIT, J_RUN, J_DONE };
-
 typedef struct sjob {
     cis2_score_result *res;
     size_t index;            /* in the call */
     size_t len;              /* n_context + n_ids */
-    size_t next;             /* the next position to feed */
-    int state;
-    cis2_kv kv;
-    size_t kv_bytes;
-    cis2_share sh;           /* waits for its donor's positions [0, sh.shared) (share.h) */
+    cis2_prefill_job pj;     /* its rows and cache in the passes (prefill.h) */
     cis2_sha w;              /* the receipt's witness (w_on) */
     int w_on;
 } sjob;
 
-static uint32_t job_token(const sjob *j, size_t p)
+/* The input at position p: context ids, then continuation ids. */
+static uint32_t job_token(const void *job, size_t p)
 {
-    const cis2_score_result *r = j->res;
+    const cis2_score_result *r = ((const sjob *)job)->res;
     return p < r->n_context ? r->context_ids[p] : r->ids[p - r->n_context];
 }
 
@@ -150,40 +147,13 @@ static int prepare(const cis2_engine *e, const cis2_score_request *q, size_t k, 
     return CIS2_OK;
 }
 
-/* ------------------------------------------------------------- sharing */
-
-/* share.h: requests are planned by their context ids; the positions
- * before a context's last id give no logits and may come from a donor. */
-static void plan_sharing(sjob *jobs, size_t n, cis2_share **tmp, sjob **ord)
-{
-    for (size_t i = 0; i < n; i++) {
-        sjob *j = &jobs[i];
-        size_t nc = j->res->n_context;
-        j->sh = (cis2_share){.ids = j->res->context_ids, .len = nc, .cap = nc ? nc - 1 : 0, .index = j->index,
-                             .job = j};
-        tmp[i] = &j->sh;
-    }
-    cis2_share_plan(tmp, n, 1);
-    for (size_t i = 0; i < n; i++) ord[i] = tmp[i]->job;
-}
-
-/* A waiting job takes its prefix once its donor's passes hold it; a donor
- * already finished (freed) leaves the job to compute every row itself. */
-static void share_take(sjob *j, const cis2_model *m)
-{
-    if (!j->sh.donor || j->state != J_RUN) return;
-    sjob *d = j->sh.donor->job;
-    if (cis2_share_take(&j->sh, d->state == J_RUN, d->next, &j->kv, &d->kv, m)) j->next = j->sh.shared;
-}
-
 /* ------------------------------------------------------------- figures */
 
-/* One logits row: the token it scores and where its figures go. */
-typedef struct lrow { sjob *j; size_t k; const float *x; } lrow;
-
+/* A pass's figures: each logits row scores the token after its position
+ * (§S11.2), in parallel chunks of rows, each chunk its sampler workspace. */
 typedef struct fig_ctx {
     const cis2_ctx *cx;
-    const lrow *rows;
+    const cis2_prefill_lrow *rows;
     size_t n, nchunks, V;
     cis2_sample_ws *ws;
     int rc[SCORE_CHUNKS];
@@ -193,10 +163,10 @@ static void fig_task(void *vctx, size_t c)
 {
     fig_ctx *f = vctx;
     for (size_t i = f->n * c / f->nchunks; i < f->n * (c + 1) / f->nchunks; i++) {
-        const lrow *lr = &f->rows[i];
-        cis2_score_result *r = lr->j->res;
-        const float *x = lr->x;
-        size_t k = lr->k, t = r->n_top, nt;
+        const cis2_prefill_lrow *lr = &f->rows[i];
+        cis2_score_result *r = ((sjob *)lr->job)->res;
+        const float *x = lr->logits;
+        size_t k = lr->pos + 1 - r->n_context, t = r->n_top, nt; /* the continuation token it scores */
         uint32_t tok = r->ids[k];
         int rc = cis2_logprobs(f->cx, x, f->V, tok, t, &f->ws[c], &r->logprobs[k], t ? r->top_ids + k * t : NULL,
                                t ? r->top_logprobs + k * t : NULL, &nt); /* §S4, as decoding reports it */
@@ -207,28 +177,20 @@ static void fig_task(void *vctx, size_t c)
     }
 }
 
-/* The witness of a pass's rows: segment c is one job's rows, in order. */
-typedef struct hash_ctx { const lrow *rows; const size_t *seg; size_t V; } hash_ctx;
+/* The witness of a pass's rows: task c hashes slot c's, one request's rows
+ * in order (requests in parallel). */
+typedef struct hash_ctx { const cis2_prefill *pf; size_t V; } hash_ctx;
 
 static void hash_task(void *vctx, size_t c)
 {
-    hash_ctx *h = vctx;
-    for (size_t i = h->seg[c]; i < h->seg[c + 1]; i++) {
-        const lrow *lr = &h->rows[i];
-        cis2_witness_logits(&lr->j->w, lr->x, h->V);
-        cis2_witness_token(&lr->j->w, lr->j->res->ids[lr->k]);
+    const hash_ctx *h = vctx;
+    const cis2_prefill_slot *s = &h->pf->slots[c];
+    sjob *j = s->job;
+    for (size_t i = s->lrow0; i < s->lrow0 + s->nlog; i++) {
+        const cis2_prefill_lrow *lr = &h->pf->lrows[i];
+        cis2_witness_logits(&j->w, lr->logits, h->V);
+        cis2_witness_token(&j->w, j->res->ids[lr->pos + 1 - j->res->n_context]);
     }
-}
-
-static void hash_pass(const cis2_ctx *cx, const lrow *rows, size_t n, size_t V, size_t *seg)
-{
-    size_t ns = 0;
-    for (size_t i = 0; i < n; i++)
-        if (rows[i].j->w_on && (i == 0 || rows[i].j != rows[i - 1].j)) seg[ns++] = i;
-    if (!ns) return;
-    seg[ns] = n;
-    hash_ctx h = {rows, seg, V};
-    cis2_parallel_for(cx, ns, hash_task, &h);
 }
 
 /* §S11.3: the sums over the scored tokens, in token order. */
@@ -249,9 +211,16 @@ static void sums(cis2_score_result *r)
 
 /* -------------------------------------------------------------- passes */
 
-static size_t kv_need(const cis2_model *m, const sjob *j)
+/* A request's rows (§S11.2): positions [0, len-1), its last token never an
+ * input; the rows from position nctx-1 on want logits, each scoring the
+ * continuation token after it.  Its cache holds len positions.  Sharing
+ * (share.h): requests are planned by their context ids; the positions
+ * before a context's last id give no logits and may come from a donor. */
+static void job_plan(sjob *j)
 {
-    return cis2_kv_bytes(m, j->len);
+    size_t nc = j->res->n_context;
+    j->pj = (cis2_prefill_job){.job = j, .positions = j->len, .next = 0, .end = j->len - 1, .lfrom = nc ? nc - 1 : 0};
+    j->pj.sh = (cis2_share){.ids = j->res->context_ids, .len = nc, .cap = nc ? nc - 1 : 0, .index = j->index};
 }
 
 /* The caller's cancellation point (cis2_score_opts.should_stop): its code,
@@ -265,101 +234,40 @@ static int should_stop(const cis2_score_opts *o)
     return stop;
 }
 
-static int run_jobs(cis2_engine *e, const cis2_ctx *cx, sjob *jobs, size_t n, const cis2_score_opts *opts,
-                    cis2_error *err)
+/* Every request's rows through the planner's passes (prefill.h), each
+ * pass's figures and, with hashing on, its witness rows. */
+static int run_jobs(cis2_engine *e, const cis2_ctx *cx, sjob *jobs, size_t n, int hashing,
+                    const cis2_score_opts *opts, cis2_error *err)
 {
-    const cis2_model *m = &e->m;
-    const size_t V = m->vocab;
-    size_t max_log = SCORE_LOGIT_BYTES / (V * sizeof(float));
-    if (max_log < 8) max_log = 8;
-    if (max_log > SCORE_ROWS) max_log = SCORE_ROWS;
-    cis2_row *rows = malloc(SCORE_ROWS * sizeof *rows);
-    float *logits = cis2_reuse_take(&e->logits, max_log * V * sizeof(float)); /* bigbuf.h */
-    lrow *lrows = malloc(max_log * sizeof *lrows);
-    size_t *seg = malloc((max_log + 1) * sizeof *seg);
-    sjob **ord = malloc(n * sizeof *ord);
-    cis2_share **sord = malloc(n * sizeof *sord);
+    const size_t V = e->m.vocab;
+    const cis2_prefill_cfg cfg = {.m = &e->m, .keep = &e->logits, .rows = SCORE_ROWS, .logit_bytes = SCORE_LOGIT_BYTES,
+                                  .buffers = 1, .kv_budget = SCORE_KV_BUDGET, .share_min = 1, .token = job_token};
+    cis2_prefill pf;
     cis2_sample_ws sws[SCORE_CHUNKS] = {{0}};
-    cis2_ws ws = {0};
-    size_t kv_used = 0, running = 0;
-    int rc = CIS2_OK;
-    if (!rows || !logits || !lrows || !ord || !sord || !seg) {
-        rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
-        goto out;
+    int rc = cis2_prefill_open(&pf, &cfg, n, err);
+    for (size_t i = 0; i < n && !rc; i++) {
+        job_plan(&jobs[i]);
+        cis2_prefill_add(&pf, &jobs[i].pj);
     }
-    plan_sharing(jobs, n, sord, ord);
-    for (;;) {
-        for (size_t i = 0; i < n; i++) { /* admit while the KV caches fit (always one) */
-            sjob *j = ord[i];
-            if (j->state != J_WAIT) continue;
-            if (running && !cis2_kv_fits(kv_used, kv_need(m, j), SCORE_KV_BUDGET)) break;
-            if ((rc = cis2_kv_init(&j->kv, m, j->len, err))) goto out;
-            j->kv_bytes = kv_need(m, j);
-            kv_used += j->kv_bytes;
-            j->state = J_RUN;
-            running++;
-            share_take(j, m);
+    while (!rc && !(rc = cis2_prefill_next(&pf, err)) && pf.nrows) {
+        if (should_stop(opts)) { /* between passes: nothing half done */
+            rc = cis2_fail(err, CIS2_E_CANCELLED, "score: cancelled by the caller");
+            break;
         }
-        size_t nrows = 0, nlog = 0;
-        for (size_t i = 0; i < n && nrows < SCORE_ROWS && nlog < max_log; i++) {
-            sjob *j = ord[i];
-            if (j->state != J_RUN || j->sh.donor) continue;
-            size_t nctx = j->res->n_context;
-            while (j->next + 1 < j->len && nrows < SCORE_ROWS) {
-                size_t p = j->next;
-                int wants = p + 1 >= nctx; /* token p+1 is a continuation token (§S11.2) */
-                if (wants && nlog == max_log) break;
-                cis2_row *r = &rows[nrows++];
-                *r = (cis2_row){.kv = &j->kv, .pos = p, .token = job_token(j, p)};
-                if (wants) {
-                    r->logits = logits + nlog * V;
-                    lrows[nlog++] = (lrow){j, p + 1 - nctx, r->logits};
-                }
-                j->next++;
-            }
+        if ((rc = cis2_prefill_forward(&pf, cx, err))) break;
+        size_t nch = pf.nlog < SCORE_CHUNKS ? pf.nlog : SCORE_CHUNKS;
+        if (!nch) continue;
+        fig_ctx fc = {.cx = cx, .rows = pf.lrows, .n = pf.nlog, .nchunks = nch, .V = V, .ws = sws};
+        cis2_parallel_for(cx, nch, fig_task, &fc);
+        for (size_t c = 0; c < nch && !rc; c++)
+            if (fc.rc[c]) rc = cis2_fail(err, fc.rc[c], "out of memory in score");
+        if (!rc && hashing) {
+            hash_ctx h = {&pf, V};
+            cis2_parallel_for(cx, pf.nslots, hash_task, &h);
         }
-        if (nrows) {
-            if (should_stop(opts)) { /* between passes: nothing half done */
-                rc = cis2_fail(err, CIS2_E_CANCELLED, "score: cancelled by the caller");
-                goto out;
-            }
-            if ((rc = cis2_forward(cx, m, &ws, rows, nrows, NULL, NULL, err))) goto out;
-            size_t nch = nlog < SCORE_CHUNKS ? nlog : SCORE_CHUNKS;
-            if (nch) {
-                fig_ctx fc = {.cx = cx, .rows = lrows, .n = nlog, .nchunks = nch, .V = V, .ws = sws};
-                cis2_parallel_for(cx, nch, fig_task, &fc);
-                for (size_t c = 0; c < nch; c++)
-                    if (fc.rc[c]) { rc = cis2_fail(err, fc.rc[c], "out of memory in score"); goto out; }
-                hash_pass(cx, lrows, nlog, V, seg);
-            }
-        }
-        for (size_t i = 0; i < n; i++) share_take(ord[i], m); /* before any donor stops */
-        int left = 0;
-        for (size_t i = 0; i < n; i++) {
-            sjob *j = ord[i];
-            if (j->state == J_RUN && !j->sh.donor && j->next + 1 >= j->len) {
-                cis2_kv_free(&j->kv);
-                kv_used -= j->kv_bytes;
-                j->state = J_DONE;
-                running--;
-            }
-            left |= j->state != J_DONE;
-        }
-        if (!left) break;
-        if (!nrows) /* only jobs waiting on a donor that is gone: never seen, but never a hang */
-            for (size_t i = 0; i < n; i++) ord[i]->sh.donor = NULL;
     }
-out:
-    for (size_t i = 0; i < n; i++)
-        if (jobs[i].state == J_RUN) cis2_kv_free(&jobs[i].kv);
     for (size_t c = 0; c < SCORE_CHUNKS; c++) cis2_sample_ws_free(&sws[c]);
-    cis2_ws_free(&ws);
-    free(rows);
-    cis2_reuse_give(&e->logits, logits);
-    free(lrows);
-    free(seg);
-    free(ord);
-    free(sord);
+    cis2_prefill_close(&pf);
     return rc;
 }
 
@@ -427,10 +335,10 @@ int cis2_score_run(cis2_engine *e, const cis2_score_request *reqs, size_t n, uin
     if (!res || !jobs) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); goto out; }
     for (size_t i = 0; i < n && !rc; i++) {
         rc = prepare(e, &reqs[i], i, &res[i], err);
-        jobs[i] = (sjob){.res = &res[i], .index = i, .len = res[i].n_context + res[i].n_ids, .state = J_WAIT};
+        jobs[i] = (sjob){.res = &res[i], .index = i, .len = res[i].n_context + res[i].n_ids};
         if (!rc && witness && witness_begin(&e->m, &jobs[i])) rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
     }
-    if (!rc) rc = run_jobs(e, &cx, jobs, n, opts, err);
+    if (!rc) rc = run_jobs(e, &cx, jobs, n, witness != NULL, opts, err);
     if (!rc)
         for (size_t i = 0; i < n; i++) sums(&res[i]);
 out:

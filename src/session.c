@@ -12,6 +12,8 @@
  * decoding one the row of its last token.  Rows are independent and every
  * row is the single-sequence arithmetic, so a sequence's bits never depend
  * on what else runs, how its prompt was chunked, or when it joined.
+ * These steps are planned here, not by the prefill planner that scoring
+ * and verification share (prefill.c, whose top says why).
  * A step computes on the execution context its entry passes down
  * (kernels.h): cis2_session_step and cis2_generate take the engine's pool
  * and kernel at entry (engine.h, cis2_engine_ctx).

@@ -1,7 +1,7 @@
 /*
  * share.c - shared prompt prefixes (share.h): the plan and the take.
- * Called by score.c and verify.c between passes; nothing here computes a
- * float.
+ * Called by prefill.c: the plan before the first pass, the take between
+ * passes; nothing here computes a float.
  */
 #include "share.h"
 

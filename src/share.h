@@ -1,8 +1,9 @@
 /*
  * share.h - shared prompt prefixes, planned once for every caller that
- * batches independent sequences through prefill: scoring (score.c) and
- * verification (verify.c, verify_plan.c).  docs/inputs.md "Memory" and
- * docs/sampling.md §S11 say what it saves; nothing here computes a float.
+ * batches independent sequences through prefill: the prefill planner
+ * (prefill.c), for scoring (score.c) and verification (verify.c, whose
+ * sharing rule is verify_plan.c's).  docs/inputs.md "Memory" and
+ * docs/sampling.md §S11.4 say what it saves; nothing here computes a float.
  *
  * Sequences that begin with the same ids have the same keys and values
  * over those positions (spec §3.5: a position's KV is a function of the

@@ -2,8 +2,10 @@
  * verify.c - cis2_verify (include/cis2.h section 7): a receipt's every
  * field recomputed from the engine's files.  This file owns the replays
  * and the call; verify_plan.c plans them (preparing each receipt's run,
- * shared prompt prefixes) and judges the verdicts (verify.h).  Spec §3.4,
- * §3.5, §11.2, §12.1, §12.2, §12.4; docs/sampling.md §S3, §S5.
+ * which prompt prefixes may be shared) and judges the verdicts (verify.h);
+ * the prefill replay's passes (admission, shared prefixes, the row caps)
+ * are the prefill planner's (prefill.h), scoring's too.  Spec §3.4, §3.5,
+ * §11.2, §12.1, §12.2, §12.4; docs/sampling.md §S3, §S5.
  *
  * verify trusts nothing in a receipt but its inputs (prompt-hex, the
  * number of tokens, and for the extension the sampling parameters and stop
@@ -42,10 +44,11 @@
  * this call's matrix jobs carry its hashing, never another caller's on
  * the shared pool.
  *
- * Memory (docs/inputs.md): a prefill pass holds at most VERIFY_ROWS rows
- * and half of VERIFY_LOGIT_BYTES of logits (the engine's kept buffer,
- * bigbuf.h, as a score's); receipts are admitted while
- * their KV caches fit in VERIFY_KV_BUDGET (always at least one).
+ * Memory (docs/inputs.md "Memory"; the bounds the planner keeps for this
+ * file): a prefill pass holds at most VERIFY_ROWS rows and half of
+ * VERIFY_LOGIT_BYTES of logits (the engine's kept buffer, bigbuf.h, as a
+ * score's); receipts are admitted while their KV caches fit in
+ * VERIFY_KV_BUDGET (always at least one).
  */
 #include "verify.h"
 #include "score.h"
@@ -67,10 +70,13 @@
 
 static uint32_t bits(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }
 
-/* The claimed token at position p of prompt ++ generated. */
-static uint32_t job_token(const vjob *j, size_t p)
+/* The token fed at position p: the prompt's, then the claimed tokens
+ * (teacher forcing), or once decoding the run's own. */
+static uint32_t job_token(const void *job, size_t p)
 {
-    return p < j->nids ? j->ids[p] : j->r->generated[p - j->nids];
+    const vjob *j = job;
+    if (p < j->nids) return j->ids[p];
+    return j->decoding ? j->decoded[p - j->nids] : j->r->generated[p - j->nids];
 }
 
 static void note_bad(vjob *j, size_t step, const float *lg, size_t V, uint32_t best)
@@ -116,35 +122,38 @@ static void decide(vjob *j, const cis2_engine *e, const float *lg, size_t V, uin
  * chosen too, and dropped by check). */
 typedef struct choose_ctx {
     const cis2_ctx *cx;
-    const float *logits;
+    const cis2_prefill_lrow *rows; /* the pass's logits rows */
     size_t V, nrows, nchunks;
-    vjob *const *rowjob;   /* each row's receipt */
-    const size_t *rowstep; /* and step */
     uint32_t *tok;
     cis2_sample_ws *ws;    /* nchunks */
     int rc[CHOOSE_CHUNKS];
 } choose_ctx;
 
+/* The step a logits row decides: the row at position nids-1+s decides step s. */
+static size_t row_step(const vjob *j, size_t pos) { return pos + 1 - j->nids; }
+
 static void choose_task(void *vctx, size_t c)
 {
     choose_ctx *x = vctx;
     for (size_t r = x->nrows * c / x->nchunks; r < x->nrows * (c + 1) / x->nchunks; r++) {
-        int rc = cis2_sample_step(x->cx, x->logits + r * x->V, x->V, &x->rowjob[r]->samp, (uint32_t)x->rowstep[r],
-                                  &x->ws[c], &x->tok[r], NULL);
+        const cis2_prefill_lrow *lr = &x->rows[r];
+        const vjob *j = lr->job;
+        int rc = cis2_sample_step(x->cx, lr->logits, x->V, &j->samp, (uint32_t)row_step(j, lr->pos), &x->ws[c],
+                                  &x->tok[r], NULL);
         if (rc) x->rc[c] = rc;
     }
 }
 
-/* This pass's logits rows of one receipt, in step order, their tokens at
- * tok.  While the claims hold, each row is the run's (teacher forcing is
- * exact); after the first that does not, the rest of this pass's rows were
- * fed a wrong token and are dropped: the receipt continues as a decode
- * from the true token. */
-static void check(vjob *j, const cis2_engine *e, size_t V, const uint32_t *tok)
+/* This pass's nlog logits rows of one receipt (from lg0, end to end), in
+ * step order, their tokens at tok.  While the claims hold, each row is the
+ * run's (teacher forcing is exact); after the first that does not, the
+ * rest of this pass's rows were fed a wrong token and are dropped: the
+ * receipt continues as a decode from the true token. */
+static void check(vjob *j, const cis2_engine *e, size_t V, const float *lg0, size_t nlog, const uint32_t *tok)
 {
-    for (size_t k = 0; k < j->nlog && !j->finish && !j->rc; k++) {
-        decide(j, e, j->lg0 + k * V, V, tok[k]);
-        if (j->bad_step >= 0 && j->state == J_FORCED) { j->state = J_DECODE; break; }
+    for (size_t k = 0; k < nlog && !j->finish && !j->rc; k++) {
+        decide(j, e, lg0 + k * V, V, tok[k]);
+        if (j->bad_step >= 0 && !j->decoding) { j->decoding = 1; break; }
     }
 }
 
@@ -228,41 +237,40 @@ static void job_witness(vjob *j)
     }
 }
 
-static void job_stop(vjob *j, size_t *kv_used)
+/* Admission (prefill.h's start, the cache already held): the run's
+ * state, its witness begun (§12.1 items 1-6), and its teacher-forced rows:
+ * positions 0 .. nids+claimed-2 (the last claimed token is never an
+ * input; a claimed id outside the vocabulary is never fed), those from
+ * nids-1 on giving logits, one row per step. */
+static int job_start(void *ctx, void *job, cis2_error *err)
 {
-    cis2_kv_free(&j->kv);
-    *kv_used -= j->kv_bytes;
-    j->kv_bytes = 0;
-    j->state = J_DONE;
-}
-
-static int job_start(const cis2_model *m, vjob *j, size_t *kv_used, cis2_error *err)
-{
-    size_t maxs = j->stop.max_tokens;
-    int rc = cis2_kv_init(&j->kv, m, j->nids + maxs, err);
-    if (rc) return rc;
-    if (!(j->decoded = malloc(maxs * sizeof(uint32_t)))) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    const cis2_model *m = ctx;
+    vjob *j = job;
+    if (!(j->decoded = malloc(j->stop.max_tokens * sizeof(uint32_t))))
+        return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
     if (cis2_witness_begin(&j->w, m, j->ids, j->nids, j->ext ? j->params : NULL))
         return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
     j->w_open = 1;
     j->bad_step = -1;
     j->ndec = 0;
     j->finish = CIS2_FINISH_NONE;
-    j->next_pos = 0;
-    /* positions 0 .. nids+claimed-2 (the last claimed token is never an
-     * input); a claimed id outside the vocabulary is never fed */
-    j->forced_end = j->nids + j->claimed - 1;
-    if (j->nids + j->oov_step < j->forced_end) j->forced_end = j->nids + j->oov_step;
-    j->kv_bytes = cis2_kv_bytes(m, j->kv.cap);
-    *kv_used += j->kv_bytes;
-    j->state = J_FORCED;
+    j->decoding = 0;
+    j->pj.next = 0;
+    j->pj.end = j->nids + j->claimed - 1;
+    if (j->nids + j->oov_step < j->pj.end) j->pj.end = j->nids + j->oov_step;
+    j->pj.lfrom = j->nids - 1;
     return CIS2_OK;
 }
 
-static size_t kv_need(const cis2_model *m, const vjob *j)
+/* A receipt's part in the passes: its cache holds the whole run, prompt
+ * and max tokens, as a session's would; its prefix may be shared
+ * (verify_plan.c). */
+static void job_plan(vjob *j)
 {
     size_t pos = j->nids + j->stop.max_tokens;
-    return pos < j->nids ? SIZE_MAX : cis2_kv_bytes(m, pos);
+    cis2_verify_share_rule(j);
+    j->pj.job = j;
+    j->pj.positions = pos < j->nids ? SIZE_MAX : pos;
 }
 
 /* The caller's cancellation point (cis2_verify_opts.should_stop): its
@@ -278,134 +286,98 @@ static int should_stop(const cis2_verify_opts *o)
 
 #define CANCELLED(err) cis2_fail(err, CIS2_E_CANCELLED, "verify: cancelled by the caller")
 
+/* After a pass, one receipt's next rows: none once its run has finished
+ * (the planner retires it), else the teacher-forced rows still to come, or
+ * once it decodes (after a mismatch, or past the claimed tokens with every
+ * claim matched) one row a pass: its last decided token. */
+static void next_rows(vjob *j)
+{
+    cis2_prefill_job *pj = &j->pj;
+    if (j->finish) { pj->end = pj->next; return; }
+    if (!j->decoding && pj->next == pj->end && j->ndec == pj->end + 1 - j->nids)
+        j->decoding = 1; /* every claim matched, and the run goes on past them */
+    if (j->decoding) {
+        pj->next = j->nids + j->ndec - 1;
+        pj->end = pj->next + 1;
+    }
+}
+
 /* Teacher-forced replay of every job (see the top of the file), the
- * decodes after a bad step included; VERIFY_ROWS rows per weight pass. */
+ * decodes after a bad step included, in the prefill planner's passes
+ * (prefill.h).  After each pass: every logits row's token chosen in
+ * parallel, each receipt's rows judged in step order (check), the decided
+ * rows handed to the hasher, the caller's on_step in step order per
+ * receipt, and each receipt's next rows (next_rows). */
 static int replay_prefill(cis2_engine *e, cis2_ctx *cx, vjob *jobs, size_t n, const cis2_verify_opts *o,
                           const cis2_verify_limits *lim, size_t *rows_computed, cis2_error *err)
 {
     const cis2_model *m = &e->m;
     const size_t V = m->vocab;
-    size_t max_rows = lim->rows && lim->rows < VERIFY_ROWS ? lim->rows : VERIFY_ROWS;
-    size_t max_log = VERIFY_LOGIT_BYTES / 2 / (V * sizeof(float)); /* per half */
-    if (max_log < 8) max_log = 8; /* the largest vocabulary (2^22): 2 x 8 rows, 256 MiB */
-    if (lim->logit_rows) max_log = lim->logit_rows;
-    if (max_log > max_rows) max_log = max_rows;
-    cis2_row *rows = malloc(VERIFY_ROWS * sizeof *rows);
-    float *logits = cis2_reuse_take(&e->logits, 2 * max_log * V * sizeof(float)); /* bigbuf.h */
-    vjob **act = malloc((n ? n : 1) * sizeof *act), **ord = malloc((n ? n : 1) * sizeof *ord);
-    cis2_share **sord = malloc((n ? n : 1) * sizeof *sord);
-    vjob **rowjob = malloc(max_log * sizeof *rowjob);
-    size_t *rowstep = malloc(max_log * sizeof *rowstep);
-    uint32_t *tok = malloc(max_log * sizeof *tok);
+    const cis2_prefill_cfg cfg = {
+        .m = m, .keep = &e->logits, .rows = lim->rows && lim->rows < VERIFY_ROWS ? lim->rows : VERIFY_ROWS,
+        .logit_bytes = VERIFY_LOGIT_BYTES / 2, .logit_rows = lim->logit_rows,
+        .buffers = 2, /* one pass's logits hashed while the next pass fills the other */
+        .kv_budget = VERIFY_KV_BUDGET, .share_min = CIS2_VERIFY_SHARE_MIN, .token = job_token, .start = job_start,
+        .ctx = (void *)m};
+    cis2_prefill pf;
+    int rc = cis2_prefill_open(&pf, &cfg, n, err);
+    uint32_t *tok = malloc(pf.max_log * sizeof *tok);
     hash_item *items = malloc((n ? n : 1) * sizeof *items);
     cis2_sample_ws sws[CHOOSE_CHUNKS] = {{0}};
     hasher h = {.cx = cx, .items = items, .V = V};
-    cis2_ws ws = {0};
-    size_t kv_used = 0, running = 0, pass = 0, computed = 0;
-    int rc = CIS2_OK;
-    if (!rows || !logits || !act || !ord || !sord || !rowjob || !rowstep || !tok || !items) {
-        rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
-        goto out;
+    if (!rc && (!tok || !items)) rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    if (rc) goto out;
+    for (size_t i = 0; i < n; i++) {
+        job_plan(&jobs[i]);
+        cis2_prefill_add(&pf, &jobs[i].pj);
     }
-    for (size_t i = 0; i < n; i++) jobs[i].state = jobs[i].skip ? J_DONE : J_WAIT;
-    cis2_verify_plan_sharing(jobs, n, sord, ord);
     for (;;) {
         if (should_stop(o)) { rc = CANCELLED(err); goto out; } /* between passes: nothing half done */
-        float *half = logits + (pass & 1) * max_log * V; /* the other half may be the hasher's */
-        for (size_t i = 0; i < n; i++) { /* admit while the KV caches fit (always one) */
-            vjob *j = ord[i];
-            if (j->state != J_WAIT) continue;
-            if (running && !cis2_kv_fits(kv_used, kv_need(m, j), VERIFY_KV_BUDGET)) break;
-            if ((rc = job_start(m, j, &kv_used, err))) goto out;
-            cis2_verify_share_take(j, m);
-            running++;
-        }
-        size_t nact = 0, nrows = 0, nlog = 0;
-        for (size_t i = 0; i < n && nrows < max_rows && nlog < max_log; i++) {
-            vjob *j = ord[i];
-            if (j->state != J_FORCED && j->state != J_DECODE) continue;
-            if (j->sh.donor) continue; /* waits for its prefix */
-            j->nlog = 0;
-            j->lg0 = NULL;
-            size_t first = nrows;
-            if (j->state == J_DECODE) { /* one row: the last decided token */
-                cis2_row *r = &rows[nrows++];
-                *r = (cis2_row){.kv = &j->kv, .pos = j->nids + j->ndec - 1, .token = j->decoded[j->ndec - 1]};
-                r->logits = j->lg0 = half + nlog * V;
-                j->step0 = j->ndec;
-                rowjob[nlog] = j;
-                rowstep[nlog] = j->ndec;
-                nlog++;
-                j->nlog = 1;
-            }
-            while (j->state == J_FORCED && j->next_pos < j->forced_end && nrows < max_rows) {
-                size_t p = j->next_pos;
-                int wants = p + 1 >= j->nids; /* the logits of every step: positions nids-1 .. */
-                if (wants && nlog == max_log) break;
-                cis2_row *r = &rows[nrows++];
-                *r = (cis2_row){.kv = &j->kv, .pos = p, .token = job_token(j, p)};
-                if (wants) {
-                    r->logits = half + nlog * V;
-                    if (!j->lg0) { j->lg0 = r->logits; j->step0 = p + 1 - j->nids; }
-                    rowjob[nlog] = j;
-                    rowstep[nlog] = p + 1 - j->nids;
-                    nlog++;
-                    j->nlog++;
-                }
-                j->next_pos++;
-            }
-            if (nrows > first) act[nact++] = j;
-        }
-        if (nrows == 0) {
-            /* Every job is done, or (never seen: a donor always has rows
-             * until it has passed the prefix) only waiting ones are left,
-             * which then compute their prefixes themselves. */
-            int waiting = 0;
-            for (size_t i = 0; i < n; i++)
-                if (jobs[i].sh.donor && jobs[i].state == J_FORCED) { jobs[i].sh.donor = NULL; waiting = 1; }
-            if (!waiting) break;
-            continue;
-        }
-        if ((rc = cis2_forward(cx, m, &ws, rows, nrows, NULL, NULL, err))) goto out;
-        computed += nrows;
-        for (size_t i = 0; i < n; i++) cis2_verify_share_take(ord[i], m); /* before any donor stops */
-        size_t nch = nlog < CHOOSE_CHUNKS ? nlog : CHOOSE_CHUNKS;
-        choose_ctx cc = {.cx = cx, .logits = half, .V = V, .nrows = nlog, .nchunks = nch, .rowjob = rowjob,
-                         .rowstep = rowstep, .tok = tok, .ws = sws};
+        if ((rc = cis2_prefill_next(&pf, err))) goto out;
+        if (!pf.nrows) break;
+        if ((rc = cis2_prefill_forward(&pf, cx, err))) goto out;
+        size_t nch = pf.nlog < CHOOSE_CHUNKS ? pf.nlog : CHOOSE_CHUNKS;
+        choose_ctx cc = {.cx = cx, .rows = pf.lrows, .V = V, .nrows = pf.nlog, .nchunks = nch, .tok = tok, .ws = sws};
         cis2_parallel_for(cx, nch, choose_task, &cc);
         for (size_t c = 0; c < nch; c++)
             if (cc.rc[c]) { rc = cis2_fail(err, cc.rc[c], "out of memory in verify"); goto out; }
-        for (size_t i = 0; i < nact; i++)
-            if (act[i]->nlog) check(act[i], e, V, tok + (size_t)(act[i]->lg0 - half) / V);
+        for (size_t i = 0; i < pf.nslots; i++) {
+            const cis2_prefill_slot *s = &pf.slots[i];
+            if (s->nlog) check(s->job, e, V, pf.lrows[s->lrow0].logits, s->nlog, tok + s->lrow0);
+        }
         hasher_join(&h); /* the previous pass's hashing, overlapped with this pass */
         h.n = 0;
-        for (size_t i = 0; i < nact; i++)
-            if (act[i]->nlog && act[i]->ndec > act[i]->step0)
-                h.items[h.n++] = (hash_item){act[i], act[i]->lg0, act[i]->step0, act[i]->ndec - act[i]->step0};
+        for (size_t i = 0; i < pf.nslots; i++) { /* the steps each receipt decided, in its stream's order */
+            const cis2_prefill_slot *s = &pf.slots[i];
+            vjob *j = s->job;
+            if (!s->nlog) continue;
+            const cis2_prefill_lrow *lr = &pf.lrows[s->lrow0];
+            size_t step0 = row_step(j, lr->pos);
+            if (j->ndec > step0) h.items[h.n++] = (hash_item){j, lr->logits, step0, j->ndec - step0};
+        }
         hasher_start(&h);
-        for (size_t i = 0; i < nact; i++) {
-            vjob *j = act[i];
+        for (size_t i = 0; i < pf.nslots; i++) {
+            const cis2_prefill_slot *s = &pf.slots[i];
+            vjob *j = s->job;
             if (j->rc) { rc = cis2_fail(err, j->rc, "out of memory in verify"); goto out; }
-            if (o->on_step) { /* the caller's code, in step order per receipt */
-                size_t k0 = j->step0, k1 = j->ndec;
-                for (size_t k = k0; k < k1; k++) {
+            if (o->on_step && s->nlog) { /* the caller's code, in step order per receipt */
+                const cis2_prefill_lrow *lr = &pf.lrows[s->lrow0];
+                size_t step0 = row_step(j, lr->pos);
+                for (size_t k = step0; k < j->ndec; k++) {
                     cis2_token_event ev = {.seq = j->index, .step = k,
                                            .token = k < j->claimed ? j->r->generated[k] : j->decoded[k],
-                                           .logits = j->lg0 + (k - k0) * V, .vocab = V};
+                                           .logits = lr->logits + (k - step0) * V, .vocab = V};
                     uint64_t pinned = cis2_api_callout_begin();
                     int stop = o->on_step(o->on_step_ctx, &ev);
                     cis2_api_callout_end(pinned);
                     if (stop) { rc = CANCELLED(err); goto out; }
                 }
             }
-            if (j->finish) { job_stop(j, &kv_used); running--; }
-            else if (j->state == J_FORCED && j->next_pos == j->forced_end && j->ndec == j->forced_end + 1 - j->nids)
-                j->state = J_DECODE; /* every claim matched, and the run goes on past them */
+            next_rows(j);
         }
-        pass++;
     }
     hasher_join(&h);
-    if (rows_computed) *rows_computed = computed;
+    if (rows_computed) *rows_computed = pf.computed;
     for (size_t i = 0; i < n; i++) { /* §12.2 over prompt ++ the run's ids */
         vjob *j = &jobs[i];
         job_witness(j);
@@ -415,20 +387,10 @@ static int replay_prefill(cis2_engine *e, cis2_ctx *cx, vjob *jobs, size_t n, co
         }
     }
 out:
-    hasher_join(&h); /* before the logits it reads are freed */
-    for (size_t i = 0; i < n; i++) {
-        job_witness(&jobs[i]); /* frees the stream */
-        if (jobs[i].state == J_FORCED || jobs[i].state == J_DECODE) job_stop(&jobs[i], &kv_used);
-    }
+    hasher_join(&h); /* before the logits it reads are given back */
+    for (size_t i = 0; i < n; i++) job_witness(&jobs[i]); /* frees the stream */
     for (size_t c = 0; c < CHOOSE_CHUNKS; c++) cis2_sample_ws_free(&sws[c]);
-    cis2_ws_free(&ws);
-    free(rows);
-    cis2_reuse_give(&e->logits, logits);
-    free(act);
-    free(ord);
-    free(sord);
-    free(rowjob);
-    free(rowstep);
+    cis2_prefill_close(&pf);
     free(tok);
     free(items);
     return rc;
@@ -606,7 +568,6 @@ int cis2_verify_ex(cis2_engine *e, cis2_receipt *const *receipts, size_t n, cons
                 again[i] = jobs[i];
                 again[i].decoded = NULL;
                 memset(&again[i].sst, 0, sizeof again[i].sst);
-                memset(&again[i].kv, 0, sizeof again[i].kv);
                 again[i].w_open = 0;
             }
             cis2_verify_opts quiet = *o;

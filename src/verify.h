@@ -3,19 +3,19 @@
  * verify_plan.c; the tests call cis2_verify_ex).
  *
  * verify_plan.c plans: what run each receipt's inputs describe (prepare),
- * in which order receipts are admitted and which prompt prefixes they
- * share (plan_sharing, share_take), and, once the run is replayed, every
- * field of the verdict (judge).  verify.c replays: the prefill replay (the
- * hasher in the background of the next pass) or the decode replay, and
- * cis2_verify itself.  A vjob is one receipt's state across both.
+ * which prompt prefixes receipts may share (share_rule), and, once the
+ * run is replayed, every field of the verdict (judge).  verify.c replays:
+ * the prefill replay (its passes planned by prefill.h, the hasher in the
+ * background of the next pass) or the decode replay, and cis2_verify
+ * itself.  A vjob is one receipt's state across both.
  */
 #ifndef CIS2_VERIFY_H
 #define CIS2_VERIFY_H
 
 #include "engine.h"
+#include "prefill.h"
 #include "receipt.h"
 #include "sample.h"
-#include "share.h"
 #include "verdict.h"
 #include "witness.h"
 
@@ -42,23 +42,14 @@ typedef struct vjob {
     uint32_t claimed_tok, expected_tok, claimed_bits, expected_bits;
     uint8_t witness[32], argmax[32];
     /* prefill replay state */
-    int state;                 /* J_WAIT, J_FORCED, J_DECODE, J_DONE */
-    cis2_kv kv;
+    cis2_prefill_job pj;       /* its rows and cache in the passes (prefill.h) */
+    int decoding;              /* 0: teacher-forced rows (the claims); 1: one decode row a pass, after a
+                                * mismatch or past the claimed tokens */
     cis2_sha w;
     int w_open;
     cis2_stop_state sst;
     int rc;                    /* CIS2_E_NOMEM inside a task */
-    size_t next_pos, forced_end; /* teacher-forced rows: positions [next_pos, forced_end) */
-    size_t kv_bytes;
-    float *lg0;                /* this pass's first logits row */
-    size_t step0, nlog;
-    /* a prompt prefix shared with another receipt (share.h): while
-     * sh.donor is set, this job waits, then takes positions [0, sh.shared)
-     * of its KV from the donor's cache and starts its rows there */
-    cis2_share sh;
 } vjob;
-
-enum { J_WAIT, J_FORCED, J_DECODE, J_DONE };
 
 /* Per call (tests): a prefill pass's most rows and logits rows (0: the
  * defaults; rows at most the default), so that small models take many
@@ -79,12 +70,11 @@ int cis2_verify_ex(cis2_engine *e, cis2_receipt *const *receipts, size_t n, cons
  * sampling and stop rules its inputs give (docs/sampling.md §S8); sets
  * j->skip with the verdict final when it cannot be replayed. */
 void cis2_verify_prepare(const cis2_engine *e, vjob *j);
-/* Fills ord with every job in admission order, and sets the donors
- * (share.h; tmp: n pointers of scratch). */
-void cis2_verify_plan_sharing(vjob *jobs, size_t n, cis2_share **tmp, vjob **ord);
-/* A waiting job takes its prefix from its donor once the donor's passes
- * hold it.  Called only between passes. */
-void cis2_verify_share_take(vjob *j, const cis2_model *m);
+/* Which prompt prefix a receipt may share with another (share.h): sets
+ * j->pj.sh; receipts with at least CIS2_VERIFY_SHARE_MIN leading ids in
+ * common share them. */
+#define CIS2_VERIFY_SHARE_MIN 16
+void cis2_verify_share_rule(vjob *j);
 /* The verdict of one replayed receipt: every field as the run gives it. */
 void cis2_verify_judge(const cis2_engine *e, vjob *j);
 

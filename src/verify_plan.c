@@ -1,7 +1,7 @@
 /*
  * verify_plan.c - the planning side of cis2_verify (verify.h): what run a
- * receipt's inputs describe, the order receipts are admitted in and the
- * prompt prefixes they share, and the verdict once the run is replayed.
+ * receipt's inputs describe, the prompt prefixes receipts may share, and
+ * the verdict once the run is replayed.
  * Spec §2.1 (artifact hashes), §3.1 (the prompt's ids come from its
  * bytes), §6.6/§7.2 (table digests), §12.1, §12.2; docs/sampling.md §S8
  * for extension receipts.  The replays themselves (the model's
@@ -14,10 +14,10 @@
  * (unsupported version, ids outside the vocabulary, positions beyond the
  * model) gets its final verdict here and is skipped.
  *
- * Sharing (cis2_verify_plan_sharing, cis2_verify_share_take): receipts
- * that begin with the same prompt ids (the samples of one prompt) compute
- * those positions once: one of them does, the others copy its KV there
- * (the essay at "shared prompt prefixes" below).
+ * Sharing (cis2_verify_share_rule): receipts that begin with the same
+ * prompt ids (the samples of one prompt) compute those positions once:
+ * one of them does, the others copy its KV there (the essay at "shared
+ * prompt prefixes" below; the prefill planner, prefill.h, runs the plan).
  *
  * Judging (cis2_verify_judge): every field of the verdict from the
  * replayed run, hashes from the files, never from the receipt.
@@ -113,32 +113,13 @@ void cis2_verify_prepare(const cis2_engine *e, vjob *j)
 /* ---- shared prompt prefixes (share.h): receipts of one prompt (an RL
  * group: many samples of one prompt; or one system prompt before many
  * questions) compute their common prefix once.  Sorted by their prompts'
- * ids, runs whose neighbours share at least SHARE_MIN leading ids; only
- * positions before a job's last prompt token are shared (they give no
- * logits). ---- */
-#define SHARE_MIN 16
-
-void cis2_verify_plan_sharing(vjob *jobs, size_t n, cis2_share **tmp, vjob **ord)
+ * ids, runs whose neighbours share at least CIS2_VERIFY_SHARE_MIN leading
+ * ids; only positions before a job's last prompt token are shared (they
+ * give no logits).  A receipt that is not replayed shares nothing. ---- */
+void cis2_verify_share_rule(vjob *j)
 {
-    for (size_t i = 0; i < n; i++) {
-        vjob *j = &jobs[i];
-        j->sh = (cis2_share){.ids = j->ids, .len = j->skip ? 0 : j->nids, .cap = j->nids ? j->nids - 1 : 0,
-                             .index = j->index, .skip = j->skip, .job = j};
-        tmp[i] = &j->sh;
-    }
-    cis2_share_plan(tmp, n, SHARE_MIN);
-    for (size_t i = 0; i < n; i++) ord[i] = tmp[i]->job;
-}
-
-/* A waiting job takes its prefix once the donor's completed passes hold
- * it; a donor that has stopped (freed before this job was admitted) leaves
- * the job to compute every row itself.  Called only between passes. */
-void cis2_verify_share_take(vjob *j, const cis2_model *m)
-{
-    if (!j->sh.donor || j->state != J_FORCED) return;
-    vjob *d = j->sh.donor->job;
-    if (cis2_share_take(&j->sh, d->state == J_FORCED || d->state == J_DECODE, d->next_pos, &j->kv, &d->kv, m))
-        j->next_pos = j->sh.shared;
+    j->pj.sh = (cis2_share){.ids = j->ids, .len = j->skip ? 0 : j->nids, .cap = j->nids ? j->nids - 1 : 0,
+                            .index = j->index, .skip = j->skip};
 }
 
 /* --------------------------------------------------------------- verdicts */

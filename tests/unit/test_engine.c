@@ -505,10 +505,11 @@ static void test_verify_passes(void **state)
     cis2_engine_close(e);
 }
 
-/* Shared prompt prefixes (verify.c, plan_sharing): a batch whose prompts
- * begin alike computes the common prefix once.  The rule, from verify.c's
- * comment: in a run of prompts sorted by ids, the longest one donates the
- * positions before either's last prompt token, when they are at least 16.
+/* Shared prompt prefixes (verify_plan.c's rule, share.h's plan, run by
+ * prefill.c): a batch whose prompts begin alike computes the common prefix
+ * once.  The rule, from verify_plan.c's comment: in a run of prompts
+ * sorted by ids, the longest one donates the positions before either's
+ * last prompt token, when they are at least 16.
  * Every verdict, field by field, is the decode replay's alone (honest,
  * doctored, sampled, pass edges inside the prefix), and the rows the batch
  * computes are the rows of each alone (prompt + tokens - 1) less the
