@@ -59,7 +59,9 @@ int cis2_share_take(cis2_share *s, int donor_live, size_t donor_next, cis2_kv *d
                     const cis2_model *m)
 {
     if (!s->donor) return 0;
-    if (!donor_live) { s->donor = NULL; return 0; }
+    /* A recurrent state (model.h, state_floats) is its whole sequence's, not a prefix's: such a model computes
+     * every row itself. */
+    if (!donor_live || m->state_floats) { s->donor = NULL; return 0; }
     if (donor_next < s->shared) return 0;
     cis2_kv_copy_prefix(dst, src, m, s->shared);
     s->donor = NULL;
