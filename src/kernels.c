@@ -72,13 +72,76 @@ static void pack_group(void *vctx, size_t g)
     else pack_rows(j, g, 4);
 }
 
+/* MXFP4 (kernels.h, at cis2_wtype): group g's tiles.  Rows r0.. of the
+ * view's src; blocks: src row r is cols/2 bytes, tile b's pair jj gets
+ * byte 16b + jj of each row; scales: src row r is cols/32 bytes, tile b
+ * gets byte b.  Padding rows are 0 in both parts. */
+static void pack_mx_blocks(void *vctx, size_t g)
+{
+    const struct pack_job *j = vctx;
+    const cis2_pmat *m = j->m;
+    size_t r0 = g * CIS2_KG, nr = m->rows - r0 < CIS2_KG ? m->rows - r0 : CIS2_KG;
+    size_t nb = m->cols / 32, half = m->cols / 2;
+    uint8_t *t = (uint8_t *)m->data + g * nb * CIS2_MX_TILE;
+    for (size_t b = 0; b < nb; b++, t += CIS2_MX_TILE)
+        for (size_t jj = 0; jj < 16; jj++)
+            for (size_t k = 0; k < CIS2_KG; k++)
+                t[16 + jj * 16 + k] = k < nr ? j->src[(r0 + k) * half + b * 16 + jj] : 0;
+}
+
+static void pack_mx_scales(void *vctx, size_t g)
+{
+    const struct pack_job *j = vctx;
+    const cis2_pmat *m = j->m;
+    size_t r0 = g * CIS2_KG, nr = m->rows - r0 < CIS2_KG ? m->rows - r0 : CIS2_KG;
+    size_t nb = m->cols / 32;
+    uint8_t *t = (uint8_t *)m->data + g * nb * CIS2_MX_TILE;
+    for (size_t b = 0; b < nb; b++, t += CIS2_MX_TILE)
+        for (size_t k = 0; k < CIS2_KG; k++) t[k] = k < nr ? j->src[(r0 + k) * nb + b] : 0;
+}
+
+/* The bytes one row group takes (every type). */
+static size_t group_bytes(cis2_wtype type, size_t cols)
+{
+    if (type == CIS2_W_MXFP4) return cols / 32 * CIS2_MX_TILE;
+    return cols * CIS2_KG * (type == CIS2_W_BF16 ? 2 : 4);
+}
+
+/* A view of m's groups [g0, ...) holding nrows rows: the packers then see
+ * src as its row 0. */
+static cis2_pmat sub_view(const cis2_pmat *m, size_t g0, size_t nrows)
+{
+    cis2_pmat sub = *m;
+    sub.rows = nrows;
+    sub.groups = (nrows + CIS2_KG - 1) / CIS2_KG;
+    sub.data = (uint8_t *)m->data + g0 * group_bytes(m->type, m->cols);
+    return sub;
+}
+
+static void pack_mx_part(const cis2_ctx *cx, cis2_pmat *m, const uint8_t *src, size_t g0, size_t nrows,
+                         void (*fn)(void *, size_t))
+{
+    cis2_pmat sub = sub_view(m, g0, nrows);
+    struct pack_job j = {&sub, src};
+    if (m->cols && sub.groups) cis2_parallel_for(cx, sub.groups, fn, &j);
+}
+
+void cis2_pmat_pack_mxfp4_blocks(const cis2_ctx *cx, cis2_pmat *m, const uint8_t *src, size_t g0, size_t nrows)
+{
+    pack_mx_part(cx, m, src, g0, nrows, pack_mx_blocks);
+}
+
+void cis2_pmat_pack_mxfp4_scales(const cis2_ctx *cx, cis2_pmat *m, const uint8_t *src, size_t g0, size_t nrows)
+{
+    pack_mx_part(cx, m, src, g0, nrows, pack_mx_scales);
+}
+
 int cis2_pmat_pack(const cis2_ctx *cx, cis2_pmat *m, cis2_wtype type, const uint8_t *src, size_t rows,
                    size_t cols, cis2_error *err)
 {
     int rc = cis2_pmat_alloc(m, type, rows, cols, err);
     if (rc) return rc;
-    struct pack_job j = {m, src};
-    if (cols) cis2_parallel_for(cx, m->groups, pack_group, &j); /* the pool also spreads the page faults */
+    cis2_pmat_pack_groups(cx, m, src, 0, rows); /* the pool also spreads the page faults */
     return CIS2_OK;
 }
 
@@ -90,10 +153,10 @@ void cis2_pmat_free(cis2_pmat *m)
 
 size_t cis2_wmem_need(cis2_wtype type, size_t rows, size_t cols)
 {
-    size_t es = type == CIS2_W_BF16 ? 2 : 4;
+    if (type == CIS2_W_MXFP4 && cols % 32) return 0;
     size_t groups = (rows + CIS2_KG - 1) / CIS2_KG;
-    if (cols && (cols > SIZE_MAX / 64 || groups > SIZE_MAX / 2 / (cols * CIS2_KG * es))) return 0;
-    size_t bytes = groups * cols * CIS2_KG * es;
+    if (cols && (cols > SIZE_MAX / 64 || groups > SIZE_MAX / 2 / group_bytes(type, cols))) return 0;
+    size_t bytes = groups * group_bytes(type, cols);
     return bytes ? (bytes + 63) / 64 * 64 : 64;
 }
 
@@ -101,8 +164,11 @@ size_t cis2_wmem_need(cis2_wtype type, size_t rows, size_t cols)
 static int pmat_alloc(cis2_pmat *m, cis2_wmem *a, cis2_wtype type, size_t rows, size_t cols, cis2_error *err)
 {
     memset(m, 0, sizeof *m);
-    if (type != CIS2_W_BF16 && type != CIS2_W_F32)
+    if (type != CIS2_W_BF16 && type != CIS2_W_F32 && type != CIS2_W_MXFP4)
         return cis2_fail(err, CIS2_E_INTERNAL, "kernels: unknown weight type %d", (int)type);
+    if (type == CIS2_W_MXFP4 && cols % 32)
+        return cis2_fail(err, CIS2_E_FORMAT, "kernels: MXFP4 matrix %zux%zu: columns not a multiple of 32", rows,
+                         cols);
     size_t alloc = cis2_wmem_need(type, rows, cols);
     if (!alloc) return cis2_fail(err, CIS2_E_NOMEM, "kernels: %zux%zu matrix is too large to pack", rows, cols);
     void *data;
@@ -149,22 +215,52 @@ void cis2_wmem_free(cis2_wmem *a)
 
 void cis2_pmat_pack_groups(const cis2_ctx *cx, cis2_pmat *m, const uint8_t *src, size_t g0, size_t nrows)
 {
-    size_t es = m->type == CIS2_W_BF16 ? 2 : 4;
-    cis2_pmat sub = *m; /* a view of groups [g0, ...): pack_rows then sees src as its row 0 */
-    sub.rows = nrows;
-    sub.groups = (nrows + CIS2_KG - 1) / CIS2_KG;
-    sub.data = (uint8_t *)m->data + g0 * m->cols * CIS2_KG * es;
+    if (m->type == CIS2_W_MXFP4) { /* the rows' blocks, then their scales */
+        cis2_pmat_pack_mxfp4_blocks(cx, m, src, g0, nrows);
+        cis2_pmat_pack_mxfp4_scales(cx, m, src + nrows * (m->cols / 2), g0, nrows);
+        return;
+    }
+    cis2_pmat sub = sub_view(m, g0, nrows);
     struct pack_job j = {&sub, src};
     if (m->cols && sub.groups) cis2_parallel_for(cx, sub.groups, pack_group, &j);
 }
 
-size_t cis2_pmat_bytes(const cis2_pmat *m)
+size_t cis2_pmat_bytes(const cis2_pmat *m) { return m->groups * group_bytes(m->type, m->cols); }
+
+/* ---------------- MXFP4 widening (kernels.h, at cis2_wtype) ---------------- */
+
+/* The OCP e2m1 values by code, exact floats; every variant's table. */
+const float cis2_e2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                             -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+/* Element (o, i): E2M1[code] * P(s), the one f32 multiply of the rule. */
+static inline float mx_elem(const cis2_pmat *m, size_t o, size_t i)
 {
-    return m->groups * m->cols * CIS2_KG * (m->type == CIS2_W_BF16 ? 2 : 4);
+    const uint8_t *t = cis2_mx_tile(m, o / CIS2_KG, i / 32);
+    size_t k = o % CIS2_KG;
+    uint8_t byte = t[16 + (i % 32 / 2) * 16 + k];
+    return cis2_e2m1[i & 1 ? byte >> 4 : byte & 15] * cis2_mx_scale(t[k]);
+}
+
+void cis2_mx_widen(const cis2_pmat *w, size_t g, size_t c0, size_t c1, float *tile)
+{
+    for (size_t b = c0 / 32; b < c1 / 32; b++) {
+        const uint8_t *t = cis2_mx_tile(w, g, b);
+        float *d = tile + (b * 32 - c0) * CIS2_KG;
+        for (size_t k = 0; k < CIS2_KG; k++) {
+            float p = cis2_mx_scale(t[k]);
+            for (size_t jj = 0; jj < 16; jj++) {
+                uint8_t byte = t[16 + jj * 16 + k];
+                d[(2 * jj) * CIS2_KG + k] = cis2_e2m1[byte & 15] * p;
+                d[(2 * jj + 1) * CIS2_KG + k] = cis2_e2m1[byte >> 4] * p;
+            }
+        }
+    }
 }
 
 static inline float elem(const cis2_pmat *m, size_t o, size_t i)
 {
+    if (m->type == CIS2_W_MXFP4) return mx_elem(m, o, i);
     size_t k = ((o / CIS2_KG) * m->cols + i) * CIS2_KG + o % CIS2_KG;
     if (m->type == CIS2_W_BF16) return bf16_to_f32(((const uint16_t *)m->data)[k]); /* §4.1 */
     return ((const float *)m->data)[k];
@@ -191,6 +287,18 @@ void cis2_kern_scalar(const cis2_pmat *w, const float *x, const float *xt, size_
                 for (size_t i = 0; i < cols; i++) {
                     float prod = bf16_to_f32(wr[i * CIS2_KG]) * xp[i];
                     acc = acc + prod;
+                }
+            } else if (w->type == CIS2_W_MXFP4) { /* kernels.h: the tiles of row o's group, lane o % KG */
+                size_t k = o % CIS2_KG;
+                for (size_t b = 0; b < cols / 32; b++) {
+                    const uint8_t *t = cis2_mx_tile(w, o / CIS2_KG, b);
+                    float scale = cis2_mx_scale(t[k]); /* P(s) */
+                    for (size_t i = 0; i < 32; i++) {
+                        uint8_t byte = t[16 + i / 2 * 16 + k];
+                        float wv = cis2_e2m1[i & 1 ? byte >> 4 : byte & 15] * scale; /* the one multiply */
+                        float prod = wv * xp[32 * b + i];
+                        acc = acc + prod;
+                    }
                 }
             } else {
                 const float *wr = (const float *)w->data + base;

@@ -13,7 +13,10 @@
  * Layout: rows are interleaved in groups of CIS2_KG rows; element (o, i)
  * lives at data[((o / KG) * cols + i) * KG + (o % KG)].  The tail group is
  * zero-padded.  BF16 weights stay bf16 in memory and are widened exactly
- * (§4.1: bits << 16) inside the kernel.
+ * (§4.1: bits << 16) inside the kernel.  MXFP4 weights stay 4-bit codes
+ * with their scale bytes, in the same row groups (layout below, at
+ * cis2_wtype), and are widened exactly inside the kernel by the rule given
+ * there; the product and the sum are then §5.1's, as for any weight.
  *
  * Execution context: every entry point that computes takes a cis2_ctx as
  * its first argument, so which threads and which variant run a call can be
@@ -55,14 +58,51 @@ typedef struct cis2_ctx {
  * computation outside any engine (the same bits as any other context). */
 cis2_ctx cis2_ctx_solo(void);
 
-typedef enum { CIS2_W_BF16 = 1, CIS2_W_F32 = 2 } cis2_wtype;
+typedef enum { CIS2_W_BF16 = 1, CIS2_W_F32 = 2, CIS2_W_MXFP4 = 3 } cis2_wtype;
+/* CIS2_W_MXFP4 (docs/models.md §M9.4): a [rows, cols] matrix, cols a multiple of 32, given as two parts
+ * that a streaming loader may deliver in either order: the blocks (per row cols/2 bytes; byte j holds
+ * element 2j in its low nibble and 2j+1 in its high nibble, each an e2m1 code) and the scales (per row
+ * cols/32 bytes, the e8m0 exponent byte s of elements 32b..32b+31). Element (o, i) is the binary32 value
+ *     w = E2M1[code] * P(s)      one f32 multiply, in the §1.3 environment (FTZ/DAZ on)
+ * where E2M1 = {+0, 0.5, 1, 1.5, 2, 3, 4, 6, -0, -0.5, -1, -1.5, -2, -3, -4, -6} (code 0..15) and P(s) is
+ * the f32 2^(s-127), a normal number for s in [1, 254]; s = 0 and s = 255 never reach the kernels (the
+ * loader refuses them).
+ *
+ * Why the rule is exact and every variant agrees: P(s) is built from its bits (s << 23), E2M1 is a
+ * table of exact floats, and their product is exact except where it leaves the normal range: s = 1
+ * with a code of magnitude 0.5 gives 2^-127, which FTZ flushes to a signed zero (sign of the code), and
+ * s = 253 with |code| >= 4 or s = 254 with |code| >= 2 overflow to a signed infinity (then inf * x and
+ * inf - inf follow IEEE like any operand).  The kernels compute w by that same one multiply (a table
+ * look-up of E2M1[code], then times P(s)), never by adding to the exponent, and then multiply and add
+ * by §5.1: t = w * x rounded, acc = acc + t rounded, in index order.  s = 0 (P = +0) and s = 255
+ * (P = +inf) would give every variant the same bits too, but mean nothing.
+ *
+ * The packed layout (chosen so one 16-byte load is one column pair of a whole row group): a group of
+ * CIS2_KG = 16 rows is cols/32 tiles of 272 bytes, tile b (columns 32b..32b+31) at
+ * data + (g * cols/32 + b) * 272:
+ *     bytes [0, 16)                   the scale bytes: byte k is row 16g+k's s for this tile
+ *     bytes [16 + 16j, 16 + 16j + 16) column pair j (columns 32b+2j, 32b+2j+1), j = 0..15: byte k is
+ *                                     row 16g+k's source byte (low nibble column 2j, high 2j+1)
+ * so a pair loads as 16 bytes, lane k = row k; the low nibbles are one column and the high nibbles the
+ * next.  4.25 bits a weight, as in the file.  The tail group's padding rows are code 0, scale 0 (they
+ * are computed, never stored).  cis2_pmat_pack(_groups) take an MXFP4 src as the rows' blocks followed
+ * by their scales. */
+#define CIS2_MX_TILE 272 /* bytes of one 16-row x 32-column tile: 16 scale bytes, 16 column pairs of 16 */
 
 typedef struct cis2_pmat {
     cis2_wtype type;
     size_t rows, cols, groups; /* groups = ceil(rows / CIS2_KG) */
-    void *data;                /* 64-byte aligned, groups*cols*KG elements */
+    void *data;                /* 64-byte aligned, groups*cols*KG elements (MXFP4: groups*cols/32 tiles) */
     int borrowed;              /* data lives in a cis2_wmem: cis2_pmat_free leaves it */
 } cis2_pmat;
+
+/* The two parts of an MXFP4 matrix (above), into a matrix from cis2_pmat_alloc(_in), across cx's pool. */
+void cis2_pmat_pack_mxfp4_blocks(const cis2_ctx *cx, cis2_pmat *m, const uint8_t *src, size_t g0, size_t nrows);
+void cis2_pmat_pack_mxfp4_scales(const cis2_ctx *cx, cis2_pmat *m, const uint8_t *src, size_t g0, size_t nrows);
+/* (g0, nrows as cis2_pmat_pack_groups below: rows [g0*KG, g0*KG + nrows), nrows a multiple of CIS2_KG
+ * unless the range ends at the last row; src just those rows' blocks, or just their scales; any
+ * alignment.  Each writes only its own part, padding rows included, so the two orders give the same
+ * bytes.) */
 
 /* Weight memory: one block that holds all of a model's packed matrices,
  * 2 MiB-aligned and offered to the OS for transparent huge pages
@@ -77,7 +117,8 @@ typedef struct cis2_wmem {
     size_t cap, used;
 } cis2_wmem;
 /* The bytes a packed [rows, cols] matrix takes in a cis2_wmem (its
- * cis2_pmat_bytes rounded up to 64); 0 if too large to pack. */
+ * cis2_pmat_bytes rounded up to 64); 0 if too large to pack (or MXFP4
+ * with cols not a multiple of 32). */
 size_t cis2_wmem_need(cis2_wtype type, size_t rows, size_t cols);
 int cis2_wmem_init(cis2_wmem *a, size_t bytes, cis2_error *err);
 void cis2_wmem_free(cis2_wmem *a);
@@ -87,13 +128,15 @@ void cis2_wmem_free(cis2_wmem *a);
 int cis2_pmat_alloc_in(cis2_pmat *m, cis2_wmem *a, cis2_wtype type, size_t rows, size_t cols, cis2_error *err);
 
 /* Packs a row-major [rows, cols] matrix given as little-endian bf16 (type
- * CIS2_W_BF16) or f32 (CIS2_W_F32) bytes at any alignment. */
+ * CIS2_W_BF16) or f32 (CIS2_W_F32) bytes at any alignment; CIS2_W_MXFP4:
+ * the blocks of all rows, then the scales of all rows (above). */
 int cis2_pmat_pack(const cis2_ctx *cx, cis2_pmat *m, cis2_wtype type, const uint8_t *src, size_t rows,
                    size_t cols, cis2_error *err);
 void cis2_pmat_free(cis2_pmat *m);
 /* The same packing in pieces (additive, for a streaming loader):
  * cis2_pmat_alloc allocates m for a [rows, cols] matrix (padding zeroed,
- * nothing packed); cis2_pmat_pack_groups packs rows [g0*KG, g0*KG + nrows)
+ * nothing packed; CIS2_E_FORMAT for an MXFP4 matrix whose cols is not a
+ * multiple of 32); cis2_pmat_pack_groups packs rows [g0*KG, g0*KG + nrows)
  * given as src (just those rows, row-major little-endian bytes, any
  * alignment), with nrows a multiple of CIS2_KG unless the range ends at the
  * last row, across cx's pool.  Every group packed this way holds

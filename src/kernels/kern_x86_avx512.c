@@ -276,6 +276,7 @@ void cis2_prep_avx512(const float *x, size_t npos, size_t cols, float *xt)
 void cis2_kern_avx512(const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0,
                       size_t g1)
 {
+    if (w->type == CIS2_W_MXFP4) { cis2_kern_scalar(w, x, xt, npos, y, g0, g1); return; } /* for now */
     size_t p = 0;
     if (xt && npos >= 4) { /* every position on the wide path */
         wide_all(w, xt, y, g0, g1, npos);

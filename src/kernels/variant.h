@@ -63,6 +63,25 @@ struct cis2_variant {
     cis2_argmax_fn argmax;     /* §11.2 lanes; NULL: pmath.c's 4 */
 };
 
+/* MXFP4 (kernels.h, at cis2_wtype), for every variant: the e2m1 values by
+ * code (kernels.c), tile b of group g, P(s) from its bits (s << 23: a
+ * normal 2^(s-127) for s in [1, 254]), and the scalar widening of group
+ * g's columns [c0, c1) (multiples of 32) into tile[(i - c0)*KG + k], each
+ * element the rule's one multiply. */
+extern const float cis2_e2m1[16];
+static inline const uint8_t *cis2_mx_tile(const cis2_pmat *w, size_t g, size_t b)
+{
+    return (const uint8_t *)w->data + (g * (w->cols / 32) + b) * CIS2_MX_TILE;
+}
+static inline float cis2_mx_scale(uint8_t s)
+{
+    uint32_t b = (uint32_t)s << 23;
+    float f;
+    __builtin_memcpy(&f, &b, 4);
+    return f;
+}
+void cis2_mx_widen(const cis2_pmat *w, size_t g, size_t c0, size_t c1, float *tile);
+
 /* Each variant object, and the functions its file gives it (AVX-512's
  * exp/SiLU also call AVX2's for their tails). */
 #define KERN_ARGS const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0, size_t g1

@@ -5,9 +5,13 @@
  * Oracles: FACTS.md §4's 3x3 matvec; an independent row-major §5.1 loop
  * (cis2_dot_seq on the unpacked matrix, bf16 widened here by the §4.1
  * shift) for the scalar reference; the scalar reference, bit for bit, for
- * every SIMD variant and every thread count.
+ * every SIMD variant and every thread count.  MXFP4 (kernels.h, at
+ * cis2_wtype): the OCP e2m1 table written out here, ldexp and a plain
+ * §5.1 loop for the scalar reference and cis2_pmat_row; then the same
+ * variant and thread checks.
  */
 #include <setjmp.h>
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -840,6 +844,337 @@ static void test_wmem(void **state)
     cis2_wmem_free(&a);
 }
 
+/* ---------------- MXFP4 (kernels.h, at cis2_wtype) ---------------- */
+
+/* The OCP Microscaling e2m1 values by code (sign bit 3, exponent bits 2..1
+ * with bias 1, mantissa bit 0), written out here, not taken from the
+ * library. */
+static const double OCP_E2M1[16] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
+                                    -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0};
+
+/* Element value by a second route: e2m1 times 2^(s-127) in double (exact),
+ * then what one f32 multiply under §1.3 gives, written out: below 2^-126 a
+ * signed zero (FTZ: only s = 1 with |code| = 0.5, 2^-127), beyond FLT_MAX
+ * a signed infinity (s = 253, 254 with the large codes), else exact. */
+static float mx_decode(unsigned code, unsigned s)
+{
+    double d = ldexp(OCP_E2M1[code], (int)s - 127);
+    if (fabs(d) < 0x1p-126) return signbit(d) ? -0.0f : 0.0f;
+    if (fabs(d) > FLT_MAX) return signbit(d) ? -INFINITY : INFINITY;
+    return (float)d;
+}
+
+/* A scale byte in [1, 254]: mostly near 127 (a real checkpoint's range),
+ * often one of the edges 1, 2, 127, 253, 254, sometimes anything. */
+static uint8_t rnd_scale(void)
+{
+    static const uint8_t EDGE[] = {1, 2, 127, 253, 254};
+    uint64_t r = rnd();
+    switch (r % 16) {
+    case 0: return EDGE[(r >> 8) % 5];
+    case 1: return (uint8_t)(1 + (r >> 8) % 254);
+    default: return (uint8_t)(118 + (r >> 8) % 13);
+    }
+}
+
+/* A random MXFP4 matrix as the file gives it (blocks: rows x cols/2 bytes,
+ * scales: rows x cols/32 bytes) and its elements by mx_decode, row-major. */
+struct mx_src {
+    size_t rows, cols;
+    uint8_t *blocks, *scales;
+    float *wide;
+};
+
+static void mx_make(struct mx_src *m, size_t rows, size_t cols)
+{
+    m->rows = rows; m->cols = cols;
+    m->blocks = malloc(rows * cols / 2 + 1);
+    m->scales = malloc(rows * cols / 32 + 1);
+    m->wide = malloc(rows * cols * sizeof(float) + 4);
+    assert_non_null(m->blocks); assert_non_null(m->scales); assert_non_null(m->wide);
+    for (size_t k = 0; k < rows * cols / 2; k++) m->blocks[k] = (uint8_t)(rnd() >> 24);
+    for (size_t k = 0; k < rows * cols / 32; k++) m->scales[k] = rnd_scale();
+    for (size_t o = 0; o < rows; o++)
+        for (size_t i = 0; i < cols; i++) {
+            uint8_t byte = m->blocks[o * cols / 2 + i / 2];
+            m->wide[o * cols + i] = mx_decode(i % 2 ? byte >> 4 : byte & 15u, m->scales[o * cols / 32 + i / 32]);
+        }
+}
+
+static void mx_free(struct mx_src *m) { free(m->blocks); free(m->scales); free(m->wide); }
+
+/* Packs m into p in row pieces of whole groups (the last piece ends at the
+ * last row), the scales first or the blocks first, from odd addresses. */
+static void mx_pack(const struct mx_src *m, cis2_pmat *p, int scales_first)
+{
+    cis2_error err = {0};
+    assert_int_equal(cis2_pmat_alloc(p, CIS2_W_MXFP4, m->rows, m->cols, &err), CIS2_OK);
+    memset(p->data, 0xA5, cis2_pmat_bytes(p)); /* no help from zeroed memory */
+    size_t hb = m->cols / 2, sb = m->cols / 32;
+    uint8_t *odd = malloc(m->rows * hb + 2);
+    assert_non_null(odd);
+    for (int part = 0; part < 2; part++) {
+        int scales = (part == 0) == (scales_first != 0);
+        for (size_t r = 0; r < m->rows;) {
+            size_t n = CIS2_KG * (1 + rnd() % 3);
+            if (n > m->rows - r) n = m->rows - r;
+            if (scales) {
+                memcpy(odd + 1, m->scales + r * sb, n * sb);
+                cis2_pmat_pack_mxfp4_scales(&X, p, odd + 1, r / CIS2_KG, n);
+            } else {
+                memcpy(odd + 1, m->blocks + r * hb, n * hb);
+                cis2_pmat_pack_mxfp4_blocks(&X, p, odd + 1, r / CIS2_KG, n);
+            }
+            r += n;
+        }
+    }
+    free(odd);
+}
+
+/* y = the §5.1 loop over m's decoded rows, written out. */
+static void mx_dot_rows(const struct mx_src *m, const float *x, size_t npos, float *y)
+{
+    for (size_t p = 0; p < npos; p++)
+        for (size_t o = 0; o < m->rows; o++) {
+            float acc = 0.0f;
+            for (size_t i = 0; i < m->cols; i++) {
+                float prod = m->wide[o * m->cols + i] * x[p * m->cols + i];
+                acc = acc + prod;
+            }
+            y[p * m->rows + o] = acc;
+        }
+}
+
+static void mx_cmp(const float *a, const float *b, size_t n, const char *what, const struct mx_src *m, size_t npos,
+                   int threads)
+{
+    for (size_t k = 0; k < n; k++)
+        if (bitsf(a[k]) != bitsf(b[k]))
+            fail_msg("%s threads %d: mxfp4 %zux%zu npos %zu: y[%zu] (row %zu) = %08X, want %08X", what, threads,
+                     m->rows, m->cols, npos, k, k % m->rows, bitsf(a[k]), bitsf(b[k]));
+}
+
+static const size_t MX_COLS[] = {32, 64, 96, 160, 576, 1024, 2880};
+static const size_t MX_NPOS[] = {1, 3, 8, 17, 33};
+
+/* The table itself against the e2m1 encoding, and cis2_pmat_row on a
+ * matrix holding every code with every scale byte 1..254 (17 rows: a tail
+ * group) against mx_decode, bit for bit (-0 and the flushed 2^-127
+ * included). */
+static void test_mxfp4_decode(void **state)
+{
+    (void)state;
+    for (unsigned c = 0; c < 16; c++) {
+        unsigned e = (c >> 1) & 3, mbit = c & 1;
+        double v = e ? ldexp(1.0 + mbit / 2.0, (int)e - 1) : mbit / 2.0;
+        if (c & 8) v = -v;
+        assert_true(OCP_E2M1[c] == v && signbit(OCP_E2M1[c]) == signbit(v));
+    }
+    assert_int_equal(bitsf(mx_decode(1, 1)), 0x00000000u); /* 2^-127 flushes */
+    assert_int_equal(bitsf(mx_decode(9, 1)), 0x80000000u);
+    assert_int_equal(bitsf(mx_decode(2, 1)), 0x00800000u);
+    assert_int_equal(bitsf(mx_decode(7, 254)), 0x7F800000u);
+    assert_int_equal(bitsf(mx_decode(11, 254)), 0xFF400000u); /* -1.5 * 2^127, finite */
+    struct mx_src m;
+    size_t rows = 17, cols = 512;
+    mx_make(&m, rows, cols);
+    for (size_t o = 0; o < rows; o++)
+        for (size_t b = 0; b < cols / 32; b++) {
+            m.scales[o * cols / 32 + b] = (uint8_t)(1 + (o * 16 + b) % 254);
+            unsigned rot = (unsigned)rnd() % 16;
+            for (size_t j = 0; j < 16; j++) /* every code twice in each block */
+                m.blocks[o * cols / 2 + b * 16 + j] = (uint8_t)(((2 * j + rot) % 16) | ((2 * j + 1 + rot) % 16) << 4);
+            for (size_t i = b * 32; i < b * 32 + 32; i++) {
+                uint8_t byte = m.blocks[o * cols / 2 + i / 2];
+                m.wide[o * cols + i] = mx_decode(i % 2 ? byte >> 4 : byte & 15u, m.scales[o * cols / 32 + b]);
+            }
+        }
+    for (int order = 0; order < 2; order++) {
+        cis2_pmat p;
+        mx_pack(&m, &p, order);
+        float row[512];
+        for (size_t o = 0; o < rows; o++) {
+            cis2_pmat_row(&p, o, row);
+            for (size_t i = 0; i < cols; i++)
+                if (bitsf(row[i]) != bitsf(m.wide[o * cols + i]))
+                    fail_msg("pmat_row %zu [%zu]: %08X, want %08X", o, i, bitsf(row[i]), bitsf(m.wide[o * cols + i]));
+        }
+        cis2_pmat_free(&p);
+    }
+    mx_free(&m);
+}
+
+/* The scalar reference against the decoded rows and the plain §5.1 loop:
+ * odd row counts, every MX_COLS width, npos 1, 3, 8, 17, 33. */
+static void test_mxfp4_scalar_vs_table(void **state)
+{
+    (void)state;
+    size_t nonfinite = 0, total = 0;
+    for (int it = 0; it < 40; it++) {
+        struct mx_src m;
+        size_t rows = ROWS[rnd() % 12], cols = MX_COLS[it % 7], npos = MX_NPOS[rnd() % 5];
+        mx_make(&m, rows, cols);
+        cis2_pmat p;
+        mx_pack(&m, &p, it & 1);
+        float *x = malloc(npos * cols * sizeof(float)), *y = malloc(npos * rows * sizeof(float)),
+              *want = malloc(npos * rows * sizeof(float));
+        for (size_t k = 0; k < npos * cols; k++) x[k] = rnd_val();
+        mx_dot_rows(&m, x, npos, want);
+        run_with("scalar", 1, &p, x, npos, y);
+        mx_cmp(y, want, npos * rows, "scalar vs table", &m, npos, 1);
+        for (size_t k = 0; k < npos * rows; k++) nonfinite += !isfinite(want[k]);
+        total += npos * rows;
+        free(x); free(y); free(want); cis2_pmat_free(&p); mx_free(&m);
+    }
+    print_message("mxfp4 scalar vs table: %zu outputs, %zu of them inf or NaN\n", total, nonfinite);
+    assert_true(nonfinite < total / 2); /* the edges occur, but most sums stay finite */
+}
+
+/* Every variant and thread count equals the scalar reference bit for bit:
+ * odd row counts (a tail group), npos 1..9 and 15, 16, 17, 33 (the
+ * narrow, wide and transposed-x paths, whole and partial position
+ * blocks). */
+static void test_mxfp4_variants(void **state)
+{
+    (void)state;
+    static const size_t NPOS[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 33};
+    int pairs = 0;
+    for (int it = 0; it < 60; it++) {
+        struct mx_src m;
+        size_t rows = it < 4 ? (size_t[]){577, 130, 1000, 65}[it] : ROWS[rnd() % 12];
+        size_t cols = it < 4 ? (size_t[]){2880, 1024, 576, 2880}[it] : MX_COLS[rnd() % 7];
+        size_t npos = NPOS[it % 13];
+        mx_make(&m, rows, cols);
+        cis2_pmat p;
+        mx_pack(&m, &p, it & 1);
+        size_t n = npos * rows;
+        float *x = malloc(npos * cols * sizeof(float)), *ref = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
+        for (size_t k = 0; k < npos * cols; k++) x[k] = rnd_val();
+        run_with("scalar", 1, &p, x, npos, ref);
+        for (size_t v = 1; v < NNAMES; v++) {
+            if (!cis2_kernel_available(NAMES[v])) continue;
+            for (int t = 1; t <= (it < 8 ? 4 : 1); t++) {
+                memset(y, 0xFF, n * sizeof(float));
+                run_with(NAMES[v], t, &p, x, npos, y);
+                mx_cmp(y, ref, n, NAMES[v], &m, npos, t);
+                pairs++;
+            }
+        }
+        free(x); free(ref); free(y); cis2_pmat_free(&p); mx_free(&m);
+    }
+    cis2_error err = {0};
+    assert_int_equal(use_kernel("auto", &err), CIS2_OK);
+    assert_int_equal(use_threads(1, &err), CIS2_OK);
+    print_message("mxfp4 variants compared: %d case-variant-thread triples\n", pairs);
+}
+
+/* Packing: scales first or blocks first, in pieces, give the same bytes as
+ * cis2_pmat_pack's whole matrix (blocks then scales) and as packing into
+ * a cis2_wmem; cis2_pmat_bytes is 4.25 bits a weight; widths that are not
+ * a multiple of 32 are refused. */
+static void test_mxfp4_pack(void **state)
+{
+    (void)state;
+    cis2_error err = {0};
+    static const size_t shapes[][2] = {{1, 32}, {16, 64}, {17, 96}, {33, 576}, {130, 160}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        size_t rows = shapes[s][0], cols = shapes[s][1];
+        struct mx_src m;
+        mx_make(&m, rows, cols);
+        cis2_pmat a, b, whole, in;
+        mx_pack(&m, &a, 0);
+        mx_pack(&m, &b, 1);
+        uint8_t *src = malloc(rows * cols / 2 + rows * cols / 32);
+        memcpy(src, m.blocks, rows * cols / 2);
+        memcpy(src + rows * cols / 2, m.scales, rows * cols / 32);
+        assert_int_equal(cis2_pmat_pack(&X, &whole, CIS2_W_MXFP4, src, rows, cols, &err), CIS2_OK);
+        size_t bytes = (rows + 15) / 16 * (cols / 32) * CIS2_MX_TILE;
+        assert_int_equal(cis2_pmat_bytes(&a), bytes);
+        assert_int_equal(bytes * 8, (rows + 15) / 16 * 16 * cols * 17 / 4); /* 4.25 bits a weight */
+        assert_memory_equal(a.data, b.data, bytes);
+        assert_memory_equal(a.data, whole.data, bytes);
+        cis2_wmem wm;
+        size_t need = cis2_wmem_need(CIS2_W_MXFP4, rows, cols);
+        assert_int_equal(need, (bytes + 63) / 64 * 64);
+        assert_int_equal(cis2_wmem_init(&wm, need, &err), CIS2_OK);
+        memset(wm.base, 0x5A, wm.cap);
+        assert_int_equal(cis2_pmat_alloc_in(&in, &wm, CIS2_W_MXFP4, rows, cols, &err), CIS2_OK);
+        cis2_pmat_pack_groups(&X, &in, src, 0, rows); /* blocks then scales, as cis2_pmat_pack */
+        assert_memory_equal(in.data, whole.data, bytes);
+        cis2_pmat_free(&in);
+        cis2_wmem_free(&wm);
+        /* the padding rows of the tail group are code 0, scale 0 */
+        const uint8_t *t = (const uint8_t *)a.data + ((rows - 1) / 16) * (cols / 32) * CIS2_MX_TILE;
+        for (size_t k = rows % 16 ? rows % 16 : 16; k < 16; k++)
+            for (size_t q = 0; q < 17; q++) assert_int_equal(t[q * 16 + k], 0);
+        cis2_pmat_free(&a); cis2_pmat_free(&b); cis2_pmat_free(&whole);
+        free(src); mx_free(&m);
+    }
+    cis2_pmat m;
+    assert_int_equal(cis2_pmat_alloc(&m, CIS2_W_MXFP4, 16, 48, &err), CIS2_E_FORMAT);
+    assert_int_equal(cis2_pmat_alloc(&m, CIS2_W_MXFP4, 16, 31, &err), CIS2_E_FORMAT);
+    assert_int_equal(cis2_wmem_need(CIS2_W_MXFP4, 16, 48), 0);
+    assert_int_equal(cis2_pmat_alloc(&m, CIS2_W_MXFP4, 0, 0, &err), CIS2_OK); /* empty is fine */
+    cis2_pmat_free(&m);
+}
+
+/* cis2_matmul_n over three MXFP4 matrices, and over an MXFP4, a bf16 and
+ * an f32 matrix in one call (chunks spanning matrix boundaries), equals one
+ * scalar cis2_matmul per matrix, for every variant and 1..4 threads. */
+static void test_mxfp4_matmul_n(void **state)
+{
+    (void)state;
+    static const size_t rows[3] = {192, 33, 577}, NPOS[] = {1, 3, 9, 17};
+    for (int mixed = 0; mixed < 2; mixed++)
+        for (size_t t = 0; t < sizeof NPOS / sizeof NPOS[0]; t++) {
+            size_t npos = NPOS[t], cols = 576;
+            struct mx_src ms[3];
+            struct case_ cs[3];
+            cis2_pmat pm[3];
+            const cis2_pmat *w[3];
+            float *ref[3], *y[3];
+            float *x = malloc(npos * cols * sizeof(float));
+            for (size_t k = 0; k < npos * cols; k++) x[k] = rnd_val();
+            for (int k = 0; k < 3; k++) {
+                if (mixed && k) {
+                    make_case(&cs[k], k == 1 ? CIS2_W_BF16 : CIS2_W_F32, rows[k], cols, 1);
+                    w[k] = &cs[k].m;
+                } else {
+                    mx_make(&ms[k], rows[k], cols);
+                    mx_pack(&ms[k], &pm[k], k & 1);
+                    w[k] = &pm[k];
+                }
+                ref[k] = malloc(npos * rows[k] * sizeof(float));
+                y[k] = malloc(npos * rows[k] * sizeof(float));
+                run_with("scalar", 1, w[k], x, npos, ref[k]);
+            }
+            for (size_t v = 0; v < NNAMES; v++) {
+                if (!cis2_kernel_available(NAMES[v])) continue;
+                for (int th = 1; th <= 4; th++) {
+                    cis2_error err = {0};
+                    assert_int_equal(use_kernel(NAMES[v], &err), CIS2_OK);
+                    assert_int_equal(use_threads(th, &err), CIS2_OK);
+                    for (int k = 0; k < 3; k++) memset(y[k], 0xFF, npos * rows[k] * sizeof(float));
+                    cis2_matmul_n(&X, w, 3, x, npos, y);
+                    for (int k = 0; k < 3; k++)
+                        for (size_t q = 0; q < npos * rows[k]; q++)
+                            if (bitsf(y[k][q]) != bitsf(ref[k][q]))
+                                fail_msg("%s threads %d %s npos %zu matrix %d: y[%zu] = %08X, want %08X", NAMES[v], th,
+                                         mixed ? "mixed" : "mxfp4", npos, k, q, bitsf(y[k][q]), bitsf(ref[k][q]));
+                }
+            }
+            for (int k = 0; k < 3; k++) {
+                if (mixed && k) free_case(&cs[k]);
+                else { cis2_pmat_free(&pm[k]); mx_free(&ms[k]); }
+                free(ref[k]); free(y[k]);
+            }
+            free(x);
+        }
+    cis2_error err = {0};
+    assert_int_equal(use_kernel("auto", &err), CIS2_OK);
+    assert_int_equal(use_threads(1, &err), CIS2_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -852,6 +1187,9 @@ int main(void)
         cmocka_unit_test(test_argmax_lanes),     cmocka_unit_test(test_wmem),
         cmocka_unit_test(test_contexts_independent),
         cmocka_unit_test(test_exp_silu_variants), cmocka_unit_test(test_exp_silu_sweep),
+        cmocka_unit_test(test_mxfp4_decode),     cmocka_unit_test(test_mxfp4_scalar_vs_table),
+        cmocka_unit_test(test_mxfp4_variants),   cmocka_unit_test(test_mxfp4_pack),
+        cmocka_unit_test(test_mxfp4_matmul_n),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
