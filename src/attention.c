@@ -13,9 +13,10 @@
  *      local table in its sliding layers §M7.4) on every q and k head,
  *      then k and v into the row's KV cache (§3.5);
  *   3. per row and KV head, the G query heads that share it (GQA): scores
- *      over the cached keys in the window, softmax, the weighted values
- *      (§9.2-§9.4, cis2_attend_group);
- *   4. o_proj (§9.5) into F->g.
+ *      over the cached keys in the window, softmax (with gpt_oss's sink
+ *      logit in its denominator, §M9.3), the weighted values (§9.2-§9.4,
+ *      cis2_attend_group);
+ *   4. o_proj (§9.5) into F->g, plus gpt_oss's o_proj bias (§M9.2).
  */
 #include "forward.h"
 #include "pmath.h"
@@ -85,8 +86,8 @@ static void attend_task(void *ctx, size_t idx)
     float stackbuf[4096];
     float *s = G * len <= 4096 ? stackbuf : malloc(G * len * sizeof(float));
     if (!s) { F->oom = 1; return; }
-    cis2_attend_group(F->cx, F->q + r * m->q_dim + h0 * hd, G, kt, vc, hd, lo, len, hd, m->attn_scale, s,
-                      F->att + r * m->q_dim + h0 * hd);
+    cis2_attend_group(F->cx, F->q + r * m->q_dim + h0 * hd, G, kt, vc, hd, lo, len, hd, m->attn_scale,
+                      F->ly->sinks ? F->ly->sinks + h0 : NULL, s, F->att + r * m->q_dim + h0 * hd);
     if (F->probs) /* the trace's rows hold every position; those outside the window have probability 0 */
         for (size_t g = 0; g < G; g++) {
             float *dst = F->probs + r * F->probs_stride + (h0 + g) * len;
@@ -94,6 +95,12 @@ static void attend_task(void *ctx, size_t idx)
             memcpy(dst + lo, s + g * (len - lo), (len - lo) * sizeof(float));
         }
     if (s != stackbuf) free(s);
+}
+
+static void r_o_bias(cis2_fwd *F, size_t r0, size_t r1) /* gpt_oss (docs/models.md §M9.2) */
+{
+    size_t H = F->m->hidden;
+    for (size_t r = r0; r < r1; r++) add_n(F->g + r * H, F->ly->bo, H);
 }
 
 int cis2_attention(cis2_fwd *F, const float *in, cis2_error *err)
@@ -124,6 +131,7 @@ int cis2_attention(cis2_fwd *F, const float *in, cis2_error *err)
                          F->probs + r * F->probs_stride, m->n_heads * (F->rows[r].pos + 1));
     cis2_fwd_trace(F, "attn_out", F->att, m->q_dim);
     cis2_matmul(F->cx, &ly->o, F->att, n, F->g); /* §9.5 */
+    if (ly->bo) cis2_fwd_rows(F, r_o_bias, NULL);
     cis2_fwd_trace(F, "o_proj", F->g, m->hidden);
     return CIS2_OK;
 }

@@ -130,7 +130,11 @@ static int get_bool(json_t *root, const char *key, int *out, const char *name, c
 
 static int count_elements(void *ctx, const cis2_tensor_spec *t)
 {
-    *(uint64_t *)ctx += t->ndim == 1 ? t->d0 : t->d0 * t->d1; /* < 2^38 each within the size limits */
+    uint64_t n = t->d0; /* < 2^38 each within the size limits */
+    if (t->ndim > 1) n *= t->d1;
+    if (t->ndim > 2) n *= t->d2;
+    if (t->ndim > 3) n *= t->d3;
+    *(uint64_t *)ctx += t->u8 && t->ndim == 4 ? 2 * n : n; /* an MXFP4 block byte holds two parameters */
     return 0;
 }
 
@@ -247,6 +251,10 @@ static const key_rule KEYS[] = {
     {"sliding_window", KEY_READ, NULL, NULL},
     {"pretraining_tp", KEY_READ, NULL, NULL}, /* checked a positive integer; a training detail, §5 fixes every sum */
     {"num_experts", KEY_READ, NULL, NULL},           /* the mixture of experts (parse_moe, docs/models.md §M8.1) */
+    {"num_local_experts", KEY_READ, NULL, NULL},     /* gpt_oss's (§M9.1) */
+    {"experts_per_token", KEY_READ, NULL, NULL},
+    {"swiglu_limit", KEY_READ, NULL, NULL},
+    {"quantization_config", KEY_READ, NULL, NULL},   /* parse_quant: gpt_oss's MXFP4 experts only */
     {"num_experts_per_tok", KEY_READ, NULL, NULL},
     {"moe_intermediate_size", KEY_READ, NULL, NULL},
     {"norm_topk_prob", KEY_READ, NULL, NULL},
@@ -264,7 +272,6 @@ static const key_rule KEYS[] = {
     {"qk_norm", KEY_NEUTRAL, is_false, "§9 has no q/k norm"},
     {"use_qk_norm", KEY_NEUTRAL, is_false, "§9 has no q/k norm"},
     {"qk_layernorm", KEY_NEUTRAL, is_false, "§9 has no q/k norm"},
-    {"quantization_config", KEY_NEUTRAL, is_never, "quantized weights are not §4"},
     /* inert: the forward pass does not depend on them */
     {"architectures", KEY_INERT, NULL, NULL},
     {"auto_map", KEY_INERT, NULL, NULL},
@@ -294,6 +301,7 @@ static const key_rule KEYS[] = {
     {"output_router_logits", KEY_INERT, NULL, NULL},  /* what a training forward returns */
     {"max_window_layers", KEY_INERT, NULL, NULL},             /* acts only with use_sliding_window true (refused) */
     {"original_max_position_embeddings", KEY_INERT, NULL, NULL}, /* llama3 reads rope_scaling's, not this */
+    {"initial_context_length", KEY_INERT, NULL, NULL},           /* gpt_oss's; YaRN reads rope_scaling's */
     {"output_attentions", KEY_INERT, NULL, NULL},
     {"output_hidden_states", KEY_INERT, NULL, NULL},
     {"return_dict", KEY_INERT, NULL, NULL},
@@ -429,6 +437,55 @@ static int llama3_params(cis2_config *c, json_t *o, const char *key, const char 
     return CIS2_OK;
 }
 
+/* rope_type "yarn" (docs/models.md §M9.4), for a family that reads it
+ * (gpt_oss): factor (required, finite, >= 1 also as f32),
+ * original_max_position_embeddings (required, an integer in [1, 2^24]),
+ * beta_fast (default 32), beta_slow (default 1), each finite and > 0 also
+ * as f32, and truncate (default true).  transformers derives the factor
+ * from max_position_embeddings / original_max_position_embeddings in some
+ * versions and reads factor in others: the two must agree. */
+static int yarn_params(cis2_config *c, json_t *o, const char *key, const char *name, cis2_error *err)
+{
+    static const char *const num[3] = {"factor", "beta_fast", "beta_slow"};
+    double *dst[3] = {&c->yarn_factor, &c->yarn_beta_fast, &c->yarn_beta_slow};
+    c->yarn_beta_fast = 32.0;
+    c->yarn_beta_slow = 1.0;
+    for (int i = 0; i < 3; i++) {
+        json_t *v = opt(o, num[i]);
+        if (!v && i == 0)
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: %s.factor is missing (rope_type \"yarn\" needs it)", name, key);
+        if (!v) continue;
+        if (!json_is_number(v) || !finite_pos(json_number_value(v)) || !finite_pos((double)(float)json_number_value(v)))
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: %s.%s must be a finite number > 0 (also as f32)", name, key,
+                             num[i]);
+        *dst[i] = json_number_value(v);
+    }
+    if (!(c->yarn_factor >= 1.0))
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: %s.factor %.17g must be >= 1", name, key, c->yarn_factor);
+    json_t *v = opt(o, "original_max_position_embeddings");
+    if (!v || !json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > (1 << 24))
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: %s.original_max_position_embeddings must be an integer in "
+                         "[1, 16777216] (rope_type \"yarn\" needs it)", name, key);
+    c->yarn_old_ctx = (int64_t)json_integer_value(v);
+    if ((double)c->max_position_embeddings / (double)c->yarn_old_ctx != c->yarn_factor)
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s.factor %.17g and max_position_embeddings / "
+                         "original_max_position_embeddings (%lld / %lld) disagree: which factor is meant?", name, key,
+                         c->yarn_factor, (long long)c->max_position_embeddings, (long long)c->yarn_old_ctx);
+    c->yarn_truncate = 1;
+    if ((v = opt(o, "truncate"))) {
+        if (!json_is_boolean(v)) return cis2_fail(err, CIS2_E_FORMAT, "%s: %s.truncate must be true or false", name, key);
+        c->yarn_truncate = json_is_true(v);
+    }
+    c->rope_yarn = 1;
+    return CIS2_OK;
+}
+
+static int is_yarn_member(const char *sub)
+{
+    return !strcmp(sub, "factor") || !strcmp(sub, "beta_fast") || !strcmp(sub, "beta_slow") ||
+           !strcmp(sub, "original_max_position_embeddings") || !strcmp(sub, "truncate");
+}
+
 static int is_llama3_member(const char *sub)
 {
     return !strcmp(sub, "factor") || !strcmp(sub, "low_freq_factor") || !strcmp(sub, "high_freq_factor") ||
@@ -457,7 +514,11 @@ static int rope_object(cis2_config *c, json_t *root, const char *key, theta_src 
         spelling = k;
     }
     int llama3 = type && !strcmp(type, "llama3");
-    if (type && strcmp(type, "default") && !llama3)
+    int yarn = type && !strcmp(type, "yarn") && c->family->rope_yarn; /* docs/models.md §M9.4 */
+    if ((yarn && c->rope_yarn) || (yarn && c->rope_llama3) || (llama3 && c->rope_yarn))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: rope_parameters and rope_scaling both ask for scaling: which "
+                         "is meant?", name);
+    if (type && strcmp(type, "default") && !llama3 && !yarn)
         return cis2_fail(err, CIS2_E_UNSUPPORTED,
                          "%s: %s.%s \"%.40s\" is not implemented (cis2 runs plain RoPE, §7: rope_type \"default\", "
                          "and Llama 3.1's \"llama3\")", name, key, spelling, type);
@@ -473,12 +534,13 @@ static int rope_object(cis2_config *c, json_t *root, const char *key, theta_src 
         }
         if (!strcmp(sub, "partial_rotary_factor") && is_one(root, v)) continue;
         if (llama3 && is_llama3_member(sub)) continue; /* llama3_params */
+        if (yarn && is_yarn_member(sub)) continue;     /* yarn_params */
         show(v, val);
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s.%.40s = %s is not implemented (%s takes only "
-                         "rope_theta%s)", name, key, sub, val, llama3 ? "\"llama3\" RoPE" : "plain RoPE, §7,",
-                         llama3 ? " and its four scaling members" : "");
+                         "rope_theta%s)", name, key, sub, val, llama3 ? "\"llama3\" RoPE" : yarn ? "\"yarn\" RoPE" : "plain RoPE, §7,",
+                         llama3 ? " and its four scaling members" : yarn ? " and its five scaling members" : "");
     }
-    return llama3 ? llama3_params(c, o, key, name, err) : CIS2_OK;
+    return llama3 ? llama3_params(c, o, key, name, err) : yarn ? yarn_params(c, o, key, name, err) : CIS2_OK;
 }
 
 static int parse_rope(cis2_config *c, json_t *root, const char *name, cis2_error *err)
@@ -519,12 +581,14 @@ static int window_value(cis2_config *c, const json_t *sw, const char *name, cis2
     return CIS2_OK;
 }
 
-/* gemma3_text's layer pattern, as Gemma3TextConfig derives layer_types
- * from it: layer L slides unless (L + 1) % pattern == 0. */
-static int gemma3_pattern(cis2_config *c, json_t *root, int from_types, const char *name, cis2_error *err)
+/* The layer pattern of a family whose sliding layers layer_types names
+ * (gemma3_text, gpt_oss), as their configs derive layer_types without it:
+ * layer L slides unless (L + 1) % pattern == 0 (gemma3_text's
+ * sliding_window_pattern, default 6; gpt_oss's 2). */
+static int layer_pattern(cis2_config *c, json_t *root, int from_types, const char *name, cis2_error *err)
 {
-    int64_t every = 6, L = c->num_hidden_layers;
-    json_t *p = opt(root, "sliding_window_pattern");
+    int64_t every = c->family->window_pattern, L = c->num_hidden_layers;
+    json_t *p = c->family->window_pattern_key ? opt(root, "sliding_window_pattern") : NULL;
     if (!p && from_types) return CIS2_OK;
     if (p && (!json_is_integer(p) || json_integer_value(p) < 1))
         return cis2_fail(err, CIS2_E_FORMAT, "%s: sliding_window_pattern must be a positive integer", name);
@@ -542,14 +606,14 @@ static int gemma3_pattern(cis2_config *c, json_t *root, int from_types, const ch
 static int parse_layout(cis2_config *c, json_t *root, const char *name, cis2_error *err)
 {
     const cis2_family *f = c->family;
-    int use = -1, rc, gemma = f->window == CIS2_WINDOW_LAYERS;
+    int use = -1, rc, gemma = f->window == CIS2_WINDOW_LAYERS; /* gemma3_text's and gpt_oss's rule */
     if ((rc = get_bool(root, "use_sliding_window", &use, name, err))) return rc;
     json_t *sw = opt(root, "sliding_window");
     int slides = f->window != CIS2_WINDOW_NONE;
     if (gemma && !sw && json_object_get(root, "sliding_window"))
-        return cis2_fail(err, CIS2_E_FORMAT, "%s: sliding_window is null, but a gemma3_text model's sliding layers "
-                         "need a window", name);
-    if (gemma) c->sliding_window = 4096; /* Gemma3TextConfig's */
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: sliding_window is null, but a %s model's sliding layers "
+                         "need a window", name, f->model_type);
+    if (gemma) c->sliding_window = f->window_default; /* Gemma3TextConfig's 4096, GptOssConfig's 128 */
     if (slides && sw && (rc = window_value(c, sw, name, err))) return rc;
     if (use == 1 && !slides)
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: use_sliding_window is true: sliding-window attention is not "
@@ -562,12 +626,12 @@ static int parse_layout(cis2_config *c, json_t *root, const char *name, cis2_err
                          "(§9 attends to every earlier position; docs/models.md §M5: mistral and phi3 slide)", name,
                          val, f->model_type);
     }
-    if (!gemma && opt(root, "sliding_window_pattern"))
+    if (!f->window_pattern_key && opt(root, "sliding_window_pattern"))
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: sliding_window_pattern is not implemented for model_type %s "
                          "(gemma3_text's, docs/models.md §M7)", name, f->model_type);
     for (int64_t i = 0; i < c->num_hidden_layers; i++) c->slides[i] = c->sliding_window != 0; /* mistral, phi3 */
     json_t *lt = opt(root, "layer_types");
-    if (!lt) return gemma ? gemma3_pattern(c, root, 0, name, err) : CIS2_OK;
+    if (!lt) return gemma ? layer_pattern(c, root, 0, name, err) : CIS2_OK;
     if (!json_is_array(lt) || (int64_t)json_array_size(lt) != c->num_hidden_layers)
         return cis2_fail(err, CIS2_E_FORMAT, "%s: layer_types must be a list of num_hidden_layers (%lld) strings",
                          name, (long long)c->num_hidden_layers);
@@ -583,9 +647,9 @@ static int parse_layout(cis2_config *c, json_t *root, const char *name, cis2_err
         if (!full)
             return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: layer_types[%zu] \"%.40s\" is not implemented (§9 is "
                              "full attention: \"full_attention\" only%s)", name, i, json_string_value(t),
-                             gemma ? ", and gemma3_text's \"sliding_attention\"" : "");
+                             gemma ? ", and gemma3_text's and gpt_oss's \"sliding_attention\"" : "");
     }
-    return gemma ? gemma3_pattern(c, root, 1, name, err) : CIS2_OK;
+    return gemma ? layer_pattern(c, root, 1, name, err) : CIS2_OK;
 }
 
 /* gemma3_text (docs/models.md §M7.1): query_pre_attn_scalar, an integer
@@ -699,6 +763,7 @@ static int parse_features(cis2_config *c, json_t *root, const char *name, cis2_e
             return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s '%.40s' not supported (a %s model's activation is %s)",
                              name, key, json_string_value(act), f->model_type, want);
     }
+    c->attention_bias = f->attention_bias_default; /* GptOssConfig's true; false elsewhere */
     if ((rc = get_bool(root, "attention_bias", &c->attention_bias, name, err)) ||
         (rc = get_bool(root, "mlp_bias", &c->mlp_bias, name, err)))
         return rc;
@@ -755,35 +820,64 @@ static int parse_sizes(cis2_config *c, json_t *root, const char *name, cis2_erro
     return CIS2_OK;
 }
 
-/* The mixture of experts (docs/models.md §M8.1): num_experts (in [1,
- * 1024]; default 128), num_experts_per_tok (in [1, num_experts]; default
- * 8), moe_intermediate_size (default 768), norm_topk_prob (default false),
- * decoder_sparse_step (default 1) and mlp_only_layers (default []), with
- * Qwen3MoeConfig's defaults; layer L is sparse unless mlp_only_layers
- * names it, when (L + 1) % decoder_sparse_step == 0.  Other families:
- * any of the keys set is refused (their feed-forward is §10's). */
+/* The mixture of experts.  qwen3_moe (docs/models.md §M8.1): num_experts
+ * (in [1, 1024]; default 128), num_experts_per_tok (in [1, num_experts];
+ * default 8), moe_intermediate_size (default 768), norm_topk_prob (default
+ * false), decoder_sparse_step (default 1) and mlp_only_layers (default []),
+ * with Qwen3MoeConfig's defaults; layer L is sparse unless mlp_only_layers
+ * names it, when (L + 1) % decoder_sparse_step == 0.  gpt_oss (§M9.1):
+ * num_local_experts (default 128), num_experts_per_tok (default 4; its
+ * experts_per_token alias must agree), swiglu_limit (default 7.0, finite
+ * and > 0 also as f32); every layer sparse, each expert intermediate_size
+ * wide.  A key of the other kind, or any of them in a family without
+ * experts, is refused (their feed-forward is another). */
 static int parse_moe(cis2_config *c, json_t *root, const char *name, cis2_error *err)
 {
-    static const char *const keys[6] = {"num_experts", "num_experts_per_tok", "moe_intermediate_size",
-                                        "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers"};
-    int rc;
-    if (c->family->moe == CIS2_MOE_NONE) {
-        for (int i = 0; i < 6; i++)
-            if (opt(root, keys[i]))
-                return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s is not implemented for model_type %s (a mixture "
-                                 "of experts, docs/models.md §M8: qwen3_moe)", name, keys[i], c->family->model_type);
-        return CIS2_OK;
-    }
+    static const char *const qwen_keys[6] = {"num_experts", "moe_intermediate_size", "norm_topk_prob",
+                                             "decoder_sparse_step", "mlp_only_layers", "num_experts_per_tok"};
+    static const char *const oss_keys[4] = {"num_local_experts", "experts_per_token", "swiglu_limit",
+                                            "num_experts_per_tok"};
+    const cis2_family *f = c->family;
+    int rc, oss = f->moe == CIS2_MOE_TOPK_SOFTMAX, qwen = f->moe == CIS2_MOE_SOFTMAX_TOPK;
+    for (int i = 0; i < 6; i++) /* the last entries are shared: refused only in a family without experts */
+        if (((!qwen && i < 5) || f->moe == CIS2_MOE_NONE) && opt(root, qwen_keys[i]))
+            return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s is not implemented for model_type %s (a mixture "
+                             "of experts, docs/models.md §M8: qwen3_moe)", name, qwen_keys[i], f->model_type);
+    for (int i = 0; i < 3; i++)
+        if (!oss && opt(root, oss_keys[i]))
+            return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s is not implemented for model_type %s (gpt_oss's, "
+                             "docs/models.md §M9)", name, oss_keys[i], f->model_type);
+    if (f->moe == CIS2_MOE_NONE) return CIS2_OK;
     int64_t step = 1, L = c->num_hidden_layers;
     c->num_experts = 128;
-    c->num_experts_per_tok = 8;
-    c->moe_intermediate_size = 768;
-    if ((rc = get_size(root, "num_experts", 0, CIS2_CFG_MAX_EXPERTS, &c->num_experts, name, err)) ||
+    c->num_experts_per_tok = oss ? 4 : 8;
+    c->moe_intermediate_size = oss ? c->intermediate_size : 768;
+    if ((rc = get_size(root, oss ? "num_local_experts" : "num_experts", 0, CIS2_CFG_MAX_EXPERTS, &c->num_experts,
+                       name, err)) ||
         (rc = get_size(root, "num_experts_per_tok", 0, CIS2_CFG_MAX_EXPERTS, &c->num_experts_per_tok, name, err)) ||
         (rc = get_size(root, "moe_intermediate_size", 0, CIS2_CFG_MAX_INTER, &c->moe_intermediate_size, name, err)) ||
         (rc = get_size(root, "decoder_sparse_step", 0, CIS2_CFG_MAX_LAYERS, &step, name, err)) ||
         (rc = get_bool(root, "norm_topk_prob", &c->norm_topk_prob, name, err)))
         return rc;
+    if (oss) {
+        int64_t alias = c->num_experts_per_tok;
+        if ((rc = get_size(root, "experts_per_token", 0, CIS2_CFG_MAX_EXPERTS, &alias, name, err))) return rc;
+        if (opt(root, "num_experts_per_tok") && alias != c->num_experts_per_tok)
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: experts_per_token %lld and num_experts_per_tok %lld disagree",
+                             name, (long long)alias, (long long)c->num_experts_per_tok);
+        c->num_experts_per_tok = alias;
+        json_t *lim = opt(root, "swiglu_limit");
+        c->swiglu_limit_f64 = 7.0; /* GptOssConfig's */
+        if (lim && !json_is_number(lim))
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: swiglu_limit must be a number", name);
+        if (lim) c->swiglu_limit_f64 = json_number_value(lim);
+        c->swiglu_limit = (float)c->swiglu_limit_f64;
+        if (!finite_pos(c->swiglu_limit_f64) || !finite_pos((double)c->swiglu_limit))
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: swiglu_limit must be finite and > 0 (also as f32)", name);
+        if (c->intermediate_size % 32 || c->hidden_size % 32)
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: hidden_size and intermediate_size must be multiples of 32 "
+                             "(MXFP4 blocks, docs/models.md §M9.6)", name);
+    }
     if (c->num_experts_per_tok > c->num_experts)
         return cis2_fail(err, CIS2_E_FORMAT, "%s: num_experts_per_tok %lld exceeds num_experts %lld", name,
                          (long long)c->num_experts_per_tok, (long long)c->num_experts);
@@ -801,6 +895,39 @@ static int parse_moe(cis2_config *c, json_t *root, const char *name, cis2_error 
     return CIS2_OK;
 }
 
+/* quantization_config: absent, or (a family whose experts are published in
+ * MXFP4, docs/models.md §M9.6) {"quant_method": "mxfp4",
+ * "modules_to_not_convert": [strings]}, which such a family requires; any
+ * other method or member is refused naming it. */
+static int parse_quant(cis2_config *c, json_t *root, const char *name, cis2_error *err)
+{
+    json_t *q = opt(root, "quantization_config");
+    const cis2_family *f = c->family;
+    if (!q) {
+        if (f->mxfp4)
+            return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: a %s model without quantization_config (unquantised "
+                             "experts) is not implemented: its experts are read as published, in MXFP4 "
+                             "(docs/models.md §M9.6)", name, f->model_type);
+        return CIS2_OK;
+    }
+    if (!json_is_object(q)) return cis2_fail(err, CIS2_E_FORMAT, "%s: quantization_config must be an object", name);
+    json_t *m = opt(q, "quant_method");
+    if (!json_is_string(m))
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: quantization_config.quant_method must be a string", name);
+    if (strcmp(json_string_value(m), "mxfp4") || !f->mxfp4)
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: quantization_config.quant_method '%.40s' is not implemented "
+                         "for model_type %s (cis2 reads gpt_oss's MXFP4 experts, docs/models.md §M9.6)", name,
+                         json_string_value(m), f->model_type);
+    const char *k;
+    json_t *v;
+    json_object_foreach(q, k, v) {
+        if (!strcmp(k, "quant_method")) continue;
+        if (!strcmp(k, "modules_to_not_convert") && json_is_array(v)) continue; /* the tensor plan says which */
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: quantization_config.%.40s is not implemented", name, k);
+    }
+    return CIS2_OK;
+}
+
 static int parse_root(cis2_config *c, json_t *root, const char *name, cis2_error *err)
 {
     int rc;
@@ -810,7 +937,7 @@ static int parse_root(cis2_config *c, json_t *root, const char *name, cis2_error
         (rc = parse_features(c, root, name, err)) || (rc = parse_sizes(c, root, name, err)) ||
         (rc = parse_layout(c, root, name, err)) || (rc = parse_rope(c, root, name, err)) ||
         (rc = parse_nope(c, root, name, err)) || (rc = parse_gemma3(c, root, name, err)) ||
-        (rc = parse_moe(c, root, name, err)))
+        (rc = parse_moe(c, root, name, err)) || (rc = parse_quant(c, root, name, err)))
         return rc;
 
     /* §2.3 eps */
@@ -832,6 +959,11 @@ static int parse_root(cis2_config *c, json_t *root, const char *name, cis2_error
         return cis2_fail(err, CIS2_E_FORMAT, "%s: %llu parameters exceed the limit of %llu", name,
                          (unsigned long long)params, (unsigned long long)CIS2_CFG_MAX_PARAMS);
     return CIS2_OK;
+}
+
+float cis2_config_rope_mscale(const cis2_config *c)
+{
+    return c->rope_yarn ? rope_yarn_mscale((float)c->yarn_factor) : 1.0f; /* docs/models.md §M9.4 */
 }
 
 int cis2_config_qkv_bias(const cis2_config *c)
@@ -859,6 +991,11 @@ void cis2_config_inv_freq(const cis2_config *c, float *inv_freq)
     rope_inv_freq(c->rope_theta, (size_t)c->head_dim, inv_freq); /* §7.1 */
     if (c->family->gemma3_keys) /* docs/models.md §M7.4: the local layers' §7.1 table follows */
         rope_inv_freq(c->rope_local_theta, (size_t)c->head_dim, inv_freq + c->head_dim / 2);
+    if (c->rope_yarn) { /* docs/models.md §M9.4 */
+        rope_yarn y = {(float)c->yarn_factor, (float)c->yarn_beta_fast, (float)c->yarn_beta_slow,
+                       (float)c->yarn_old_ctx, c->yarn_truncate};
+        rope_yarn_scale(inv_freq, (size_t)c->head_dim / 2, (float)c->head_dim, ln_pinned(c->rope_theta), &y);
+    }
     if (!c->rope_llama3) return;
     double old = (double)c->l3_old_ctx;
     rope_llama3 p = {(float)c->l3_factor, (float)c->l3_low_ff, (float)old, (float)(old / c->l3_low_ff),

@@ -58,6 +58,12 @@ typedef struct cis2_config {
      * is the mixture (else §10's dense MLP of intermediate_size) */
     int64_t num_experts, num_experts_per_tok, moe_intermediate_size;
     int norm_topk_prob;
+    double swiglu_limit_f64;   /* gpt_oss (§M9.5): the experts' clamp, as parsed and as f32 */
+    float swiglu_limit;
+    /* rope_type "yarn" (docs/models.md §M9.4): its members as parsed */
+    int rope_yarn, yarn_truncate;
+    double yarn_factor, yarn_beta_fast, yarn_beta_slow;
+    int64_t yarn_old_ctx;
     uint8_t sparse[CIS2_CFG_MAX_LAYERS];
     char model_type[32];       /* as written: a row of family.c, or "" (= llama) */
     const cis2_family *family; /* its row (family.h); never NULL once parsed */
@@ -110,6 +116,9 @@ void cis2_config_inv_freq(const cis2_config *c, float *inv_freq);
  * gemma3_text the global table then the local one (docs/models.md §M7.4),
  * head_dim each.  §7.2's digest hashes them all, in that order. */
 size_t cis2_config_inv_freq_len(const cis2_config *c);
+/* YaRN's attention factor (docs/models.md §M9.4) that multiplies every
+ * cos and sin; 1 without YaRN. */
+float cis2_config_rope_mscale(const cis2_config *c);
 /* Total parameter count of the checkpoint this config describes: the
  * elements of every tensor cis2_family_tensors lists (family.h). */
 uint64_t cis2_config_param_count(const cis2_config *c);

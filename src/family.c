@@ -54,7 +54,13 @@ static const cis2_family FAMILIES[] = {
      .activation = "gelu_pytorch_tanh", .attention_bias = CIS2_BIAS_REFUSED,
      .bias_refusal = ", but a gemma3_text model has no attention biases", .qk_norm = CIS2_QKN_HEAD,
      .norms = CIS2_NORMS_SANDWICH, .norm_plus_one = 1, .embed_scaled = 1, .free_head_dim = 1,
-     .window = CIS2_WINDOW_LAYERS, .gemma3_keys = 1},
+     .window = CIS2_WINDOW_LAYERS, .window_default = 4096, .window_pattern = 6, .window_pattern_key = 1,
+     .gemma3_keys = 1},
+    {.model_type = "gpt_oss", .architecture = "GptOssForCausalLM", .section = "§M9", .rope_theta = 150000.0,
+     .head_dim = 64, .max_position_embeddings = 131072, .rms_norm_eps = 1e-5, .activation = "silu",
+     .attention_bias = CIS2_BIAS_KEY, .attention_bias_default = 1, .o_bias = 1, .mlp_bias_unread = 1,
+     .norms = PRE, .free_head_dim = 1, .window = CIS2_WINDOW_LAYERS, .window_default = 128, .window_pattern = 2,
+     .moe = CIS2_MOE_TOPK_SOFTMAX, .sinks = 1, .rope_yarn = 1, .mxfp4 = 1},
 };
 #undef PRE
 #define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
@@ -92,7 +98,7 @@ static void add_x(plan *p, cis2_tensor_role role, int64_t layer, int64_t expert,
 {
     if (p->rc) return;
     cis2_tensor_spec t = {.role = role, .layer = layer, .expert = expert, .ndim = ndim, .d0 = d0,
-                          .d1 = ndim > 1 ? d1 : 0};
+                          .d1 = ndim > 1 ? d1 : 0, .u8 = 0};
     snprintf(t.name, sizeof t.name, fmt, (long long)layer, (long long)expert);
     p->rc = p->fn(p->ctx, &t);
 }
@@ -100,6 +106,18 @@ static void add_x(plan *p, cis2_tensor_role role, int64_t layer, int64_t expert,
 static void add(plan *p, cis2_tensor_role role, int64_t layer, int ndim, uint64_t d0, uint64_t d1, const char *fmt)
 {
     add_x(p, role, layer, -1, ndim, d0, d1, fmt);
+}
+
+/* An MXFP4 part of all E experts (docs/models.md §M9.6): U8 blocks [E, rows, cols/32, 16] or scales
+ * [E, rows, cols/32]. */
+static void add_mx(plan *p, cis2_tensor_role role, int64_t layer, int blocks, uint64_t E, uint64_t rows,
+                   uint64_t cols, const char *fmt)
+{
+    if (p->rc) return;
+    cis2_tensor_spec t = {.role = role, .layer = layer, .expert = -1, .ndim = blocks ? 4 : 3, .d0 = E, .d1 = rows,
+                          .d2 = cols / 32, .d3 = blocks ? 16 : 0, .u8 = 1};
+    snprintf(t.name, sizeof t.name, fmt, (long long)layer);
+    p->rc = p->fn(p->ctx, &t);
 }
 
 int cis2_family_tensors(const cis2_config *c, int (*fn)(void *ctx, const cis2_tensor_spec *t), void *ctx)
@@ -124,6 +142,8 @@ int cis2_family_tensors(const cis2_config *c, int (*fn)(void *ctx, const cis2_te
             if (qkv_bias) add(&p, CIS2_T_V_BIAS, l, 1, KV, 0, "model.layers.%lld.self_attn.v_proj.bias");
         }
         add(&p, CIS2_T_O, l, 2, H, Q, "model.layers.%lld.self_attn.o_proj.weight");
+        if (f->o_bias && c->attention_bias) add(&p, CIS2_T_O_BIAS, l, 1, H, 0, "model.layers.%lld.self_attn.o_proj.bias");
+        if (f->sinks) add(&p, CIS2_T_SINKS, l, 1, (uint64_t)c->num_attention_heads, 0, "model.layers.%lld.self_attn.sinks");
         if (f->qk_norm != CIS2_QKN_NONE) { /* §M2, §M7: per head; §M4: the whole projection */
             int whole = f->qk_norm == CIS2_QKN_WHOLE;
             add(&p, CIS2_T_Q_NORM, l, 1, whole ? Q : D, 0, "model.layers.%lld.self_attn.q_norm.weight");
@@ -131,7 +151,17 @@ int cis2_family_tensors(const cis2_config *c, int (*fn)(void *ctx, const cis2_te
         }
         add(&p, f->norms == CIS2_NORMS_PRE ? CIS2_T_FFN_NORM : CIS2_T_ATTN_OUT_NORM, l, 1, H, 0,
             "model.layers.%lld.post_attention_layernorm.weight");
-        if (c->sparse[l]) { /* docs/models.md §M8.2: the router, then each expert's three */
+        if (c->sparse[l] && f->moe == CIS2_MOE_TOPK_SOFTMAX) { /* §M9.6: the router, then the experts */
+            uint64_t E = (uint64_t)c->num_experts;
+            add(&p, CIS2_T_ROUTER, l, 2, E, H, "model.layers.%lld.mlp.router.weight");
+            add(&p, CIS2_T_ROUTER_BIAS, l, 1, E, 0, "model.layers.%lld.mlp.router.bias");
+            add_mx(&p, CIS2_T_EXPERTS_GU_BLOCKS, l, 1, E, 2 * I, H, "model.layers.%lld.mlp.experts.gate_up_proj_blocks");
+            add_mx(&p, CIS2_T_EXPERTS_GU_SCALES, l, 0, E, 2 * I, H, "model.layers.%lld.mlp.experts.gate_up_proj_scales");
+            add(&p, CIS2_T_EXPERTS_GU_BIAS, l, 2, E, 2 * I, "model.layers.%lld.mlp.experts.gate_up_proj_bias");
+            add_mx(&p, CIS2_T_EXPERTS_DOWN_BLOCKS, l, 1, E, H, I, "model.layers.%lld.mlp.experts.down_proj_blocks");
+            add_mx(&p, CIS2_T_EXPERTS_DOWN_SCALES, l, 0, E, H, I, "model.layers.%lld.mlp.experts.down_proj_scales");
+            add(&p, CIS2_T_EXPERTS_DOWN_BIAS, l, 2, E, H, "model.layers.%lld.mlp.experts.down_proj_bias");
+        } else if (c->sparse[l]) { /* docs/models.md §M8.2: the router, then each expert's three */
             uint64_t E = (uint64_t)c->num_experts, Im = (uint64_t)c->moe_intermediate_size;
             add(&p, CIS2_T_ROUTER, l, 2, E, H, "model.layers.%lld.mlp.gate.weight");
             for (int64_t e = 0; e < c->num_experts; e++) {

@@ -24,7 +24,8 @@
 
 /* attention_bias: what the family's modeling code does with the key. */
 typedef enum {
-    CIS2_BIAS_KEY,      /* llama: q/k/v and o_proj biases exactly when true (the o_proj bias refused at load) */
+    CIS2_BIAS_KEY,      /* llama: q/k/v and o_proj biases exactly when true (the o_proj bias refused at load,
+                           but where the row's o_bias says the family runs it: gpt_oss) */
     CIS2_BIAS_QKV,      /* qwen2: q/k/v biases always, no o_proj bias; the key is not read */
     CIS2_BIAS_REFUSED   /* true is refused (bias_refusal says why) */
 } cis2_bias_rule;
@@ -53,7 +54,9 @@ typedef enum {
 /* The feed-forward of the family's sparse layers (docs/models.md §M8). */
 typedef enum {
     CIS2_MOE_NONE,      /* §10's dense MLP in every layer */
-    CIS2_MOE_SOFTMAX_TOPK /* qwen3_moe: softmax over all experts, the top k, optionally renormalised (§M8.3) */
+    CIS2_MOE_SOFTMAX_TOPK, /* qwen3_moe: softmax over all experts, the top k, optionally renormalised (§M8.3) */
+    CIS2_MOE_TOPK_SOFTMAX  /* gpt_oss: the top k of the biased logits, a softmax over those k; each expert a
+                              clamped SwiGLU with biases, in MXFP4 (§M9.5, §M9.6) */
 } cis2_moe_rule;
 
 typedef struct cis2_family {
@@ -78,11 +81,19 @@ typedef struct cis2_family {
     int free_head_dim;          /* heads * head_dim may differ from hidden_size (§M2, §M7) */
     int fused;                  /* qkv_proj and gate_up_proj, split by rows as they load (§M6) */
     cis2_window_rule window;
+    int64_t window_default;     /* CIS2_WINDOW_LAYERS: sliding_window when absent (gemma3_text 4096, gpt_oss 128) */
+    int64_t window_pattern;     /* CIS2_WINDOW_LAYERS without layer_types: layer L slides iff (L + 1) % this != 0 */
+    int window_pattern_key;     /* sliding_window_pattern is read (gemma3_text) */
     int window_off_default;     /* use_sliding_window defaults to false: sliding_window alone cannot act */
     int nope;                   /* no_rope_layers / no_rope_layer_interval read (§M3) */
     int gemma3_keys;            /* query_pre_attn_scalar and rope_local_base_freq read, a second RoPE table
                                    for the sliding layers (§M7.1, §M7.4) */
-    cis2_moe_rule moe;          /* the sparse layers' routing, and the MoE keys read (§M8.1) */
+    cis2_moe_rule moe;          /* the sparse layers' routing, and the MoE keys read (§M8.1, §M9.1) */
+    int attention_bias_default; /* attention_bias when absent (GptOssConfig's true) */
+    int o_bias;                 /* attention_bias also gives o_proj a bias, which the family runs (§M9.2) */
+    int sinks;                  /* a learned logit per head in every softmax of attention (§M9.3) */
+    int rope_yarn;              /* rope_type "yarn" is read (§M9.4) */
+    int mxfp4;                  /* the experts are published in MXFP4 (quantization_config, §M9.6) */
 } cis2_family;
 
 /* The row of `model_type`, or NULL when cis2 does not run it. */
@@ -105,7 +116,12 @@ typedef enum {
     CIS2_T_Q_BIAS, CIS2_T_K_BIAS, CIS2_T_V_BIAS, CIS2_T_Q_NORM, CIS2_T_K_NORM,
     CIS2_T_GATE, CIS2_T_UP, CIS2_T_GATE_UP, CIS2_T_DOWN,
     /* a sparse layer's (docs/models.md §M8.2): the router, and each expert's gated MLP */
-    CIS2_T_ROUTER, CIS2_T_EXPERT_GATE, CIS2_T_EXPERT_UP, CIS2_T_EXPERT_DOWN
+    CIS2_T_ROUTER, CIS2_T_EXPERT_GATE, CIS2_T_EXPERT_UP, CIS2_T_EXPERT_DOWN,
+    /* gpt_oss's (§M9.2, §M9.6): o_proj's bias, the sinks, the router's bias; every expert's fused
+     * gate/up and down as MXFP4 blocks and scales, and their biases, one tensor each for all experts */
+    CIS2_T_O_BIAS, CIS2_T_SINKS, CIS2_T_ROUTER_BIAS,
+    CIS2_T_EXPERTS_GU_BLOCKS, CIS2_T_EXPERTS_GU_SCALES, CIS2_T_EXPERTS_GU_BIAS,
+    CIS2_T_EXPERTS_DOWN_BLOCKS, CIS2_T_EXPERTS_DOWN_SCALES, CIS2_T_EXPERTS_DOWN_BIAS
 } cis2_tensor_role;
 
 typedef struct cis2_tensor_spec {
@@ -113,8 +129,9 @@ typedef struct cis2_tensor_spec {
     cis2_tensor_role role;
     int64_t layer;              /* -1 outside the layers */
     int64_t expert;             /* the expert of CIS2_T_EXPERT_*, else -1 */
-    int ndim;                   /* 1 or 2 */
-    uint64_t d0, d1;            /* the shape: [d0] or [d0, d1] (rows, columns) */
+    int ndim;                   /* 1 to 4 */
+    uint64_t d0, d1, d2, d3;    /* the shape: [d0], [d0, d1] (rows, columns), ... */
+    int u8;                     /* dtype U8 (MXFP4 blocks and scales), else a float dtype */
 } cis2_tensor_spec;
 
 struct cis2_config;

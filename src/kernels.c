@@ -542,8 +542,8 @@ size_t cis2_argmax_lanes(const cis2_ctx *cx, const float *v, size_t n)
 }
 
 void cis2_attend_group(const cis2_ctx *cx, const float *q, size_t G, const float *kt, const float *v,
-                       size_t v_stride, size_t lo, size_t len, size_t head_dim, float scale, float *scores,
-                       float *out)
+                       size_t v_stride, size_t lo, size_t len, size_t head_dim, float scale, const float *sinks,
+                       float *scores, float *out)
 {
     const struct cis2_variant *var = cx->kern;
     /* Keys [lo, len) (docs/models.md §M5): the scores of [b, len), b = the
@@ -553,6 +553,8 @@ void cis2_attend_group(const cis2_ctx *cx, const float *q, size_t G, const float
     (var->scores ? var->scores : cis2_attn_scores_generic)(q, G, kt + b * head_dim, m, head_dim, scale, scores);
     if (skip)
         for (size_t g = 0; g < G; g++) memmove(scores + g * w, scores + g * m + skip, w * sizeof(float));
-    softmax_seq_rows(scores, G, w, exp_of(var)); /* §9.3, head by head */
+    if (sinks) /* docs/models.md §M9.3: each head's sink in its denominator */
+        for (size_t g = 0; g < G; g++) softmax_sink(scores + g * w, w, sinks[g], exp_of(var));
+    else softmax_seq_rows(scores, G, w, exp_of(var)); /* §9.3, head by head */
     (var->vmix ? var->vmix : cis2_attn_vmix_generic)(scores, G, v + lo * v_stride, v_stride, w, head_dim, out); /* §9.4 */
 }

@@ -172,13 +172,15 @@ void cis2_parallel_for(const cis2_ctx *cx, size_t n, void (*fn)(void *arg, size_
  * window (docs/models.md §M5), where the bits are those of a context of
  * keys lo..len-1 alone.  scale multiplies each dot product (§9.2:
  * rsqrt_cr(head_dim); Gemma-3's rsqrt_cr(query_pre_attn_scalar), §M7.3).
+ * sinks: NULL, or G learned logits, one per head, each an extra term of
+ * its head's softmax denominator (gpt_oss, docs/models.md §M9.3).
  * scores: room for G rows of len; on return G rows of len - lo (the
  * probabilities of keys lo..len-1).  Each head's bits are
  * cis2_attend_head_kt's whatever the kernel variant: the variants' halves
  * (kernels/variant.h) keep the generic lanes (pmath.h) and their order. */
 void cis2_attend_group(const cis2_ctx *cx, const float *q, size_t G, const float *kt, const float *v,
-                       size_t v_stride, size_t lo, size_t len, size_t head_dim, float scale, float *scores,
-                       float *out);
+                       size_t v_stride, size_t lo, size_t len, size_t head_dim, float scale, const float *sinks,
+                       float *scores, float *out);
 
 /* §6.2 exp_pinned / §6.4 silu_pinned of n floats (out may be x), in
  * cx's variant's lanes (pmath_lanes.h): the scalar bits whatever the

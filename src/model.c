@@ -59,19 +59,34 @@ static int path_join(char *out, size_t cap, const char *dir, const char *file, c
     return CIS2_OK;
 }
 
-enum { J_NONE = 0, J_MAT, J_VEC };
+/* J_MXB, J_MXS: the MXFP4 blocks / scales of every expert's matrix
+ * (docs/models.md §M9.6), packed into the experts' matrices (kernels.h). */
+enum { J_NONE = 0, J_MAT, J_VEC, J_MXB, J_MXS };
 typedef struct job {
     int kind;               /* J_NONE: the config does not call for this tensor */
     void *dest;             /* J_VEC: float ** */
-    size_t rows, cols;      /* J_VEC: rows elements, cols 1 */
+    size_t rows, cols;      /* J_VEC: rows elements (the whole tensor), cols 1; else the matrix rows of all
+                               parts, and columns (weights, not bytes) */
     /* J_MAT: the tensor's rows go to nparts packed matrices in turn, the
      * first part_rows[0] rows to part[0], ...: one part but for phi3's
      * fused tensors (docs/models.md §M6: qkv_proj into q/k/v, gate_up_proj
-     * into gate/up), whose split bits are those of separate tensors. */
+     * into gate/up), whose split bits are those of separate tensors.
+     * J_MXB, J_MXS: one part per expert, part p at part_base + p *
+     * part_step, each of part_rows[0] rows. */
     cis2_pmat *part[3];
     size_t part_rows[3];
-    int nparts;
+    size_t nparts;
+    cis2_pmat *part_base;
+    size_t part_step;
 } job;
+
+static cis2_pmat *job_part(const job *j, size_t p) { return j->part_base ? j->part_base + p * j->part_step : j->part[p]; }
+static size_t job_part_rows(const job *j, size_t p) { return j->part_base ? j->part_rows[0] : j->part_rows[p]; }
+/* The file bytes of one matrix row of the job's tensor. */
+static size_t job_rowbytes(const job *j, const cis2_st_tensor *t)
+{
+    return j->kind == J_MXB ? j->cols / 2 : j->kind == J_MXS ? j->cols / 32 : j->cols * cis2_st_dtype_size(t->dtype);
+}
 
 typedef struct loader {
     const cis2_ctx *cx;     /* the pool that packs (kernels.h) */
@@ -80,23 +95,47 @@ typedef struct loader {
     job *jobs;              /* one per tensor of w.st.t */
 } loader;
 
-/* Records that the config calls for `name` with this shape (checked). */
-static const cis2_st_tensor *want(loader *L, const char *name, uint64_t d0, uint64_t d1, int ndim, int kind,
-                                  void *dest, cis2_error *err)
+/* "[a,b,...]" of n dims. */
+static void shape_str(char *out, size_t cap, const uint64_t *d, int n)
+{
+    size_t at = (size_t)snprintf(out, cap, "[");
+    for (int i = 0; i < n && at < cap; i++)
+        at += (size_t)snprintf(out + at, cap - at, "%s%llu", i ? "," : "", (unsigned long long)d[i]);
+    if (at < cap) snprintf(out + at, cap - at, "]");
+}
+
+/* Records that the config calls for `name` with this shape (checked) and
+ * dtype: U8 exactly where u8 (MXFP4 parts), a float dtype elsewhere. */
+static const cis2_st_tensor *want_u8(loader *L, const char *name, const uint64_t *d, int ndim, int u8, int kind,
+                                     void *dest, cis2_error *err)
 {
     const cis2_st_tensor *t = cis2_st_find(&L->w.st, name);
     if (!t) { cis2_fail(err, CIS2_E_FORMAT, "%s: missing tensor %s", L->path, name); return NULL; }
-    int ok = t->ndim == ndim && t->shape[0] == d0 && (ndim == 1 || t->shape[1] == d1);
+    int ok = t->ndim == ndim;
+    for (int i = 0; ok && i < ndim; i++) ok = t->shape[i] == d[i];
     if (!ok) {
-        cis2_fail(err, CIS2_E_FORMAT, "%s: tensor %s has shape [%llu%s%llu], config expects [%llu%s%llu]",
-                  L->path, name, (unsigned long long)t->shape[0], t->ndim > 1 ? "," : "",
-                  t->ndim > 1 ? (unsigned long long)t->shape[1] : 0ull, (unsigned long long)d0,
-                  ndim > 1 ? "," : "", ndim > 1 ? (unsigned long long)d1 : 0ull);
+        char got[128], exp[128];
+        shape_str(got, sizeof got, t->shape, t->ndim);
+        shape_str(exp, sizeof exp, d, ndim);
+        cis2_fail(err, CIS2_E_FORMAT, "%s: tensor %s has shape %s, config expects %s", L->path, name, got, exp);
         return NULL;
     }
-    L->jobs[t - L->w.st.t] = (job){kind, dest, (size_t)d0, ndim > 1 ? (size_t)d1 : 1,
-                                   .part = {kind == J_MAT ? dest : NULL}, .part_rows = {(size_t)d0}, .nparts = 1};
+    if (u8 != (t->dtype == CIS2_ST_U8)) {
+        cis2_fail(err, CIS2_E_FORMAT, "%s: tensor %s: %s", L->path, name,
+                  u8 ? "MXFP4 blocks and scales are U8 (docs/models.md §M9.6)"
+                     : "dtype U8 is not a weight dtype here (BF16, F16 or F32; docs/inputs.md)");
+        return NULL;
+    }
+    L->jobs[t - L->w.st.t] = (job){kind, dest, (size_t)d[0], ndim > 1 ? (size_t)d[1] : 1,
+                                   .part = {kind == J_MAT ? dest : NULL}, .part_rows = {(size_t)d[0]}, .nparts = 1};
     return t;
+}
+
+static const cis2_st_tensor *want(loader *L, const char *name, uint64_t d0, uint64_t d1, int ndim, int kind,
+                                  void *dest, cis2_error *err)
+{
+    uint64_t d[2] = {d0, d1};
+    return want_u8(L, name, d, ndim, 0, kind, dest, err);
 }
 
 /* A fused matrix (docs/models.md §M6): `name` of [sum of rows[], cols],
@@ -109,7 +148,7 @@ static int want_fused(loader *L, const char *name, cis2_pmat **dest, const size_
     const cis2_st_tensor *t = want(L, name, total, cols, 2, J_MAT, NULL, err);
     if (!t) return err->code;
     job *j = &L->jobs[t - L->w.st.t];
-    j->nparts = n;
+    j->nparts = (size_t)n;
     for (int p = 0; p < n; p++) { j->part[p] = dest[p]; j->part_rows[p] = rows[p]; }
     return CIS2_OK;
 }
@@ -153,14 +192,34 @@ static int plan_one(void *ctx, const cis2_tensor_spec *t)
         size_t r[3] = {m->q_dim, m->kv_dim, m->kv_dim};
         return want_fused(P->L, t->name, d, r, 3, (size_t)t->d1, P->err);
     }
+    case CIS2_T_O_BIAS: vec = &ly->bo; break;
+    case CIS2_T_SINKS: vec = &ly->sinks; break;
+    case CIS2_T_ROUTER_BIAS: vec = &ly->router_bias; break;
+    case CIS2_T_EXPERTS_GU_BIAS: vec = &ly->eb_gu; break;
+    case CIS2_T_EXPERTS_DOWN_BIAS: vec = &ly->eb_down; break;
+    case CIS2_T_EXPERTS_GU_BLOCKS: case CIS2_T_EXPERTS_GU_SCALES:
+    case CIS2_T_EXPERTS_DOWN_BLOCKS: case CIS2_T_EXPERTS_DOWN_SCALES: { /* §M9.6: one part per expert */
+        int blocks = t->role == CIS2_T_EXPERTS_GU_BLOCKS || t->role == CIS2_T_EXPERTS_DOWN_BLOCKS;
+        int down = t->role == CIS2_T_EXPERTS_DOWN_BLOCKS || t->role == CIS2_T_EXPERTS_DOWN_SCALES;
+        uint64_t d[4] = {t->d0, t->d1, t->d2, t->d3};
+        const cis2_st_tensor *st = want_u8(P->L, t->name, d, t->ndim, 1, blocks ? J_MXB : J_MXS, NULL, P->err);
+        if (!st) return P->err->code;
+        job *j = &P->L->jobs[st - P->L->w.st.t];
+        *j = (job){.kind = blocks ? J_MXB : J_MXS, .rows = (size_t)(t->d0 * t->d1), .cols = (size_t)t->d2 * 32,
+                   .part_rows = {(size_t)t->d1}, .nparts = (size_t)t->d0, .part_base = &ly->experts[down ? 2 : 0],
+                   .part_step = 3};
+        return CIS2_OK;
+    }
     case CIS2_T_GATE_UP: { /* gate's rows, then up's */
         cis2_pmat *d[2] = {&ly->gate, &ly->up};
         size_t r[2] = {m->inter, m->inter};
         return want_fused(P->L, t->name, d, r, 2, (size_t)t->d1, P->err);
     }
     }
-    if (!want(P->L, t->name, t->d0, t->d1, t->ndim, mat ? J_MAT : J_VEC, mat ? (void *)mat : (void *)vec, P->err))
-        return P->err->code;
+    const cis2_st_tensor *st = want(P->L, t->name, t->d0, t->d1, t->ndim, mat ? J_MAT : J_VEC,
+                                    mat ? (void *)mat : (void *)vec, P->err);
+    if (!st) return P->err->code;
+    if (vec) P->L->jobs[st - P->L->w.st.t].rows = (size_t)(t->ndim > 1 ? t->d0 * t->d1 : t->d0); /* every element */
     return CIS2_OK;
 }
 
@@ -197,7 +256,7 @@ static int plan_tensors(cis2_model *m, loader *L, cis2_error *err)
         ly->window = m->cfg.slides[i] ? (size_t)m->cfg.sliding_window : 0;
         ly->rope_local = f->gemma3_keys && m->cfg.slides[i]; /* §M7.4 */
         snprintf(name, sizeof name, "model.layers.%zu.self_attn.o_proj.bias", i);
-        if (cis2_config_o_bias(&m->cfg) && cis2_st_find(&L->w.st, name))
+        if (cis2_config_o_bias(&m->cfg) && !f->o_bias && cis2_st_find(&L->w.st, name))
             return cis2_fail(err, CIS2_E_UNSUPPORTED,
                              "%s: tensor %s (llama attention_bias is true) is not supported: §9.5 has no "
                              "output-projection bias", L->path, name);
@@ -224,8 +283,9 @@ static int wmem_plan(cis2_model *m, loader *L, cis2_error *err)
     size_t total = 0;
     for (size_t i = 0; i < L->w.st.n; i++) {
         const job *j = &L->jobs[i];
-        for (int p = 0; j->kind == J_MAT && p < j->nparts; p++) {
-            size_t need = cis2_wmem_need(packed_type(&L->w.st.t[i]), j->part_rows[p], j->cols);
+        for (size_t p = 0; (j->kind == J_MAT || j->kind == J_MXB) && p < j->nparts; p++) {
+            cis2_wtype ty = j->kind == J_MXB ? CIS2_W_MXFP4 : packed_type(&L->w.st.t[i]);
+            size_t need = cis2_wmem_need(ty, job_part_rows(j, p), j->cols);
             if (!need || need > SIZE_MAX - total)
                 return cis2_fail(err, CIS2_E_NOMEM, "%s: the weights are too large to pack", L->path);
             total += need;
@@ -261,7 +321,7 @@ static void step_item(void *ctx, size_t i)
     }
     const job *j = &S->L->jobs[S->cur->t];
     cis2_st_dtype dt = S->L->w.st.t[S->cur->t].dtype;
-    size_t rowbytes = j->cols * cis2_st_dtype_size(dt);
+    size_t rowbytes = job_rowbytes(j, &S->L->w.st.t[S->cur->t]);
     size_t g = (i - 1) * S->groups_per_item, r = g * CIS2_KG; /* relative to the segment */
     if (r >= S->cur->nr) return;
     size_t nr = S->cur->nr - r < S->groups_per_item * CIS2_KG ? S->cur->nr - r : S->groups_per_item * CIS2_KG;
@@ -271,7 +331,11 @@ static void step_item(void *ctx, size_t i)
         cis2_st_widen_f32(dt, src, nr * j->cols, w);
         src = (const uint8_t *)w;
     }
-    cis2_pmat_pack_groups(S->L->cx, j->part[S->cur->p], src, (S->cur->r0 + r) / CIS2_KG, nr);
+    cis2_pmat *pm = job_part(j, S->cur->p);
+    size_t g0 = (S->cur->r0 + r) / CIS2_KG;
+    if (j->kind == J_MXB) cis2_pmat_pack_mxfp4_blocks(S->L->cx, pm, src, g0, nr);
+    else if (j->kind == J_MXS) cis2_pmat_pack_mxfp4_scales(S->L->cx, pm, src, g0, nr);
+    else cis2_pmat_pack_groups(S->L->cx, pm, src, g0, nr);
 }
 
 /* Reads the data area in file order, each tensor straight into its packed
@@ -283,15 +347,14 @@ static int stream_tensors(cis2_model *m, loader *L, cis2_error *err)
     size_t cap = STAGE_BYTES, nseg = 0;
     for (size_t i = 0; i < st->n; i++) {
         const job *j = &L->jobs[i];
-        size_t es = cis2_st_dtype_size(st->t[i].dtype);
-        size_t need = j->kind == J_MAT ? CIS2_KG * j->cols * es : (size_t)st->t[i].nbytes;
+        size_t need = j->kind == J_VEC ? (size_t)st->t[i].nbytes : CIS2_KG * job_rowbytes(j, &st->t[i]);
         if (need > cap) cap = need; /* <= 16 x 2^20 x 4 bytes (config.c limits) */
     }
     for (size_t i = 0; i < st->n; i++) {
         const job *j = &L->jobs[i];
         if (j->kind == J_VEC) { nseg++; continue; }
-        size_t batch = cap / (j->cols * cis2_st_dtype_size(st->t[i].dtype)) / CIS2_KG * CIS2_KG;
-        for (int p = 0; p < j->nparts; p++) nseg += (j->part_rows[p] + batch - 1) / batch;
+        size_t batch = cap / job_rowbytes(j, &st->t[i]) / CIS2_KG * CIS2_KG;
+        for (size_t p = 0; p < j->nparts; p++) nseg += (job_part_rows(j, p) + batch - 1) / batch;
     }
     int f16 = 0;
     for (size_t i = 0; i < st->n; i++) f16 |= L->jobs[i].kind == J_MAT && st->t[i].dtype == CIS2_ST_F16;
@@ -304,11 +367,10 @@ static int stream_tensors(cis2_model *m, loader *L, cis2_error *err)
     for (size_t o = 0; !rc && o < st->n; o++) {
         size_t i = st->order[o];
         const job *j = &L->jobs[i];
-        size_t es = cis2_st_dtype_size(st->t[i].dtype);
         if (j->kind == J_VEC) { sg[k++] = (seg){i, 0, 0, j->rows, (size_t)st->t[i].nbytes}; continue; }
-        size_t rowbytes = j->cols * es, batch = cap / rowbytes / CIS2_KG * CIS2_KG;
-        for (int p = 0; p < j->nparts; p++) /* the parts' rows follow one another in the file */
-            for (size_t r0 = 0, rows = j->part_rows[p]; r0 < rows; r0 += batch) {
+        size_t rowbytes = job_rowbytes(j, &st->t[i]), batch = cap / rowbytes / CIS2_KG * CIS2_KG;
+        for (size_t p = 0; p < j->nparts; p++) /* the parts' rows follow one another in the file */
+            for (size_t r0 = 0, rows = job_part_rows(j, p); r0 < rows; r0 += batch) {
                 size_t nr = rows - r0 < batch ? rows - r0 : batch;
                 sg[k++] = (seg){i, (size_t)p, r0, nr, nr * rowbytes};
             }
@@ -326,11 +388,19 @@ static int stream_tensors(cis2_model *m, loader *L, cis2_error *err)
             cis2_st_widen_f32(t->dtype, S.cur_buf, j->rows, *v);
             step_item(&S, 0);
         } else {
-            cis2_pmat *pm = j->part[cur->p];
-            if (cur->r0 == 0 &&
-                (rc = cis2_pmat_alloc_in(pm, &m->wmem, packed_type(t), j->part_rows[cur->p], j->cols, err)))
+            cis2_pmat *pm = job_part(j, cur->p);
+            if (j->kind == J_MXS) /* docs/models.md §M9.6: 2^-127 and NaN scales are refused */
+                for (size_t b = 0; b < cur->bytes; b++)
+                    if (S.cur_buf[b] == 0 || S.cur_buf[b] == 0xFF) {
+                        rc = cis2_fail(err, CIS2_E_FORMAT, "%s: tensor %s: MXFP4 scale byte %u is not supported "
+                                       "(docs/models.md §M9.6: 1..254)", L->path, t->name, S.cur_buf[b]);
+                        break;
+                    }
+            if (rc) break;
+            if (!pm->data && (rc = cis2_pmat_alloc_in(pm, &m->wmem, j->kind == J_MAT ? packed_type(t) : CIS2_W_MXFP4,
+                                                      job_part_rows(j, cur->p), j->cols, err)))
                 break;
-            size_t gbytes = CIS2_KG * j->cols * cis2_st_dtype_size(t->dtype);
+            size_t gbytes = CIS2_KG * job_rowbytes(j, t);
             S.groups_per_item = gbytes >= ((size_t)64 << 10) ? 1 : ((size_t)64 << 10) / gbytes;
             size_t groups = (cur->nr + CIS2_KG - 1) / CIS2_KG;
             S.items = 1 + (groups + S.groups_per_item - 1) / S.groups_per_item;
@@ -391,6 +461,9 @@ static int model_load(const cis2_ctx *cx, cis2_model *m, const char *dir,
     m->top_k = (size_t)c->num_experts_per_tok;
     m->moe_inter = (size_t)c->moe_intermediate_size;
     m->norm_topk = c->norm_topk_prob;
+    m->moe = c->family->moe;
+    m->swiglu_limit = c->swiglu_limit;
+    m->rope_mscale = c->rope_yarn ? cis2_config_rope_mscale(c) : 0.0f;
     m->q_dim = m->n_heads * m->head_dim;
     m->kv_dim = m->n_kv * m->head_dim;
     const cis2_family *f = c->family;
@@ -460,6 +533,7 @@ void cis2_model_free(cis2_model *m)
             free(ly->ln1); free(ly->ln2); free(ly->ln_ao); free(ly->ln_mo); free(ly->bq); free(ly->bk); free(ly->bv);
             free(ly->qn); free(ly->kn);
             cis2_pmat_free(&ly->router);
+            free(ly->bo); free(ly->sinks); free(ly->router_bias); free(ly->eb_gu); free(ly->eb_down);
             for (size_t e = 0; ly->experts && e < 3 * m->n_experts; e++) cis2_pmat_free(&ly->experts[e]);
             free(ly->experts);
         }
@@ -565,6 +639,8 @@ static void r_embed(cis2_fwd *F, size_t r0, size_t r1)
                 cs[i] = cos_pinned(angle);
                 cs[half + i] = sin_pinned(angle);
             }
+            if (m->rope_mscale != 0.0f) /* YaRN's attention factor (docs/models.md §M9.4) */
+                for (size_t i = 0; i < 2 * half; i++) cs[i] = cs[i] * m->rope_mscale;
         }
     }
 }

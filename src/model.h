@@ -36,9 +36,14 @@ typedef struct cis2_layer {
     /* the dense feed-forward's */
     cis2_pmat gate, up, down;
     /* the mixture of experts' (docs/models.md §M8.2): the router
-     * [E, hidden], and expert e's gate, up, down at experts[3e .. 3e+2] */
+     * [E, hidden], and expert e's gate, up, down at experts[3e .. 3e+2];
+     * gpt_oss's (§M9.5): expert e's fused gate/up [2I, hidden] (rows
+     * interleaved: gate, up, gate, ...) at experts[3e], its down at
+     * experts[3e+2] (MXFP4, kernels.h), their biases eb_gu [E x 2I] and
+     * eb_down [E x hidden], and the router's bias [E] */
     cis2_pmat router;
     cis2_pmat *experts;
+    float *router_bias, *eb_gu, *eb_down;
     /* §8's norms, NULL where the family has none: ln1 before attention
      * (input_layernorm; none in olmo2), ln2 before the MLP (llama's
      * post_attention_layernorm, gemma3_text's pre_feedforward_layernorm;
@@ -47,6 +52,8 @@ typedef struct cis2_layer {
      * (their post_feedforward_layernorm) (docs/models.md §M4, §M7.2). */
     float *ln1, *ln2, *ln_ao, *ln_mo;
     float *bq, *bk, *bv;    /* §9.1 optional biases (NULL when absent) */
+    float *bo;              /* gpt_oss's o_proj bias (docs/models.md §M9.2), else NULL */
+    float *sinks;           /* gpt_oss's learned logit per query head (§M9.3), else NULL */
     float *qn, *kn;         /* per head, head_dim each: qwen3's and gemma3_text's q_norm/k_norm (docs/models.md
                                §M2, §M7); over the projection, q_dim and kv_dim: olmo2's (§M4); else NULL */
     int no_rope;            /* smollm3: this layer skips RoPE (docs/models.md §M3) */
@@ -65,6 +72,9 @@ typedef struct cis2_model {
      * each an MLP of moe_inter; norm_topk: the k weights renormalised */
     size_t n_experts, top_k, moe_inter;
     int norm_topk;
+    cis2_moe_rule moe;      /* family.h: how the sparse layers route */
+    float swiglu_limit;     /* gpt_oss's experts' clamp (§M9.5) */
+    float rope_mscale;      /* YaRN's attention factor on cos and sin (§M9.4); 0 = none */
     cis2_layer *layers;
     cis2_wmem wmem;         /* every packed matrix below (kernels.h: huge pages) */
     cis2_pmat embed;        /* [vocab, hidden] */

@@ -441,6 +441,27 @@ void softmax_seq_exp(float *v, size_t n, void (*expn)(const float *x, float *out
     for (size_t j = 0; j < n; j++) v[j] = v[j] / denom; /* division, not reciprocal */
 }
 
+/* docs/models.md §M9.3: §9.3's softmax of v[0..n) with one more logit,
+ * the head's sink, last in the row: its maximum, its exp in the §5.3 sum
+ * (added after the keys'), its probability dropped. */
+void softmax_sink(float *v, size_t n, float sink, void (*expn)(const float *x, float *out, size_t n))
+{
+    float mx = sink;
+    if (n) {
+        mx = v[0];
+        for (size_t j = 1; j < n; j++)
+            if (v[j] > mx) mx = v[j]; /* strict > */
+        if (sink > mx) mx = sink;
+    }
+    for (size_t j = 0; j < n; j++) v[j] = v[j] - mx;
+    expn(v, v, n);
+    float ds = sink - mx, es;
+    expn(&ds, &es, 1);
+    float denom = sum_seq(v, n); /* §5.3 */
+    denom = denom + es;
+    for (size_t j = 0; j < n; j++) v[j] = v[j] / denom;
+}
+
 /* row[j] - c and row[j] / c for every j, in place: 4 lanes of the same
  * element-wise IEEE operation, then the tail (the scalar bits). */
 static void sub_all(float *row, size_t n, float c)
@@ -663,4 +684,55 @@ void inv_freq_table_digest(const float *inv_freq, size_t half, uint8_t out[32]) 
     if (cis2_sha_init(&s)) abort();
     for (size_t i = 0; i < half; i++) cis2_sha_u32le(&s, f32_bits(inv_freq[i]));
     cis2_sha_final(&s, out);
+}
+
+/* docs/models.md §M9.4: transformers' _compute_yarn_parameters in f32
+ * with the pinned ln, one IEEE rounding per statement. */
+static float yarn_corr(float beta, float dim, float ln_theta, float old_ctx)
+{
+    const float two_pi = f32_from_bits(TWO_PI_F32);
+    float b = beta * two_pi;
+    float a = old_ctx / b;
+    float l = ln_pinned(a);
+    float num = dim * l;
+    float den = ln_theta + ln_theta; /* 2 ln(theta), exact */
+    return num / den;
+}
+
+/* floor and ceil of a finite f32 of magnitude < 2^31 (the correction
+ * dimensions: |x| <= dim * 88), exact */
+static float floor_f32(float x) { float t = (float)(int32_t)x; return t > x ? t - 1.0f : t; }
+static float ceil_f32(float x) { float t = (float)(int32_t)x; return t < x ? t + 1.0f : t; }
+
+void rope_yarn_scale(float *inv_freq, size_t half, float dim, float ln_theta, const rope_yarn *p)
+{
+    const float one = f32_from_bits(0x3F800000u), zero = 0.0f;
+    float low = yarn_corr(p->beta_fast, dim, ln_theta, p->old_ctx);
+    float high = yarn_corr(p->beta_slow, dim, ln_theta, p->old_ctx);
+    if (p->truncate) { low = floor_f32(low); high = ceil_f32(high); }
+    if (low < zero) low = zero;
+    float top = dim - one;
+    if (high > top) high = top;
+    if (low == high) high = high + f32_from_bits(0x3A83126Fu); /* + 0.001f */
+    float span = high - low;
+    for (size_t i = 0; i < half; i++) {
+        float u = (float)i - low;
+        float r = u / span;
+        float ramp = r < zero ? zero : r > one ? one : r;
+        float ef = one - ramp;             /* the extrapolation factor */
+        float inter = inv_freq[i] / p->factor;
+        float w = one - ef;
+        float t1 = inter * w;
+        float t2 = inv_freq[i] * ef;
+        inv_freq[i] = t1 + t2;
+    }
+}
+
+float rope_yarn_mscale(float factor)
+{
+    const float one = f32_from_bits(0x3F800000u);
+    if (!(factor > one)) return one;
+    float l = ln_pinned(factor);
+    float t = f32_from_bits(0x3DCCCCCDu) * l; /* 0.1f * ln(factor) */
+    return t + one;
 }

@@ -47,6 +47,10 @@ void softmax_seq_exp(float *v, size_t n, void (*expn)(const float *x, float *out
 /* softmax_seq_exp of each of `rows` rows of n at v (row r at v + r*n):
  * every row's bits as softmax_seq_exp's, the rows' serial chains (maximum,
  * §5.3 sum) interleaved and the element-wise steps in 4 lanes */
+/* docs/models.md §M9.3: the softmax of n scores and a sink logit that
+ * takes its share of the denominator (§9.3's steps over the row with the
+ * sink last), the sink's own probability dropped. */
+void softmax_sink(float *v, size_t n, float sink, void (*expn)(const float *x, float *out, size_t n));
 void softmax_seq_rows(float *v, size_t rows, size_t n, void (*expn)(const float *x, float *out, size_t n));
 void rope_rotate(float *head, const float *cosv, const float *sinv, size_t half); /* §7.4 */
 /* The forward pass's forms (the plain functions above are their references):
@@ -79,6 +83,15 @@ typedef struct rope_llama3 {
     float den;         /* (f32)(high_ff_f64 - low_ff_f64) */
 } rope_llama3;
 void rope_llama3_scale(float *inv_freq, size_t half, const rope_llama3 *p); /* docs/models.md §M1 */
+/* YaRN (docs/models.md §M9.4), applied in place to a §7.1 table of
+ * `half` entries for a head of `dim`, with ln_theta the §7.1 ln_pinned of
+ * the base; and the attention factor that multiplies cos and sin. */
+typedef struct rope_yarn {
+    float factor, beta_fast, beta_slow, old_ctx; /* (f32) of the config's members; old_ctx exact */
+    int truncate;
+} rope_yarn;
+void rope_yarn_scale(float *inv_freq, size_t half, float dim, float ln_theta, const rope_yarn *p);
+float rope_yarn_mscale(float factor);
 void table_digest(uint8_t out[32]);                              /* §6.6 */
 void inv_freq_table_digest(const float *inv_freq, size_t half, uint8_t out[32]); /* §7.2 */
 

@@ -26,7 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-unsigned cis2_st_dtype_size(cis2_st_dtype d) { return d == CIS2_ST_F32 ? 4u : 2u; }
+unsigned cis2_st_dtype_size(cis2_st_dtype d) { return d == CIS2_ST_F32 ? 4u : d == CIS2_ST_U8 ? 1u : 2u; }
 
 uint64_t cis2_st_numel(const cis2_st_tensor *t)
 {
@@ -81,9 +81,10 @@ static int parse_entry(const char *path, const char *name, json_t *e, cis2_st_te
     if (!strcmp(ds, "BF16")) t->dtype = CIS2_ST_BF16;
     else if (!strcmp(ds, "F32")) t->dtype = CIS2_ST_F32;
     else if (!strcmp(ds, "F16")) t->dtype = CIS2_ST_F16;
+    else if (!strcmp(ds, "U8")) t->dtype = CIS2_ST_U8;
     else
         return cis2_fail(err, CIS2_E_UNSUPPORTED,
-                         "%s: tensor '%s': dtype '%.32s' not supported (only BF16, F16 and F32)", path, name, ds);
+                         "%s: tensor '%s': dtype '%.32s' not supported (only BF16, F16, F32 and U8)", path, name, ds);
 
     if (!json_is_array(sh))
         return cis2_fail(err, CIS2_E_FORMAT, "%s: tensor '%s': shape is not an array", path, name);
@@ -350,6 +351,8 @@ void cis2_st_widen_f32(cis2_st_dtype dtype, const uint8_t *p, uint64_t n, float 
             uint32_t bits = cis2_f16_to_f32_bits((uint16_t)(p[0] | p[1] << 8));
             memcpy(&out[i], &bits, 4);
         }
+    } else if (dtype == CIS2_ST_U8) { /* never a weight (the loader refuses it there); each byte's value */
+        for (uint64_t i = 0; i < n; i++) out[i] = (float)p[i];
     } else if (dtype == CIS2_ST_BF16) {
         for (uint64_t i = 0; i < n; i++, p += 2) {
             uint32_t bits = ((uint32_t)p[0] | (uint32_t)p[1] << 8) << 16; /* §4.1: (b as u32) << 16 */

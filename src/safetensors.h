@@ -21,7 +21,8 @@
  *    points each tensor's data into it (tests, fuzzing, small files).
  * Tensor offsets are any byte offset (the header length is arbitrary), so
  * no alignment is ever assumed.  BF16, F16 and F32 tensors are accepted
- * (docs/inputs.md "Weight dtypes"), each widened exactly to f32 (cis2_st_widen_f32); any other
+ * (docs/inputs.md "Weight dtypes"), each widened exactly to f32 (cis2_st_widen_f32), and U8
+ * (MXFP4 blocks and scales, docs/models.md §M9.6: the loader says where); any other
  * dtype is CIS2_E_UNSUPPORTED naming the tensor.
  */
 #ifndef CIS2_SAFETENSORS_H
@@ -40,7 +41,7 @@
  * a model cis2 can run has at most 3 + 13 x 1024 of them. */
 #define CIS2_ST_MAX_HEADER_COST (256ull << 20)
 
-typedef enum { CIS2_ST_BF16 = 1, CIS2_ST_F32 = 2, CIS2_ST_F16 = 3 } cis2_st_dtype;
+typedef enum { CIS2_ST_BF16 = 1, CIS2_ST_F32 = 2, CIS2_ST_F16 = 3, CIS2_ST_U8 = 4 } cis2_st_dtype;
 
 typedef struct cis2_st_tensor {
     char *name;
@@ -85,7 +86,7 @@ void cis2_st_close(cis2_st_file *f);
 
 /* Number of elements (product of the shape; 1 for ndim 0). */
 uint64_t cis2_st_numel(const cis2_st_tensor *t);
-/* Size in bytes of one element of a dtype (2 or 4). */
+/* Size in bytes of one element of a dtype (1, 2 or 4). */
 unsigned cis2_st_dtype_size(cis2_st_dtype d);
 
 /* Finds `name` and checks it has exactly this rank and shape (d1 ignored

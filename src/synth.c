@@ -88,17 +88,38 @@ static uint16_t bf16_rne(float f)
     return (uint16_t)(b >> 16);
 }
 
-enum kind { K_NORMAL, K_NORM, K_NORM0 }; /* K_NORM0: Gemma-3's stored w of (1 + w), docs/models.md §M7.2 */
+/* K_NORM0: Gemma-3's stored w of (1 + w), docs/models.md §M7.2; K_CODES:
+ * MXFP4 blocks, two random e2m1 codes a byte; K_SCALES: MXFP4 scale bytes
+ * scale - 1, scale or scale + 1 (docs/models.md §M9.6) */
+enum kind { K_NORMAL, K_NORM, K_NORM0, K_CODES, K_SCALES };
 
 typedef struct tdesc {
     char name[96];
     int ndim;
-    uint64_t d0, d1;
+    uint64_t d0, d1, d2, d3;
     enum kind kind;
     float std;
+    int scale;              /* K_SCALES: the middle scale byte */
 } tdesc;
 
-static uint64_t numel(const tdesc *t) { return t->ndim == 1 ? t->d0 : t->d0 * t->d1; }
+static uint64_t numel(const tdesc *t)
+{
+    uint64_t n = t->d0;
+    if (t->ndim > 1) n *= t->d1;
+    if (t->ndim > 2) n *= t->d2;
+    if (t->ndim > 3) n *= t->d3;
+    return n;
+}
+static int is_u8(const tdesc *t) { return t->kind == K_CODES || t->kind == K_SCALES; }
+
+/* n U8 elements of a K_CODES or K_SCALES tensor (bytes of out) */
+static void fill_u8(uint64_t *state, const tdesc *t, uint8_t *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t x = splitmix64(state);
+        out[i] = t->kind == K_CODES ? (uint8_t)x : (uint8_t)(t->scale - 1 + (int)((x >> 32) % 3));
+    }
+}
 
 static void fill(uint64_t *state, const tdesc *t, uint16_t *out, size_t n)
 {
@@ -127,6 +148,7 @@ typedef struct list_ctx {
     size_t cap, n;
     enum kind norm;         /* K_NORM0 where the family's norms are (1 + w) (docs/models.md §M7.2) */
     float emb, lin_h, lin_i, lin_q, lin_moe;
+    int scale_gu, scale_down; /* gpt_oss's MXFP4 scale bytes (tensor_list) */
 } list_ctx;
 
 static int list_one(void *ctx, const cis2_tensor_spec *t)
@@ -145,11 +167,17 @@ static int list_one(void *ctx, const cis2_tensor_spec *t)
     case CIS2_T_Q_BIAS: case CIS2_T_K_BIAS: case CIS2_T_V_BIAS: sd = 0.05f; break;
     case CIS2_T_ROUTER: case CIS2_T_EXPERT_GATE: case CIS2_T_EXPERT_UP: sd = L->lin_h; break;
     case CIS2_T_EXPERT_DOWN: sd = L->lin_moe; break;
+    case CIS2_T_O_BIAS: case CIS2_T_ROUTER_BIAS: case CIS2_T_EXPERTS_GU_BIAS: case CIS2_T_EXPERTS_DOWN_BIAS:
+        sd = 0.05f; break;
+    case CIS2_T_SINKS: sd = 1.0f; break;
+    case CIS2_T_EXPERTS_GU_BLOCKS: case CIS2_T_EXPERTS_DOWN_BLOCKS: kd = K_CODES; break;
+    case CIS2_T_EXPERTS_GU_SCALES: case CIS2_T_EXPERTS_DOWN_SCALES: kd = K_SCALES; break;
     }
     if (L->n < L->cap) {
         tdesc *d = &L->out[L->n];
         snprintf(d->name, sizeof d->name, "%s", t->name);
-        d->ndim = t->ndim; d->d0 = t->d0; d->d1 = t->d1; d->kind = kd; d->std = sd;
+        d->ndim = t->ndim; d->d0 = t->d0; d->d1 = t->d1; d->d2 = t->d2; d->d3 = t->d3; d->kind = kd; d->std = sd;
+        d->scale = t->role == CIS2_T_EXPERTS_GU_SCALES ? L->scale_gu : L->scale_down;
     }
     L->n++;
     return 0;
@@ -161,7 +189,15 @@ static size_t tensor_list(const cis2_config *c, tdesc *out, size_t cap)
     float lin_h = cis2_rsqrt_cr((float)H);
     list_ctx L = {out, cap, 0, c->family->norm_plus_one ? K_NORM0 : K_NORM, 1.5f * lin_h, lin_h,
                   cis2_rsqrt_cr((float)c->intermediate_size), Q == H ? lin_h : cis2_rsqrt_cr((float)Q),
-                  c->moe_intermediate_size ? cis2_rsqrt_cr((float)c->moe_intermediate_size) : 0.0f};
+                  c->moe_intermediate_size ? cis2_rsqrt_cr((float)c->moe_intermediate_size) : 0.0f, 0, 0};
+    /* MXFP4 scales (docs/models.md §M9.6): an e2m1 code's RMS is about 2.9,
+     * so 2^-(floor(log2 H) / 2) puts gate/up near 3 (the clamp of 7
+     * acts in the tails) and four more halvings keep down's outputs near 1 */
+    int lg_h = 0, lg_i = 0;
+    while (((uint64_t)2 << lg_h) <= (uint64_t)c->hidden_size) lg_h++;
+    while (((uint64_t)2 << lg_i) <= (uint64_t)c->intermediate_size) lg_i++;
+    L.scale_gu = 127 - lg_h / 2;
+    L.scale_down = 127 - lg_i / 2 - 4;
     cis2_family_tensors(c, list_one, &L);
     return L.n;
 }
@@ -205,14 +241,11 @@ static int write_safetensors(const char *shape_name, int odd_data_offset, const 
               shape_name, (unsigned long long)seed);
     uint64_t off = 0;
     for (size_t i = 0; i < nt; i++) {
-        uint64_t bytes = numel(&t[i]) * 2;
-        if (t[i].ndim == 1)
-            cis2_sb_printf(&h, ",\"%s\":{\"dtype\":\"BF16\",\"shape\":[%llu],\"data_offsets\":[%llu,%llu]}", t[i].name,
-                      (unsigned long long)t[i].d0, (unsigned long long)off, (unsigned long long)(off + bytes));
-        else
-            cis2_sb_printf(&h, ",\"%s\":{\"dtype\":\"BF16\",\"shape\":[%llu,%llu],\"data_offsets\":[%llu,%llu]}",
-                      t[i].name, (unsigned long long)t[i].d0, (unsigned long long)t[i].d1, (unsigned long long)off,
-                      (unsigned long long)(off + bytes));
+        uint64_t bytes = numel(&t[i]) * (is_u8(&t[i]) ? 1 : 2);
+        const uint64_t d[4] = {t[i].d0, t[i].d1, t[i].d2, t[i].d3};
+        cis2_sb_printf(&h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", t[i].name, is_u8(&t[i]) ? "U8" : "BF16");
+        for (int k = 0; k < t[i].ndim; k++) cis2_sb_printf(&h, "%s%llu", k ? "," : "", (unsigned long long)d[k]);
+        cis2_sb_printf(&h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off, (unsigned long long)(off + bytes));
         off += bytes;
     }
     cis2_sb_printf(&h, "}");
@@ -233,6 +266,7 @@ static int write_safetensors(const char *shape_name, int odd_data_offset, const 
         uint64_t state = base ^ fnv1a64(t[i].name);
         for (uint64_t done = 0, n = numel(&t[i]); done < n;) {
             size_t k = n - done < chunk ? (size_t)(n - done) : chunk;
+            if (is_u8(&t[i])) { fill_u8(&state, &t[i], (uint8_t *)buf, k); fwrite(buf, 1, k, f); done += k; continue; }
             fill(&state, &t[i], buf, k);
             /* little-endian bf16 payload (§2.5); both supported ISAs are little-endian */
             fwrite(buf, 2, k, f);

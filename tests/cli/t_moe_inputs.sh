@@ -1,6 +1,9 @@
 #!/bin/sh
 # tests/cli/t_moe_inputs.sh - a mixture of experts' bad inputs
-# (docs/models.md §M8.1, §M8.2): each ends in one stderr line naming the
+# (docs/models.md §M8.1, §M8.2, and gpt_oss's §M9.1, §M9.2, §M9.6: its
+# quantization_config, YaRN's factor, MXFP4 scale bytes 0 and 255, U8 where
+# a float belongs and the reverse, a missing sink, blocks of the wrong
+# shape): each ends in one stderr line naming the
 # file and the problem, with the documented exit code, before any weight
 # is read; never a crash.  Expert counts and top-k out of range, MoE keys
 # in a family without experts, a missing or extra expert tensor, an
@@ -101,4 +104,51 @@ cfg step 'c["mlp_only_layers"]=[]; c["decoder_sparse_step"]=2'  # layers 1 spars
 model step
 cp "$T/step.json" "$T/step/config.json"
 expect 4 "missing tensor model.layers.0.mlp.gate_proj.weight" $CIS2 $RUN --model-dir "$T/step"
+
+# ---- gpt_oss (docs/models.md §M9): its config, MXFP4 parts, sinks ----
+ocfg() { # ocfg NAME PYTHON: tests/families/gpto.json edited into $T/NAME.json
+    python3 -c "import json,sys; c=json.load(open('tests/families/gpto.json')); $2; json.dump(c, open(sys.argv[1],'w'))" "$T/$1.json"
+}
+omodel() { rm -rf "$T/$1"; cp -r "$T/oss" "$T/$1"; }
+$CIS2 synth --config tests/families/gpto.json --seed 1 --out "$T/oss" > /dev/null
+$CIS2 $RUN --model-dir "$T/oss" > /dev/null || fail "the good gpt_oss checkpoint does not run"
+for case in 'del c["quantization_config"]|5|without quantization_config (unquantised experts) is not implemented' \
+            'c["quantization_config"]["quant_method"]="fp8"|5|quant_method '"'fp8'"' is not implemented' \
+            'c["quantization_config"]["bits"]=4|5|quantization_config.bits is not implemented' \
+            'c["experts_per_token"]=2|4|experts_per_token 2 and num_experts_per_tok 3 disagree' \
+            'c["swiglu_limit"]=-1|4|swiglu_limit must be finite and > 0' \
+            'c["intermediate_size"]=48|4|must be multiples of 32' \
+            'c["rope_scaling"]["factor"]=8.0|5|disagree: which factor is meant?' \
+            'c["rope_scaling"]["mscale"]=1.0|5|rope_scaling.mscale = 1.0 is not implemented' \
+            'c["num_experts"]=8|5|num_experts is not implemented for model_type gpt_oss' \
+            'c["layer_types"][1]="linear_attention"|5|layer_types[1] "linear_attention" is not implemented'; do
+    edit=${case%%|*}; rest=${case#*|}; code=${rest%%|*}; needle=${rest#*|}
+    ocfg bad "$edit"
+    omodel bad
+    cp "$T/bad.json" "$T/bad/config.json"
+    expect "$code" "$needle" $CIS2 $RUN --model-dir "$T/bad"
+done
+omodel sc0
+st_edit "$T/oss/model.safetensors" "$T/sc0/model.safetensors" \
+  'a = h["model.layers.1.mlp.experts.down_proj_scales"]["data_offsets"][0]; data = data[:a + 5] + bytes([255]) + data[a + 6:]'
+expect 4 "MXFP4 scale byte 255 is not supported" $CIS2 $RUN --model-dir "$T/sc0"
+omodel sc1
+st_edit "$T/oss/model.safetensors" "$T/sc1/model.safetensors" \
+  'a = h["model.layers.0.mlp.experts.gate_up_proj_scales"]["data_offsets"][0]; data = data[:a] + bytes([0]) + data[a + 1:]'
+expect 4 "MXFP4 scale byte 0 is not supported" $CIS2 $RUN --model-dir "$T/sc1"
+omodel u8
+st_edit "$T/oss/model.safetensors" "$T/u8/model.safetensors" \
+  't = h["model.layers.0.self_attn.sinks"]; a, e = t["data_offsets"]; t["dtype"] = "U8"; t["data_offsets"] = [a, a + 4]'
+expect 4 "model.layers.0.self_attn.sinks: dtype U8 is not a weight dtype here" $CIS2 $RUN --model-dir "$T/u8"
+omodel bf
+st_edit "$T/oss/model.safetensors" "$T/bf/model.safetensors" \
+  't = h["model.layers.2.mlp.experts.down_proj_scales"]; a, e = t["data_offsets"]; t["dtype"] = "BF16"; data = data[:e] + bytes(e - a) + data[e:]; t["data_offsets"] = [a, a + 2 * (e - a)]'
+expect 4 "down_proj_scales: MXFP4 blocks and scales are U8" $CIS2 $RUN --model-dir "$T/bf"
+omodel sinks
+st_edit "$T/oss/model.safetensors" "$T/sinks/model.safetensors" 'del h["model.layers.1.self_attn.sinks"]'
+expect 4 "missing tensor model.layers.1.self_attn.sinks" $CIS2 $RUN --model-dir "$T/sinks"
+omodel blk
+st_edit "$T/oss/model.safetensors" "$T/blk/model.safetensors" \
+  't = h["model.layers.0.mlp.experts.gate_up_proj_blocks"]; t["shape"] = [8, 64, 4, 16]'
+expect 4 "gate_up_proj_blocks has shape [8,64,4,16], config expects [8,128,2,16]" $CIS2 $RUN --model-dir "$T/blk"
 echo "ok: $n hostile MoE inputs"

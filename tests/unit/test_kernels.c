@@ -403,7 +403,7 @@ static void test_attention_variants(void **state)
             assert_int_equal(use_kernel(NAMES[n], &err), CIS2_OK);
             memset(s, 0xFF, G * len * 4);
             memset(o, 0xFF, G * hd * 4);
-            cis2_attend_group(&X, q, G, kt, v, vs, lo, len, hd, scale, s, o);
+            cis2_attend_group(&X, q, G, kt, v, vs, lo, len, hd, scale, NULL, s, o);
             for (size_t i = 0; i < G * w; i++)
                 if (bitsf(s[i]) != bitsf(s_ref[i]))
                     fail_msg("%s: G %zu hd %zu lo %zu len %zu: prob[%zu] = %08X, want %08X", NAMES[n], G, hd, lo,

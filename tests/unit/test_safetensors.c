@@ -345,7 +345,7 @@ static void rej_unknown_dtype(void **s)
 {
     (void)s;
     expect_reject(write_st("i16", "{\"w16\":{\"dtype\":\"I16\",\"shape\":[1],\"data_offsets\":[0,2]}}", zeros, 2),
-                  CIS2_E_UNSUPPORTED, "tensor 'w16': dtype 'I16' not supported (only BF16, F16 and F32)");
+                  CIS2_E_UNSUPPORTED, "tensor 'w16': dtype 'I16' not supported (only BF16, F16, F32 and U8)");
     expect_reject(write_st("f64", "{\"d\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}", zeros, 8),
                   CIS2_E_UNSUPPORTED, "tensor 'd': dtype 'F64' not supported");
     expect_reject(write_st("f8", "{\"q\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]}}", zeros, 2),
