@@ -200,5 +200,44 @@ PY
     [ $? -eq 1 ] || { cat "$d/ablate.log"; fail_later "ties: the oracle breaking ties upward accepts the run"; }
     echo "ties broken upward: $(tail -n 1 "$d/ablate.log")"
 fi
+# gpt_oss (§M9): sinks, YaRN (factor 4 over 64 original positions), a
+# 5-key window in layers 0 and 2, a router with bias choosing on the logits,
+# clamped SwiGLU experts with biases, MXFP4 experts (8, 3 per token)
+cp tests/families/gpto.json "$T/gpt_oss.json"
+family gpt_oss softmax_then_topk no_sinks no_yarn no_yarn_scale yarn_truncate no_swiglu_clamp no_interleave \
+    bias_after_weight mxfp4_high_nibble_first window window_off_by_one
+if [ $oracle = 1 ]; then
+    # YaRN past original_max_position_embeddings (64): a 90-token prompt, 8 more
+    d=$T/gpt_oss
+    LONG=$(python3 -c 'print(",".join(str((i * 37 + 11) % 509 + 1) for i in range(90)))')
+    $CIS2 run --model-dir "$d" --prompt-ids "$LONG" --gen-toks 8 --json --dump-logits "$d/long.f32" > "$d/long.json" \
+        || fail "gpt_oss: the long run"
+    "$PY" "$ORACLE" check --model-dir "$d" --json "$d/long.json" --logits "$d/long.f32" > "$d/long.log" \
+        || { cat "$d/long.log"; fail_later "gpt_oss: the oracle rejects positions 90..97"; }
+    echo "gpt_oss at positions 90..97: $(tail -n 1 "$d/long.log")"
+    # §M8.3's tie rule on the logits (§M9.5): router rows and biases equal in pairs
+    d=$T/gpt_oss_ties
+    cp -r "$T/gpt_oss" "$d"
+    python3 - "$d/model.safetensors" <<'PY'
+import json, struct, sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read()); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); base = 8 + n
+for k, t in h.items():
+    if k.endswith("mlp.router.weight") or k.endswith("mlp.router.bias"):
+        row = 2 * (t["shape"][1] if len(t["shape"]) == 2 else 1); a = t["data_offsets"][0]
+        for e in range(1, t["shape"][0], 2):
+            b[base + a + e * row:base + a + (e + 1) * row] = b[base + a + (e - 1) * row:base + a + e * row]
+open(p, "wb").write(b)
+PY
+    $CIS2 run --model-dir "$d" --prompt-ids $IDS --gen-toks 12 --json --dump-logits "$d/lg.f32" > "$d/run.json" \
+        || fail "gpt_oss ties: cis2 run"
+    "$PY" "$ORACLE" check --model-dir "$d" --json "$d/run.json" --logits "$d/lg.f32" > "$d/oracle.log" \
+        || { cat "$d/oracle.log"; fail_later "gpt_oss ties: the oracle rejects cis2's run"; }
+    grep -q " 69 exact ties at the boundary" "$d/oracle.log" || { cat "$d/oracle.log"; fail_later "gpt_oss ties: not 69 exact ties"; }
+    "$PY" "$ORACLE" check --model-dir "$d" --json "$d/run.json" --logits "$d/lg.f32" --ablate tie_high_index \
+        > "$d/ablate.log" 2>&1
+    [ $? -eq 1 ] || { cat "$d/ablate.log"; fail_later "gpt_oss ties: the oracle breaking ties upward accepts the run"; }
+    echo "gpt_oss ties broken upward: $(tail -n 1 "$d/ablate.log")"
+fi
 end_fails
 echo ok
