@@ -3,9 +3,10 @@
  * rms_norm_eps f64 -> f32 cast, §7.1 rope_theta as f32).
  *
  * Every architecture field is read from the file (§2.2: never hard-coded).
- * Optional fields take transformers' LlamaConfig defaults:
+ * Optional fields take the family's config class's defaults (its row of
+ * the family table, family.c; LlamaConfig's for llama):
  *   num_key_value_heads = num_attention_heads, head_dim = hidden/heads
- *   (Qwen3Config's 128 for qwen3, Gemma3TextConfig's 256 for gemma3_text;
+ *   (128 for qwen3 and qwen3_moe, 256 for gemma3_text, 64 for gpt_oss;
  *   docs/arithmetic.md section 2),
  *   max_position_embeddings = 2048, rope_theta = 10000.0 (given at the top
  *   level, in rope_parameters (transformers 5) or in rope_scaling),
@@ -20,10 +21,11 @@
  * Refused as CIS2_E_UNSUPPORTED (outside what the spec's forward pass
  * describes), one line naming the file and the key: a key not in the
  * table; a neutral key at another value (rope_interleaved or use_mrope
- * true, soft-capping, partial_rotary_factor != 1, ...); model_type other
- * than llama/qwen2/mistral/qwen3/smollm3/olmo2/phi3/gemma3_text; hidden_act
+ * true, soft-capping, partial_rotary_factor != 1, ...); a model_type that
+ * is no row of the family table; hidden_act
  * other than silu (gelu_pytorch_tanh for gemma3_text); RoPE other
- * than §7's plain construction or Llama 3.1's "llama3" rescaling
+ * than §7's plain construction, Llama 3.1's "llama3" rescaling or (gpt_oss)
+ * "yarn" (docs/models.md §M9.4)
  * (docs/models.md §M1: rope_parameters / rope_scaling with another
  * rope_type, or any member but rope_type, rope_theta, partial_rotary_factor
  * 1 and llama3's four); two RoPE bases that disagree (rope_theta,
@@ -32,6 +34,8 @@
  * §M7: use_sliding_window true, a sliding_window that could act, layer_types
  * other than "full_attention"); Gemma 3's keys (query_pre_attn_scalar,
  * rope_local_base_freq, sliding_window_pattern) in any other family;
+ * a mixture of experts' keys (docs/models.md §M8.1, §M9.1) in a family
+ * without one; quantization_config but gpt_oss's MXFP4 (§M9.1);
  * llama mlp_bias true (§10 has
  * no MLP biases); and an explicit head_dim with heads*head_dim !=
  * hidden_size (§2.5 pins q_proj/o_proj as [hidden, hidden]) except for
