@@ -46,10 +46,16 @@ hb = json.dumps(h).encode()
 open(dst, "wb").write(struct.pack("<Q", len(hb)) + hb + out)
 PY
 }
+# bad_config BASE CODE NEEDLE PYTHON: $T/BASE (a checkpoint) with its config.json edited by PYTHON (on `c`)
+bad_config() {
+    rm -rf "$T/bad"; cp -r "$T/$1" "$T/bad"
+    python3 -c "import json,sys; c=json.load(open(sys.argv[1])); $4; json.dump(c, open(sys.argv[1],'w'))" "$T/bad/config.json"
+    expect "$2" "$3" $CIS2 $RUN --model-dir "$T/bad"
+}
 cfg() { # cfg NAME PYTHON: tests/families/q3moe.json edited into $T/NAME.json
     python3 -c "import json,sys; c=json.load(open('tests/families/q3moe.json')); $2; json.dump(c, open(sys.argv[1],'w'))" "$T/$1.json"
 }
-model() { rm -rf "$T/$1"; cp -r "$T/moe" "$T/$1"; }
+model() { rm -rf "$T/$1"; cp -r "$T/${2:-moe}" "$T/$1"; }
 RUN="run --gen-toks 1 --prompt-ids 1"
 
 $CIS2 synth --config tests/families/q3moe.json --seed 1 --out "$T/moe" > /dev/null
@@ -66,11 +72,8 @@ for case in 'c["num_experts_per_tok"]=9|4|num_experts_per_tok 9 exceeds num_expe
             'c["decoder_sparse_step"]=0|4|decoder_sparse_step must be a positive integer' \
             'c["model_type"]="qwen3"|5|num_experts is not implemented for model_type qwen3' \
             'c["shared_expert_intermediate_size"]=64|5|shared_expert_intermediate_size'; do
-    edit=${case%%|*}; rest=${case#*|}; code=${rest%%|*}; needle=${rest#*|}
-    cfg bad "$edit"
-    model bad
-    cp "$T/bad.json" "$T/bad/config.json"
-    expect "$code" "$needle" $CIS2 $RUN --model-dir "$T/bad"
+    edit=${case%%|*}; rest=${case#*|}; code=${rest%%|*}
+    bad_config moe "$code" "${rest#*|}" "$edit"
 done
 
 # ---- model.safetensors ----
@@ -106,10 +109,7 @@ cp "$T/step.json" "$T/step/config.json"
 expect 4 "missing tensor model.layers.0.mlp.gate_proj.weight" $CIS2 $RUN --model-dir "$T/step"
 
 # ---- gpt_oss (docs/models.md §M9): its config, MXFP4 parts, sinks ----
-ocfg() { # ocfg NAME PYTHON: tests/families/gpto.json edited into $T/NAME.json
-    python3 -c "import json,sys; c=json.load(open('tests/families/gpto.json')); $2; json.dump(c, open(sys.argv[1],'w'))" "$T/$1.json"
-}
-omodel() { rm -rf "$T/$1"; cp -r "$T/oss" "$T/$1"; }
+omodel() { model "$1" oss; }
 $CIS2 synth --config tests/families/gpto.json --seed 1 --out "$T/oss" > /dev/null
 $CIS2 $RUN --model-dir "$T/oss" > /dev/null || fail "the good gpt_oss checkpoint does not run"
 for case in 'del c["quantization_config"]|5|without quantization_config (unquantised experts) is not implemented' \
@@ -122,11 +122,8 @@ for case in 'del c["quantization_config"]|5|without quantization_config (unquant
             'c["rope_scaling"]["mscale"]=1.0|5|rope_scaling.mscale = 1.0 is not implemented' \
             'c["num_experts"]=8|5|num_experts is not implemented for model_type gpt_oss' \
             'c["layer_types"][1]="linear_attention"|5|layer_types[1] "linear_attention" is not implemented'; do
-    edit=${case%%|*}; rest=${case#*|}; code=${rest%%|*}; needle=${rest#*|}
-    ocfg bad "$edit"
-    omodel bad
-    cp "$T/bad.json" "$T/bad/config.json"
-    expect "$code" "$needle" $CIS2 $RUN --model-dir "$T/bad"
+    edit=${case%%|*}; rest=${case#*|}; code=${rest%%|*}
+    bad_config oss "$code" "${rest#*|}" "$edit"
 done
 omodel sc0
 st_edit "$T/oss/model.safetensors" "$T/sc0/model.safetensors" \

@@ -176,35 +176,38 @@ python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c["norm_topk_prob"]
     "$T/qwen3_moe.json" "$T/qwen3_moe_nonorm.json"
 family qwen3_moe no_norm_topk qk_norm
 family qwen3_moe_nonorm topk_then_softmax
-# §M8.3's tie rule: router rows 2j and 2j+1 made equal, so the third of
-# k = 3 choices is an exact tie in every sparse layer at every position;
-# the oracle (which breaks ties by the lower index, written independently)
-# agrees, and rejects the run when it breaks them the other way
-if [ $oracle = 1 ]; then
-    d=$T/qwen3_moe_ties
-    cp -r "$T/qwen3_moe" "$d"
+# §M8.3's tie rule (§M9.5's too): router rows (and biases) 2j and 2j+1
+# made equal, so the third of k = 3 choices is an exact tie in every sparse
+# layer at every position; the oracle (which breaks ties by the lower
+# index, written independently) agrees, and rejects the run when it breaks
+# them the other way.  ties FAM NTIES: on $T/FAM's checkpoint.
+ties() {
+    [ $oracle = 1 ] || return 0
+    d=$T/$1_ties
+    cp -r "$T/$1" "$d"
     python3 - "$d/model.safetensors" <<'PY'
 import json, struct, sys
 p = sys.argv[1]
 b = bytearray(open(p, "rb").read()); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); base = 8 + n
 for k, t in h.items():
-    if k.endswith("mlp.gate.weight"):
-        E, H = t["shape"]; a = t["data_offsets"][0]; row = 2 * H
-        for e in range(1, E, 2):
+    if k.endswith(("mlp.gate.weight", "mlp.router.weight", "mlp.router.bias")):
+        row = 2 * (t["shape"][1] if len(t["shape"]) == 2 else 1); a = t["data_offsets"][0]
+        for e in range(1, t["shape"][0], 2):
             b[base + a + e * row:base + a + (e + 1) * row] = b[base + a + (e - 1) * row:base + a + e * row]
 open(p, "wb").write(b)
 PY
     $CIS2 run --model-dir "$d" --prompt-ids $IDS --gen-toks 12 --json --dump-logits "$d/lg.f32" > "$d/run.json" \
-        || fail "ties: cis2 run"
+        || fail "$1 ties: cis2 run"
     "$PY" "$ORACLE" check --model-dir "$d" --json "$d/run.json" --logits "$d/lg.f32" > "$d/oracle.log" \
-        || { cat "$d/oracle.log"; fail_later "ties: the oracle rejects cis2's run"; }
-    grep -q " 46 exact ties at the boundary" "$d/oracle.log" || { cat "$d/oracle.log"; fail_later "ties: not 46 exact ties"; }
+        || { cat "$d/oracle.log"; fail_later "$1 ties: the oracle rejects cis2's run"; }
+    grep -q " $2 exact ties at the boundary" "$d/oracle.log" || { cat "$d/oracle.log"; fail_later "$1 ties: not $2 exact ties"; }
     tail -n 2 "$d/oracle.log"
     "$PY" "$ORACLE" check --model-dir "$d" --json "$d/run.json" --logits "$d/lg.f32" --ablate tie_high_index \
         > "$d/ablate.log" 2>&1
-    [ $? -eq 1 ] || { cat "$d/ablate.log"; fail_later "ties: the oracle breaking ties upward accepts the run"; }
-    echo "ties broken upward: $(tail -n 1 "$d/ablate.log")"
-fi
+    [ $? -eq 1 ] || { cat "$d/ablate.log"; fail_later "$1 ties: the oracle breaking ties upward accepts the run"; }
+    echo "$1 ties broken upward: $(tail -n 1 "$d/ablate.log")"
+}
+ties qwen3_moe 46
 # gpt_oss (§M9): sinks, YaRN (factor 4 over 64 original positions), a
 # 5-key window in layers 0 and 2, a router with bias choosing on the logits,
 # clamped SwiGLU experts with biases, MXFP4 experts (8, 3 per token)
@@ -220,29 +223,7 @@ if [ $oracle = 1 ]; then
     "$PY" "$ORACLE" check --model-dir "$d" --json "$d/long.json" --logits "$d/long.f32" > "$d/long.log" \
         || { cat "$d/long.log"; fail_later "gpt_oss: the oracle rejects positions 90..97"; }
     echo "gpt_oss at positions 90..97: $(tail -n 1 "$d/long.log")"
-    # §M8.3's tie rule on the logits (§M9.5): router rows and biases equal in pairs
-    d=$T/gpt_oss_ties
-    cp -r "$T/gpt_oss" "$d"
-    python3 - "$d/model.safetensors" <<'PY'
-import json, struct, sys
-p = sys.argv[1]
-b = bytearray(open(p, "rb").read()); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); base = 8 + n
-for k, t in h.items():
-    if k.endswith("mlp.router.weight") or k.endswith("mlp.router.bias"):
-        row = 2 * (t["shape"][1] if len(t["shape"]) == 2 else 1); a = t["data_offsets"][0]
-        for e in range(1, t["shape"][0], 2):
-            b[base + a + e * row:base + a + (e + 1) * row] = b[base + a + (e - 1) * row:base + a + e * row]
-open(p, "wb").write(b)
-PY
-    $CIS2 run --model-dir "$d" --prompt-ids $IDS --gen-toks 12 --json --dump-logits "$d/lg.f32" > "$d/run.json" \
-        || fail "gpt_oss ties: cis2 run"
-    "$PY" "$ORACLE" check --model-dir "$d" --json "$d/run.json" --logits "$d/lg.f32" > "$d/oracle.log" \
-        || { cat "$d/oracle.log"; fail_later "gpt_oss ties: the oracle rejects cis2's run"; }
-    grep -q " 69 exact ties at the boundary" "$d/oracle.log" || { cat "$d/oracle.log"; fail_later "gpt_oss ties: not 69 exact ties"; }
-    "$PY" "$ORACLE" check --model-dir "$d" --json "$d/run.json" --logits "$d/lg.f32" --ablate tie_high_index \
-        > "$d/ablate.log" 2>&1
-    [ $? -eq 1 ] || { cat "$d/ablate.log"; fail_later "gpt_oss ties: the oracle breaking ties upward accepts the run"; }
-    echo "gpt_oss ties broken upward: $(tail -n 1 "$d/ablate.log")"
 fi
+ties gpt_oss 69
 end_fails
 echo ok
