@@ -47,7 +47,7 @@ static void fill_info(cis2_engine *e)
 {
     const cis2_model *m = &e->m;
     cis2_model_info *i = &e->info;
-    snprintf(i->model_type, sizeof i->model_type, "%s", m->cfg.model_type[0] ? m->cfg.model_type : "llama");
+    snprintf(i->model_type, sizeof i->model_type, "%s", m->cfg.family->model_type); /* absent: llama (family.c) */
     i->hidden_size = m->hidden;
     i->intermediate_size = m->inter;
     i->num_layers = m->n_layers;
