@@ -2,7 +2,8 @@
 """doc_reimpl.py - a second implementation of cis2's greedy decode, in numpy
 float32, written from docs/arithmetic.md alone (not from cis2's C sources),
 and, for model_type qwen3 and qwen3_moe, from docs/models.md §M0, §M2 and
-§M8 (the q/k norms, the mixture of experts).
+§M8 (the q/k norms, the mixture of experts), and for gpt_oss from §M0,
+§M5 (windows), §M8 and §M9 (sinks, YaRN, its mixture of experts, MXFP4).
 
 Every rule below names the docs/arithmetic.md section it follows ("doc §N")
 or the docs/models.md one ("§M<n>"); the spec/FACTS section the doc cites
@@ -20,13 +21,23 @@ decides a bit, this program and cis2 disagree.
         (doc §12) as `key value` lines: weights-sha256, config-sha256,
         tokenizer-sha256, table-digest, inv-freq-table-digest,
         generated-token-ids, argmax-digest, witness-digest.
+    doc_reimpl.py rope CONFIG
+        for a gpt_oss config.json (docs/models.md §M9.4): the YaRN table's
+        inv_freq_table_digest and the attention factor's bits, as
+        `inv-freq-table-digest HEX` and `attention-factor 0xBITS`.
     doc_reimpl.py pair-routers D
         rewrites D/model.safetensors so that each router's row 2i+1 equals
         row 2i (docs/models.md §M8.3's exact ties, at every choice).
+    doc_reimpl.py edge-scales D
+        rewrites D/model.safetensors (gpt_oss) so that every expert has an
+        MXFP4 weight that overflows to +Inf (scale byte 254, code 6) and a
+        row of weights flushed to zero (scale byte 1, codes +-0.5),
+        docs/models.md §M9.6.
 
-Not emulated: flush-to-zero / denormals-are-zero (doc §1, [§1.3]).  numpy
-keeps subnormals, so a run that produced one could differ from cis2 here
-(a false failure, never a false pass); the synthetic checkpoints of
+Not emulated: flush-to-zero / denormals-are-zero (doc §1, [§1.3]), except
+in §M9.6's MXFP4 decoding, whose one subnormal product the document names.
+numpy keeps subnormals, so a run that produced one could differ from cis2
+here (a false failure, never a false pass); the synthetic checkpoints of
 tests/oracle/t_doc_reimpl.sh produce none.  Python floats are f64 and numpy
 1.x promotes `np.float32 + float` to f64, so every constant below is an f32
 (`f32(...)` or a bit pattern) and every operation one rounded f32 operation,
@@ -142,6 +153,40 @@ def exp_pinned(x):
     s = m1 + r
     res = s + f32(1)
     return ldexp_exact(res, int(k))
+
+
+def exp_vec(x):
+    """exp_pinned on each element of an array (doc §4.2 is elementwise: each
+    line below is one rounded f32 operation per element, as the scalar
+    version's), for the hot paths of docs/models.md §M9 (the sinks' softmax,
+    the experts' sigmoid).  goldens checks it against exp_pinned."""
+    x = np.asarray(x, dtype=f32)
+    with np.errstate(all="ignore"):
+        xc = np.where((x != x) | (x > f32(88)) | (x < f32(-88)), f32(0), x).astype(f32)
+        t = xc * EXP_LOG2E
+        z0 = t + f32(0.5)
+        k = np.floor(z0).astype(f32)
+        kc1 = k * EXP_C1
+        r0 = xc - kc1
+        kc2 = k * EXP_C2
+        r = r0 - kc2
+        r2 = r * r
+        p = np.full(x.shape, EXP_P[0], dtype=f32)
+        for c in EXP_P[1:]:
+            m = p * r
+            p = m + c
+        m1 = p * r2
+        s = m1 + r
+        res = (s + f32(1)).astype(f32)
+        # ldexp_exact (doc §4.2 [§6.2.1]): replace the exponent field
+        b = res.view(np.uint32).astype(np.int64)
+        e = ((b >> 23) & 0xFF) + k.astype(np.int64)
+        body = ((b & ~(0xFF << 23) & 0xFFFFFFFF) | (np.clip(e, 0, 255) << 23)).astype(np.uint32).view(f32)
+        inf = ((b & 0x80000000) | 0x7F800000).astype(np.uint32).view(f32)
+        out = np.where(e <= 0, f32(0), np.where(e >= 255, inf, body))
+        out = np.where(res == 0, res, out)
+        out = np.where(x > f32(88), PLUS_INF, np.where(x < f32(-88), f32(0), out))
+        return np.where(x != x, x, out).astype(f32)
 
 
 PI_2 = from_bits64(0x3FF921FB54442D18)
@@ -327,6 +372,87 @@ def llama3_rescale(inv, factor, low, high, old):
     return np.array(out, dtype=f32)
 
 
+TWO_PI = from_bits(0x40C90FDB)
+
+
+def yarn_rescale(inv, theta, head_dim, factor, orig, beta_fast, beta_slow, truncate):
+    """docs/models.md §M9.4: YaRN's table, from §7.1's (inv), every step one
+    f32 operation; F, the betas and O narrowed once from f64 (Python
+    floats; O an integer, exact)."""
+    F, BF, BS, D = f32(factor), f32(beta_fast), f32(beta_slow), f32(head_dim)
+    lt = ln_pinned(f32(theta))
+    one = f32(1)
+
+    def corr(b):
+        t = b * TWO_PI
+        a = f32(orig) / t
+        l = ln_pinned(a)
+        num = D * l
+        den = lt + lt
+        return num / den
+
+    low, high = corr(BF), corr(BS)
+    if truncate:
+        low, high = f32(math.floor(low)), f32(math.ceil(high))
+    if low < 0:
+        low = f32(0)
+    if high > D - one:
+        high = D - one
+    if low == high:
+        high = high + from_bits(0x3A83126F)                # 0.001f
+    span = high - low
+    out = []
+    for i, x in enumerate(inv):
+        u = f32(i) - low
+        r = u / span
+        ramp = f32(0) if r < 0 else (one if r > one else r)
+        ef = one - ramp                                    # the extrapolation factor
+        inter = x / F
+        w = one - ef
+        t1 = inter * w
+        t2 = x * ef
+        out.append(t1 + t2)
+    return np.array(out, dtype=f32)
+
+
+def yarn_attention_factor(factor):
+    """docs/models.md §M9.4: MS = 0.1f * ln_pinned(F) + 1, two operations;
+    1 when F <= 1."""
+    F = f32(factor)
+    if F <= f32(1):
+        return f32(1)
+    l = ln_pinned(F)
+    t = from_bits(0x3DCCCCCD) * l
+    return t + f32(1)
+
+
+E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], dtype=f32)
+
+
+def ftz(a):
+    """doc §1 [§1.3]: a subnormal result becomes a zero of its sign."""
+    a = np.asarray(a, dtype=f32)
+    return np.where((a != 0) & (np.abs(a) < from_bits(0x00800000)), np.copysign(f32(0), a), a).astype(f32)
+
+
+def mxfp4_decode(blocks, scales):
+    """docs/models.md §M9.6: blocks [..., R, n/32, 16] and scales [..., R,
+    n/32] (U8) -> the f32 matrix [..., R, n]: element i of a row is
+    E2M1[code] * P(s), code the low nibble of byte (i mod 32)/2 of block i/32
+    for even i, the high one for odd i; P(s) = 2^(s - 127), an f32 (exact
+    for s in 1..254: the bits s << 23); one f32 product, flushed to zero
+    when subnormal (doc §1 [§1.3]: s = 1 with a code of +-0.5).  A scale
+    byte 0 or 255 is refused."""
+    if scales.size and (scales.min() == 0 or scales.max() == 255):
+        raise ValueError("doc_reimpl: an MXFP4 scale byte 0 or 255 (§M9.6)")
+    codes = np.empty(blocks.shape[:-1] + (32,), dtype=np.uint8)
+    codes[..., 0::2] = blocks & 0xF                        # even i: low nibble first
+    codes[..., 1::2] = blocks >> 4
+    P = (scales.astype(np.uint32) << 23).view(f32)         # 2^(s - 127)
+    w = E2M1[codes] * P[..., None]
+    return ftz(w).reshape(blocks.shape[:-2] + (blocks.shape[-2] * 32,))
+
+
 def inv_freq_table_digest(inv):
     """doc §5 [§7.2]: SHA-256 of the half values, 4 LE bytes each."""
     return hashlib.sha256(inv.astype("<f4").tobytes()).digest()
@@ -407,6 +533,8 @@ def load_checkpoint(model_dir):
             arr = (np.frombuffer(buf, dtype="<u2").astype(np.uint32) << 16).view(f32)
         elif v["dtype"] == "F32":
             arr = np.frombuffer(buf, dtype="<f4").astype(f32)
+        elif v["dtype"] == "U8":                            # §M9.2's MXFP4 blocks and scales: bytes
+            arr = np.frombuffer(buf, dtype=np.uint8)        # (Model refuses U8 anywhere else)
         else:
             sys.exit("doc_reimpl: %s: dtype %s not handled" % (name, v["dtype"]))
         T[name] = arr.reshape(v["shape"])
@@ -414,7 +542,7 @@ def load_checkpoint(model_dir):
     return T, cfg
 
 
-FAMILIES = ("llama", "qwen2", "qwen3", "qwen3_moe")
+FAMILIES = ("llama", "qwen2", "qwen3", "qwen3_moe")   # and gpt_oss: GptOss below
 
 
 def tensor_plan(c, fam, hidden, layers, Q, KV, hd, sparse, names):
@@ -466,12 +594,15 @@ def int_key(c, key, default, lo, hi):
 
 
 class Model:
-    def __init__(self, model_dir):
-        T, c = load_checkpoint(model_dir)
+    def __init__(self, model_dir, loaded=None):
+        T, c = loaded or load_checkpoint(model_dir)
         self.T = T
         fam = c.get("model_type", "llama")
         if fam not in FAMILIES:
             raise ValueError("doc_reimpl: model_type %r: not written from the documents" % fam)
+        for name in sorted(T):                              # U8 is §M9.2's only (doc §2)
+            if T[name].dtype == np.uint8:
+                raise ValueError("doc_reimpl: %s: U8 outside gpt_oss's MXFP4 tensors" % name)
         self.family = fam
         self.hidden = c["hidden_size"]
         self.layers = c["num_hidden_layers"]
@@ -628,6 +759,283 @@ class Model:
         return matvec(self.head, hn)
 
 
+# ---- docs/models.md §M9: gpt-oss ----------------------------------------------
+
+def gpt_oss_rope(c, head_dim):
+    """§M9.1/§M9.4: rope_theta (default 150000; transformers 5 may put it in
+    rope_parameters) and the YaRN parameters, checked.  Returns (theta as
+    f32, the inv_freq table, MS)."""
+    rs = c.get("rope_scaling")
+    rp = c.get("rope_parameters")
+    if rs is not None and rp is not None:
+        raise ValueError("doc_reimpl: both rope_scaling and rope_parameters")
+    rs = rs if rs is not None else rp
+    theta = c.get("rope_theta")
+    if theta is None and isinstance(rs, dict):
+        theta = rs.get("rope_theta")
+    theta = f32(float(150000 if theta is None else theta))  # doc §2 [§7.1]: f64, one narrowing
+    inv = rope_inv_freq(theta, head_dim)
+    if rs is None:
+        return theta, inv, f32(1)
+    if not isinstance(rs, dict):
+        raise ValueError("doc_reimpl: rope_scaling is not an object (§M9.1)")
+    kind = rs.get("rope_type", rs.get("type"))
+    if kind == "default" and set(rs) <= {"rope_type", "rope_theta"}:
+        return theta, inv, f32(1)
+    if kind != "yarn":
+        raise ValueError("doc_reimpl: rope_type %r is not yarn (§M9.1)" % kind)
+    for key in ("attention_factor", "mscale", "mscale_all_dim"):
+        if key in rs:
+            raise ValueError("doc_reimpl: rope_scaling.%s is refused (§M9.4)" % key)
+    known = {"rope_type", "type", "rope_theta", "factor", "original_max_position_embeddings",
+             "beta_fast", "beta_slow", "truncate"}
+    if set(rs) - known:
+        raise ValueError("doc_reimpl: rope_scaling: %s: not in §M9.4" % sorted(set(rs) - known))
+    num = (int, float)
+    factor, O = rs.get("factor"), rs.get("original_max_position_embeddings")
+    if isinstance(factor, bool) or not isinstance(factor, num) or not factor >= 1:
+        raise ValueError("doc_reimpl: rope_scaling.factor %r: required, >= 1 (§M9.4)" % (factor,))
+    if isinstance(O, bool) or not isinstance(O, int) or not 1 <= O <= 1 << 24:
+        raise ValueError("doc_reimpl: original_max_position_embeddings %r (§M9.4)" % (O,))
+    if c.get("max_position_embeddings", 131072) / O != factor:
+        raise ValueError("doc_reimpl: max_position_embeddings / O != factor (§M9.4)")
+    bf, bs = rs.get("beta_fast", 32), rs.get("beta_slow", 1)
+    trunc = rs.get("truncate", True)
+    if not isinstance(trunc, bool) or any(isinstance(b, bool) or not isinstance(b, num) for b in (bf, bs)):
+        raise ValueError("doc_reimpl: beta_fast / beta_slow / truncate malformed (§M9.4)")
+    inv = yarn_rescale(inv, theta, head_dim, float(factor), O, float(bf), float(bs), trunc)
+    return theta, inv, yarn_attention_factor(float(factor))
+
+
+FLOAT = "float"      # BF16 or F32 here (doc §2); F16 is not handled by this loader
+
+
+def gpt_oss_plan(c, hidden, layers, Q, KV, heads, E, I, bias):
+    """§M9.2: name -> (shape, FLOAT or "U8")."""
+    vocab = c["vocab_size"]
+    P = {"model.embed_tokens.weight": ([vocab, hidden], FLOAT),
+         "model.norm.weight": ([hidden], FLOAT), "lm_head.weight": ([vocab, hidden], FLOAT)}
+    for l in range(layers):
+        p = "model.layers.%d." % l
+        P[p + "input_layernorm.weight"] = ([hidden], FLOAT)
+        P[p + "post_attention_layernorm.weight"] = ([hidden], FLOAT)
+        for n, sh, bsh in (("q", [Q, hidden], [Q]), ("k", [KV, hidden], [KV]),
+                           ("v", [KV, hidden], [KV]), ("o", [hidden, Q], [hidden])):
+            P[p + "self_attn.%s_proj.weight" % n] = (sh, FLOAT)
+            if bias:
+                P[p + "self_attn.%s_proj.bias" % n] = (bsh, FLOAT)
+        P[p + "self_attn.sinks"] = ([heads], FLOAT)
+        P[p + "mlp.router.weight"] = ([E, hidden], FLOAT)
+        P[p + "mlp.router.bias"] = ([E], FLOAT)
+        q = p + "mlp.experts."
+        P[q + "gate_up_proj_blocks"] = ([E, 2 * I, hidden // 32, 16], "U8")
+        P[q + "gate_up_proj_scales"] = ([E, 2 * I, hidden // 32], "U8")
+        P[q + "gate_up_proj_bias"] = ([E, 2 * I], FLOAT)
+        P[q + "down_proj_blocks"] = ([E, hidden, I // 32, 16], "U8")
+        P[q + "down_proj_scales"] = ([E, hidden, I // 32], "U8")
+        P[q + "down_proj_bias"] = ([E, hidden], FLOAT)
+    return P
+
+
+def sink_softmax(score, S):
+    """§M9.3: the maximum over the scores then the sink (strict >, S last);
+    exp_pinned of each difference; the §5.3 sum of the scores' terms, then
+    the sink's term added last; one division each."""
+    mx = score[0]
+    for x in score[1:]:
+        if x > mx:
+            mx = x
+    if S > mx:
+        mx = S
+    e = exp_vec(score - mx)
+    es = exp_pinned(S - mx)
+    den = sum_seq(e)
+    den = den + es
+    return e / den
+
+
+class GptOss:
+    """model_type gpt_oss: docs/models.md §M9 (with §M5's window and §M8.5's
+    combination), on the arithmetic document's §5-§10."""
+
+    def __init__(self, T, c):
+        self.T = T
+        self.family = "gpt_oss"
+        hidden, layers = c["hidden_size"], c["num_hidden_layers"]
+        heads, kv_heads, I = c["num_attention_heads"], c["num_key_value_heads"], c["intermediate_size"]
+        self.hidden, self.layers, self.heads, self.kv_heads = hidden, layers, heads, kv_heads
+        hd = c.get("head_dim")                              # §M9.1: default 64, free of hidden / heads
+        self.head_dim = hd = 64 if hd is None else hd
+        if hd % 2:
+            raise ValueError("doc_reimpl: odd head_dim (doc §2)")
+        if heads % kv_heads:
+            raise ValueError("doc_reimpl: heads not a multiple of kv_heads")
+        self.group = heads // kv_heads
+        self.Q, self.KV = heads * hd, kv_heads * hd
+        if hidden % 32 or I % 32:
+            raise ValueError("doc_reimpl: hidden_size / intermediate_size not multiples of 32 (§M9.1)")
+        if c.get("hidden_act", "silu") != "silu":
+            raise ValueError("doc_reimpl: hidden_act must be silu (§M9.1)")
+        self.E = int_key(c, "num_local_experts", 128, 1, 1024)
+        if "num_experts_per_tok" in c or "experts_per_token" not in c:
+            self.k = int_key(c, "num_experts_per_tok", 4, 1, self.E)
+        else:                                               # the older spelling alone (§M9.1 is silent)
+            self.k = int_key(c, "experts_per_token", 4, 1, self.E)
+        if "experts_per_token" in c and c["experts_per_token"] != self.k:
+            raise ValueError("doc_reimpl: experts_per_token != num_experts_per_tok (§M9.1)")
+        lim = c.get("swiglu_limit", 7.0)
+        if isinstance(lim, bool) or not isinstance(lim, (int, float)):
+            raise ValueError("doc_reimpl: swiglu_limit malformed (§M9.1)")
+        self.LIM = f32(float(lim))                          # LIM = (f32) swiglu_limit
+        if not (np.isfinite(self.LIM) and self.LIM > 0):
+            raise ValueError("doc_reimpl: swiglu_limit not finite and > 0 as f32 (§M9.1)")
+        W = c.get("sliding_window", 128)
+        if isinstance(W, bool) or not isinstance(W, int) or not 1 <= W <= 1 << 31:
+            raise ValueError("doc_reimpl: sliding_window %r (§M9.1)" % (W,))
+        self.W = W
+        lt = c.get("layer_types")
+        if lt is None:                                      # §M9.1: even layers slide
+            lt = ["sliding_attention" if (l + 1) % 2 else "full_attention" for l in range(layers)]
+        if not isinstance(lt, list) or len(lt) != layers or any(
+                t not in ("sliding_attention", "full_attention") for t in lt):
+            raise ValueError("doc_reimpl: layer_types (§M9.1)")
+        self.sliding = [t == "sliding_attention" for t in lt]
+        bias = c.get("attention_bias", True)
+        if not isinstance(bias, bool):
+            raise ValueError("doc_reimpl: attention_bias not a boolean")
+        qc = c.get("quantization_config")
+        if not (isinstance(qc, dict) and qc.get("quant_method") == "mxfp4"
+                and set(qc) <= {"quant_method", "modules_to_not_convert"}):
+            raise ValueError("doc_reimpl: quantization_config %r: mxfp4 only (§M9.1)" % (qc,))
+        if c.get("tie_word_embeddings", False):
+            raise ValueError("doc_reimpl: gpt_oss has an untied lm_head (§M9.2)")
+        plan = gpt_oss_plan(c, hidden, layers, self.Q, self.KV, heads, self.E, I, bias)
+        for name in sorted(set(T) | set(plan)):             # §M9.2: missing, extra, shape, dtype
+            if name not in plan:
+                raise ValueError("doc_reimpl: %s: a tensor §M9.2 does not give gpt_oss" % name)
+            if name not in T:
+                raise ValueError("doc_reimpl: %s: missing (§M9.2)" % name)
+            shape, kind = plan[name]
+            if (T[name].dtype == np.uint8) != (kind == "U8"):
+                raise ValueError("doc_reimpl: %s: dtype is not %s (§M9.2)" % (name, kind))
+            if list(T[name].shape) != shape:
+                raise ValueError("doc_reimpl: %s: shape %s, §M9.2 says %s"
+                                 % (name, list(T[name].shape), shape))
+        self.bias = bias
+        self.eps = f32(float(c.get("rms_norm_eps", 1e-5)))  # doc §2 [§2.3]
+        self.theta, self.inv_freq, self.MS = gpt_oss_rope(c, hd)
+        self.head = T["lm_head.weight"]
+        self.Wgu, self.Wdn = [], []                         # §M9.6, decoded once
+        for l in range(layers):
+            q = "model.layers.%d.mlp.experts." % l
+            self.Wgu.append(mxfp4_decode(T[q + "gate_up_proj_blocks"], T[q + "gate_up_proj_scales"]))
+            self.Wdn.append(mxfp4_decode(T[q + "down_proj_blocks"], T[q + "down_proj_scales"]))
+        self.scale = rsqrt(f32(hd))                         # doc §7 step 4 [§9.2]
+        self.k_cache = [[] for _ in range(layers)]
+        self.v_cache = [[] for _ in range(layers)]
+
+    def attention(self, l, ln1, pos):
+        """§M9.7: projections and biases, RoPE with §M9.4's tables, the cache,
+        §M9.3's attention (§M5.2's window in a sliding layer), o_proj and its
+        bias."""
+        p = "model.layers.%d.self_attn." % l
+        T, hd = self.T, self.head_dim
+        q = matvec(T[p + "q_proj.weight"], ln1)
+        k = matvec(T[p + "k_proj.weight"], ln1)
+        v = matvec(T[p + "v_proj.weight"], ln1)
+        if self.bias:                                       # §M9.2: as §9.1's, after the product
+            q = q + T[p + "q_proj.bias"]
+            k = k + T[p + "k_proj.bias"]
+            v = v + T[p + "v_proj.bias"]
+        cos_v, sin_v = rope_tables(self.inv_freq, pos)
+        cos_v = cos_v * self.MS                             # §M9.4: one product each
+        sin_v = sin_v * self.MS
+        q = np.concatenate([rope_rotate(q[h * hd:(h + 1) * hd], cos_v, sin_v)
+                            for h in range(self.heads)])
+        k = np.concatenate([rope_rotate(k[h * hd:(h + 1) * hd], cos_v, sin_v)
+                            for h in range(self.kv_heads)])
+        self.k_cache[l].append(k)
+        self.v_cache[l].append(v)
+        lo = pos + 1 - self.W if self.sliding[l] and pos + 1 > self.W else 0   # §M5.2
+        K = np.array(self.k_cache[l][lo:pos + 1], dtype=f32)
+        V = np.array(self.v_cache[l][lo:pos + 1], dtype=f32)
+        sinks = T[p + "sinks"]
+        outs = []
+        for qh in range(self.heads):
+            kv = qh // self.group
+            d = matvec(K[:, kv * hd:(kv + 1) * hd], q[qh * hd:(qh + 1) * hd])
+            prob = sink_softmax(d * self.scale, sinks[qh])  # §M9.3
+            outs.append(matvec(V[:, kv * hd:(kv + 1) * hd].T.copy(), prob))   # §9.4 from lo, from +0.0
+        o = matvec(T[p + "o_proj.weight"], np.concatenate(outs))
+        if self.bias:
+            o = o + T[p + "o_proj.bias"]                    # §M9.2: right after o_proj's product
+        return o
+
+    def moe(self, l, x):
+        """§M9.5: the router with its bias, §M8.3's scan on the logits, a
+        softmax over the k in the order chosen, each chosen expert's clamped
+        SwiGLU (interleaved gate/up) with biases, §M8.5's combination."""
+        p = "model.layers.%d.mlp." % l
+        T = self.T
+        r = matvec(T[p + "router.weight"], x)
+        r = r + T[p + "router.bias"]
+        taken = [False] * self.E
+        sel, w = [], []
+        for j in range(self.k):
+            best = None
+            for e in range(self.E):
+                if not taken[e] and (best is None or r[e] > r[best]):
+                    best = e
+            taken[best] = True
+            sel.append(best)
+            w.append(r[best])
+        w = softmax(np.array(w, dtype=f32))                 # §9.3 over the k, in the order chosen
+        LIM, ALPHA, one = self.LIM, from_bits(0x3FD9DB23), f32(1)
+        o = np.zeros(self.hidden, dtype=f32)
+        for j in sorted(range(self.k), key=lambda j: sel[j]):   # §M8.5: increasing expert index
+            e = sel[j]
+            gu = matvec(self.Wgu[l][e], x)
+            gu = gu + T[p + "experts.gate_up_proj_bias"][e]
+            gate, up = gu[0::2], gu[1::2]                   # interleaved
+            gate = np.where(gate > LIM, LIM, gate).astype(f32)
+            up = np.where(up > LIM, LIM, up).astype(f32)
+            up = np.where(up < -LIM, -LIM, up).astype(f32)
+            z = gate * ALPHA
+            nz = -z
+            ex = exp_vec(nz)
+            d = one + ex
+            sg = one / d
+            glu = gate * sg
+            u1 = up + one
+            h = u1 * glu
+            y = matvec(self.Wdn[l][e], h)
+            y = y + T[p + "experts.down_proj_bias"][e]
+            t = w[j] * y
+            o = o + t
+        return o
+
+    def forward(self, token, pos):
+        """§M9.7 for one row; returns its logits."""
+        T = self.T
+        h = T["model.embed_tokens.weight"][token].copy()
+        for l in range(self.layers):
+            p = "model.layers.%d." % l
+            ln1 = rmsnorm(h, T[p + "input_layernorm.weight"], self.eps)
+            h = h + self.attention(l, ln1, pos)
+            ln2 = rmsnorm(h, T[p + "post_attention_layernorm.weight"], self.eps)
+            h = h + self.moe(l, ln2)
+        hn = rmsnorm(h, T["model.norm.weight"], self.eps)
+        return matvec(self.head, hn)
+
+
+def load_model(model_dir):
+    """The family's model: §M9's for gpt_oss, else Model (doc §2-§10, §M2, §M8)."""
+    T, c = load_checkpoint(model_dir)
+    if c.get("model_type") == "gpt_oss":
+        return GptOss(T, c)
+    return Model(model_dir, (T, c))
+
+
 def decode(model, prompt, n_gen):
     """doc §10 [§3.4]: prefill, then n_gen greedy steps; the last token is
     never fed back.  Returns the generated ids and every step's logits."""
@@ -675,7 +1083,7 @@ def cmd_run(argv):
     model_dir = opts["--model-dir"]
     prompt = [int(x) for x in opts["--prompt-ids"].split(",")]
     n_gen = int(opts["--gen-toks"])
-    model = Model(model_dir)
+    model = load_model(model_dir)
     gen, steps = decode(model, prompt, n_gen)
     with open(opts["--logits"], "wb") as fo:
         for lg in steps:
@@ -730,6 +1138,30 @@ GOLD_INV_FREQ_64 = """3F800000 3F32A506 3EF953CF 3EADFCFF 3E72D424 3E29740A 3DEC
 3D6655C4 3D20BC1E 3CE054D5 3C9C8B99 3C5A7BF1 3C187706 3BD4CA16 3B947DAF
 3B4F3E39 3B109EDC 3AC9D75F 3A8CD9DE 3A449490 3A092E06 39BF74DC 39859AAD
 393A7753 39021F30 38B59B1C 387D75DF 3830DF53 37F6DAA1 37AC4320 37706B78"""
+
+# docs/models.md §M9.9: (byte, scale byte) -> element 2j (low nibble), 2j+1 (high nibble)
+GOLD_MXFP4 = """0x71,127->0x3F000000,0x40C00000 0x08,127->0x80000000,0x00000000
+0xA2,130->0x41000000,0xC1000000 0xE3,120->0x3C400000,0xBD000000
+0x1F,1->0x81C00000,0x00000000 0x97,1->0x01C00000,0x80000000
+0x67,254->0x7F800000,0x7F800000 0x35,254->0x7F800000,0x7F400000
+0xF9,254->0xFE800000,0xFF800000 0x4C,200->0xE4800000,0x64800000"""
+
+
+def _yarn_cfg(head_dim, factor, orig, truncate):
+    return {"model_type": "gpt_oss", "head_dim": head_dim, "rope_theta": 150000,
+            "max_position_embeddings": int(factor * orig),
+            "rope_scaling": {"rope_type": "yarn", "factor": factor, "beta_fast": 32.0, "beta_slow": 1.0,
+                             "original_max_position_embeddings": orig, "truncate": truncate}}
+
+
+# docs/models.md §M9.9: name, config, the YaRN table's digest, MS
+GOLD_YARN = (
+    ("gpt-oss-20b", _yarn_cfg(64, 32.0, 4096, False),
+     "0c624562695564910ce1add2daabca5de1e9b88d0e4c426c808ecd81d8906c1b", "3FAC5C86"),
+    ("gpto", _yarn_cfg(16, 4.0, 64, False),
+     "0ab022af938069caaf53ab6129a17b26c9aa2fa2689f0e8839c5149789c179e6", "3F91BE9C"),
+    ("gpto-truncate", _yarn_cfg(16, 4.0, 64, True),
+     "2eb24a9f1a6e57e92ac713d4e1ec9d10f9d7b1adbaff142b1e3a224bc216a5f7", "3F91BE9C"))
 
 
 def vec(hexes):
@@ -837,8 +1269,69 @@ def cmd_goldens():
         if got != want:
             bad[0] += 1
             print("FAIL %s = %s, doc §13 says %s" % (name, got, want))
+    # exp_vec (the §M9 paths' elementwise exp_pinned) against exp_pinned
+    xs = np.concatenate((np.array([from_bits(int(a, 16)) for a, _, _ in pairs(GOLD_EXP)], dtype=f32),
+                         np.random.default_rng(9).standard_normal(4000).astype(f32) * f32(40),
+                         np.array([PLUS_INF, MINUS_INF, QNAN, f32(-87.99), f32(87.99)], dtype=f32)))
+    check("exp_vec = exp_pinned", exp_vec(xs), [bits(exp_pinned(x)) for x in xs])
+    # docs/models.md §M9.9: MXFP4 decodings, YaRN tables and attention factors
+    for p in GOLD_MXFP4.split():
+        a, b = p.split("->")
+        byte, s = (int(t, 0) for t in a.split(","))
+        w = mxfp4_decode(np.array([[[byte] + [0] * 15]], dtype=np.uint8), np.array([[s]], dtype=np.uint8))
+        check("mxfp4(%s)" % a, w[0, :2], b.replace(",", " "))
+    for s in (0, 255):
+        count[0] += 1
+        try:
+            mxfp4_decode(np.zeros((1, 1, 16), dtype=np.uint8), np.array([[s]], dtype=np.uint8))
+            bad[0] += 1
+            print("FAIL mxfp4 scale byte %d accepted, §M9.6 refuses it" % s)
+        except ValueError:
+            pass
+    for name, cfg, want, ms in GOLD_YARN:
+        theta, inv, got_ms = gpt_oss_rope(cfg, cfg["head_dim"])
+        check("YaRN MS " + name, got_ms, ms)
+        count[0] += 1
+        if inv_freq_table_digest(inv).hex() != want:
+            bad[0] += 1
+            print("FAIL YaRN %s inv_freq_table_digest = %s, §M9.9 says %s"
+                  % (name, inv_freq_table_digest(inv).hex(), want))
     print("goldens: %d checked, %d wrong" % (count[0], bad[0]))
     return 1 if bad[0] else 0
+
+
+def cmd_edge_scales(model_dir):
+    """Rewrite model_dir/model.safetensors in place so that every gpt_oss
+    expert meets docs/models.md §M9.6's extreme scale bytes: in
+    gate_up_proj, row 1 (up[0], §M9.5's odd rows) gets scale 254 on its
+    first block, whose element 0 is code 6 and the rest +0 (6 * 2^127
+    overflows to +Inf, so up[0] is +-Inf, which the clamp makes +-LIM), and
+    row 3 (up[1]) gets scale 1 and codes 0.5 / -0.5 everywhere (2^-127,
+    flushed to zero).  Only those bytes change; the header stays."""
+    path = model_dir + "/model.safetensors"
+    raw = bytearray(open(path, "rb").read())
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    count = 0
+    for name, v in header.items():
+        if not name.endswith(".mlp.experts.gate_up_proj_scales"):
+            continue
+        E, R, nb = v["shape"]
+        sc = 8 + n + v["data_offsets"][0]
+        bl = 8 + n + header[name[:-len("scales")] + "blocks"]["data_offsets"][0]
+        for e in range(E):
+            raw[sc + (e * R + 1) * nb] = 254
+            o = bl + (e * R + 1) * nb * 16
+            raw[o:o + 16] = bytes([0x06] + [0] * 15)
+            for b in range(nb):
+                raw[sc + (e * R + 3) * nb + b] = 1
+                o = bl + ((e * R + 3) * nb + b) * 16
+                raw[o:o + 16] = bytes([0x91] * 16)
+        count += 1
+    if not count:
+        sys.exit("doc_reimpl: %s has no gate_up_proj_scales" % path)
+    open(path, "wb").write(bytes(raw))
+    return 0
 
 
 def cmd_pair_routers(model_dir):
@@ -867,9 +1360,26 @@ def cmd_pair_routers(model_dir):
     return 0
 
 
+def cmd_rope(path):
+    """§M9.4 from a gpt_oss config.json alone: the YaRN table's digest (§7.2)
+    and the attention factor's bits."""
+    c = json.load(open(path))
+    if c.get("model_type") != "gpt_oss":
+        sys.exit("doc_reimpl: %s: model_type is not gpt_oss" % path)
+    hd = c.get("head_dim")
+    theta, inv, ms = gpt_oss_rope(c, 64 if hd is None else hd)
+    print("inv-freq-table-digest", inv_freq_table_digest(inv).hex())
+    print("attention-factor 0x%08X" % bits(ms))
+    return 0
+
+
 def main(argv):
     if argv[1:2] == ["goldens"]:
         return cmd_goldens()
+    if argv[1:2] == ["rope"] and len(argv) == 3:
+        return cmd_rope(argv[2])
+    if argv[1:2] == ["edge-scales"] and len(argv) == 3:
+        return cmd_edge_scales(argv[2])
     if argv[1:2] == ["pair-routers"] and len(argv) == 3:
         return cmd_pair_routers(argv[2])
     if argv[1:2] == ["run"] and len(argv) == 10:

@@ -1,6 +1,7 @@
 #!/bin/sh
 # t_doc_reimpl.sh - docs/arithmetic.md, with docs/models.md §M2 and §M8 for
-# qwen3 and qwen3_moe, is enough to reproduce cis2 bit for bit.
+# qwen3 and qwen3_moe and §M5, §M8 and §M9 for gpt_oss, is enough to
+# reproduce cis2 bit for bit.
 # tests/oracle/doc_reimpl.py is a numpy float32 re-implementation of the
 # greedy decode written from those documents alone (each rule cites its
 # section there; cis2's C sources were not read).  This test:
@@ -21,7 +22,22 @@
 #     line too;
 #   - checks docs/models.md §M8.9's known answer (its CIS2_REF line and
 #     generated ids, read from the document) against cis2 and the
-#     re-implementation.
+#     re-implementation;
+#   - for gpt_oss (docs/models.md §M9, with §M5's window and §M8's frame;
+#     tests/families/gpto.json: sliding/full/sliding layers with a 5-key
+#     window, learned sinks, YaRN factor 4 over 64 positions, 8 experts, 3
+#     per token, MXFP4 experts as U8 blocks and scales, BF16 biases and
+#     sinks): the same comparison on that checkpoint, on a 70-id prompt
+#     (positions up to 77, past original_max_position_embeddings), with
+#     truncate true, with gpt-oss-20b's RoPE (head_dim 64, factor 32 over
+#     4096), and with every expert holding an MXFP4 weight that overflows
+#     to +Inf (scale byte 254, code 6; clamped to +-LIM as up) and a row
+#     flushed to zero (scale byte 1, codes +-0.5; doc_reimpl.py
+#     edge-scales); scale bytes 0 and 255 refused by both; and §M9.9's
+#     known answers read from the document: the YaRN tables' digests (cis2's
+#     printed inv_freq_table_digest, the re-implementation's for the real
+#     gpt-oss-20b config.json) and attention factors, the CIS2_REF line and
+#     generated ids.
 # It can fail: changing one rule in doc_reimpl.py makes it fail (checked
 # when written; the variants are not kept): RMSNorm as x*(inv*w) (FACTS
 # §1.3) or numpy's pairwise sum in place of dot_seq's running sum (§5.1)
@@ -35,10 +51,27 @@
 # (§M8.3) fails q3moe (seed 1 at step 1, seed 3 at step 0), the paired
 # one at step 4 and §M8.9; ties given to the higher index (>= for >,
 # §M8.3) fail only the paired checkpoint, at step 0, with other tokens
-# (no other run meets an exact tie).  To try one, point DOC_REIMPL at a
-# modified copy:
+# (no other run meets an exact tie).  For gpt_oss (§M9), each of these
+# fails every gpto case at step 0 (and §M9.9's CIS2_REF): the sink's term
+# first in the denominator's sum instead of last, or the sink left out of
+# the maximum (§M9.3); the gate clamped from below too, gate/up as the two
+# halves instead of interleaved, sigmoid(gate) for sigmoid(gate * ALPHA),
+# `up` for `up + 1`, the router's bias dropped, the softmax over the k in
+# increasing expert index instead of the order chosen, or over all E then
+# renormalised (§M9.5); the o_proj bias dropped (§M9.2); MXFP4 nibbles high
+# first (§M9.6; also §M9.9's decodings); no attention factor, or YaRN's ramp
+# unclamped (§M9.4; the latter also every YaRN digest of §M9.9); every
+# layer sliding, or W + 1 keys (§M5.2; the 20b-RoPE case from step 2, the
+# edge-scales one from step 1).  The first three and the two softmax ones
+# leave every token as it is; the others change tokens too.  truncate
+# ignored fails only the truncate case and §M9.9's gpto-truncate row.  Two readings no logit here tells apart,
+# and only §M9.9's MXFP4 decodings (goldens) reject: no flush of 2^-127 (a
+# DAZ input to the product gives the same sums), and an overflowing weight
+# saturated to the largest f32 instead of Inf (the clamp makes both LIM).
+# To try one, point DOC_REIMPL at a modified copy:
 #     DOC_REIMPL=/tmp/wrong.py BUILD=build/x sh tests/oracle/t_doc_reimpl.sh
-# About 6 s.  Skips when Debian's python has no numpy.
+# About 10 s (the gpt_oss cases about 3 s of CPU).  Skips when Debian's
+# python has no numpy.
 # san: skip - logits against the document's re-implementation: numbers, not
 #   memory
 set -u
@@ -59,7 +92,9 @@ tmpdir tmp
 #   SHAPE is a `cis2 synth --shape` or a config (a FILE.json, for `cis2 synth
 #   --config`); FLAGS, comma-separated: pair-routers rewrites the checkpoint
 #   so that every router's rows tie in pairs (doc_reimpl.py pair-routers,
-#   docs/models.md §M8.3); noreceipt runs cis2 without --receipt (it refuses
+#   docs/models.md §M8.3); edge-scales gives every gpt_oss expert MXFP4
+#   weights at the scale bytes' edges (doc_reimpl.py edge-scales,
+#   docs/models.md §M9.6); noreceipt runs cis2 without --receipt (it refuses
 #   one for ids that do not round-trip through the tokenizer) and compares
 #   the re-implementation's fields with the lines cis2 prints instead.
 one_case() {
@@ -69,6 +104,7 @@ one_case() {
     *) name=$shape; src="--shape $shape" ;;
     esac
     case $flags in *,pair-routers,*) name=$name.paired ;; esac
+    case $flags in *,edge-scales,*) name=$name.edge ;; esac
     d=$tmp/$name.$seed
     echo "=== $name (seed $seed, prompt $ids, $n tokens)"
     # $src is two words on purpose
@@ -77,6 +113,8 @@ one_case() {
     case $flags in
     *,pair-routers,*) "$PY" "$REIMPL" pair-routers "$d" \
         || { fail_later "doc_reimpl.py pair-routers $d"; return; } ;;
+    *,edge-scales,*) "$PY" "$REIMPL" edge-scales "$d" \
+        || { fail_later "doc_reimpl.py edge-scales $d"; return; } ;;
     esac
     rcpt="--receipt $d/receipt"
     case $flags in *,noreceipt,*) rcpt= ;; esac
@@ -147,6 +185,79 @@ grep -qxF "generated_token_ids = $m89_ids" "$tmp/q3moe.3/run.out" \
     || fail_later "§M8.9: cis2 generated $(sed -n 's/^generated_token_ids = //p' "$tmp/q3moe.3/run.out"), docs/models.md §M8.9 says $m89_ids"
 grep -qx "witness-digest $(echo "$m89_ref" | sed -n 's/^CIS2_REF digest=\([0-9a-f]*\) .*/\1/p')" "$tmp/q3moe.3/doc.out" \
     || fail_later "§M8.9: doc_reimpl.py's witness is not docs/models.md §M8.9's"
+
+# docs/models.md §M9 (gpt_oss): sinks, windows in layers 0 and 2 (5 keys),
+# YaRN (factor 4 over 64 positions, truncate false), the biased router's
+# softmax over the 3 chosen, clamped interleaved SwiGLU experts in MXFP4
+one_case $F/gpto.json 2 5,1,9,7,3,12,40 8
+# 70 ids (printable ASCII: they round-trip, so the receipt is written) and
+# 8 tokens: positions 0..76, past original_max_position_embeddings (64)
+ids70=$(i=0; s=; while [ $i -lt 70 ]; do s=$s${s:+,}$(((i * 37 + 11) % 94 + 33)); i=$((i + 1)); done; echo "$s")
+one_case $F/gpto.json 5 "$ids70" 8
+sed 's/"truncate": false/"truncate": true/' $F/gpto.json > "$tmp/gpto-trunc.json"
+grep -q '"truncate": true' "$tmp/gpto-trunc.json" \
+    || fail_later "$F/gpto.json: no '\"truncate\": false' to turn on"
+one_case "$tmp/gpto-trunc.json" 4 2,11,4,6,1,9 6
+# gpt-oss-20b's RoPE on the small shape: head_dim 64, factor 32 over 4096
+"$PY" -c 'import json, sys
+c = json.load(open(sys.argv[1]))
+c["head_dim"] = 64; c["max_position_embeddings"] = 131072
+c["rope_scaling"].update(factor=32.0, original_max_position_embeddings=4096)
+json.dump(c, open(sys.argv[2], "w"))' $F/gpto.json "$tmp/gpto-20b-rope.json" \
+    || fail_later "could not write gpto-20b-rope.json"
+one_case "$tmp/gpto-20b-rope.json" 1 13,5,77,6 5
+one_case $F/gpto.json 6 1,7,3,2,9 6 edge-scales
+# a scale byte 0 or 255 is refused (§M9.6), by cis2 (exit 4) and here
+for sb in 0 255; do
+    d=$tmp/gpto.scale$sb
+    cp -r "$tmp/gpto.2" "$d"
+    "$PY" -c 'import json, struct, sys
+p = sys.argv[1] + "/model.safetensors"
+raw = bytearray(open(p, "rb").read()); n = struct.unpack("<Q", raw[:8])[0]
+v = json.loads(raw[8:8 + n])["model.layers.2.mlp.experts.down_proj_scales"]
+raw[8 + n + v["data_offsets"][1] - 1] = int(sys.argv[2]); open(p, "wb").write(bytes(raw))' "$d" $sb
+    rc=0; $CIS2 run --model-dir "$d" --prompt-ids 1,2 --gen-toks 1 > /dev/null 2>&1 || rc=$?
+    [ $rc -eq 4 ] || fail_later "cis2 run with an MXFP4 scale byte $sb: exit $rc, not 4 (§M9.6)"
+    "$PY" "$REIMPL" run --model-dir "$d" --prompt-ids 1,2 --gen-toks 1 --logits /dev/null \
+            > /dev/null 2>&1 && fail_later "doc_reimpl.py accepts an MXFP4 scale byte $sb"
+done
+
+# docs/models.md §M9.9's known answers, read from the document: the YaRN
+# tables' digests and attention factors (cis2 prints the digest; the
+# re-implementation's are its goldens, and here of the real config.json),
+# then the CIS2_REF line and generated ids of one run
+m99=$(sed -n '/^M9\.9\./,/^## /p' docs/models.md)
+m99_ref=$(echo "$m99" | grep '^CIS2_REF digest=')
+m99_ids=$(echo "$m99" | sed -n 's/^generated_token_ids = //p')
+[ -n "$m99_ref" ] && [ -n "$m99_ids" ] \
+    || fail_later "docs/models.md §M9.9 gives no CIS2_REF or generated_token_ids line"
+# yarn_row NAME RUN-DIR [CONFIG]: §M9.9's row NAME (digest, MS) against
+# cis2's inv_freq_table_digest in RUN-DIR/run.out and, for CONFIG,
+# doc_reimpl.py rope
+yarn_row() {
+    row=$(echo "$m99" | sed -n "s/^$1  *\([0-9a-f]\{64\}\)  *\(0x[0-9A-F]\{8\}\)\$/\1 \2/p")
+    [ -n "$row" ] || { fail_later "docs/models.md §M9.9 has no YaRN row for $1"; return; }
+    dig=${row% *} ms=${row#* }
+    grep -qx "inv_freq_table_digest = $dig" "$2/run.out" \
+        || fail_later "§M9.9 $1: cis2 printed $(grep '^inv_freq_table_digest' "$2/run.out"), the document says $dig"
+    if [ -n "${3:-}" ]; then
+        got=$("$PY" "$REIMPL" rope "$3" | tr '\n' ' ')
+        [ "$got" = "inv-freq-table-digest $dig attention-factor $ms " ] \
+            || fail_later "§M9.9 $1: doc_reimpl.py rope $3 gives '$got', the document says $dig $ms"
+    fi
+}
+yarn_row gpto "$tmp/gpto.2" $F/gpto.json
+yarn_row gpto-truncate "$tmp/gpto-trunc.4" "$tmp/gpto-trunc.json"
+gpt20=$SHARED/models/families/gpt-oss-20b.json
+[ -f "$gpt20" ] || gpt20=
+yarn_row gpt-oss-20b "$tmp/gpto-20b-rope.1" $gpt20
+one_case $F/gpto.json 3 1,7,3,2,9,11,4,200,13,5,77,6 12 noreceipt
+grep -qxF "$m99_ref" "$tmp/gpto.3/run.out" \
+    || fail_later "§M9.9: cis2 printed $(grep '^CIS2_REF' "$tmp/gpto.3/run.out"), docs/models.md §M9.9 says $m99_ref"
+grep -qxF "generated_token_ids = $m99_ids" "$tmp/gpto.3/run.out" \
+    || fail_later "§M9.9: cis2 generated $(sed -n 's/^generated_token_ids = //p' "$tmp/gpto.3/run.out"), docs/models.md §M9.9 says $m99_ids"
+grep -qx "witness-digest $(echo "$m99_ref" | sed -n 's/^CIS2_REF digest=\([0-9a-f]*\) .*/\1/p')" "$tmp/gpto.3/doc.out" \
+    || fail_later "§M9.9: doc_reimpl.py's witness is not docs/models.md §M9.9's"
 
 end_fails
 echo ok
