@@ -140,6 +140,18 @@ q["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
     {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}]}
 q["model"].update(continuing_subword_prefix="", end_of_word_suffix="")
 put("tokenizer_load", "qwen_shape.json", json.dumps(q, ensure_ascii=False, separators=(",", ":")))
+# gpt-oss's shape (Split with the o200k pattern + ByteLevel, ignore_merges;
+# docs/tokenizer.md "The o200k pattern"): the extension only, too
+O200K_RE = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+            r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
+            r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*"
+            r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+o = json.loads(tok(words, merges, added=["<|start|>", "<|channel|>", "<|message|>", "<|end|>"],
+                   extra_model={"ignore_merges": True}))
+o["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": O200K_RE}, "behavior": "Isolated", "invert": False},
+    {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+put("tokenizer_load", "o200k_shape.json", json.dumps(o, ensure_ascii=False, separators=(",", ":")))
 
 # ---- text for encode (with the real SmolLM2 tokenizer) ----
 put("tokenizer_encode", "english", "Once upon a time, there was a little robot.\n")

@@ -12,8 +12,9 @@
  *
  * Also the NON-NORMATIVE Split patterns of Qwen2.5/Qwen3 and Llama-3
  * (cis2_pretok_split_qwen, cis2_pretok_split_llama3, at the end), a second
- * scanner over the same Unicode 16.0 tables; and the literal-string Split
- * (cis2_pretok_split_literal, Gemma-3).
+ * scanner over the same Unicode 16.0 tables; gpt-oss's o200k pattern
+ * (cis2_pretok_split_o200k), a third, over the tables' general-category
+ * classes; and the literal-string Split (cis2_pretok_split_literal, Gemma-3).
  */
 #include "pretok.h"
 #include "tables/unicode_tables.h"
@@ -217,6 +218,147 @@ void cis2_pretok_split_qwen(const char *s, size_t n, cis2_pretok_cb cb, void *ct
 void cis2_pretok_split_llama3(const char *s, size_t n, cis2_pretok_cb cb, void *ctx)
 {
     split_qwen_n(s, n, 3, cb, ctx);
+}
+
+/* ---- NON-NORMATIVE: the o200k pattern (gpt-oss's Split; docs/tokenizer.md
+ * "The o200k pattern") ----
+ * CIS2_O200K_SPLIT_REGEX, alternatives in Oniguruma's order, with
+ * A = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], B = [\p{Ll}\p{Lm}\p{Lo}\p{M}],
+ * P = [^\r\n\p{L}\p{N}] and C = (?i:'s|'t|'re|'ve|'m|'ll|'d):
+ *   1 P?A*B+C?    2 P?A+B*C?    3 \p{N}{1,3}    4 ' '?[^\s\p{L}\p{N}]+[\r\n/]*
+ *   5 \s*[\r\n]+  6 \s+(?!\S)   7 \s+
+ * Oniguruma backtracks: the first way through the alternatives, each
+ * optional or repeated part taking the most it can first, that matches is
+ * the match (not the longest one).  Lm, Lo and the marks are in both A and
+ * B; a mark is also in P (it is not \p{L}).  Every character starts some
+ * match, so the matches tile the piece. */
+static inline int ug_at(const unsigned char *p, size_t *len)
+{
+    if (*p < 0x80) { *len = 1; return cis2_ug_ascii[*p]; }
+    uint32_t cp = cis2_utf8_next(p, len);
+    size_t lo = 0, hi = CIS2_UG_NRANGES;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cp < cis2_ug_ranges[mid].lo) hi = mid;
+        else if (cp > cis2_ug_ranges[mid].hi) lo = mid + 1;
+        else return cis2_ug_ranges[mid].cls;
+    }
+    return 0;
+}
+
+/* End of the run of characters that have one of the bits in `any`. */
+static const unsigned char *ug_run(const unsigned char *p, const unsigned char *end, int any)
+{
+    while (p < end) {
+        size_t l;
+        if (!(ug_at(p, &l) & any)) break;
+        p += l;
+    }
+    return p;
+}
+
+/* A*B+ from s (alternative 1 after its prefix): its end, NULL if none.  A*
+ * takes the run of A; if a B follows (an Ll: it is not A), B+ takes the
+ * run of B from there.  Else B+ needs A* to give back a character that is
+ * also B (Lm, Lo, a mark): the last one of the run, which B+ takes alone
+ * (what follows it is an Lu/Lt, or ends the run and is not B). */
+static const unsigned char *o200k_ab(const unsigned char *s, const unsigned char *end)
+{
+    const unsigned char *q = s, *both = NULL;
+    while (q < end) {
+        size_t l;
+        int g = ug_at(q, &l);
+        if (!(g & UG_A)) {
+            if (g & UG_B) return ug_run(q + l, end, UG_B);
+            break;
+        }
+        q += l;
+        if (g & UG_B) both = q;
+    }
+    return both;
+}
+
+/* A+B* from s (alternative 2 after its prefix): its end, NULL if none. */
+static const unsigned char *o200k_ab2(const unsigned char *s, const unsigned char *end)
+{
+    size_t l;
+    if (s >= end || !(ug_at(s, &l) & UG_A)) return NULL;
+    return ug_run(ug_run(s + l, end, UG_A), end, UG_B);
+}
+
+/* Length of C = (?i:'s|'t|'re|'ve|'m|'ll|'d) at p, 0 if none: case-
+ * insensitive, so s also matches U+017F (its case fold), the others ASCII
+ * only (as alternative 1 of Qwen's pattern). */
+static size_t o200k_contraction(const unsigned char *p, const unsigned char *end)
+{
+    size_t rem = (size_t)(end - p);
+    if (rem < 2 || p[0] != '\'') return 0;
+    unsigned char a = p[1], b = rem >= 3 ? p[2] : 0;
+    if (a == 0xC5 && b == 0xBF) return 3;                             /* 'ſ */
+    a |= 0x20; b |= 0x20;                                             /* ASCII fold */
+    if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
+    if (rem >= 3 && ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')))
+        return 3;
+    return 0;
+}
+
+static size_t o200k_match(const unsigned char *p, const unsigned char *end)
+{
+    size_t l0;
+    int g0 = ug_at(p, &l0);
+    int pfx = !(g0 & (UG_L | UG_N)) && !is_crlf(p[0]);                /* p[0] is a P */
+    if (pfx || (g0 & (UG_A | UG_B))) {
+        const unsigned char *e = NULL;
+        if (pfx) e = o200k_ab(p + l0, end);                           /* 1, with the prefix */
+        if (!e) e = o200k_ab(p, end);                                 /* 1, without */
+        if (!e && pfx) e = o200k_ab2(p + l0, end);                    /* 2, with the prefix */
+        if (!e) e = o200k_ab2(p, end);                                /* 2, without */
+        if (e) return (size_t)(e - p) + o200k_contraction(e, end);
+    }
+    if (g0 & UG_N) {                                                  /* 3 */
+        const unsigned char *q = p + l0;
+        for (int k = 1; k < 3 && q < end; k++) {
+            size_t l;
+            if (!(ug_at(q, &l) & UG_N)) break;
+            q += l;
+        }
+        return (size_t)(q - p);
+    }
+    const unsigned char *q = p + (p[0] == ' ');                       /* 4 */
+    if (q < end) {
+        size_t l;
+        if (!(ug_at(q, &l) & (UG_L | UG_N | UG_S))) {
+            while (q < end) {
+                int g = ug_at(q, &l);
+                if (g & (UG_L | UG_N | UG_S)) break;
+                q += l;
+            }
+            while (q < end && (is_crlf(*q) || *q == '/')) q++;
+            return (size_t)(q - p);
+        }
+    }
+    /* p is whitespace (g0 == UG_S) */
+    const unsigned char *r = p, *last = p, *nl = NULL;
+    size_t nchars = 0;
+    while (r < end) {
+        size_t l;
+        if (!(ug_at(r, &l) & UG_S)) break;
+        if (is_crlf(*r)) nl = r;
+        last = r; r += l; nchars++;
+    }
+    if (nl) return (size_t)(nl + 1 - p);                              /* 5 */
+    if (r < end && nchars >= 2) return (size_t)(last - p);           /* 6 */
+    return (size_t)(r - p);                                           /* 6 at the end, or 7 */
+}
+
+void cis2_pretok_split_o200k(const char *s, size_t n, cis2_pretok_cb cb, void *ctx)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + n;
+    while (p < end) {
+        size_t m = o200k_match(p, end);
+        if (cb(ctx, (const char *)p, m)) return;
+        p += m;
+    }
 }
 
 /* ---- NON-NORMATIVE: Split on a literal string, behavior MergedWithPrevious

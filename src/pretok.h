@@ -47,6 +47,15 @@ void cis2_pretok_split_qwen(const char *s, size_t n, cis2_pretok_cb cb, void *ct
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" \
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 void cis2_pretok_split_llama3(const char *s, size_t n, cis2_pretok_cb cb, void *ctx);
+/* The same for gpt-oss's o200k pattern (o200k_harmony's tokenizer.json),
+ * a scanner of its own (pretok.c; docs/tokenizer.md "The o200k pattern"). */
+#define CIS2_O200K_SPLIT_REGEX \
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+" \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|" \
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*" \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|" \
+    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+void cis2_pretok_split_o200k(const char *s, size_t n, cis2_pretok_cb cb, void *ctx);
 /* Split on the literal d[0..dl), behavior MergedWithPrevious (Gemma-3's
  * pre-tokenizer): calls cb for every piece in order (they tile s). */
 void cis2_pretok_split_literal(const char *s, size_t n, const char *d, size_t dl, cis2_pretok_cb cb, void *ctx);

@@ -77,7 +77,7 @@ static inline uint32_t ac_step(const ac_trie *T, uint32_t v, uint8_t c)
 size_t cis2_tokenizer_vocab_size(const cis2_tokenizer *t) { return t->nids; }
 int cis2_tokenizer_is_normative(const cis2_tokenizer *t)
 {
-    return !t->nfc && !t->nnorm && !t->split_qwen && !t->sp && !t->has_template;
+    return !t->nfc && !t->nnorm && !t->split_rx && !t->sp && !t->has_template;
 }
 int cis2_tokenizer_adds_special(const cis2_tokenizer *t) { return t->npost_pre + t->npost_post > 0; }
 
@@ -398,8 +398,9 @@ static void encode_piece(enc_ctx *c, const char *s, size_t n)
 {
     if (c->oom || c->over) return;
     const cis2_tokenizer *t = c->t;
-    if (t->split_qwen == 1) cis2_pretok_split_qwen(s, n, on_word, c);   /* non-normative */
-    else if (t->split_qwen == 3) cis2_pretok_split_llama3(s, n, on_word, c);
+    if (t->split_rx == SPLIT_RX_QWEN) cis2_pretok_split_qwen(s, n, on_word, c);   /* non-normative */
+    else if (t->split_rx == SPLIT_RX_LLAMA3) cis2_pretok_split_llama3(s, n, on_word, c);
+    else if (t->split_rx == SPLIT_RX_O200K) cis2_pretok_split_o200k(s, n, on_word, c);
     else if (t->split_lit) cis2_pretok_split_literal(s, n, t->split_lit, t->split_lit_len, on_word, c);
     else if (t->metaspace) metaspace_piece(c, s, n);
     else if (t->sp) { if (n) on_word(c, s, n); }                      /* no pre-tokenizer: one word */

@@ -17,6 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* split_rx: which Split regex (tokenizer.md "Which tokenizers") */
+enum { SPLIT_RX_QWEN = 1, SPLIT_RX_LLAMA3 = 2, SPLIT_RX_O200K = 3 };
+
 /* ---- hashing ---- */
 static inline uint64_t hash_bytes(const char *s, size_t n)
 {
@@ -91,12 +94,14 @@ struct cis2_tokenizer {
     ac_trie trie[2];          /* added tokens with normalized = 0, 1 */
     size_t max_tok_bytes;     /* most bytes one vocab token covers (encode_max's bound) */
     int digits_mode, use_regex, ignore_merges;
-    int nfc, split_qwen;      /* non-normative extension (tokenizer_load.c, tokenizer.c) */
+    int nfc, split_rx;        /* non-normative extension (tokenizer_load.c, tokenizer.c) */
     /* NON-NORMATIVE: the model families' shapes (docs/tokenizer.md "Which
-     * tokenizers"; outside CIS-2 v0.3b §3).  split_qwen: 1 Qwen's Split regex, 3 Llama-3's
-     * (\p{N}{1,3}).  norm: the normalizer's steps in order (nfc is also
-     * set when one is NFC).  sp: SentencePiece-style BPE (no ByteLevel):
-     * the symbols are the characters of the normalized text, looked up in
+     * tokenizers"; outside CIS-2 v0.3b §3).  split_rx: the Split regex,
+     * SPLIT_RX_QWEN, SPLIT_RX_LLAMA3 (\p{N}{1,3}) or SPLIT_RX_O200K
+     * (gpt-oss, tokenizer.md "The o200k pattern"), 0 none.  norm: the
+     * normalizer's steps in order (nfc is also set when one is NFC).
+     * sp: SentencePiece-style BPE (no ByteLevel): the symbols are the
+     * characters of the normalized text, looked up in
      * the vocab as they are, else their bytes' "<0xXX>" tokens
      * (byte_fallback, fb_id), else unk (fuse_unk); decoding is the
      * Replace("▁"," "), ByteFallback, Fuse, Strip(" ", strip_start, 0)

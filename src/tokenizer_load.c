@@ -141,9 +141,10 @@ static int is_str(json_t *v, const char *want)
     return json_is_string(v) && json_string_length(v) == strlen(want) && !strcmp(json_string_value(v), want);
 }
 
-/* NON-NORMATIVE: the Split pre-tokenizer: exactly Qwen2.5/Qwen3's or
- * Llama-3's regex, Isolated (then ByteLevel without regex); or a literal
- * string, MergedWithPrevious (Gemma-3, alone: SentencePiece-style). */
+/* NON-NORMATIVE: the Split pre-tokenizer: exactly Qwen2.5/Qwen3's,
+ * Llama-3's or gpt-oss's (o200k) regex, Isolated (then ByteLevel without
+ * regex); or a literal string, MergedWithPrevious (Gemma-3, alone:
+ * SentencePiece-style). */
 static int load_split(cis2_tokenizer *t, json_t *o, const char *path, cis2_error *err)
 {
     json_t *pat = json_object_get(o, "pattern"), *beh = json_object_get(o, "behavior");
@@ -154,7 +155,8 @@ static int load_split(cis2_tokenizer *t, json_t *o, const char *path, cis2_error
         get_bool(o, "invert", 0, &inv))
         return cis2_fail(err, CIS2_E_FORMAT, "%s: pre_tokenizer Split needs pattern {\"Regex\": ...} or "
                          "{\"String\": ...}, behavior and a boolean invert", path);
-    int nmax = is_str(rx, CIS2_QWEN_SPLIT_REGEX) ? 1 : is_str(rx, CIS2_LLAMA3_SPLIT_REGEX) ? 3 : 0;
+    int which = is_str(rx, CIS2_QWEN_SPLIT_REGEX) ? SPLIT_RX_QWEN : is_str(rx, CIS2_LLAMA3_SPLIT_REGEX) ?
+                SPLIT_RX_LLAMA3 : is_str(rx, CIS2_O200K_SPLIT_REGEX) ? SPLIT_RX_O200K : 0;
     if (lit && json_string_length(lit) > 0 && is_str(beh, "MergedWithPrevious") && !inv) {
         t->split_lit_len = json_string_length(lit);
         if (!(t->split_lit = malloc(t->split_lit_len)))
@@ -162,11 +164,11 @@ static int load_split(cis2_tokenizer *t, json_t *o, const char *path, cis2_error
         memcpy(t->split_lit, json_string_value(lit), t->split_lit_len);
         return CIS2_OK;
     }
-    if (!nmax || !is_str(beh, "Isolated") || inv)
-        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: pre_tokenizer Split is supported only with Qwen2.5/Qwen3's "
-                         "or Llama-3's regex, behavior Isolated and invert false, or a String pattern with "
-                         "behavior MergedWithPrevious", path);
-    t->split_qwen = nmax;
+    if (!which || !is_str(beh, "Isolated") || inv)
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: pre_tokenizer Split is supported only with Qwen2.5/Qwen3's, "
+                         "Llama-3's or gpt-oss's (o200k) regex, behavior Isolated and invert false, or a String "
+                         "pattern with behavior MergedWithPrevious", path);
+    t->split_rx = which;
     return CIS2_OK;
 }
 
@@ -237,7 +239,7 @@ static int load_pretok(cis2_tokenizer *t, json_t *p, const char *path, cis2_erro
     if (t->split_lit)
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: pre_tokenizer Split with a String pattern is supported "
                          "only alone", path);
-    if (t->split_qwen && t->use_regex)      /* Split then the GPT-2 pattern: not Qwen2.5's shape */
+    if (t->split_rx && t->use_regex)      /* Split then the GPT-2 pattern: not Qwen2.5's shape */
         return cis2_fail(err, CIS2_E_UNSUPPORTED,
                          "%s: pre_tokenizer Split must be followed by ByteLevel with use_regex=false", path);
     return CIS2_OK;

@@ -13,4 +13,11 @@ typedef struct { uint32_t lo, hi; uint8_t cls; } cis2_urange;
 extern const cis2_urange cis2_uclass_ranges[CIS2_UCLASS_NRANGES];
 extern const uint8_t cis2_uclass_ascii[128];
 
+/* The o200k pattern's classes, a set of bits per code point. */
+enum { UG_A = 1, UG_B = 2, UG_L = 4, UG_N = 8, UG_S = 16 };
+
+#define CIS2_UG_NRANGES 2363
+extern const cis2_urange cis2_ug_ranges[CIS2_UG_NRANGES];
+extern const uint8_t cis2_ug_ascii[128];
+
 #endif

