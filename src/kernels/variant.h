@@ -65,9 +65,9 @@ struct cis2_variant {
 
 /* MXFP4 (kernels.h, at cis2_wtype), for every variant: the e2m1 values by
  * code (kernels.c), tile b of group g, P(s) from its bits (s << 23: a
- * normal 2^(s-127) for s in [1, 254]), and the scalar widening of group
- * g's columns [c0, c1) (multiples of 32) into tile[(i - c0)*KG + k], each
- * element the rule's one multiply. */
+ * normal 2^(s-127) for s in [1, 254]), the scalar widening of group g's
+ * columns [c0, c1) (multiples of 32) into tile[(i - c0)*KG + k], each
+ * element the rule's one multiply, and the layout's addressing. */
 extern const float cis2_e2m1[16];
 static inline const uint8_t *cis2_mx_tile(const cis2_pmat *w, size_t g, size_t b)
 {
@@ -81,6 +81,13 @@ static inline float cis2_mx_scale(uint8_t s)
     return f;
 }
 void cis2_mx_widen(const cis2_pmat *w, size_t g, size_t c0, size_t c1, float *tile);
+/* Where the code of row k (0..15) of a group, column i, lies in its tile:
+ * the byte (from the tile's start) and the shift of its nibble. */
+static inline size_t cis2_mx_byte(size_t k, size_t i)
+{
+    return 16 + 16 * (i % 32 / 2) + 8 * (i & 1) + 4 * (k / 8) + k % 4;
+}
+static inline unsigned cis2_mx_shift(size_t k) { return (unsigned)(k % 8 / 4) * 4; }
 
 /* Each variant object, and the functions its file gives it (AVX-512's
  * exp/SiLU also call AVX2's for their tails). */
