@@ -318,8 +318,9 @@ static void mx_g1(const cis2_pmat *w, const float *x, float *y, size_t g, size_t
 #define MX_DIRECT_MAX 2 /* positions widened in-register; from 3 on the f32 tile is faster */
 #endif
 
-/* Group g's columns [c0, c1) (multiples of 32) widened into tile[(i - c0)*KG + k]. */
-static void mx_widen(const cis2_pmat *w, size_t g, size_t c0, size_t c1, float *tile)
+/* Group g's columns [c0, c1) (multiples of 32) widened into tile[(i - c0)*KG + k]
+ * (the AVX-512 variant's wide path uses it too). */
+void cis2_mx_widen_avx2(const cis2_pmat *w, size_t g, size_t c0, size_t c1, float *tile)
 {
     struct mx_const kc = mx_const();
     for (size_t t = c0 / 32; t < c1 / 32; t++) {
@@ -341,8 +342,9 @@ static void mx_widen(const cis2_pmat *w, size_t g, size_t c0, size_t c1, float *
  * packed tiles; more, group by group in column ranges of at most
  * TILE_COLS (multiples of 32), each range widened once into an f32 tile
  * that every position block of up to 6 then reads as f32 weights
- * (one_group; a row's sum crosses a range edge through y, as in by_group). */
-static void mx_kern(const cis2_pmat *w, const float *x, size_t npos, float *y, size_t g0, size_t g1)
+ * (one_group; a row's sum crosses a range edge through y, as in by_group).
+ * The AVX-512 variant runs it too for the positions its wide path leaves. */
+void cis2_mx_kern_avx2(const cis2_pmat *w, const float *x, size_t npos, float *y, size_t g0, size_t g1)
 {
     size_t g = g0, cols = w->cols, rows = w->rows;
     float *tile = npos > MX_DIRECT_MAX ? aligned_alloc(64, TILE_COLS * CIS2_KG * sizeof(float)) : NULL;
@@ -356,7 +358,7 @@ static void mx_kern(const cis2_pmat *w, const float *x, size_t npos, float *y, s
     for (; g < g1; g++)
         for (size_t c0 = 0; c0 < cols; c0 += per) {
             size_t n = cols - c0 < per ? cols - c0 : per;
-            mx_widen(w, g, c0, c0 + n, tile);
+            cis2_mx_widen_avx2(w, g, c0, c0 + n, tile);
             for (size_t p = 0; p < npos; p += 6) {
                 int P = npos - p < 6 ? (int)(npos - p) : 6;
                 struct blk k = {tile, 0, x + p * cols + c0, cols, n, y + p * rows, rows, g * CIS2_KG,
@@ -370,7 +372,7 @@ static void mx_kern(const cis2_pmat *w, const float *x, size_t npos, float *y, s
 void cis2_kern_avx2(const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0,
                     size_t g1)
 {
-    if (w->type == CIS2_W_MXFP4) { mx_kern(w, x, npos, y, g0, g1); return; }
+    if (w->type == CIS2_W_MXFP4) { cis2_mx_kern_avx2(w, x, npos, y, g0, g1); return; }
     (void)xt;
     int bf = w->type == CIS2_W_BF16;
     size_t g = g0;
