@@ -73,9 +73,10 @@ static void pack_group(void *vctx, size_t g)
 }
 
 /* MXFP4 (kernels.h, at cis2_wtype): group g's tiles.  Rows r0.. of the
- * view's src; blocks: src row r is cols/2 bytes, tile b's pair jj gets
- * byte 16b + jj of each row; scales: src row r is cols/32 bytes, tile b
- * gets byte b.  Padding rows are 0 in both parts. */
+ * view's src; blocks: src row r is cols/2 bytes, byte 16b + jj holding
+ * columns 32b + 2jj (low nibble) and 32b + 2jj + 1 (high), each code put
+ * where cis2_mx_byte / cis2_mx_shift say; scales: src row r is cols/32
+ * bytes, tile b gets byte b.  Padding rows are 0 in both parts. */
 static void pack_mx_blocks(void *vctx, size_t g)
 {
     const struct pack_job *j = vctx;
@@ -83,10 +84,16 @@ static void pack_mx_blocks(void *vctx, size_t g)
     size_t r0 = g * CIS2_KG, nr = m->rows - r0 < CIS2_KG ? m->rows - r0 : CIS2_KG;
     size_t nb = m->cols / 32, half = m->cols / 2;
     uint8_t *t = (uint8_t *)m->data + g * nb * CIS2_MX_TILE;
-    for (size_t b = 0; b < nb; b++, t += CIS2_MX_TILE)
-        for (size_t jj = 0; jj < 16; jj++)
-            for (size_t k = 0; k < CIS2_KG; k++)
-                t[16 + jj * 16 + k] = k < nr ? j->src[(r0 + k) * half + b * 16 + jj] : 0;
+    for (size_t b = 0; b < nb; b++, t += CIS2_MX_TILE) {
+        memset(t + 16, 0, CIS2_MX_TILE - 16);
+        for (size_t k = 0; k < nr; k++) {
+            const uint8_t *s = j->src + (r0 + k) * half + b * 16;
+            for (size_t i = 0; i < 32; i++) {
+                unsigned code = i & 1 ? s[i / 2] >> 4 : s[i / 2] & 15u;
+                t[cis2_mx_byte(k, i)] |= (uint8_t)(code << cis2_mx_shift(k));
+            }
+        }
+    }
 }
 
 static void pack_mx_scales(void *vctx, size_t g)
@@ -238,8 +245,8 @@ static inline float mx_elem(const cis2_pmat *m, size_t o, size_t i)
 {
     const uint8_t *t = cis2_mx_tile(m, o / CIS2_KG, i / 32);
     size_t k = o % CIS2_KG;
-    uint8_t byte = t[16 + (i % 32 / 2) * 16 + k];
-    return cis2_e2m1[i & 1 ? byte >> 4 : byte & 15] * cis2_mx_scale(t[k]);
+    unsigned code = t[cis2_mx_byte(k, i)] >> cis2_mx_shift(k) & 15u;
+    return cis2_e2m1[code] * cis2_mx_scale(t[k]);
 }
 
 void cis2_mx_widen(const cis2_pmat *w, size_t g, size_t c0, size_t c1, float *tile)
@@ -249,11 +256,7 @@ void cis2_mx_widen(const cis2_pmat *w, size_t g, size_t c0, size_t c1, float *ti
         float *d = tile + (b * 32 - c0) * CIS2_KG;
         for (size_t k = 0; k < CIS2_KG; k++) {
             float p = cis2_mx_scale(t[k]);
-            for (size_t jj = 0; jj < 16; jj++) {
-                uint8_t byte = t[16 + jj * 16 + k];
-                d[(2 * jj) * CIS2_KG + k] = cis2_e2m1[byte & 15] * p;
-                d[(2 * jj + 1) * CIS2_KG + k] = cis2_e2m1[byte >> 4] * p;
-            }
+            for (size_t i = 0; i < 32; i++) d[i * CIS2_KG + k] = cis2_e2m1[t[cis2_mx_byte(k, i)] >> cis2_mx_shift(k) & 15u] * p;
         }
     }
 }
@@ -294,8 +297,8 @@ void cis2_kern_scalar(const cis2_pmat *w, const float *x, const float *xt, size_
                     const uint8_t *t = cis2_mx_tile(w, o / CIS2_KG, b);
                     float scale = cis2_mx_scale(t[k]); /* P(s) */
                     for (size_t i = 0; i < 32; i++) {
-                        uint8_t byte = t[16 + i / 2 * 16 + k];
-                        float wv = cis2_e2m1[i & 1 ? byte >> 4 : byte & 15] * scale; /* the one multiply */
+                        unsigned code = t[cis2_mx_byte(k, i)] >> cis2_mx_shift(k) & 15u;
+                        float wv = cis2_e2m1[code] * scale; /* the one multiply */
                         float prod = wv * xp[32 * b + i];
                         acc = acc + prod;
                     }

@@ -77,16 +77,18 @@ typedef enum { CIS2_W_BF16 = 1, CIS2_W_F32 = 2, CIS2_W_MXFP4 = 3 } cis2_wtype;
  * by §5.1: t = w * x rounded, acc = acc + t rounded, in index order.  s = 0 (P = +0) and s = 255
  * (P = +inf) would give every variant the same bits too, but mean nothing.
  *
- * The packed layout (chosen so one 16-byte load is one column pair of a whole row group): a group of
- * CIS2_KG = 16 rows is cols/32 tiles of 272 bytes, tile b (columns 32b..32b+31) at
- * data + (g * cols/32 + b) * 272:
- *     bytes [0, 16)                   the scale bytes: byte k is row 16g+k's s for this tile
- *     bytes [16 + 16j, 16 + 16j + 16) column pair j (columns 32b+2j, 32b+2j+1), j = 0..15: byte k is
- *                                     row 16g+k's source byte (low nibble column 2j, high 2j+1)
- * so a pair loads as 16 bytes, lane k = row k; the low nibbles are one column and the high nibbles the
- * next.  4.25 bits a weight, as in the file.  The tail group's padding rows are code 0, scale 0 (they
- * are computed, never stored).  cis2_pmat_pack(_groups) take an MXFP4 src as the rows' blocks followed
- * by their scales. */
+ * The packed layout keeps the 16-row groups and is chosen for the AVX2 kernel (kern_x86_avx2.c: one
+ * 16-byte load, a byte shuffle per table and unpacks within 128-bit lanes give a column pair of the
+ * whole group as four vectors of 8 f32 rows, no cross-lane step).  A group of CIS2_KG = 16 rows is
+ * cols/32 tiles of 272 bytes, tile b (columns 32b..32b+31) at data + (g * cols/32 + b) * 272:
+ *     bytes [0, 16)            the scale bytes: byte k is row 16g+k's s for this tile
+ *     bytes [16 + 16j, 32 + 16j)  column pair j (columns 32b+2j and 32b+2j+1), j = 0..15: the code of
+ *                              row 16g+k, column 32b+2j+c (c = 0, 1) is nibble (k%8)/4 (0: bits 0-3,
+ *                              1: bits 4-7) of pair byte 8c + 4(k/8) + k%4
+ * i.e. pair bytes 0-3 hold column 2j's rows 0-3 (low nibbles) and 4-7 (high), bytes 4-7 its rows 8-11
+ * and 12-15, bytes 8-15 the same for column 2j+1.  4.25 bits a weight, as in the file.  The tail
+ * group's padding rows are code 0, scale 0 (they are computed, never stored).  cis2_pmat_pack(_groups)
+ * take an MXFP4 src as the rows' blocks followed by their scales. */
 #define CIS2_MX_TILE 272 /* bytes of one 16-row x 32-column tile: 16 scale bytes, 16 column pairs of 16 */
 
 typedef struct cis2_pmat {

@@ -24,6 +24,9 @@
  *   stores its partial sums there and the next range's block starts from
  *   them; a float stored and reloaded is the same float, so each row is
  *   still one §5.1 sum in index order.
+ * MXFP4 weights (kernels.h, at cis2_wtype) have their own loops (mx_kern,
+ * below): up to 2 positions widen in-register, more widen a column range
+ * once into the same kind of f32 tile and run the f32 register block on it.
  * Also the AVX2 attention halves (§9.2 scores, §9.4 V-mix) and the
  * 8-lane §6.2 exp, §6.4 SiLU and §M7.5 GELU (pmath_lanes.h's one definition at this
  * width; bottom of the file).
@@ -206,10 +209,170 @@ static void by_group(const cis2_pmat *w, const float *x, size_t npos, float *y, 
         }
 }
 
+/* ---- MXFP4 (kernels.h, at cis2_wtype) ----
+ * One column pair of a group is 16 bytes in the layout kernels.h gives.
+ * Broadcast to both 128-bit lanes and shifted right by 0 (lane 0) or 4
+ * (lane 1) bits, then masked, it is 32 code bytes: lane 0 the low nibbles,
+ * lane 1 the high ones.  Two byte shuffles (vpshufb) look up bits 24-31
+ * and 16-23 of the f32 E2M1[code] (bits 0-15 are zero for every code);
+ * unpacking them into 16-bit words and those, above zero words, into
+ * 32-bit lanes gives the exact f32 E2M1[code] of column 2j rows 0-7, rows
+ * 8-15, then column 2j+1 rows 0-7, rows 8-15 (that order is why the
+ * layout interleaves rows as it does: every step stays in its 128-bit
+ * lane).  Then w = E2M1[code] * P(s), the rule's one multiply (vmulps),
+ * with P(s) the scale bytes zero-extended and shifted left 23.  From there
+ * w is an f32 weight like any other: §5.1's vmulps and vaddps per
+ * position, column 2j before 2j+1.  (vpermps on the nibbles would do the
+ * look-up too, but costs 2 cycles a lookup on Zen 3, where these shuffles
+ * and unpacks cost half a cycle each.) */
+
+struct mx_const {
+    __m256i th, tl; /* bytes 3 and 2 of the f32 E2M1[c] at byte c of each lane */
+    __m256i sh;     /* shift counts: 0 in lane 0, 4 in lane 1 */
+};
+
+AI struct mx_const mx_const(void)
+{
+    uint8_t th[16], tl[16];
+    for (int c = 0; c < 16; c++) {
+        uint32_t b;
+        memcpy(&b, &cis2_e2m1[c], 4);
+        th[c] = (uint8_t)(b >> 24);
+        tl[c] = (uint8_t)(b >> 16);
+    }
+    struct mx_const k;
+    k.th = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)th));
+    k.tl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)tl));
+    k.sh = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+    return k;
+}
+
+/* P(s) of rows 8h..8h+7 from a tile's scale bytes. */
+AI __m256 mx_scale8(const uint8_t *t, int h)
+{
+    __m256i s = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(t + 8 * h)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(s, 23));
+}
+
+/* The column pair at q: w[0], w[1] column 2j rows 0-7, 8-15; w[2], w[3]
+ * column 2j+1 rows 0-7, 8-15; s0, s1: P(s) of rows 0-7, 8-15. */
+AI void mx_pair(const uint8_t *q, const struct mx_const *k, __m256 s0, __m256 s1, __m256 w[4])
+{
+    __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)q));
+    __m256i c = _mm256_and_si256(_mm256_srlv_epi32(v, k->sh), _mm256_set1_epi8(0x0F));
+    __m256i hb = _mm256_shuffle_epi8(k->th, c), lb = _mm256_shuffle_epi8(k->tl, c);
+    __m256i w0 = _mm256_unpacklo_epi8(lb, hb), w1 = _mm256_unpackhi_epi8(lb, hb), z = _mm256_setzero_si256();
+    w[0] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, w0)), s0); /* the rule's one multiply */
+    w[1] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(z, w0)), s1);
+    w[2] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, w1)), s0);
+    w[3] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(z, w1)), s1);
+}
+
+#ifndef MX_PF
+#define MX_PF (4 * CIS2_MX_TILE) /* bytes ahead in each group's stream */
+#endif
+
+/* Group g x P positions (p..p+P-1), widening in-register.  One group's
+ * two add chains suffice: two groups side by side (four chains) were no
+ * faster on Zen 3, where the widening's shuffles and the multiplies, not
+ * the add latency, set the pace. */
+AI void mx_block(const cis2_pmat *w, const float *x, float *y, size_t g, size_t p, int P)
+{
+    size_t cols = w->cols, rows = w->rows, nb = cols / 32;
+    const uint8_t *tl = cis2_mx_tile(w, g, 0);
+    const float *xp = x + p * cols;
+    struct mx_const kc = mx_const();
+    __m256 acc[2][2];
+#pragma GCC unroll 2
+    for (int b = 0; b < P; b++) acc[b][0] = acc[b][1] = _mm256_setzero_ps();
+    for (size_t t = 0; t < nb; t++, tl += CIS2_MX_TILE) {
+        __m256 s0 = mx_scale8(tl, 0), s1 = mx_scale8(tl, 1);
+        for (size_t j = 0; j < 16; j++) {
+            const uint8_t *q = tl + 16 + j * 16;
+            const float *xi = xp + t * 32 + 2 * j;
+            __m256 wv[4];
+            _mm_prefetch((const char *)q + MX_PF, _MM_HINT_T0); /* never faults */
+            mx_pair(q, &kc, s0, s1, wv);
+#pragma GCC unroll 2
+            for (int b = 0; b < P; b++) {
+                __m256 x0 = _mm256_broadcast_ss(xi + b * cols), x1 = _mm256_broadcast_ss(xi + b * cols + 1);
+                acc[b][0] = _mm256_add_ps(acc[b][0], _mm256_mul_ps(wv[0], x0)); /* §5.1: column 2j */
+                acc[b][1] = _mm256_add_ps(acc[b][1], _mm256_mul_ps(wv[1], x0));
+                acc[b][0] = _mm256_add_ps(acc[b][0], _mm256_mul_ps(wv[2], x1)); /* then 2j+1 */
+                acc[b][1] = _mm256_add_ps(acc[b][1], _mm256_mul_ps(wv[3], x1));
+            }
+        }
+    }
+    size_t o = g * CIS2_KG, nv = rows - o < CIS2_KG ? rows - o : CIS2_KG;
+#pragma GCC unroll 2
+    for (int b = 0; b < P; b++) store_rows(y + (p + b) * rows + o, nv, acc[b][0], acc[b][1]);
+}
+
+static void mx_g1(const cis2_pmat *w, const float *x, float *y, size_t g, size_t p, int P)
+{
+    if (P == 1) mx_block(w, x, y, g, p, 1);
+    else mx_block(w, x, y, g, p, 2);
+}
+
+#ifndef MX_DIRECT_MAX
+#define MX_DIRECT_MAX 2 /* positions widened in-register; from 3 on the f32 tile is faster */
+#endif
+
+/* Group g's columns [c0, c1) (multiples of 32) widened into tile[(i - c0)*KG + k]
+ * (the AVX-512 variant's wide path uses it too). */
+void cis2_mx_widen_avx2(const cis2_pmat *w, size_t g, size_t c0, size_t c1, float *tile)
+{
+    struct mx_const kc = mx_const();
+    for (size_t t = c0 / 32; t < c1 / 32; t++) {
+        const uint8_t *tl = cis2_mx_tile(w, g, t);
+        __m256 s0 = mx_scale8(tl, 0), s1 = mx_scale8(tl, 1);
+        float *d = tile + (t * 32 - c0) * CIS2_KG;
+        for (size_t j = 0; j < 16; j++) {
+            __m256 wv[4];
+            mx_pair(tl + 16 + j * 16, &kc, s0, s1, wv);
+            _mm256_store_ps(d + j * 2 * CIS2_KG, wv[0]);
+            _mm256_store_ps(d + j * 2 * CIS2_KG + 8, wv[1]);
+            _mm256_store_ps(d + j * 2 * CIS2_KG + 16, wv[2]);
+            _mm256_store_ps(d + j * 2 * CIS2_KG + 24, wv[3]);
+        }
+    }
+}
+
+/* MXFP4 groups [g0, g1): up to MX_DIRECT_MAX positions straight from the
+ * packed tiles; more, group by group in column ranges of at most
+ * TILE_COLS (multiples of 32), each range widened once into an f32 tile
+ * that every position block of up to 6 then reads as f32 weights
+ * (one_group; a row's sum crosses a range edge through y, as in by_group).
+ * The AVX-512 variant runs it too for the positions its wide path leaves. */
+void cis2_mx_kern_avx2(const cis2_pmat *w, const float *x, size_t npos, float *y, size_t g0, size_t g1)
+{
+    size_t g = g0, cols = w->cols, rows = w->rows;
+    float *tile = npos > MX_DIRECT_MAX ? aligned_alloc(64, TILE_COLS * CIS2_KG * sizeof(float)) : NULL;
+    if (!tile) { /* few positions (or no memory for a tile: the same bits) */
+        for (; g < g1; g++)
+            for (size_t p = 0; p < npos; p += MX_DIRECT_MAX)
+                mx_g1(w, x, y, g, p, npos - p < MX_DIRECT_MAX ? (int)(npos - p) : MX_DIRECT_MAX);
+        return;
+    }
+    size_t nr = (cols + TILE_COLS - 1) / TILE_COLS, per = ((cols + nr - 1) / nr + 31) / 32 * 32;
+    for (; g < g1; g++)
+        for (size_t c0 = 0; c0 < cols; c0 += per) {
+            size_t n = cols - c0 < per ? cols - c0 : per;
+            cis2_mx_widen_avx2(w, g, c0, c0 + n, tile);
+            for (size_t p = 0; p < npos; p += 6) {
+                int P = npos - p < 6 ? (int)(npos - p) : 6;
+                struct blk k = {tile, 0, x + p * cols + c0, cols, n, y + p * rows, rows, g * CIS2_KG,
+                                (const char *)(tile + PF_COLS * CIS2_KG), CIS2_KG * sizeof(float), NULL};
+                one_group(k, 0, P, c0 > 0, 0);
+            }
+        }
+    free(tile);
+}
+
 void cis2_kern_avx2(const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0,
                     size_t g1)
 {
-    if (w->type == CIS2_W_MXFP4) { cis2_kern_scalar(w, x, xt, npos, y, g0, g1); return; } /* for now */
+    if (w->type == CIS2_W_MXFP4) { cis2_mx_kern_avx2(w, x, npos, y, g0, g1); return; }
     (void)xt;
     int bf = w->type == CIS2_W_BF16;
     size_t g = g0;

@@ -65,9 +65,9 @@ struct cis2_variant {
 
 /* MXFP4 (kernels.h, at cis2_wtype), for every variant: the e2m1 values by
  * code (kernels.c), tile b of group g, P(s) from its bits (s << 23: a
- * normal 2^(s-127) for s in [1, 254]), and the scalar widening of group
- * g's columns [c0, c1) (multiples of 32) into tile[(i - c0)*KG + k], each
- * element the rule's one multiply. */
+ * normal 2^(s-127) for s in [1, 254]), the scalar widening of group g's
+ * columns [c0, c1) (multiples of 32) into tile[(i - c0)*KG + k], each
+ * element the rule's one multiply, and the layout's addressing. */
 extern const float cis2_e2m1[16];
 static inline const uint8_t *cis2_mx_tile(const cis2_pmat *w, size_t g, size_t b)
 {
@@ -81,9 +81,17 @@ static inline float cis2_mx_scale(uint8_t s)
     return f;
 }
 void cis2_mx_widen(const cis2_pmat *w, size_t g, size_t c0, size_t c1, float *tile);
+/* Where the code of row k (0..15) of a group, column i, lies in its tile:
+ * the byte (from the tile's start) and the shift of its nibble. */
+static inline size_t cis2_mx_byte(size_t k, size_t i)
+{
+    return 16 + 16 * (i % 32 / 2) + 8 * (i & 1) + 4 * (k / 8) + k % 4;
+}
+static inline unsigned cis2_mx_shift(size_t k) { return (unsigned)(k % 8 / 4) * 4; }
 
 /* Each variant object, and the functions its file gives it (AVX-512's
- * exp/SiLU also call AVX2's for their tails). */
+ * exp/SiLU also call AVX2's for their tails, and its MXFP4 paths AVX2's
+ * widening). */
 #define KERN_ARGS const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0, size_t g1
 extern const struct cis2_variant cis2_variant_scalar; /* kernels.c */
 void cis2_kern_scalar(KERN_ARGS);
@@ -97,6 +105,8 @@ void cis2_exp_n_avx2(const float *x, float *out, size_t n);
 void cis2_silu_n_avx2(const float *x, float *out, size_t n);
 void cis2_gelu_n_avx2(const float *x, float *out, size_t n);
 size_t cis2_argmax_n_avx2(const float *v, size_t n);
+void cis2_mx_kern_avx2(const cis2_pmat *w, const float *x, size_t npos, float *y, size_t g0, size_t g1);
+void cis2_mx_widen_avx2(const cis2_pmat *w, size_t g, size_t c0, size_t c1, float *tile);
 extern const struct cis2_variant cis2_variant_avx512; /* kern_x86_avx512.c */
 void cis2_kern_avx512(KERN_ARGS);
 void cis2_prep_avx512(const float *x, size_t npos, size_t cols, float *xt);

@@ -5,8 +5,8 @@
  * Links only kernels.c, threadpool.c, kern_*.c, fpenv.c, error.c and pmath.c.
  *
  * Oracles: FACTS.md §4's 3x3 matvec; a plain row-major §5.1 loop written
- * here; the scalar reference, bit for bit, for every variant and 1..4
- * threads.  Exit 0 and "kern_selfcheck: ok" on success.
+ * here (for MXFP4 over elements decoded here from the OCP e2m1 table);
+ * the scalar reference, bit for bit, for every variant and 1..4 threads.  Exit 0 and "kern_selfcheck: ok" on success.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -142,6 +142,73 @@ int main(void)
         cis2_pmat_free(&m);
         free(src); free(wide); free(x); free(want); free(y);
     }
+    /* MXFP4 (kernels.h, at cis2_wtype): each element by the OCP e2m1 table
+     * written here times 2^(s-127) in double (exact), the §1.3 flush and the
+     * overflow written out; then the same plain §5.1 loop.  Scales mostly
+     * near 127, often the edges 1, 2, 127, 253, 254. */
+    static const double E2M1[16] = {0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6};
+    static const uint8_t EDGE[] = {1, 2, 127, 253, 254};
+    static const size_t MXCOLS[] = {32, 64, 96, 576, 1024};
+    for (int it = 0; it < 30; it++) {
+        size_t rows = ROWS[rnd() % 12], cols = MXCOLS[rnd() % 5], npos = it % 10 == 9 ? 17 : 1 + (size_t)it % 9;
+        uint8_t *src = malloc(rows * cols / 2 + rows * cols / 32);
+        float *wide = malloc(rows * cols * 4), *x = malloc(npos * cols * 4);
+        float *want = malloc(npos * rows * 4), *y = malloc(npos * rows * 4);
+        CHECK(src && wide && x && want && y, "out of memory");
+        uint8_t *scales = src + rows * cols / 2;
+        for (size_t k = 0; k < rows * cols / 2; k++) src[k] = (uint8_t)(rnd() >> 24);
+        for (size_t k = 0; k < rows * cols / 32; k++) {
+            uint64_t r = rnd();
+            scales[k] = r % 8 == 0 ? EDGE[(r >> 8) % 5] : (uint8_t)(118 + (r >> 8) % 13);
+        }
+        for (size_t o = 0; o < rows; o++)
+            for (size_t i = 0; i < cols; i++) {
+                uint8_t byte = src[o * cols / 2 + i / 2];
+                unsigned code = i % 2 ? byte >> 4 : byte & 15u, sc = scales[o * cols / 32 + i / 32];
+                uint64_t pb = (uint64_t)(sc - 127 + 1023) << 52; /* 2^(s-127) as a double */
+                double p2, d;
+                memcpy(&p2, &pb, 8);
+                d = E2M1[code] * p2;
+                float f = (float)d;
+                if (d < 0x1p-126 && d > -0x1p-126) f = code & 8 ? -0.0f : 0.0f;
+                wide[o * cols + i] = f; /* beyond FLT_MAX the conversion gives the signed infinity */
+            }
+        for (size_t k = 0; k < npos * cols; k++) x[k] = rnd_val();
+        for (size_t p = 0; p < npos; p++)
+            for (size_t o = 0; o < rows; o++) {
+                float acc = 0.0f;
+                for (size_t i = 0; i < cols; i++) {
+                    float prod = wide[o * cols + i] * x[p * cols + i];
+                    acc = acc + prod;
+                }
+                want[p * rows + o] = acc;
+            }
+        cis2_pmat m;
+        CHECK(cis2_pmat_pack(&X, &m, CIS2_W_MXFP4, src, rows, cols, &err) == CIS2_OK, "%s", err.msg);
+        float *row = malloc(cols * 4);
+        CHECK(row != NULL, "out of memory");
+        for (size_t o = 0; o < rows; o++) {
+            cis2_pmat_row(&m, o, row);
+            for (size_t i = 0; i < cols; i++)
+                CHECK(bitsf(row[i]) == bitsf(wide[o * cols + i]), "mxfp4 row %zu [%zu]: %08X want %08X", o, i,
+                      bitsf(row[i]), bitsf(wide[o * cols + i]));
+        }
+        free(row);
+        for (int v = 0; v < 4; v++) {
+            if (!cis2_kernel_available(NAMES[v])) continue;
+            for (int th = 1; th <= 4; th += (it % 8 == 0 ? 1 : 3)) {
+                sel(NAMES[v], th);
+                memset(y, 0xFF, npos * rows * 4);
+                cis2_matmul(&X, &m, x, npos, y);
+                for (size_t k = 0; k < npos * rows; k++)
+                    CHECK(bitsf(y[k]) == bitsf(want[k]), "%s threads %d mxfp4 %zux%zu npos %zu: y[%zu] %08X want %08X",
+                          NAMES[v], th, rows, cols, npos, k, bitsf(y[k]), bitsf(want[k]));
+            }
+        }
+        cis2_pmat_free(&m);
+        free(src); free(wide); free(x); free(want); free(y);
+    }
+
     sel("auto", 1);
     cis2_pool_destroy(X.pool);
     printf("kern_selfcheck: ok (%s; variants:%s)\n", cis2_isa_name(), names);
