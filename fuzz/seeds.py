@@ -177,6 +177,11 @@ put("receipt", "one_token", receipt(prompt=b"x", ids="0", gen="1", generated="42
 put("receipt", "crlf", receipt().replace("\n", "\r\n"))
 put("receipt", "gen_mismatch", receipt(gen="4"))
 put("receipt", "leading_zero", receipt(ids="06403,1980"))
+# a prompt given as ids (docs/receipts.md "Prompts given as ids"): the optional line, bytes or none
+put("receipt", "ids_form", receipt(prompt=b"Once \xc3", ids="79,110,99,101,32,195").replace(
+    "\nprompt-hex ", "\nprompt-from ids\nprompt-hex "))
+put("receipt", "ids_none", receipt(ids="300,301").replace("\nprompt-hex 4f6e63652075706f6e20612074696d65\n",
+                                                          "\nprompt-from ids\nprompt-hex none\n"))
 
 # ---- CIS-2-RECEIPT ext-sampling-1 (docs/sampling.md), from the vectors ----
 VEC = os.path.join(os.path.dirname(OUT), "..", "tests", "vectors", "sampling", "receipts.json")

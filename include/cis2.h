@@ -270,7 +270,9 @@ CIS2_API int cis2_engine_tokenize_prompt(const cis2_engine *e, const char *text,
  * tokenizer's special tokens, as transformers' encode(text)) gives exactly
  * these ids; the post-processor's ids (Llama-2's BOS) must lead them and
  * have no bytes of their own.  CIS2_E_USAGE when no bytes reproduce the
- * ids.  *text (NUL-terminated) is cis2_free()d. */
+ * ids: such a prompt still runs, and its receipt records it as ids
+ * (docs/receipts.md "Prompts given as ids").  *text (NUL-terminated) is
+ * cis2_free()d. */
 CIS2_API int cis2_engine_prompt_bytes(const cis2_engine *e, const uint32_t *ids, size_t n, char **text, size_t *len,
                                       cis2_error *err);
 /* Ids to the bytes they stand for, concatenated (raw: may be invalid UTF-8
@@ -406,7 +408,9 @@ typedef struct cis2_gen_opts {
 
 typedef struct cis2_result {
     char *prompt;             /* the prompt bytes: the text, or for ids the bytes they
-                                 decode to if those re-encode to the same ids, else NULL */
+                                 decode to if those re-encode to the same ids, else NULL
+                                 (the receipt then records the ids: docs/receipts.md
+                                 "Prompts given as ids") */
     size_t prompt_len;
     uint32_t *prompt_ids;
     size_t n_prompt;
@@ -502,8 +506,13 @@ CIS2_API void cis2_session_stats_get(const cis2_session *s, cis2_session_stats *
 
 typedef struct cis2_receipt cis2_receipt;
 
-/* The receipt of a result from this engine (CIS2_E_USAGE if the result has
- * no prompt bytes: ids that do not round-trip through the tokenizer). */
+/* The receipt of a result from this engine.  A result without prompt
+ * bytes (ids that no bytes reproduce: cis2_engine_prompt_bytes fails) gets
+ * the receipt that records its prompt as ids, with a `prompt-from ids`
+ * line (docs/receipts.md "Prompts given as ids"); every other receipt is
+ * byte for byte what it was.  CIS2_E_USAGE for a cancelled or empty run,
+ * or ids without prompt bytes on an engine without a tokenizer.json (the
+ * receipt records the ids' bytes). */
 CIS2_API int cis2_receipt_make(const cis2_engine *e, const cis2_result *res, cis2_receipt **out, cis2_error *err);
 /* Strict parse (CIS2_E_FORMAT with "NAME: line N: reason"). */
 CIS2_API int cis2_receipt_parse(const char *text, size_t len, const char *name, cis2_receipt **out,

@@ -18,6 +18,7 @@
 #include "engine.h"
 #include "speculate.h"
 #include "kernels.h"
+#include "receipt.h"
 #include "tokenizer.h"
 
 #include <stdlib.h>
@@ -294,43 +295,13 @@ int cis2_engine_encode_prompt(const cis2_engine *e, const char *text, size_t len
     return cis2_tokenizer_encode_flags(e->tok, text, len, CIS2_TOK_ADD_SPECIAL, max_ids, ids, n, err);
 }
 
-static char *prompt_bytes(const cis2_engine *e, const uint32_t *ids, size_t n, size_t *len)
-{
-    *len = 0;
-    if (!e->tok) return NULL;
-    const uint32_t *pre, *post;
-    size_t npre, npost;
-    cis2_tokenizer_special_ids(e->tok, &pre, &npre, &post, &npost);
-    /* the template's ids must be there, around the text's (they have no bytes of their own to record) */
-    if (n < npre + npost || (npre && memcmp(ids, pre, npre * sizeof *ids)) ||
-        (npost && memcmp(ids + n - npost, post, npost * sizeof *ids)))
-        return NULL;
-    /* two candidates, each kept only if it encodes back to exactly the ids: the tokens' bytes
-     * concatenated, then the decoder's text (SentencePiece-style files: its Strip removes the
-     * space the Prepend normalizer adds back) */
-    for (int k = 0; k < 2; k++) {
-        char *t = NULL;
-        size_t l = 0;
-        if (k == 0 && cis2_engine_bytes(e, ids + npre, n - npre - npost, &t, &l, NULL)) { free(t); continue; }
-        if (k == 1 && !(t = cis2_tokenizer_decode_n(e->tok, ids + npre, n - npre - npost, &l))) continue;
-        uint32_t *back = NULL;
-        size_t nb = 0;
-        int ok = l > 0 && cis2_engine_encode_prompt(e, t, l, SIZE_MAX, &back, &nb, NULL) == CIS2_OK && nb == n &&
-                 !memcmp(back, ids, n * sizeof *ids);
-        free(back);
-        if (ok) { *len = l; return t; }
-        free(t);
-    }
-    return NULL;
-}
-
 int cis2_engine_prompt_bytes(const cis2_engine *e, const uint32_t *ids, size_t n, char **text, size_t *len,
                              cis2_error *err)
 {
     *text = NULL;
     *len = 0;
     if (!e->tok) return cis2_fail(err, e->tok_err.code ? e->tok_err.code : CIS2_E_USAGE, "%s", e->tok_err.msg);
-    if (!(*text = prompt_bytes(e, ids, n, len)))
+    if (!(*text = cis2_ids_text_bytes(e->tok, ids, n, len))) /* receipt.c: the rule receipts record and verify checks */
         return cis2_fail(err, CIS2_E_USAGE, "the ids do not round-trip through the tokenizer (decode then encode, "
                          "with its special tokens, gives other ids), so no prompt bytes reproduce them");
     return CIS2_OK;

@@ -95,6 +95,8 @@ int cis2_engine_encode_max(const cis2_engine *e, const char *text, size_t len, s
 int cis2_engine_encode_prompt(const cis2_engine *e, const char *text, size_t len, size_t max_ids, uint32_t **ids,
                               size_t *n, cis2_error *err);
 /* cis2_engine_prompt_bytes (cis2.h) is the bytes an ids prompt records:
- * those cis2_engine_encode_prompt turns back into exactly the ids. */
+ * those cis2_engine_encode_prompt turns back into exactly the ids
+ * (receipt.c's cis2_ids_text_bytes); ids without them are recorded as ids
+ * (docs/receipts.md "Prompts given as ids"). */
 
 #endif

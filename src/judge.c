@@ -157,8 +157,9 @@ int cis2_check(const cis2_receipt *r, const char *tok_path, const char *cfg_path
         if ((rc = cis2_tokenizer_load_file(&c.tok, tok_path, tf, c.tok_sha, err))) goto out;
         c.has_tok = 1;
         cis2_error e2 = {0};
-        /* as a run tokenizes a prompt: with the post-processor's special tokens (engine.h) */
-        if (cis2_tokenizer_encode_ext(c.tok, (const char *)r->prompt, r->prompt_len, CIS2_TOK_ADD_SPECIAL, &c.ids,
+        /* as a run tokenizes a prompt: with the post-processor's special tokens (engine.h); a prompt
+         * given as ids is not tokenized (docs/receipts.md "Prompts given as ids") */
+        if (!r->prompt_from_ids && cis2_tokenizer_encode_ext(c.tok, (const char *)r->prompt, r->prompt_len, CIS2_TOK_ADD_SPECIAL, &c.ids,
                                       &c.nids, &e2)) {
             rc = cis2_fail(err, CIS2_E_FORMAT, "%s: prompt-hex: %s", r->source, e2.msg);
             goto out;
@@ -176,9 +177,17 @@ int cis2_check(const cis2_receipt *r, const char *tok_path, const char *cfg_path
     else UNV("config-sha256", "needs --config");
     if (c.has_tok) { if (cis2_vd_digest(v, "tokenizer-sha256", r->tokenizer_sha, c.tok_sha)) cis2_vd_name(art, sizeof art, "tokenizer-sha256"); }
     else UNV("tokenizer-sha256", "needs --tokenizer");
-    cis2_vd_field(v, "prompt-hex", CIS2_FIELD_INPUT, "input (%zu bytes)", r->prompt_len);
-    if (c.has_tok) { if (cis2_vd_ids(v, "prompt-token-ids", r->prompt_ids, r->n_prompt, c.ids, c.nids)) cis2_vd_name(outs, sizeof outs, "prompt-token-ids"); }
-    else UNV("prompt-token-ids", "needs --tokenizer");
+    if (r->prompt_from_ids && c.has_tok) {
+        if (cis2_receipt_judge_ids_prompt(v, r, c.tok, outs, sizeof outs)) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); goto out; }
+    } else if (r->prompt_from_ids) {
+        UNV("prompt-from", "needs --tokenizer");
+        UNV("prompt-hex", "needs --tokenizer");
+        cis2_vd_field(v, "prompt-token-ids", CIS2_FIELD_INPUT, "input (%zu ids)", r->n_prompt);
+    } else {
+        cis2_vd_field(v, "prompt-hex", CIS2_FIELD_INPUT, "input (%zu bytes)", r->prompt_len);
+        if (c.has_tok) { if (cis2_vd_ids(v, "prompt-token-ids", r->prompt_ids, r->n_prompt, c.ids, c.nids)) cis2_vd_name(outs, sizeof outs, "prompt-token-ids"); }
+        else UNV("prompt-token-ids", "needs --tokenizer");
+    }
     if (!r->ext) cis2_vd_field(v, "gen-toks", CIS2_FIELD_INPUT, "input (%u)", r->gen_toks);
     cis2_vd_field(v, "dtype", CIS2_FIELD_OK, "ok");
     if (r->ext) check_ext_inputs(v, r, &c, outs, sizeof outs, unv, sizeof unv);
@@ -292,14 +301,24 @@ int cis2_compare(const cis2_receipt *a, const cis2_receipt *b, cis2_verdict **ou
     CMP_D("weights-sha256", weights_sha, ins);
     CMP_D("config-sha256", config_sha, ins);
     CMP_D("tokenizer-sha256", tokenizer_sha, ins);
-    if (a->prompt_len != b->prompt_len || memcmp(a->prompt, b->prompt, a->prompt_len)) {
+    /* prompts given as ids (docs/receipts.md "Prompts given as ids"): the ids are the input, their
+     * bytes derived; a receipt with the line and one without are of different inputs */
+    int ids_in = a->prompt_from_ids && b->prompt_from_ids;
+    if (a->prompt_from_ids != b->prompt_from_ids) {
+        cis2_vd_field(v, "prompt-from", CIS2_FIELD_DIFFERS, "DIFFERS a=%s b=%s", a->prompt_from_ids ? "ids" : "(absent)",
+                      b->prompt_from_ids ? "ids" : "(absent)");
+        cis2_vd_name(ins, sizeof ins, "prompt-from");
+    } else if (ids_in) cis2_vd_field(v, "prompt-from", CIS2_FIELD_SAME, "same");
+    if (a->prompt_len != b->prompt_len || (a->prompt_len && memcmp(a->prompt, b->prompt, a->prompt_len))) {
         cis2_vd_field(v, "prompt-hex", CIS2_FIELD_DIFFERS, "DIFFERS (%zu bytes vs %zu bytes)", a->prompt_len,
                       b->prompt_len);
-        cis2_vd_name(ins, sizeof ins, "prompt-hex");
+        if (ids_in) cis2_vd_name(outs, sizeof outs, "prompt-hex");
+        else cis2_vd_name(ins, sizeof ins, "prompt-hex");
     } else cis2_vd_field(v, "prompt-hex", CIS2_FIELD_SAME, "same");
     if (!ids_equal(a->prompt_ids, a->n_prompt, b->prompt_ids, b->n_prompt)) {
         cis2_vd_field(v, "prompt-token-ids", CIS2_FIELD_DIFFERS, "DIFFERS");
-        cis2_vd_name(outs, sizeof outs, "prompt-token-ids");
+        if (ids_in) cis2_vd_name(ins, sizeof ins, "prompt-token-ids");
+        else cis2_vd_name(outs, sizeof outs, "prompt-token-ids");
     } else cis2_vd_field(v, "prompt-token-ids", CIS2_FIELD_SAME, "same");
     /* the run's length limit: gen-toks in v1, max-toks in the extension */
     const char *len_key = a->ext && b->ext ? "max-toks" : "gen-toks";

@@ -28,6 +28,14 @@
  * and renames it into place, so a failed save (a full disk) leaves the old
  * receipt intact.
  *
+ * A prompt given as ids that no bytes reproduce (docs/receipts.md
+ * "Prompts given as ids") adds one optional key to v1 and ext-sampling-1,
+ * `prompt-from ids`, just before prompt-hex (then the ids' raw bytes, or
+ * `none`); present() skips it everywhere else, so every other receipt
+ * renders and parses exactly as before.  cis2_ids_text_bytes is the rule
+ * that decides which receipt a run gets, shared with the engine
+ * (cis2_engine_prompt_bytes) and the verifiers.
+ *
  * "CIS-2-RECEIPT ext-score-1" (docs/receipts.md "Score receipts", a
  * scoring request of docs/sampling.md §S11) shares the line rules above
  * (one lexer) but has its own keys, value parsers (parse_score_value) and
@@ -40,6 +48,7 @@
 #include "sample.h"
 #include "session.h"
 #include "strbuf.h"
+#include "tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +59,7 @@ enum key {
     K_MAX_TOKS, K_SAMPLER, K_TEMP, K_TOP_K, K_TOP_P, K_MIN_P, K_SEED, K_SEQUENCE, K_STOP_EOS, K_STOP_IDS,
     K_STOP_STRINGS, K_PARAMS, K_TABLE, K_INV_FREQ, K_FINISH, K_GENERATED, K_ARGMAX, K_TOKEN_DIGEST, K_WITNESS,
     K_CTX_FROM, K_CTX_HEX, K_CTX_IDS, K_CONT_FROM, K_CONT_HEX, K_CONT_IDS, K_FIRST, K_TOP_N, K_LP_BITS,
-    K_ALL_GREEDY, K_SUM, K_SUM64, K_LP_DIGEST,
+    K_ALL_GREEDY, K_SUM, K_SUM64, K_LP_DIGEST, K_PROMPT_FROM,
     K_COUNT
 };
 
@@ -61,13 +70,15 @@ static const char *const names[K_COUNT] = {
     "inv-freq-table-digest", "finish-reason", "generated-token-ids", "argmax-digest", "token-digest",
     "witness-digest", "context-from", "context-hex", "context-token-ids", "continuation-from",
     "continuation-hex", "continuation-token-ids", "first-scored", "top-logprobs", "logprob-bits", "all-greedy",
-    "sum-bits", "sum-f64-bits", "logprob-digest"};
+    "sum-bits", "sum-f64-bits", "logprob-digest", "prompt-from"};
 
-static const int order_v1[CIS2_RECEIPT_NKEYS] = {K_SPEC, K_WEIGHTS, K_CONFIG, K_TOKENIZER, K_PROMPT_HEX,
-                                                 K_PROMPT_IDS, K_GEN_TOKS, K_DTYPE, K_TABLE, K_INV_FREQ,
-                                                 K_GENERATED, K_ARGMAX, K_WITNESS};
+/* K_PROMPT_FROM is optional: a receipt has its line only when prompt_from_ids (present()) */
+static const int order_v1[CIS2_RECEIPT_NKEYS] = {K_SPEC, K_WEIGHTS, K_CONFIG, K_TOKENIZER, K_PROMPT_FROM,
+                                                 K_PROMPT_HEX, K_PROMPT_IDS, K_GEN_TOKS, K_DTYPE, K_TABLE,
+                                                 K_INV_FREQ, K_GENERATED, K_ARGMAX, K_WITNESS};
 static const int order_ext[CIS2_RECEIPT_EXT_NKEYS] = {
-    K_SPEC, K_EXTENSION, K_WEIGHTS, K_CONFIG, K_TOKENIZER, K_PROMPT_HEX, K_PROMPT_IDS, K_DTYPE, K_MAX_TOKS,
+    K_SPEC, K_EXTENSION, K_WEIGHTS, K_CONFIG, K_TOKENIZER, K_PROMPT_FROM, K_PROMPT_HEX, K_PROMPT_IDS, K_DTYPE,
+    K_MAX_TOKS,
     K_SAMPLER, K_TEMP, K_TOP_K, K_TOP_P, K_MIN_P, K_SEED, K_SEQUENCE, K_STOP_EOS, K_STOP_IDS, K_STOP_STRINGS,
     K_PARAMS, K_TABLE, K_INV_FREQ, K_GEN_TOKS, K_FINISH, K_GENERATED, K_TOKEN_DIGEST, K_WITNESS};
 
@@ -85,11 +96,17 @@ static const int *order_of(int kind, size_t *n)
 
 static int kind_of(const cis2_receipt *r) { return r->score ? 2 : r->ext; }
 
+/* Whether r has key k's line: all but prompt-from always (docs/receipts.md
+ * "Prompts given as ids"). */
+static int present(const cis2_receipt *r, int k) { return k != K_PROMPT_FROM || r->prompt_from_ids; }
+
 const char *cis2_receipt_key(const cis2_receipt *r, size_t i)
 {
     size_t n;
     const int *o = order_of(kind_of(r), &n);
-    return i < n ? names[o[i]] : NULL;
+    for (size_t k = 0; k < n; k++)
+        if (present(r, o[k]) && i-- == 0) return names[o[k]];
+    return NULL;
 }
 
 void cis2_receipt_clear(cis2_receipt *r)
@@ -220,7 +237,11 @@ static void render_value(cis2_sb *b, const cis2_receipt *r, int k, const char *p
     case K_WEIGHTS: cis2_sb_hex(b, r->weights_sha, 32); break;
     case K_CONFIG: cis2_sb_hex(b, r->config_sha, 32); break;
     case K_TOKENIZER: cis2_sb_hex(b, r->tokenizer_sha, 32); break;
-    case K_PROMPT_HEX: cis2_sb_hex(b, r->prompt, r->prompt_len); break;
+    case K_PROMPT_FROM: cis2_sb_str(b, "ids"); break;
+    case K_PROMPT_HEX:
+        if (r->prompt_len) cis2_sb_hex(b, r->prompt, r->prompt_len);
+        else cis2_sb_str(b, "none"); /* only with prompt-from ids: render() refuses it otherwise */
+        break;
     case K_PROMPT_IDS: cis2_sb_csv(b, r->prompt_ids, r->n_prompt); break;
     case K_GEN_TOKS: snprintf(t, sizeof t, "%u", r->gen_toks); cis2_sb_str(b, t); break;
     case K_DTYPE: cis2_sb_str(b, r->dtype); break;
@@ -255,7 +276,7 @@ int cis2_receipt_render(const cis2_receipt *r, char **out, size_t *len, cis2_err
     if (r->score) {
         if (!r->n_cont || !r->cont_ids || r->n_lp + r->first_scored != r->n_cont || (r->n_ctx == 0) != (r->ctx_from == CIS2_FROM_NONE))
             return cis2_fail(err, CIS2_E_FORMAT, "score receipt: no continuation, or parts that do not fit together");
-    } else if (r->prompt_len == 0 || r->n_prompt == 0 || r->gen_toks == 0 || !r->generated)
+    } else if ((r->prompt_len == 0 && !r->prompt_from_ids) || r->n_prompt == 0 || r->gen_toks == 0 || !r->generated)
         return cis2_fail(err, CIS2_E_FORMAT, "receipt: empty prompt, prompt ids or generated ids");
     if (r->ext && !finish_word(r->finish)) return cis2_fail(err, CIS2_E_FORMAT, "receipt: no finish reason");
     char *params = r->ext ? cis2_receipt_params_block(r) : NULL;
@@ -265,6 +286,7 @@ int cis2_receipt_render(const cis2_receipt *r, char **out, size_t *len, cis2_err
     cis2_sb b = {0};
     cis2_sb_str(&b, r->score ? CIS2_RECEIPT_SCORE_MAGIC "\n" : r->ext ? CIS2_RECEIPT_EXT_MAGIC "\n" : CIS2_RECEIPT_MAGIC "\n");
     for (size_t i = 0; i < nk; i++) {
+        if (!present(r, order[i])) continue;
         cis2_sb_str(&b, names[order[i]]);
         cis2_sb_put(&b, " ", 1);
         render_value(&b, r, order[i], params);
@@ -506,7 +528,13 @@ static const char *parse_value(int k, const char *v, size_t n, cis2_receipt *r)
     case K_ARGMAX: case K_TOKEN_DIGEST: return parse_digest(v, n, r->argmax);
     case K_WITNESS: return parse_digest(v, n, r->witness);
     case K_PARAMS: return parse_digest(v, n, r->params_digest);
+    case K_PROMPT_FROM: /* docs/receipts.md "Prompts given as ids" */
+        if (!is_word(v, n, "ids")) return "must be ids (a receipt of a text prompt has no prompt-from line)";
+        r->prompt_from_ids = 1;
+        return NULL;
     case K_PROMPT_HEX:
+        if (is_word(v, n, "none")) /* ids with no bytes */
+            return r->prompt_from_ids ? NULL : "none only after a prompt-from ids line (docs/receipts.md \"Prompts given as ids\")";
         if (n % 2) return "prompt-hex has an odd number of digits";
         if (!(r->prompt = malloc(n / 2))) return "out of memory";
         r->prompt_len = n / 2;
@@ -648,6 +676,9 @@ int cis2_receipt_parse_into(const char *buf, size_t len, const char *name, cis2_
         for (size_t i = 0; i < nk; i++)
             if (strlen(names[order[i]]) == kl && !memcmp(names[order[i]], s, kl)) k = (int)i;
         if (k < 0) FAIL("%s: line %zu: unknown key '%.*s'", name, line, (int)(kl > 40 ? 40 : kl), s);
+        if ((size_t)k > next && order[next] == K_PROMPT_FROM) next++; /* the optional line is absent */
+        if ((size_t)k < next && order[k] == K_PROMPT_FROM && !r->prompt_from_ids)
+            FAIL("%s: line %zu: prompt-from out of order (it comes just before prompt-hex)", name, line);
         if ((size_t)k < next) FAIL("%s: line %zu: duplicate key '%s'", name, line, names[order[k]]);
         if ((size_t)k > next)
             FAIL("%s: line %zu: missing key '%s' (found '%s')", name, line, names[order[next]], names[order[k]]);
@@ -662,6 +693,7 @@ int cis2_receipt_parse_into(const char *buf, size_t len, const char *name, cis2_
         next++;
     }
     if (line == 0) FAIL("%s: line 1: empty file", name);
+    if (next < nk && order[next] == K_PROMPT_FROM) next++;
     if (next < nk) FAIL("%s: line %zu: missing key '%s'", name, line + 1, names[order[next]]);
     if (r->ext) {
         const char *why = consistent(r, sampler);
@@ -726,13 +758,62 @@ int cis2_receipt_copy_into(cis2_receipt *dst, const cis2_receipt *src, cis2_erro
 
 /* ------------------------------------------------------ from results */
 
+char *cis2_ids_raw_bytes(const cis2_tokenizer *t, const uint32_t *ids, size_t n, size_t *len)
+{
+    size_t total = 0, l;
+    for (size_t i = 0; i < n; i++)
+        if (cis2_tokenizer_token_bytes(t, ids[i], &l)) total += l;
+    char *o = malloc(total + 1);
+    if (!o) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *b = cis2_tokenizer_token_bytes(t, ids[i], &l);
+        if (b) { memcpy(o + k, b, l); k += l; }
+    }
+    o[k] = 0;
+    *len = k;
+    return o;
+}
+
+char *cis2_ids_text_bytes(const cis2_tokenizer *t, const uint32_t *ids, size_t n, size_t *len)
+{
+    *len = 0;
+    const uint32_t *pre, *post;
+    size_t npre, npost;
+    cis2_tokenizer_special_ids(t, &pre, &npre, &post, &npost);
+    /* the template's ids must be there, around the text's (they have no bytes of their own to record) */
+    if (n < npre + npost || (npre && memcmp(ids, pre, npre * sizeof *ids)) ||
+        (npost && memcmp(ids + n - npost, post, npost * sizeof *ids)))
+        return NULL;
+    /* two candidates, each kept only if it encodes back to exactly the ids: the tokens' bytes
+     * concatenated, then the decoder's text (SentencePiece-style files: its Strip removes the
+     * space the Prepend normalizer adds back) */
+    for (int k = 0; k < 2; k++) {
+        size_t l = 0;
+        char *c = k == 0 ? cis2_ids_raw_bytes(t, ids + npre, n - npre - npost, &l)
+                         : cis2_tokenizer_decode_n(t, ids + npre, n - npre - npost, &l);
+        if (!c) continue;
+        uint32_t *back = NULL;
+        size_t nb = 0;
+        int ok = l > 0 &&
+                 cis2_tokenizer_encode_flags(t, c, l, CIS2_TOK_ADD_SPECIAL, SIZE_MAX, &back, &nb, NULL) == CIS2_OK &&
+                 nb == n && !memcmp(back, ids, n * sizeof *ids);
+        free(back);
+        if (ok) { *len = l; return c; }
+        free(c);
+    }
+    return NULL;
+}
+
 int cis2_receipt_make(const cis2_engine *e, const cis2_result *res, cis2_receipt **out, cis2_error *err)
 {
     *out = NULL;
-    if (!res->prompt || res->prompt_len == 0)
-        return cis2_fail(err, CIS2_E_USAGE,
-                         "receipt: the prompt ids do not round-trip through the tokenizer (decode then encode gives "
-                         "other ids), so no prompt bytes reproduce them; give the prompt as text");
+    /* no prompt bytes: ids that no bytes reproduce, recorded as ids (docs/receipts.md "Prompts given as ids") */
+    int from_ids = !res->prompt || res->prompt_len == 0;
+    if (from_ids && !e->tok)
+        return cis2_fail(err, CIS2_E_USAGE, "receipt: a prompt given as ids records their bytes, which need the "
+                         "model's tokenizer.json (%s)", e->tok_err.msg);
+    if (!res->prompt_ids || res->n_prompt == 0) return cis2_fail(err, CIS2_E_USAGE, "receipt: the run has no prompt ids");
     if (res->n_tokens == 0 || res->n_tokens > UINT32_MAX || res->finish == CIS2_FINISH_CANCELLED)
         return cis2_fail(err, CIS2_E_USAGE, "receipt: a cancelled or empty run has no receipt");
     cis2_receipt *r = cis2_receipt_new();
@@ -760,15 +841,18 @@ int cis2_receipt_make(const cis2_engine *e, const cis2_result *res, cis2_receipt
         memcpy(r->params_digest, ru->params_digest, 32);
         r->finish = res->finish;
     }
-    r->prompt = malloc(res->prompt_len);
+    r->prompt_from_ids = from_ids;
+    if (from_ids) r->prompt = (uint8_t *)cis2_ids_raw_bytes(e->tok, res->prompt_ids, res->n_prompt, &r->prompt_len);
+    else if ((r->prompt = malloc(res->prompt_len))) {
+        memcpy(r->prompt, res->prompt, res->prompt_len);
+        r->prompt_len = res->prompt_len;
+    }
     r->prompt_ids = malloc(res->n_prompt * sizeof(uint32_t));
     r->generated = malloc(res->n_tokens * sizeof(uint32_t));
     if (!r->prompt || !r->prompt_ids || !r->generated) {
         cis2_receipt_free(r);
         return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
     }
-    memcpy(r->prompt, res->prompt, res->prompt_len);
-    r->prompt_len = res->prompt_len;
     memcpy(r->prompt_ids, res->prompt_ids, res->n_prompt * sizeof(uint32_t));
     r->n_prompt = res->n_prompt;
     memcpy(r->generated, res->tokens, res->n_tokens * sizeof(uint32_t));
@@ -813,13 +897,14 @@ const char *cis2_receipt_get(const cis2_receipt *rc, const char *key)
     int k = -1;
     for (size_t i = 0; i < nk; i++)
         if (!strcmp(names[order[i]], key)) k = (int)i;
-    if (k < 0) return NULL;
+    if (k < 0 || !present(r, order[k])) return NULL;
     if (!r->get_text) {
         size_t len;
         if (cis2_receipt_render(r, &r->get_text, &len, NULL)) return NULL;
-        /* line i+2 holds key i: cut each value at its LF */
+        /* each present key's line in order, after the first line: cut each value at its LF */
         char *p = strchr(r->get_text, '\n') + 1;
         for (size_t i = 0; i < nk && p && *p; i++) {
+            if (!present(r, order[i])) continue;
             char *nl = strchr(p, '\n');
             r->get_val[i] = p + strlen(names[order[i]]) + 1;
             if (nl) *nl = 0;

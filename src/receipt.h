@@ -20,6 +20,10 @@
  *     context-token-ids continuation-from continuation-hex
  *     continuation-token-ids first-scored top-logprobs logprob-bits
  *     all-greedy sum-bits sum-f64-bits logprob-digest witness-digest
+ *   A v1 or ext-sampling-1 receipt of a prompt given as ids that no bytes
+ *   reproduce (docs/receipts.md "Prompts given as ids") has one more line,
+ *   `prompt-from ids`, just before prompt-hex, whose value is then the
+ *   ids' raw bytes (`none` for no bytes); every other receipt lacks it.
  * LF line ends (the last line too), one `key value` line per key in that
  * order, one space between.  CSV elements are non-empty, have no leading
  * zeros ("0" itself is fine), and are at most 4294967295.  Values contain
@@ -38,8 +42,8 @@
 #define CIS2_RECEIPT_EXT_MAGIC "CIS-2-RECEIPT ext-sampling-1"
 #define CIS2_RECEIPT_SCORE_MAGIC "CIS-2-RECEIPT ext-score-1"
 #define CIS2_RECEIPT_MAX_FILE (64u << 20) /* larger files are refused (CIS2_E_FORMAT) */
-#define CIS2_RECEIPT_NKEYS 13             /* v1 */
-#define CIS2_RECEIPT_EXT_NKEYS 27
+#define CIS2_RECEIPT_NKEYS 14             /* v1, the optional prompt-from line included */
+#define CIS2_RECEIPT_EXT_NKEYS 28         /* ext-sampling-1, likewise */
 #define CIS2_RECEIPT_SCORE_NKEYS 22
 
 /* where a score receipt's part came from (context-from, continuation-from) */
@@ -50,6 +54,8 @@ struct cis2_receipt {
     int score;                      /* 1: ext-score-1 (ext is 0) */
     char spec_version[32];          /* printable ASCII, no whitespace */
     uint8_t weights_sha[32], config_sha[32], tokenizer_sha[32];
+    int prompt_from_ids;            /* 1: the `prompt-from ids` line: prompt_ids is the input and prompt
+                                     * the ids' raw bytes (NULL and 0 for none) */
     uint8_t *prompt;                /* raw bytes (malloc'ed) */
     size_t prompt_len;
     uint32_t *prompt_ids;           /* malloc'ed */
@@ -120,6 +126,27 @@ struct cis2_model;
 /* The lines every receipt kind takes from its engine's model: the spec
  * version, dtype, the three artifact hashes and the two table digests. */
 void cis2_receipt_set_model(cis2_receipt *r, const struct cis2_model *m);
+
+/* docs/receipts.md "Prompts given as ids": the prompt bytes whose
+ * tokenization as a text prompt (with the post-processor's special
+ * tokens) is exactly ids[0..n), or NULL when none does (or out of memory):
+ * the bytes a receipt records as prompt-hex without a prompt-from line.
+ * Malloc'ed and NUL-terminated, its length in *len.  cis2_engine_prompt_bytes
+ * is this over the engine's tokenizer. */
+char *cis2_ids_text_bytes(const cis2_tokenizer *t, const uint32_t *ids, size_t n, size_t *len);
+/* The ids' raw bytes: every id's bytes (cis2_tokenizer_token_bytes)
+ * concatenated, an id without an entry adding none.  Malloc'ed (never
+ * NULL on success, NUL-terminated), its length in *len; NULL when out of
+ * memory. */
+char *cis2_ids_raw_bytes(const cis2_tokenizer *t, const uint32_t *ids, size_t n, size_t *len);
+
+/* docs/receipts.md "Prompts given as ids", judged for cis2_verify and
+ * cis2_check (verify_plan.c): appends r's prompt-from, prompt-hex and
+ * prompt-token-ids fields to v (the ids the input, their raw bytes and the
+ * absence of a text form checked with tok) and names each mismatch in
+ * outs (cap bytes).  Nonzero when out of memory. */
+int cis2_receipt_judge_ids_prompt(cis2_verdict *v, const cis2_receipt *r, const cis2_tokenizer *tok, char *outs,
+                                  size_t cap);
 
 /* docs/sampling.md §S7.5: the parameter block of an ext receipt's own
  * fields (malloc'ed, NUL-terminated), or NULL when out of memory. */

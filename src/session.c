@@ -55,7 +55,8 @@ typedef struct sseq {
     int state, quiet, traced;
     uint32_t *prompt;          /* n_prompt ids */
     size_t n_prompt;
-    char *prompt_bytes;        /* NULL: ids that do not round-trip */
+    char *prompt_bytes;        /* NULL: ids that do not round-trip (recorded as ids: docs/receipts.md
+                                * "Prompts given as ids") */
     size_t prompt_len;
     cis2_rule rule;
     unsigned top_n;
@@ -346,7 +347,8 @@ size_t cis2_session_pending(const cis2_session *s)
 
 /* The prompt bytes a receipt records for an ids prompt: the bytes the ids
  * stand for, if encoding them gives the same ids back (so a verifier can
- * re-tokenize them), else none. */
+ * re-tokenize them), else none, and the receipt records the ids
+ * (docs/receipts.md "Prompts given as ids"). */
 static void bytes_for_ids(const cis2_engine *e, sseq *q)
 {
     if (cis2_engine_prompt_bytes(e, q->prompt, q->n_prompt, &q->prompt_bytes, &q->prompt_len, NULL)) q->prompt_len = 0;

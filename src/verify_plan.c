@@ -10,7 +10,10 @@
  * Preparing (cis2_verify_prepare): verify trusts nothing in a receipt
  * but its inputs (prompt-hex, the number of tokens, and for the extension
  * the sampling parameters and stop rules).  The prompt's ids are
- * recomputed by the engine's tokenizer; a receipt that cannot be replayed
+ * recomputed by the engine's tokenizer; for a receipt with `prompt-from
+ * ids` the ids are the input and their bytes and the absence of a text
+ * form are checked instead (docs/receipts.md "Prompts given as ids",
+ * cis2_receipt_judge_ids_prompt, shared with cis2_check); a receipt that cannot be replayed
  * (unsupported version, ids outside the vocabulary, positions beyond the
  * model) gets its final verdict here and is skipped.
  *
@@ -45,9 +48,24 @@ void cis2_verify_prepare(const cis2_engine *e, vjob *j)
     char msg[700];
     if (cis2_vd_supported(v, r)) { j->skip = 1; return; }
     cis2_error e2 = {0};
-    /* §3.1: the prompt bytes are the input; their ids are recomputed as a run makes them
-     * (with the post-processor's special tokens, engine.h cis2_engine_encode_prompt) */
-    if (cis2_engine_encode_prompt(e, (const char *)r->prompt, r->prompt_len, SIZE_MAX, &j->ids, &j->nids, &e2)) {
+    int bad;
+    if (r->prompt_from_ids) { /* the ids are the input (docs/receipts.md "Prompts given as ids") */
+        if (!e->tok) {
+            e2 = e->tok_err;
+            bad = 1;
+        } else if (!(j->ids = malloc(r->n_prompt * sizeof *j->ids))) {
+            malformed(v, CIS2_E_NOMEM, "out of memory");
+            j->skip = 1;
+            return;
+        } else {
+            memcpy(j->ids, r->prompt_ids, r->n_prompt * sizeof *j->ids);
+            j->nids = r->n_prompt;
+            bad = 0;
+        }
+    } else /* §3.1: the prompt bytes are the input; their ids are recomputed as a run makes them
+            * (with the post-processor's special tokens, engine.h cis2_engine_encode_prompt) */
+        bad = cis2_engine_encode_prompt(e, (const char *)r->prompt, r->prompt_len, SIZE_MAX, &j->ids, &j->nids, &e2) != 0;
+    if (bad) {
         if (e2.code == CIS2_E_UNSUPPORTED) { /* a tokenizer.json outside what this engine runs */
             v->n_fields = 0;
             cis2_vd_set(v, CIS2_VERDICT_UNSUPPORTED, CIS2_E_UNSUPPORTED, "UNSUPPORTED", "(%s)", e2.msg);
@@ -67,7 +85,12 @@ void cis2_verify_prepare(const cis2_engine *e, vjob *j)
     }
     for (size_t i = 0; i < j->nids; i++)
         if (j->ids[i] >= e->m.vocab) {
-            malformed(v, CIS2_E_FORMAT, "the tokenizer gives ids outside the model's vocabulary");
+            if (r->prompt_from_ids) {
+                snprintf(msg, sizeof msg, "%s: prompt-token-ids: id %u is outside the model's vocabulary (%zu)",
+                         v->source, j->ids[i], e->m.vocab);
+                malformed(v, CIS2_E_FORMAT, msg);
+            } else
+                malformed(v, CIS2_E_FORMAT, "the tokenizer gives ids outside the model's vocabulary");
             j->skip = 1;
             return;
         }
@@ -152,8 +175,15 @@ void cis2_verify_judge(const cis2_engine *e, vjob *j)
     ART("weights-sha256", r->weights_sha, m->weights_sha); /* recomputed from the files, never trusted */
     ART("config-sha256", r->config_sha, m->config_sha);
     ART("tokenizer-sha256", r->tokenizer_sha, m->tokenizer_sha);
-    cis2_vd_field(v, "prompt-hex", CIS2_FIELD_INPUT, "input (%zu bytes)", r->prompt_len);
-    OUT(cis2_vd_ids(v, "prompt-token-ids", r->prompt_ids, r->n_prompt, j->ids, j->nids), "prompt-token-ids");
+    if (r->prompt_from_ids) { /* docs/receipts.md "Prompts given as ids" */
+        if (cis2_receipt_judge_ids_prompt(v, r, e->tok, outs, sizeof outs)) {
+            malformed(v, CIS2_E_NOMEM, "out of memory");
+            return;
+        }
+    } else {
+        cis2_vd_field(v, "prompt-hex", CIS2_FIELD_INPUT, "input (%zu bytes)", r->prompt_len);
+        OUT(cis2_vd_ids(v, "prompt-token-ids", r->prompt_ids, r->n_prompt, j->ids, j->nids), "prompt-token-ids");
+    }
     if (!r->ext) {
         cis2_vd_field(v, "gen-toks", CIS2_FIELD_INPUT, "input (%u)", r->gen_toks);
         cis2_vd_field(v, "dtype", CIS2_FIELD_OK, "ok");
@@ -212,4 +242,42 @@ void cis2_verify_judge(const cis2_engine *e, vjob *j)
         cis2_vd_set(v, CIS2_VERDICT_OUTPUT_MISMATCH, CIS2_E_MISMATCH, "OUTPUT-MISMATCH", "(%s)", outs);
     else
         cis2_vd_set(v, CIS2_VERDICT_OK, CIS2_OK, "OK", "(all fields recomputed from %s)", e->dir);
+}
+
+/* docs/receipts.md "Prompts given as ids": the ids are the input; the
+ * prompt-hex line must be their raw bytes, and no bytes may reproduce
+ * them (else the run's receipt is the one without prompt-from, which
+ * records those bytes).  Appends the prompt-from, prompt-hex and
+ * prompt-token-ids fields, names each mismatch in outs; returns nonzero
+ * when out of memory. */
+int cis2_receipt_judge_ids_prompt(cis2_verdict *v, const cis2_receipt *r, const cis2_tokenizer *tok, char *outs,
+                                  size_t cap)
+{
+    size_t tl = 0, rl = 0;
+    char *text = cis2_ids_text_bytes(tok, r->prompt_ids, r->n_prompt, &tl);
+    char *raw = cis2_ids_raw_bytes(tok, r->prompt_ids, r->n_prompt, &rl);
+    char *hx = raw ? malloc(2 * (rl > tl ? rl : tl) + 1) : NULL, *hr = NULL;
+    if (hx && (hr = malloc(2 * r->prompt_len + 1))) cis2_hex(r->prompt, r->prompt_len, hr);
+    if (!hr) { free(text); free(raw); free(hx); return 1; }
+    if (text) {
+        cis2_hex((const uint8_t *)text, tl, hx);
+        cis2_vd_field(v, "prompt-from", CIS2_FIELD_MISMATCH,
+                      "MISMATCH the prompt bytes %s reproduce these ids: their receipt records those bytes, "
+                      "without a prompt-from line", hx);
+        cis2_vd_name(outs, cap, "prompt-from");
+    } else cis2_vd_field(v, "prompt-from", CIS2_FIELD_OK, "ok (ids: no prompt bytes reproduce them)");
+    cis2_hex((const uint8_t *)raw, rl, hx);
+    if (rl == r->prompt_len && (rl == 0 || !memcmp(raw, r->prompt, rl)))
+        cis2_vd_field(v, "prompt-hex", CIS2_FIELD_OK, "ok (the ids' bytes)");
+    else {
+        cis2_vd_field(v, "prompt-hex", CIS2_FIELD_MISMATCH, "MISMATCH expected=%s got=%s (the ids' bytes)",
+                      r->prompt_len ? hr : "none", rl ? hx : "none");
+        cis2_vd_name(outs, cap, "prompt-hex");
+    }
+    cis2_vd_field(v, "prompt-token-ids", CIS2_FIELD_INPUT, "input (%zu ids)", r->n_prompt);
+    free(text);
+    free(raw);
+    free(hx);
+    free(hr);
+    return 0;
 }

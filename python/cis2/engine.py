@@ -182,8 +182,10 @@ class Result:
     token_ids, prompt_ids (lists of ints), prompt (the prompt bytes, or None
     for ids that do not round-trip), text (the completion for display),
     finish ("length", ...), witness (CIS2_REF) and argmax_digest (64 hex
-    digits each), receipt (the CIS-2 receipt's text; raises the library's
-    error when the run has none, e.g. ids without prompt bytes), logprobs
+    digits each), receipt (the CIS-2 receipt's text, also for ids that do
+    not round-trip: it then records them as ids, with a `prompt-from ids`
+    line, docs/receipts.md "Prompts given as ids"; raises the library's
+    error when the run has none, e.g. a cancelled run), logprobs
     (one float per step: the binary32 value) and top_logprobs (per step a
     list of (id, logprob)) when requested, else None; logits (numpy float32
     [steps, vocab]) when asked with logits=True, else None."""

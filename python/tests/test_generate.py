@@ -58,11 +58,19 @@ def test_prompt_as_ids_and_bytes(engine, tiny, tmp_path):
     assert r.prompt == PROMPT.encode()   # the bytes the ids decode to (they round-trip)
 
 
-def test_ids_without_prompt_bytes_have_no_receipt(engine):
-    r = engine.generate([300, 301], gen_toks=2)   # ids the byte-level tokenizer never produces
-    assert r.prompt is None and len(r.token_ids) == 2
-    with pytest.raises(cis2.UsageError):
-        r.receipt
+def test_ids_without_prompt_bytes_have_an_ids_receipt(engine, tiny, tmp_path):
+    # any ids of the vocabulary run and get a receipt that records them as ids
+    # (docs/receipts.md "Prompts given as ids"): token-in, token-out
+    for ids, hex_ in (([300, 301], "none"), ([79, 110, 99, 101, 32, 195], "4f6e636520c3")):
+        r = engine.generate(ids, gen_toks=2)       # ids the byte-level tokenizer never produces
+        assert r.prompt is None and len(r.token_ids) == 2
+        assert "\nprompt-from ids\nprompt-hex %s\nprompt-token-ids %s\n" % (hex_, ",".join(map(str, ids))) in r.receipt
+        _, receipt, _ = cli_run(tiny, tmp_path, "ids", "--prompt-ids", ",".join(map(str, ids)), "--gen-toks", 2)
+        assert r.receipt == receipt
+        rc = cis2.Receipt.parse(r.receipt)
+        assert rc.get("prompt-from") == "ids" and rc.keys()[4] == "prompt-from"
+        v = rc.verify(engine)
+        assert v.ok, v.report()
 
 
 def test_cis2_ref_line(engine, tiny):

@@ -94,9 +94,7 @@ tmpdir tmp
 #   so that every router's rows tie in pairs (doc_reimpl.py pair-routers,
 #   docs/models.md §M8.3); edge-scales gives every gpt_oss expert MXFP4
 #   weights at the scale bytes' edges (doc_reimpl.py edge-scales,
-#   docs/models.md §M9.6); noreceipt runs cis2 without --receipt (it refuses
-#   one for ids that do not round-trip through the tokenizer) and compares
-#   the re-implementation's fields with the lines cis2 prints instead.
+#   docs/models.md §M9.6).
 one_case() {
     shape=$1 seed=$2 ids=$3 n=$4 flags=,${5:-},
     case $shape in
@@ -116,10 +114,8 @@ one_case() {
     *,edge-scales,*) "$PY" "$REIMPL" edge-scales "$d" \
         || { fail_later "doc_reimpl.py edge-scales $d"; return; } ;;
     esac
-    rcpt="--receipt $d/receipt"
-    case $flags in *,noreceipt,*) rcpt= ;; esac
     $CIS2 run --model-dir "$d" --prompt-ids "$ids" --gen-toks "$n" \
-            $rcpt --dump-logits "$d/cis2.f32" > "$d/run.out" \
+            --receipt "$d/receipt" --dump-logits "$d/cis2.f32" > "$d/run.out" \
         || { fail_later "cis2 run on $name"; cat "$d/run.out"; return; }
     "$PY" "$REIMPL" run --model-dir "$d" --prompt-ids "$ids" --gen-toks "$n" \
             --logits "$d/doc.f32" > "$d/doc.out" \
@@ -135,16 +131,10 @@ one_case() {
         fi
     fi
     # every field the re-implementation recomputed, against cis2's receipt
-    # (or, without one, the `key_name = value` lines cis2 printed; the
-    # witness digest is the CIS2_REF line's)
+    # (a prompt given as ids that no bytes reproduce has one all the same:
+    # docs/receipts.md "Prompts given as ids")
     while read -r key value; do
-        if [ -n "$rcpt" ]; then
-            got=$(sed -n "s/^$key //p" "$d/receipt")
-        elif [ "$key" = witness-digest ]; then
-            continue
-        else
-            got=$(sed -n "s/^$(echo "$key" | tr - _) = //p" "$d/run.out")
-        fi
+        got=$(sed -n "s/^$key //p" "$d/receipt")
         [ "$got" = "$value" ] \
             || fail_later "$name: $key: cis2 gives '$got', the documents give '$value'"
     done < "$d/doc.out"
@@ -178,7 +168,7 @@ m89_ref=$(echo "$m89" | grep '^CIS2_REF digest=')
 m89_ids=$(echo "$m89" | sed -n 's/^generated_token_ids = //p')
 [ -n "$m89_ref" ] && [ -n "$m89_ids" ] \
     || fail_later "docs/models.md §M8.9 gives no CIS2_REF or generated_token_ids line"
-one_case $F/q3moe.json 3 1,7,3,2,9,11,4,200,13,5,77,6 12 noreceipt
+one_case $F/q3moe.json 3 1,7,3,2,9,11,4,200,13,5,77,6 12
 grep -qxF "$m89_ref" "$tmp/q3moe.3/run.out" \
     || fail_later "§M8.9: cis2 printed $(grep '^CIS2_REF' "$tmp/q3moe.3/run.out"), docs/models.md §M8.9 says $m89_ref"
 grep -qxF "generated_token_ids = $m89_ids" "$tmp/q3moe.3/run.out" \

@@ -93,6 +93,13 @@ cmp "$d/curl.receipt" "$d/curl.ref" || fail "curl's receipt differs from cis2 ru
 ids=$("$CIS2" tokenize --tokenizer "$d/tiny/tokenizer.json" --text "Once upon a time" --json)
 expect 200 - $P /v1/completions -d "{\"model\":\"$M\",\"prompt\":$ids,\"max_tokens\":8}"
 jget "$d/body" choices 0 cis2 receipt | cmp - "$d/curl.ref" || fail "an ids prompt's receipt differs"
+# ids that do not round-trip (half a character, an id without bytes) are served (token-in,
+# token-out): the receipt records them as ids, as cis2 run's (docs/receipts.md "Prompts given as ids")
+expect 200 - $P /v1/completions -d "{\"model\":\"$M\",\"prompt\":[79,110,99,101,32,195,300],\"max_tokens\":4}"
+jget "$d/body" choices 0 cis2 receipt > "$d/ids.receipt"
+"$CIS2" run --model-dir "$d/tiny" --prompt-ids 79,110,99,101,32,195,300 --gen-toks 4 --receipt "$d/ids.ref" > /dev/null
+cmp "$d/ids.receipt" "$d/ids.ref" || fail "ids that do not round-trip: the server's receipt differs from cis2 run's"
+grep -qx "prompt-from ids" "$d/ids.receipt" || fail "ids that do not round-trip: no prompt-from line"
 
 echo "== bad input: each an OpenAI-style error, the server keeps serving"
 C="-H Content-Type:application/json"

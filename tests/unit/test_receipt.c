@@ -100,6 +100,70 @@ static void test_parse_edges(void **s)
     cis2_receipt_clear(&r2);
 }
 
+/* docs/receipts.md "Prompts given as ids": the optional `prompt-from ids`
+ * line just before prompt-hex, `prompt-hex none` after it, the keys and
+ * values cis2_receipt_key / cis2_receipt_get report with and without it. */
+static char *with_line(const char *hex)
+{
+    static char buf[4096];
+    const char *p = strstr(good, "prompt-hex "), *e = strchr(p, '\n');
+    snprintf(buf, sizeof buf, "%.*sprompt-from ids\nprompt-hex %s%s", (int)(p - good), good, hex, e);
+    return buf;
+}
+
+static void test_prompt_from_ids(void **s)
+{
+    (void)s;
+    cis2_receipt r, r2;
+    cis2_error err = {0};
+    char *out;
+    size_t n;
+    assert_int_equal(cis2_receipt_parse_into(good, strlen(good), "good", &r, &err), CIS2_OK);
+    assert_int_equal(r.prompt_from_ids, 0);
+    assert_string_equal(cis2_receipt_key(&r, 4), "prompt-hex");
+    assert_string_equal(cis2_receipt_key(&r, 12), "witness-digest");
+    assert_null(cis2_receipt_key(&r, 13));
+    assert_null(cis2_receipt_get(&r, "prompt-from"));
+    cis2_receipt_clear(&r);
+
+    const char *t = with_line("4f6e63652075706f6e20612074696d65");
+    assert_int_equal(cis2_receipt_parse_into(t, strlen(t), "ids", &r, &err), CIS2_OK);
+    assert_int_equal(r.prompt_from_ids, 1);
+    assert_int_equal(r.prompt_len, 16);
+    assert_string_equal(cis2_receipt_key(&r, 4), "prompt-from");
+    assert_string_equal(cis2_receipt_key(&r, 5), "prompt-hex");
+    assert_string_equal(cis2_receipt_key(&r, 13), "witness-digest");
+    assert_null(cis2_receipt_key(&r, 14));
+    assert_string_equal(cis2_receipt_get(&r, "prompt-from"), "ids");
+    assert_string_equal(cis2_receipt_get(&r, "prompt-hex"), "4f6e63652075706f6e20612074696d65");
+    assert_string_equal(cis2_receipt_get(&r, "witness-digest"),
+                        "d82743059d1db929e710236fe4ec37f89e6f932524801345a006980f7c3cc9df");
+    assert_int_equal(cis2_receipt_render(&r, &out, &n, &err), CIS2_OK);
+    assert_int_equal(n, strlen(t));
+    assert_memory_equal(out, t, n);
+    free(out);
+    /* the line is part of the receipt: equal only to itself */
+    assert_int_equal(cis2_receipt_parse_into(good, strlen(good), "good", &r2, &err), CIS2_OK);
+    assert_false(cis2_receipt_equal(&r, &r2));
+    cis2_receipt_clear(&r);
+    cis2_receipt_clear(&r2);
+
+    t = with_line("none"); /* ids without bytes */
+    assert_int_equal(cis2_receipt_parse_into(t, strlen(t), "none", &r, &err), CIS2_OK);
+    assert_int_equal(r.prompt_len, 0);
+    assert_null(r.prompt);
+    assert_int_equal(cis2_receipt_render(&r, &out, &n, &err), CIS2_OK);
+    assert_int_equal(n, strlen(t));
+    assert_memory_equal(out, t, n);
+    free(out);
+    assert_int_equal(cis2_receipt_copy_into(&r2, &r, &err), CIS2_OK);
+    assert_true(cis2_receipt_equal(&r, &r2));
+    cis2_receipt_clear(&r2);
+    r.prompt_from_ids = 0; /* no bytes and no line: nothing a parser would take back */
+    assert_int_equal(cis2_receipt_render(&r, &out, &n, &err), CIS2_E_FORMAT);
+    cis2_receipt_clear(&r);
+}
+
 /* Replaces the first occurrence of `from` in good with `to`, parses, and
  * expects CIS2_E_FORMAT with "line N:" and `why` in the message. */
 static void reject(const char *from, const char *to, int line, const char *why)
@@ -140,6 +204,21 @@ static void test_reject_keys(void **s)
     reject("witness-digest d82743059d1db929e710236fe4ec37f89e6f932524801345a006980f7c3cc9df\n", "", 14,
            "missing key 'witness-digest'");
     reject("spec-version", "Spec-version", 2, "unknown key");
+}
+
+static void test_reject_prompt_from(void **s)
+{
+    (void)s;
+    reject("prompt-hex ", "prompt-from text\nprompt-hex ", 6, "prompt-from: must be ids");
+    reject("prompt-hex ", "prompt-from \nprompt-hex ", 6, "empty value");
+    reject("prompt-hex ", "prompt-from ids\nprompt-from ids\nprompt-hex ", 7, "duplicate key 'prompt-from'");
+    reject("gen-toks 16\n", "prompt-from ids\ngen-toks 16\n", 8, "prompt-from out of order");
+    reject("prompt-hex 4f6e63652075706f6e20612074696d65\n", "prompt-hex none\n", 6,
+           "none only after a prompt-from ids line");
+    reject("prompt-hex 4f6e63652075706f6e20612074696d65\n", "prompt-from ids\n", 7,
+           "missing key 'prompt-hex' (found 'prompt-token-ids')");
+    reject("prompt-hex 4f6e63652075706f6e20612074696d65\n", "", 6,
+           "missing key 'prompt-hex' (found 'prompt-token-ids')");
 }
 
 static void test_reject_layout(void **s)
@@ -357,6 +436,7 @@ int main(void)
         cmocka_unit_test(test_reject_layout),   cmocka_unit_test(test_reject_csv),
         cmocka_unit_test(test_reject_digests),  cmocka_unit_test(test_limits),
         cmocka_unit_test(test_trace_reader),    cmocka_unit_test(test_trace_roundtrip),
+        cmocka_unit_test(test_prompt_from_ids), cmocka_unit_test(test_reject_prompt_from),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
