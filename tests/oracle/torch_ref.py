@@ -102,6 +102,35 @@ from cis2's code or docs/models.md's pinned order):
     high += 0.001 if equal; ramp_i = clamp((i - low) / (high - low), 0, 1);
     inv_freq = (1 / base^(2i/dim)) (1 - ramp) + (1 / (factor base^(2i/dim)))
     ramp.
+  - Qwen3.5 / Qwen3.5-MoE / Qwen3-Next (model_type qwen3_5 (the
+    multimodal wrapper: text_config read, vision_config not), qwen3_5_text,
+    qwen3_5_moe(_text), qwen3_next; modeling_qwen3_5.py,
+    modeling_qwen3_5_moe.py, modeling_qwen3_next.py): layer_types
+    linear_attention / full_attention (default: every
+    full_attention_interval-th full); every RMSNorm (input, post-attention,
+    final, q_norm, k_norm) x * rsqrt(mean x^2 + eps) * (1 + w).  Linear
+    layers, Gated DeltaNet: in_proj_qkv (flat q | k | v), in_proj_z,
+    in_proj_b, in_proj_a (Qwen3.5) or in_proj_qkvz / in_proj_ba grouped per
+    key head (Qwen3-Next); the depthwise causal conv1d (kernel
+    linear_conv_kernel_dim, no bias) over q | k | v, then SiLU; q, k
+    l2-normalised (x * rsqrt(sum x^2 + 1e-6)), then q times dk^-0.5; beta =
+    sigmoid(b), g = -exp(A_log) softplus(a + dt_bias); key heads repeated
+    (repeat_interleave) to the value heads; the gated delta rule per value
+    head with state S [dk, dv]: S *= exp(g); u = beta (v - S^T k); S += k
+    u^T; o = S^T q -- chunked (64) for a prefill, token by token for a
+    decode step (hybrid_forward's carried state); RMSNorm over dv with the
+    plain weight times silu(z); out_proj.  Full layers: q_proj gives per
+    head D query values then D gate values; q_norm / k_norm per head; RoPE
+    (rotate-half) on the first head_dim * partial_rotary_factor dims
+    (default 0.25), theta from rope_parameters / rope_theta, Qwen3.5's
+    interleaved M-RoPE with the three text position streams equal (plain
+    RoPE); scores * head_dim^-0.5; output times sigmoid(gate); o_proj.  MLP:
+    SwiGLU; routed layers (Qwen3.5-MoE: all, top-k always renormalised;
+    Qwen3-Next: Qwen3-MoE's layer rule, norm_topk_prob default true):
+    softmax over the experts, top-k, experts as Qwen3-MoE's (fused
+    gate_up_proj [E, 2I, H] / down_proj [E, H, I] split at load), plus
+    shared_expert(x) * sigmoid(shared_expert_gate(x)).  mtp.* and the vision
+    tower are ignored.
   - Routed top-k in both families is an explicit stable selection: value
     descending, and among exactly equal values the LOWER expert index
     (cis2's pinned rule); experts whose router rows (and biases) are
@@ -129,6 +158,17 @@ no_yarn_scale (YaRN frequencies, cos/sin unscaled), yarn_truncate (flip
 truncate), no_swiglu_clamp, no_interleave (gate / up as the first / second
 half), bias_after_weight (down bias added after the routing weight),
 mxfp4_high_nibble_first (gpt-oss).
+For the hybrid families (tests/oracle/test_hybrid_ref.py; checkpoints from
+tests/oracle/synth_hybrid.py): no_conv, no_conv_silu, no_l2norm,
+no_q_scale, no_decay (g = 0), no_dt_bias, no_beta (beta = 1), no_z_gate,
+gated_norm_1p (the gated norm's weight as 1 + w), kv_head_tile (v-head j
+reads k-head j % Hk), qkvz_flat (Qwen3-Next's fused projections read as
+flat [q | k | v | z]), no_output_gate, gate_halves (q_proj as [all q | all
+gates]), full_rotary, norm_plain_w (RMSNorm gains w, not 1 + w),
+no_shared_expert, no_shared_gate, and qk_norm, no_norm_topk,
+topk_then_softmax, tie_high_index from above; chunked_vs_recurrent (the
+delta rule token by token in the prefill too) is the positive control: the
+same function, so it must NOT move the logits beyond rounding.
 
 It deliberately does NOT reproduce cis2's pinned arithmetic (§5-§6): torch
 uses its own matmul order and libm exp/sin/cos.  What it checks is that
@@ -142,7 +182,9 @@ Run it with Debian's python (/usr/bin/python3), which has torch.
   torch_ref.py greedy --model-dir D --prompt-ids 1,2,3 --gen-toks N
   torch_ref.py crosscheck --model-dir D --prompt-ids 1,2,3 --gen-toks N
         torch fp32 (one causal pass) vs a second, plain numpy float64
-        implementation (token-by-token with a KV cache)
+        implementation (token-by-token with a KV cache); for the hybrid
+        families vs torch float64 fed one token at a time with the carried
+        state (the recurrent rule, the conv window, the KV cache)
   torch_ref.py selftest [--keep DIR]
         writes small random checkpoints (tied/untied, biases, GQA,
         head_dim != hidden/heads, the families above) and crosschecks
