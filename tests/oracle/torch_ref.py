@@ -102,6 +102,35 @@ from cis2's code or docs/models.md's pinned order):
     high += 0.001 if equal; ramp_i = clamp((i - low) / (high - low), 0, 1);
     inv_freq = (1 / base^(2i/dim)) (1 - ramp) + (1 / (factor base^(2i/dim)))
     ramp.
+  - Qwen3.5 / Qwen3.5-MoE / Qwen3-Next (model_type qwen3_5 (the
+    multimodal wrapper: text_config read, vision_config not), qwen3_5_text,
+    qwen3_5_moe(_text), qwen3_next; modeling_qwen3_5.py,
+    modeling_qwen3_5_moe.py, modeling_qwen3_next.py): layer_types
+    linear_attention / full_attention (default: every
+    full_attention_interval-th full); every RMSNorm (input, post-attention,
+    final, q_norm, k_norm) x * rsqrt(mean x^2 + eps) * (1 + w).  Linear
+    layers, Gated DeltaNet: in_proj_qkv (flat q | k | v), in_proj_z,
+    in_proj_b, in_proj_a (Qwen3.5) or in_proj_qkvz / in_proj_ba grouped per
+    key head (Qwen3-Next); the depthwise causal conv1d (kernel
+    linear_conv_kernel_dim, no bias) over q | k | v, then SiLU; q, k
+    l2-normalised (x * rsqrt(sum x^2 + 1e-6)), then q times dk^-0.5; beta =
+    sigmoid(b), g = -exp(A_log) softplus(a + dt_bias); key heads repeated
+    (repeat_interleave) to the value heads; the gated delta rule per value
+    head with state S [dk, dv]: S *= exp(g); u = beta (v - S^T k); S += k
+    u^T; o = S^T q -- chunked (64) for a prefill, token by token for a
+    decode step (hybrid_forward's carried state); RMSNorm over dv with the
+    plain weight times silu(z); out_proj.  Full layers: q_proj gives per
+    head D query values then D gate values; q_norm / k_norm per head; RoPE
+    (rotate-half) on the first head_dim * partial_rotary_factor dims
+    (default 0.25), theta from rope_parameters / rope_theta, Qwen3.5's
+    interleaved M-RoPE with the three text position streams equal (plain
+    RoPE); scores * head_dim^-0.5; output times sigmoid(gate); o_proj.  MLP:
+    SwiGLU; routed layers (Qwen3.5-MoE: all, top-k always renormalised;
+    Qwen3-Next: Qwen3-MoE's layer rule, norm_topk_prob default true):
+    softmax over the experts, top-k, experts as Qwen3-MoE's (fused
+    gate_up_proj [E, 2I, H] / down_proj [E, H, I] split at load), plus
+    shared_expert(x) * sigmoid(shared_expert_gate(x)).  mtp.* and the vision
+    tower are ignored.
   - Routed top-k in both families is an explicit stable selection: value
     descending, and among exactly equal values the LOWER expert index
     (cis2's pinned rule); experts whose router rows (and biases) are
@@ -129,6 +158,17 @@ no_yarn_scale (YaRN frequencies, cos/sin unscaled), yarn_truncate (flip
 truncate), no_swiglu_clamp, no_interleave (gate / up as the first / second
 half), bias_after_weight (down bias added after the routing weight),
 mxfp4_high_nibble_first (gpt-oss).
+For the hybrid families (tests/oracle/test_hybrid_ref.py; checkpoints from
+tests/oracle/synth_hybrid.py): no_conv, no_conv_silu, no_l2norm,
+no_q_scale, no_decay (g = 0), no_dt_bias, no_beta (beta = 1), no_z_gate,
+gated_norm_1p (the gated norm's weight as 1 + w), kv_head_tile (v-head j
+reads k-head j % Hk), qkvz_flat (Qwen3-Next's fused projections read as
+flat [q | k | v | z]), no_output_gate, gate_halves (q_proj as [all q | all
+gates]), full_rotary, norm_plain_w (RMSNorm gains w, not 1 + w),
+no_shared_expert, no_shared_gate, and qk_norm, no_norm_topk,
+topk_then_softmax, tie_high_index from above; chunked_vs_recurrent (the
+delta rule token by token in the prefill too) is the positive control: the
+same function, so it must NOT move the logits beyond rounding.
 
 It deliberately does NOT reproduce cis2's pinned arithmetic (§5-§6): torch
 uses its own matmul order and libm exp/sin/cos.  What it checks is that
@@ -142,7 +182,9 @@ Run it with Debian's python (/usr/bin/python3), which has torch.
   torch_ref.py greedy --model-dir D --prompt-ids 1,2,3 --gen-toks N
   torch_ref.py crosscheck --model-dir D --prompt-ids 1,2,3 --gen-toks N
         torch fp32 (one causal pass) vs a second, plain numpy float64
-        implementation (token-by-token with a KV cache)
+        implementation (token-by-token with a KV cache); for the hybrid
+        families vs torch float64 fed one token at a time with the carried
+        state (the recurrent rule, the conv window, the KV cache)
   torch_ref.py selftest [--keep DIR]
         writes small random checkpoints (tied/untied, biases, GQA,
         head_dim != hidden/heads, the families above) and crosschecks
@@ -224,6 +266,10 @@ class Config:
         with open(path) as f:
             c = json.load(f)
         mt = c.get("model_type")
+        self.hybrid = None
+        if mt in HYBRID_MODEL_TYPES:                             # Qwen3.5 / Qwen3-Next: their own reader
+            hybrid_config(self, c, path)
+            return
         self.gemma3 = mt == "gemma3_text"
         self.hidden = int(c["hidden_size"])
         self.inter = int(c["intermediate_size"])
@@ -512,6 +558,8 @@ def load_weights(model_dir):
 def load_model(model_dir):
     cfg = Config(os.path.join(model_dir, "config.json"))
     w = load_weights(model_dir)
+    if cfg.hybrid:                                               # Qwen3.5 / Qwen3-Next: own names and checks
+        return cfg, hybrid_load(cfg, w)
     if cfg.fused:                                                # Phi-3: split as Phi3Attention / Phi3MLP slice
         qn, kn = cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
         for l in range(cfg.layers):
@@ -669,6 +717,8 @@ def router_representatives(wr, br):
 def torch_forward(cfg, w, ids, stats=None):
     """Logits [len(ids), vocab] (float32; float64 with cfg.f64) for every
     position.  stats (a dict), for the MoE families: the routing margins."""
+    if cfg.hybrid:
+        return hybrid_forward(cfg, w, ids, stats)
     T = len(ids)
     f32 = torch.float64 if cfg.f64 else torch.float32
     npdt = np.float64 if cfg.f64 else np.float32
@@ -1048,6 +1098,576 @@ def numpy_forward(cfg, w, ids):
 
 
 # --------------------------------------------------------------------------
+# the hybrid families: Qwen3.5 (dense and MoE) and Qwen3-Next
+#
+# Written from transformers' modeling_qwen3_5.py, modeling_qwen3_5_moe.py /
+# modular_qwen3_5_moe.py, modeling_qwen3_next.py and their configuration
+# files (tests/oracle/README.md lists the commits), and from the gated delta
+# rule's definition (S_t = a_t S_{t-1} + b_t (v_t - a_t S_{t-1}^T k_t) k_t^T,
+# o_t = S_t^T q_t, a_t = exp(g_t)).  Facts, not code, were taken over.
+
+HYBRID_MODEL_TYPES = ("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_next")
+HYBRID_FAMILY = {"qwen3_5": "qwen3_5", "qwen3_5_text": "qwen3_5", "qwen3_5_moe": "qwen3_5_moe",
+                 "qwen3_5_moe_text": "qwen3_5_moe", "qwen3_next": "qwen3_next"}
+LEGACY_LAYER_TYPES = {"mamba": "linear_attention", "attention": "full_attention"}   # remap_legacy_layer_types
+L2NORM_EPS = 1e-6                                        # l2norm(x) = x * rsqrt(sum x^2 + 1e-6), fixed
+GDN_CHUNK = 64                                           # torch_chunk_gated_delta_rule's chunk_size
+
+
+def hybrid_config(cfg, c, path):
+    """Qwen3_5TextConfig / Qwen3_5MoeTextConfig / Qwen3NextConfig, as those
+    classes read a config.json (the multimodal wrapper's text_config for
+    qwen3_5 / qwen3_5_moe; vision_config is not read)."""
+    top = c
+    fam = HYBRID_FAMILY[c["model_type"]]
+    if isinstance(c.get("text_config"), dict):
+        c = c["text_config"]
+
+    def get(key, default=None):
+        v = c.get(key)
+        return default if v is None else v
+
+    cfg.hybrid = fam
+    cfg.hidden = int(c["hidden_size"])
+    cfg.layers = int(c["num_hidden_layers"])
+    cfg.heads = int(c["num_attention_heads"])
+    cfg.kv_heads = int(get("num_key_value_heads", cfg.heads))
+    cfg.head_dim = int(get("head_dim", 256))                 # the three classes' default
+    cfg.vocab = int(c["vocab_size"])
+    cfg.eps = float(get("rms_norm_eps", 1e-6))
+    if get("hidden_act", "silu") != "silu":
+        raise ValueError(f"{path}: hidden_act {c.get('hidden_act')} is not silu")
+    if c.get("attn_output_gate") is False:
+        raise ValueError(f"{path}: attn_output_gate false: transformers' Qwen3.5 / Qwen3-Next attention "
+                         "always has the gate (q_proj of 2 * heads * head_dim), refused")
+    cfg.attn_bias = bool(get("attention_bias", False))
+    # tie_word_embeddings: the text config's and the wrapper's must agree
+    flags = {bool(d["tie_word_embeddings"]) for d in (c, top) if d.get("tie_word_embeddings") is not None}
+    if len(flags) > 1:
+        raise ValueError(f"{path}: tie_word_embeddings differs between text_config and the wrapper")
+    cfg.tied = flags.pop() if flags else False
+    # layer schedule
+    types = c.get("layer_types")
+    if types is None:
+        every = int(get("full_attention_interval", 4))
+        types = ["linear_attention" if (i + 1) % every else "full_attention" for i in range(cfg.layers)]
+    types = [LEGACY_LAYER_TYPES.get(t, t) for t in types]
+    if len(types) != cfg.layers or not set(types) <= {"linear_attention", "full_attention"}:
+        raise ValueError(f"{path}: layer_types {types} is not {cfg.layers} linear/full_attention")
+    cfg.layer_types = types
+    # Gated DeltaNet sizes
+    cfg.lin_k_heads = int(get("linear_num_key_heads", 16))
+    cfg.lin_v_heads = int(get("linear_num_value_heads", 32))
+    cfg.lin_k_dim = int(get("linear_key_head_dim", 128))
+    cfg.lin_v_dim = int(get("linear_value_head_dim", 128))
+    cfg.conv_kernel = int(get("linear_conv_kernel_dim", 4))
+    if cfg.lin_v_heads % cfg.lin_k_heads or cfg.conv_kernel < 1:
+        raise ValueError(f"{path}: linear_num_value_heads must be a multiple of linear_num_key_heads")
+    # RoPE: rope_parameters (transformers 5) or the top-level keys (4.5x)
+    rp = c.get("rope_parameters") or c.get("rope_scaling") or {}
+    if rp.get("rope_type", rp.get("type", "default")) != "default":
+        raise ValueError(f"{path}: rope_type {rp.get('rope_type', rp.get('type'))} is not supported by the oracle")
+    cfg.theta = float(rp.get("rope_theta", get("rope_theta", 10000.0)))
+    prf = [float(d["partial_rotary_factor"]) for d in (rp, c) if d.get("partial_rotary_factor") is not None]
+    if len(set(prf)) > 1:
+        raise ValueError(f"{path}: partial_rotary_factor differs between rope_parameters and the config")
+    cfg.partial_rotary = prf[0] if prf else 0.25          # kwargs.setdefault("partial_rotary_factor", 0.25)
+    cfg.rotary_dim = int(cfg.head_dim * cfg.partial_rotary)
+    if cfg.rotary_dim % 2 or not 0 < cfg.rotary_dim <= cfg.head_dim:
+        raise ValueError(f"{path}: rotary dim {cfg.rotary_dim} (head_dim x partial_rotary_factor) not even in 2..head_dim")
+    # Qwen3_5TextRotaryEmbedding: three position streams, sections [11, 11, 10] by default
+    cfg.mrope = [int(x) for x in rp.get("mrope_section", [11, 11, 10])] if fam != "qwen3_next" else None
+    # the MLP / MoE block of each layer
+    cfg.moe = fam if fam in ("qwen3_5_moe", "qwen3_next") and int(get("num_experts", 0)) > 0 else None
+    if fam == "qwen3_5_moe" and not cfg.moe:
+        raise ValueError(f"{path}: qwen3_5_moe with num_experts 0")
+    cfg.inter = int(get("intermediate_size", 0)) if fam != "qwen3_5_moe" else 0
+    if cfg.moe:
+        cfg.experts = int(c["num_experts"])
+        cfg.top_k = int(get("num_experts_per_tok", 8 if fam == "qwen3_5_moe" else 10))
+        cfg.moe_inter = int(get("moe_intermediate_size", 512))
+        cfg.shared_inter = int(get("shared_expert_intermediate_size", 512))
+        if fam == "qwen3_5_moe":                             # Qwen3_5MoeTopKRouter: always renormalises,
+            cfg.norm_topk = True                             # every layer routed (the config deletes the knobs)
+            cfg.sparse = [True] * cfg.layers
+        else:
+            cfg.norm_topk = bool(get("norm_topk_prob", True))
+            step = int(get("decoder_sparse_step", 1))
+            only = [int(x) for x in get("mlp_only_layers", [])]
+            cfg.sparse = [(l not in only) and (l + 1) % step == 0 for l in range(cfg.layers)]
+        cfg.route = "softmax_topk"
+    else:
+        cfg.sparse = [False] * cfg.layers
+    if any(not s for s in cfg.sparse) and cfg.inter <= 0:
+        raise ValueError(f"{path}: a dense layer needs intermediate_size")
+    # what the other families' code reads, as no-ops
+    cfg.gemma3 = cfg.olmo2 = cfg.post_norm = cfg.qk_whole = cfg.fused = False
+    cfg.embed_scale = cfg.gemma_norm = cfg.sandwich = cfg.local_rope = cfg.sinks = False
+    cfg.window, cfg.llama3, cfg.linear, cfg.yarn, cfg.qscale, cfg.local_theta = None, None, None, None, None, None
+    cfg.sliding = [False] * cfg.layers
+    cfg.use_rope = [True] * cfg.layers
+    cfg.rope_scale = 1.0
+    cfg.act = "silu"
+    cfg.qk_norm = True                                       # q_norm / k_norm, (1 + w), per head
+    cfg.f64 = False
+    if cfg.moe:
+        cfg._moe_common()
+    # the hybrid knobs (the ablations below flip them)
+    cfg.hy = dict(conv=True, conv_silu=True, l2norm=True, q_scale=True, decay=True, dt_bias=True, beta=True,
+                  z_gate=True, gated_norm_1p=False, kv_interleave=True, qkvz_grouped=True, form="chunked",
+                  out_gate=True, gate_per_head=True, partial=True, norm_1p=True, shared=True, shared_gate=True)
+    if cfg.heads % cfg.kv_heads:
+        raise ValueError(f"{path}: heads/kv_heads inconsistent")
+
+
+def hybrid_load(cfg, w):
+    """The published tensor names (Qwen3.5: model.language_model.*, Qwen3-Next:
+    model.*) read into model.* names; mtp.* and the vision tower dropped
+    (_keys_to_ignore_on_load_unexpected); transformers 5's fused experts
+    split per expert; every tensor's shape checked."""
+    out = {}
+    for n, a in w.items():
+        if n.startswith(("mtp.", "model.visual.", "visual.", "model.mtp.")):
+            continue
+        if n.startswith("model.language_model."):
+            n = "model." + n[len("model.language_model."):]
+        out[n] = a
+    w = out
+    H, L = cfg.hidden, cfg.layers
+    Hk, Hv, dk, dv, K = cfg.lin_k_heads, cfg.lin_v_heads, cfg.lin_k_dim, cfg.lin_v_dim, cfg.conv_kernel
+    kd, vd = Hk * dk, Hv * dv
+    NH, KV, D = cfg.heads, cfg.kv_heads, cfg.head_dim
+
+    def need(name, shape):
+        if name not in w:
+            raise KeyError(f"{name} missing")
+        if tuple(w[name].shape) != tuple(shape):
+            raise ValueError(f"{name}: shape {list(w[name].shape)}, expected {list(shape)}")
+
+    need("model.embed_tokens.weight", (cfg.vocab, H))
+    need("model.norm.weight", (H,))
+    for l in range(L):
+        p = f"model.layers.{l}."
+        need(p + "input_layernorm.weight", (H,))
+        need(p + "post_attention_layernorm.weight", (H,))
+        if cfg.layer_types[l] == "linear_attention":
+            a = p + "linear_attn."
+            if cfg.hybrid == "qwen3_next":
+                need(a + "in_proj_qkvz.weight", (2 * kd + 2 * vd, H))
+                need(a + "in_proj_ba.weight", (2 * Hv, H))
+            else:
+                need(a + "in_proj_qkv.weight", (2 * kd + vd, H))
+                need(a + "in_proj_z.weight", (vd, H))
+                need(a + "in_proj_b.weight", (Hv, H))
+                need(a + "in_proj_a.weight", (Hv, H))
+            need(a + "conv1d.weight", (2 * kd + vd, 1, K))
+            if a + "conv1d.bias" in w:
+                raise ValueError(f"{a}conv1d.bias: the modeling files' conv1d has no bias")
+            need(a + "A_log", (Hv,))
+            need(a + "dt_bias", (Hv,))
+            need(a + "norm.weight", (dv,))
+            need(a + "out_proj.weight", (H, vd))
+        else:
+            s = p + "self_attn."
+            for n_, shape in (("q_proj", (2 * NH * D, H)), ("k_proj", (KV * D, H)), ("v_proj", (KV * D, H)),
+                              ("o_proj", (H, NH * D))):
+                need(s + n_ + ".weight", shape)
+                if cfg.attn_bias:
+                    need(s + n_ + ".bias", (shape[0],))
+            need(s + "q_norm.weight", (D,))
+            need(s + "k_norm.weight", (D,))
+        m = p + "mlp."
+        if not cfg.sparse[l]:
+            need(m + "gate_proj.weight", (cfg.inter, H))
+            need(m + "up_proj.weight", (cfg.inter, H))
+            need(m + "down_proj.weight", (H, cfg.inter))
+            continue
+        E, I, SI = cfg.experts, cfg.moe_inter, cfg.shared_inter
+        need(m + "gate.weight", (E, H))
+        if m + "experts.gate_up_proj" in w:                      # Qwen3NextExperts / Qwen3_5MoeExperts
+            need(m + "experts.gate_up_proj", (E, 2 * I, H))      # gate rows first (chunk(2) of the output)
+            need(m + "experts.down_proj", (E, H, I))
+            gu, dn = w.pop(m + "experts.gate_up_proj"), w.pop(m + "experts.down_proj")
+            for e in range(E):
+                w[m + f"experts.{e}.gate_proj.weight"] = gu[e, :I]
+                w[m + f"experts.{e}.up_proj.weight"] = gu[e, I:]
+                w[m + f"experts.{e}.down_proj.weight"] = dn[e]
+        for e in range(E):
+            need(m + f"experts.{e}.gate_proj.weight", (I, H))
+            need(m + f"experts.{e}.up_proj.weight", (I, H))
+            need(m + f"experts.{e}.down_proj.weight", (H, I))
+        need(m + "shared_expert.gate_proj.weight", (SI, H))
+        need(m + "shared_expert.up_proj.weight", (SI, H))
+        need(m + "shared_expert.down_proj.weight", (H, SI))
+        need(m + "shared_expert_gate.weight", (1, H))
+    if cfg.tied or "lm_head.weight" not in w:                    # tied: lm_head is the embedding
+        w["lm_head.weight"] = w["model.embed_tokens.weight"]
+    need("lm_head.weight", (cfg.vocab, H))
+    return w
+
+
+def hybrid_decode(cfg, w, ids, f64=None):
+    """The logits of ids fed one token at a time with the carried state
+    (conv windows, delta-rule states, KV cache): transformers' decode route
+    (causal_conv1d_update, the recurrent rule)."""
+    c = copy.copy(cfg)
+    if f64 is not None:
+        c.f64 = f64
+    st = {}
+    return np.concatenate([hybrid_forward(c, w, [t], state=st) for t in ids])
+
+
+HYBRID_ABLATIONS = ("no_conv", "no_conv_silu", "no_l2norm", "no_q_scale", "no_decay", "no_dt_bias", "no_beta",
+                    "no_z_gate", "gated_norm_1p", "kv_head_tile", "qkvz_flat", "chunked_vs_recurrent",
+                    "no_output_gate", "gate_halves", "full_rotary", "norm_plain_w", "no_shared_expert",
+                    "no_shared_gate")
+
+
+def ablate_hybrid(cfg, f):
+    """The hybrid families' negative controls (and one positive control:
+    chunked_vs_recurrent computes the delta rule token by token instead of
+    in chunks, the same function); each raises where the config makes it a
+    no-op."""
+    def need(ok, why):
+        if not ok:
+            raise ValueError(f"--ablate {f}: {why}")
+    need(cfg.hybrid, "the config is not qwen3_5, qwen3_5_moe or qwen3_next")
+    lin = "linear_attention" in cfg.layer_types
+    full = "full_attention" in cfg.layer_types
+    h = cfg.hy
+    if f in ("no_conv", "no_conv_silu", "no_l2norm", "no_q_scale", "no_decay", "no_dt_bias", "no_beta",
+             "no_z_gate", "gated_norm_1p", "chunked_vs_recurrent", "kv_head_tile", "qkvz_flat"):
+        need(lin, "the config has no linear_attention layer")
+    if f in ("no_output_gate", "gate_halves", "full_rotary"):
+        need(full, "the config has no full_attention layer")
+    key = {"no_conv": "conv", "no_conv_silu": "conv_silu", "no_l2norm": "l2norm", "no_q_scale": "q_scale",
+           "no_decay": "decay", "no_dt_bias": "dt_bias", "no_beta": "beta", "no_z_gate": "z_gate",
+           "no_output_gate": "out_gate", "norm_plain_w": "norm_1p", "no_shared_expert": "shared",
+           "no_shared_gate": "shared_gate"}
+    if f in key:
+        if f in ("no_shared_expert", "no_shared_gate"):
+            need(any(cfg.sparse), "the config has no routed layer")
+        h[key[f]] = False
+    elif f == "gated_norm_1p":
+        h["gated_norm_1p"] = True                              # the gated norm's weight as 1 + w
+    elif f == "kv_head_tile":
+        need(1 < cfg.lin_k_heads < cfg.lin_v_heads, "repeat and repeat_interleave agree (one key head, or Hk == Hv)")
+        h["kv_interleave"] = False                             # v-head j reads k-head j % Hk
+    elif f == "qkvz_flat":
+        need(cfg.hybrid == "qwen3_next", "only qwen3_next has the fused in_proj_qkvz / in_proj_ba")
+        need(cfg.lin_k_heads > 1, "with one key head the grouped and flat layouts agree")
+        h["qkvz_grouped"] = False
+    elif f == "chunked_vs_recurrent":
+        h["form"] = "recurrent"
+    elif f == "gate_halves":
+        need(cfg.heads > 1, "with one head the two layouts agree")
+        h["gate_per_head"] = False                             # q_proj = [all q | all gates]
+    elif f == "full_rotary":
+        need(cfg.rotary_dim < cfg.head_dim, "partial_rotary_factor is 1")
+        h["partial"] = False
+    else:
+        raise ValueError(f"--ablate {f}: unknown feature")
+
+
+def l2norm_last(x):
+    """l2norm as transformers' modeling files define it: x * rsqrt(sum x^2 + 1e-6)."""
+    return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + L2NORM_EPS)
+
+
+def gated_delta_recurrent(q, k, v, g, beta, state=None):
+    """The gated delta rule one token at a time (the decode form).  q, k
+    [T, Hv, dk] (already normalised and scaled), v [T, Hv, dv], g, beta
+    [T, Hv], state [Hv, dk, dv] (zeros if None).  Per token: S *= exp(g);
+    u = beta (v - S^T k); S += k u^T; o = S^T q.  Returns (o [T, Hv, dv],
+    the final state)."""
+    T, Hv, dk = k.shape
+    dv = v.shape[-1]
+    S = torch.zeros(Hv, dk, dv, dtype=v.dtype) if state is None else state.clone()
+    out = torch.empty(T, Hv, dv, dtype=v.dtype)
+    for t in range(T):
+        S = S * torch.exp(g[t])[:, None, None]
+        u = (v[t] - torch.einsum("hkv,hk->hv", S, k[t])) * beta[t][:, None]
+        S = S + k[t][:, :, None] * u[:, None, :]
+        out[t] = torch.einsum("hkv,hk->hv", S, q[t])
+    return out, S
+
+
+def gated_delta_chunked(q, k, v, g, beta, state=None, chunk=GDN_CHUNK):
+    """The same function in chunks (the prefill form).  Within a chunk, with
+    G_t the cumulative sum of g from the chunk's start and S0 the state
+    before it, the updates u_t solve the unit lower triangular system
+    u_t + sum_{s<t} beta_t e^{G_t - G_s} (k_t.k_s) u_s = beta_t (v_t - e^{G_t} S0^T k_t);
+    then o_t = e^{G_t} S0^T q_t + sum_{s<=t} e^{G_t - G_s} (q_t.k_s) u_s and
+    the state after the chunk is e^{G_n} S0 + sum_s e^{G_n - G_s} k_s u_s^T."""
+    T, Hv, dk = k.shape
+    dv = v.shape[-1]
+    S = torch.zeros(Hv, dk, dv, dtype=v.dtype) if state is None else state.clone()
+    out = torch.empty(T, Hv, dv, dtype=v.dtype)
+    for c0 in range(0, T, chunk):
+        c1 = min(T, c0 + chunk)
+        n = c1 - c0
+        qc, kc, vc = (x[c0:c1].transpose(0, 1) for x in (q, k, v))      # [Hv, n, d]
+        bc = beta[c0:c1].transpose(0, 1)                                  # [Hv, n]
+        G = torch.cumsum(g[c0:c1].transpose(0, 1), dim=-1)              # [Hv, n]
+        diff = G[:, :, None] - G[:, None, :]                             # G_t - G_s
+        strict = torch.ones(n, n, dtype=torch.bool).tril(-1)
+        incl = torch.ones(n, n, dtype=torch.bool).tril()
+        dec_strict = torch.exp(diff.masked_fill(~strict, float("-inf")))
+        dec_incl = torch.exp(diff.masked_fill(~incl, float("-inf")))
+        A = bc[:, :, None] * (kc @ kc.transpose(1, 2)) * dec_strict
+        M = A + torch.eye(n, dtype=v.dtype)
+        eG = torch.exp(G)[:, :, None]
+        rhs = bc[:, :, None] * (vc - eG * (kc @ S))
+        U = torch.linalg.solve_triangular(M, rhs, upper=False, unitriangular=True)
+        out[c0:c1] = (eG * (qc @ S) + ((qc @ kc.transpose(1, 2)) * dec_incl) @ U).transpose(0, 1)
+        last = G[:, -1:]                                                   # [Hv, 1]
+        S = torch.exp(last)[:, :, None] * S + (kc * torch.exp(last - G)[:, :, None]).transpose(1, 2) @ U
+    return out, S
+
+
+def causal_conv_step(x, weight, prev):
+    """The depthwise causal conv1d (no bias): x [T, C], weight [C, K], prev
+    [K-1, C] the K-1 inputs before x (zeros at the start).  out[t, c] =
+    sum_j weight[c, j] x[t - (K-1) + j], so weight[:, K-1] takes the current
+    input.  Returns (out, the last K-1 inputs: the next call's prev)."""
+    K = weight.shape[1]
+    T = x.shape[0]
+    win = torch.cat([prev, x], dim=0)                            # [K-1+T, C]
+    out = torch.zeros_like(x)
+    for j in range(K):
+        out = out + win[j:j + T] * weight[:, j]
+    return out, win[win.shape[0] - (K - 1):]
+
+
+def hybrid_inv_freq(cfg, rd, f64):
+    """Qwen3_5TextRotaryEmbedding / Qwen3NextRotaryEmbedding's default
+    inv_freq over the rotary dims: 1 / theta^(2i/rd), i < rd/2 (computed in
+    float32 as those classes do, float64 with --f64)."""
+    if f64:
+        return torch.tensor([1.0 / math.pow(cfg.theta, 2.0 * i / rd) for i in range(rd // 2)], dtype=torch.float64)
+    return 1.0 / (cfg.theta ** (torch.arange(0, rd, 2, dtype=torch.float32) / rd))
+
+
+def mrope_freqs(freqs3, section):
+    """Qwen3.5's interleaved M-RoPE: freqs3 [3, T, rd/2] from the temporal,
+    height and width position streams.  Frequency index i takes the height
+    stream if i % 3 == 1 and i < 3 * section[1], the width stream if
+    i % 3 == 2 and i < 3 * section[2], else the temporal one (so with three
+    equal streams, as for text, it is ordinary RoPE)."""
+    out = freqs3[0].clone()
+    n = out.shape[-1]
+    for s in (1, 2):
+        idx = [i for i in range(s, min(n, 3 * section[s]), 3)]
+        out[..., idx] = freqs3[s][..., idx]
+    return out
+
+
+def hybrid_rope_table(cfg, positions, rd, f64):
+    """cos, sin [T, rd] for integer positions (a list), rotate-half layout
+    (the rd/2 frequencies twice)."""
+    dt = torch.float64 if f64 else torch.float32
+    inv = hybrid_inv_freq(cfg, rd, f64)
+    pos = torch.tensor(positions, dtype=dt)
+    if cfg.mrope is not None:                                   # text: the three streams equal the position
+        freqs = mrope_freqs(torch.stack([pos[:, None] * inv[None, :]] * 3), cfg.mrope)
+    else:
+        freqs = pos[:, None] * inv[None, :]
+    emb = torch.cat([freqs, freqs], dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def hybrid_forward(cfg, w, ids, stats=None, state=None):
+    """Logits [len(ids), vocab] of the hybrid families (float32, float64
+    with cfg.f64).  state: None for one pass over ids from position 0;
+    else a dict carried between calls (empty at the start) holding each
+    linear layer's conv window and delta-rule state, each full layer's
+    keys and values, and the position, so that feeding ids in pieces (one
+    token at a time: decode) continues the sequence."""
+    dt = torch.float64 if cfg.f64 else torch.float32
+    npdt = np.float64 if cfg.f64 else np.float32
+    cache = {}
+
+    def W(name):
+        if name not in cache:
+            cache[name] = torch.from_numpy(np.ascontiguousarray(w[name], dtype=npdt))
+        return cache[name]
+
+    eps = cfg.eps if cfg.f64 else float(np.float32(cfg.eps))
+    h = cfg.hy
+    T = len(ids)
+    st = {} if state is None else state
+    p0 = st.get("pos", 0)
+    H, L = cfg.hidden, cfg.layers
+    NH, KV, D = cfg.heads, cfg.kv_heads, cfg.head_dim
+    Hk, Hv, dk, dv, K = cfg.lin_k_heads, cfg.lin_v_heads, cfg.lin_k_dim, cfg.lin_v_dim, cfg.conv_kernel
+    kd, vd, r = Hk * dk, Hv * dv, Hv // Hk
+
+    def norm1p(x, name):                                         # Qwen3NextRMSNorm: x * rsqrt(mean x^2 + eps) * (1 + w)
+        g = W(name + ".weight")
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * ((1.0 + g) if h["norm_1p"] else g)
+
+    def linear(x, name):
+        y = x @ W(name + ".weight").T
+        return y + W(name + ".bias") if name + ".bias" in w else y
+
+    rd = cfg.rotary_dim if h["partial"] else D
+    cos, sin = hybrid_rope_table(cfg, list(range(p0, p0 + T)), rd, cfg.f64)
+
+    def rope(x):                                                 # [heads, T, D]: the first rd dims rotate
+        xr, xp = x[..., :rd], x[..., rd:]
+        x1, x2 = xr[..., :rd // 2], xr[..., rd // 2:]
+        return torch.cat([xr * cos + torch.cat([-x2, x1], dim=-1) * sin, xp], dim=-1)
+
+    def gdn(x, l):
+        """Gated DeltaNet (Qwen3_5GatedDeltaNet / Qwen3NextGatedDeltaNet)."""
+        p = f"model.layers.{l}.linear_attn."
+        if cfg.hybrid == "qwen3_next":
+            qkvz = linear(x, p + "in_proj_qkvz")
+            ba = linear(x, p + "in_proj_ba")
+            if h["qkvz_grouped"]:                                # per key head: [q dk | k dk | v r*dv | z r*dv]
+                g4 = qkvz.view(T, Hk, 2 * dk + 2 * r * dv)
+                q_, k_ = g4[..., :dk], g4[..., dk:2 * dk]
+                v_, z = g4[..., 2 * dk:2 * dk + r * dv], g4[..., 2 * dk + r * dv:]
+                g2 = ba.view(T, Hk, 2 * r)
+                b, a = g2[..., :r].reshape(T, Hv), g2[..., r:].reshape(T, Hv)
+                mixed = torch.cat([q_.reshape(T, kd), k_.reshape(T, kd), v_.reshape(T, vd)], dim=-1)
+                z = z.reshape(T, Hv, dv)
+            else:                                                # ablation: read as flat [q | k | v | z], [b | a]
+                mixed, z = qkvz[:, :2 * kd + vd], qkvz[:, 2 * kd + vd:].reshape(T, Hv, dv)
+                b, a = ba[:, :Hv], ba[:, Hv:]
+        else:
+            mixed = linear(x, p + "in_proj_qkv")                 # flat [q | k | v]
+            z = linear(x, p + "in_proj_z").view(T, Hv, dv)
+            b, a = linear(x, p + "in_proj_b"), linear(x, p + "in_proj_a")
+        C = 2 * kd + vd
+        prev = st.get(("conv", l))
+        if prev is None:
+            prev = torch.zeros(K - 1, C, dtype=dt)
+        if h["conv"]:
+            conv, st[("conv", l)] = causal_conv_step(mixed, W(p + "conv1d.weight").view(C, K), prev)
+        else:
+            conv = mixed
+        if h["conv_silu"]:
+            conv = torch.nn.functional.silu(conv)
+        q = conv[:, :kd].reshape(T, Hk, dk)
+        k = conv[:, kd:2 * kd].reshape(T, Hk, dk)
+        v = conv[:, 2 * kd:].reshape(T, Hv, dv)
+        beta = torch.sigmoid(b) if h["beta"] else torch.ones_like(b)
+        sp = torch.nn.functional.softplus(a + W(p + "dt_bias") if h["dt_bias"] else a)
+        g = -torch.exp(W(p + "A_log")) * sp if h["decay"] else torch.zeros_like(a)
+        if h["l2norm"]:
+            q, k = l2norm_last(q), l2norm_last(k)
+        if h["q_scale"]:
+            q = q * (dk ** -0.5)
+        if r > 1:                                                # v-head j reads k-head j // r
+            if h["kv_interleave"]:
+                q, k = q.repeat_interleave(r, dim=1), k.repeat_interleave(r, dim=1)
+            else:
+                q, k = q.repeat(1, r, 1), k.repeat(1, r, 1)
+        S0 = st.get(("S", l))
+        recurrent = h["form"] == "recurrent" or (S0 is not None and T == 1)
+        o, st[("S", l)] = (gated_delta_recurrent if recurrent else gated_delta_chunked)(q, k, v, g, beta, S0)
+        # Qwen3NextRMSNormGated: per v-head over dv, plain weight, then * silu(z)
+        gw = W(p + "norm.weight")
+        o = o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + eps) * ((1.0 + gw) if h["gated_norm_1p"] else gw)
+        if h["z_gate"]:
+            o = o * torch.nn.functional.silu(z)
+        return linear(o.reshape(T, vd), p + "out_proj")
+
+    def attention(x, l):
+        """Gated full attention (Qwen3NextAttention / Qwen3_5Attention)."""
+        p = f"model.layers.{l}.self_attn."
+        qg = linear(x, p + "q_proj")
+        if h["gate_per_head"]:                                   # per head: [q D | gate D]
+            qg = qg.view(T, NH, 2 * D)
+            q, gate = qg[..., :D], qg[..., D:].reshape(T, NH * D)
+        else:                                                    # ablation: [all q | all gates]
+            q, gate = qg[:, :NH * D].reshape(T, NH, D), qg[:, NH * D:]
+        k = linear(x, p + "k_proj").view(T, KV, D)
+        v = linear(x, p + "v_proj").view(T, KV, D).transpose(0, 1)
+        if cfg.qk_norm:
+            q, k = norm1p(q, p + "q_norm"), norm1p(k, p + "k_norm")
+        q, k = rope(q.transpose(0, 1)), rope(k.transpose(0, 1))
+        if ("k", l) in st:
+            k = torch.cat([st[("k", l)], k], dim=1)
+            v = torch.cat([st[("v", l)], v], dim=1)
+        st[("k", l)], st[("v", l)] = k, v
+        P = k.shape[1]                                           # keys at positions 0 .. P-1
+        k = k.repeat_interleave(NH // KV, dim=0)
+        v = v.repeat_interleave(NH // KV, dim=0)
+        s = (q @ k.transpose(1, 2)) * (D ** -0.5)
+        mask = torch.arange(P)[None, :] <= torch.arange(p0, p0 + T)[:, None]
+        s = s.masked_fill(~mask, float("-inf"))
+        a = (torch.softmax(s, dim=-1) @ v).transpose(0, 1).reshape(T, NH * D)
+        if h["out_gate"]:
+            a = a * torch.sigmoid(gate)
+        return linear(a, p + "o_proj")
+
+    def swiglu(x, p):
+        return linear(torch.nn.functional.silu(linear(x, p + "gate_proj")) * linear(x, p + "up_proj"),
+                      p + "down_proj")
+
+    def moe(x, l):
+        """Qwen3NextSparseMoeBlock / Qwen3_5MoeSparseMoeBlock: softmax over
+        all experts, top-k (lower index on exact ties), renormalised iff
+        norm_topk_prob (always for Qwen3.5), routed SwiGLU experts, plus the
+        shared expert times sigmoid(shared_expert_gate(x))."""
+        p = f"model.layers.{l}.mlp."
+        wr = w[p + "gate.weight"]
+        rep = router_representatives(wr, None)
+        uniq = sorted(set(rep.tolist()))
+        col = torch.from_numpy(np.searchsorted(np.array(uniq), rep))
+        logits = (x @ W(p + "gate.weight")[uniq].T)[:, col]
+        k = cfg.top_k
+        if cfg.route == "topk_softmax":                          # ablation: top-k of the logits, softmax over k
+            sel = select_topk(logits.numpy(), k, cfg.tie_low)
+            wts = torch.softmax(torch.gather(logits, 1, torch.from_numpy(sel)), dim=-1)
+            space = logits
+        else:
+            probs = torch.softmax(logits, dim=-1)
+            first = (logits[:, :, None] == logits[:, None, :]).to(torch.int64).argmax(dim=-1)
+            probs = torch.gather(probs, 1, first)                # equal logits, equal probabilities
+            sel = select_topk(probs.numpy(), k, cfg.tie_low)
+            wts = torch.gather(probs, 1, torch.from_numpy(sel))
+            if cfg.norm_topk:
+                wts = wts / wts.sum(dim=-1, keepdim=True)
+            space = probs
+        if stats is not None and k < cfg.experts:
+            sv = np.sort(space.numpy().astype(np.float64), axis=1)[:, ::-1]
+            gap = sv[:, k - 1] - sv[:, k]
+            stats["ties"] = stats.get("ties", 0) + int((gap == 0).sum())
+            nz = np.where(gap > 0, gap / np.maximum(np.abs(sv[:, 0]), 1e-30), np.inf)
+            t = int(np.argmin(nz))
+            if nz[t] < stats.get("gap", (np.inf,))[0]:
+                stats["gap"] = (float(nz[t]), l, t)
+        if stats is not None:
+            stats.setdefault("selected", {})[l] = sel
+        out = torch.zeros_like(x)
+        for e in sorted(set(sel.flatten().tolist())):
+            rows, slots = np.nonzero(sel == e)
+            y = swiglu(x[torch.from_numpy(rows)], p + f"experts.{e}.")
+            out.index_add_(0, torch.from_numpy(rows), y * wts[torch.from_numpy(rows), torch.from_numpy(slots)][:, None])
+        if h["shared"]:
+            sh = swiglu(x, p + "shared_expert.")
+            if h["shared_gate"]:
+                sh = torch.sigmoid(x @ W(p + "shared_expert_gate.weight").T) * sh
+            out = out + sh
+        return out
+
+    with torch.no_grad():
+        x = W("model.embed_tokens.weight")[torch.tensor(ids, dtype=torch.long)]
+        for l in range(L):
+            p = f"model.layers.{l}."
+            a = norm1p(x, p + "input_layernorm")
+            x = x + (gdn(a, l) if cfg.layer_types[l] == "linear_attention" else attention(a, l))
+            m = norm1p(x, p + "post_attention_layernorm")
+            x = x + (moe(m, l) if cfg.sparse[l] else swiglu(m, p + "mlp."))
+        st["pos"] = p0 + T
+        x = norm1p(x, "model.norm")
+        return (x @ W("lm_head.weight").T).numpy()
+
+
+# --------------------------------------------------------------------------
 # helpers
 
 def rel_l2(a, ref):
@@ -1176,6 +1796,8 @@ def ablate(cfg, what):
             ablate_gemma3(cfg, f)
         elif f in MOE_ABLATIONS:
             ablate_moe(cfg, f)
+        elif f in HYBRID_ABLATIONS:
+            ablate_hybrid(cfg, f)
         elif f == "post_norm":
             if not cfg.olmo2:
                 raise ValueError("--ablate post_norm: the config is not olmo2")
@@ -1197,7 +1819,7 @@ MOE_ABLATIONS = ("softmax_then_topk", "topk_then_softmax", "no_norm_topk", "tie_
                  "no_yarn", "no_yarn_scale", "yarn_truncate", "no_swiglu_clamp", "no_interleave",
                  "bias_after_weight", "mxfp4_high_nibble_first")
 ABLATIONS = ("llama3", "llama3_smooth", "qk_norm", "nope", "post_norm", "window", "window_off_by_one",
-             "qk_norm_per_head") + GEMMA3_ABLATIONS + MOE_ABLATIONS
+             "qk_norm_per_head") + GEMMA3_ABLATIONS + MOE_ABLATIONS + HYBRID_ABLATIONS
 
 
 def ablate_moe(cfg, f):
@@ -1318,11 +1940,14 @@ def cmd_greedy(a):
 
 def crosscheck(cfg, w, ids, tol, label=""):
     t = torch_forward(cfg, w, ids)
-    n = numpy_forward(cfg, w, ids)
+    if cfg.hybrid:                                               # second route: f64, token by token, carried state
+        n, what = hybrid_decode(cfg, w, ids, f64=True), "torch f64 decode (recurrent, carried state)"
+    else:
+        n, what = numpy_forward(cfg, w, ids), "numpy f64"
     errs = [rel_l2(t[i], n[i]) for i in range(len(ids))]
     worst = max(errs)
     ok = worst <= tol
-    print(f"crosscheck{label}: torch fp32 vs numpy f64 over {len(ids)} positions: "
+    print(f"crosscheck{label}: torch fp32 vs {what} over {len(ids)} positions: "
           f"worst rel_l2 {worst:.3e} (tol {tol:g}) {'PASS' if ok else 'FAIL'}")
     return ok
 
