@@ -9,7 +9,8 @@
  * them and holds the loops around their micro-kernels, once.
  *
  * The scalar reference is the contract written out: one §5.1 dot_seq per
- * output row over the packed layout.  The SIMD variants (kern_x86_avx2.c,
+ * output row over the packed layout (an MXFP4 element widened first by
+ * kernels.h's rule, its one multiply E2M1[code] * P(s)).  The SIMD variants (kern_x86_avx2.c,
  * kern_x86_avx512.c, kern_neon.c) put rows in lanes and must give the same
  * bits; tests/unit/test_kernels.c checks that.  cis2_matmul(_n) splits the
  * groups of rows (of one matrix, or of several sharing one x) into
@@ -234,7 +235,7 @@ void cis2_pmat_pack_groups(const cis2_ctx *cx, cis2_pmat *m, const uint8_t *src,
 
 size_t cis2_pmat_bytes(const cis2_pmat *m) { return m->groups * group_bytes(m->type, m->cols); }
 
-/* ---------------- MXFP4 widening (kernels.h, at cis2_wtype) ---------------- */
+/* ---------------- MXFP4 elements (kernels.h, at cis2_wtype) ---------------- */
 
 /* The OCP e2m1 values by code, exact floats; every variant's table. */
 const float cis2_e2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
@@ -247,18 +248,6 @@ static inline float mx_elem(const cis2_pmat *m, size_t o, size_t i)
     size_t k = o % CIS2_KG;
     unsigned code = t[cis2_mx_byte(k, i)] >> cis2_mx_shift(k) & 15u;
     return cis2_e2m1[code] * cis2_mx_scale(t[k]);
-}
-
-void cis2_mx_widen(const cis2_pmat *w, size_t g, size_t c0, size_t c1, float *tile)
-{
-    for (size_t b = c0 / 32; b < c1 / 32; b++) {
-        const uint8_t *t = cis2_mx_tile(w, g, b);
-        float *d = tile + (b * 32 - c0) * CIS2_KG;
-        for (size_t k = 0; k < CIS2_KG; k++) {
-            float p = cis2_mx_scale(t[k]);
-            for (size_t i = 0; i < 32; i++) d[i * CIS2_KG + k] = cis2_e2m1[t[cis2_mx_byte(k, i)] >> cis2_mx_shift(k) & 15u] * p;
-        }
-    }
 }
 
 static inline float elem(const cis2_pmat *m, size_t o, size_t i)

@@ -153,7 +153,8 @@ size_t cis2_pmat_bytes(const cis2_pmat *m);
  * sequences), with cx's variant across cx's pool (cx->bg: threadpool.h). */
 void cis2_matmul(const cis2_ctx *cx, const cis2_pmat *w, const float *x, size_t npos, float *y);
 /* The same for nw matrices with the same cols sharing one x (q/k/v,
- * gate/up): y[m] gets matrix m's rows; one pass over the pool for all. */
+ * gate/up): y[m] gets matrix m's rows; one pass over the pool for all.
+ * Their types may differ (each chunk runs its own matrix's loops). */
 void cis2_matmul_n(const cis2_ctx *cx, const cis2_pmat *const *w, size_t nw, const float *x, size_t npos,
                    float *const *y);
 

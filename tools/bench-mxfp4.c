@@ -11,7 +11,8 @@
  * and npos: the time of one call, the weight bytes it streams per second
  * (MXFP4 4.25 bits a weight with its scales, bf16 16), the weights per
  * second, and that time over the streaming-read bound (the same bytes at
- * the speed of a plain read of a buffer that size, same threads).
+ * the speed of a plain read of a buffer that size, same threads).  Each
+ * figure is the best of BENCH_PASSES (default 3) passes over the copies.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,7 +138,8 @@ int main(int argc, char **argv)
     cis2_error err = {0};
     if (cis2_fpenv_pin(&err)) { fprintf(stderr, "%s\n", err.msg); return 1; }
     int maxt = argc > 1 ? atoi(argv[1]) : 2;
-    const char *mb = getenv("BENCH_MB");
+    const char *mb = getenv("BENCH_MB"), *ps = getenv("BENCH_PASSES");
+    int passes = ps && atoi(ps) > 0 ? atoi(ps) : 3;
     size_t budget = (size_t)(mb ? atoi(mb) : 256) << 20;
     X = cis2_ctx_solo();
     use_threads(maxt);
@@ -167,15 +169,15 @@ int main(int argc, char **argv)
                 if (v == 0 && (t > 1 || npos > 1)) continue; /* the scalar reference: one line */
                 for (int k = 0; k < 2; k++) {
                     const struct set *s = &sets[k];
-                    double tc = time_set(s, x, npos, y, v == 0 ? 1 : 3);
+                    double tc = time_set(s, x, npos, y, v == 0 ? 1 : passes);
                     printf("%-7s %-6s %3d %4zu %8.3f %6.1f %11.2f %8.2f\n", ks[v], s->name, t, npos, tc * 1e3,
                            s->bytes / tc / 1e9, (double)ROWS * COLS / tc / 1e9, tc / (s->bytes / (bw[t] * 1e9)));
                 }
             }
         }
     }
-    printf("\n(ms/call: one [%d, %d] matmul of npos positions, the best of 3 passes over the copies;\n"
+    printf("\n(ms/call: one [%d, %d] matmul of npos positions, the best of %d passes over the copies;\n"
            " GB/s: its packed bytes / time; x-bound: time / (bytes / streaming read GB/s, same threads))\n",
-           ROWS, COLS);
+           ROWS, COLS, passes);
     return 0;
 }

@@ -65,9 +65,7 @@ struct cis2_variant {
 
 /* MXFP4 (kernels.h, at cis2_wtype), for every variant: the e2m1 values by
  * code (kernels.c), tile b of group g, P(s) from its bits (s << 23: a
- * normal 2^(s-127) for s in [1, 254]), the scalar widening of group g's
- * columns [c0, c1) (multiples of 32) into tile[(i - c0)*KG + k], each
- * element the rule's one multiply, and the layout's addressing. */
+ * normal 2^(s-127) for s in [1, 254]), and the layout's addressing. */
 extern const float cis2_e2m1[16];
 static inline const uint8_t *cis2_mx_tile(const cis2_pmat *w, size_t g, size_t b)
 {
@@ -80,7 +78,6 @@ static inline float cis2_mx_scale(uint8_t s)
     __builtin_memcpy(&f, &b, 4);
     return f;
 }
-void cis2_mx_widen(const cis2_pmat *w, size_t g, size_t c0, size_t c1, float *tile);
 /* Where the code of row k (0..15) of a group, column i, lies in its tile:
  * the byte (from the tile's start) and the shift of its nibble. */
 static inline size_t cis2_mx_byte(size_t k, size_t i)
