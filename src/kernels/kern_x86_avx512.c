@@ -34,9 +34,11 @@
  *   narrow (1..7 positions without xt, or 1..3 in all): 4 groups (P < 4)
  *          or 2 groups (P = 4..7) from x as given.
  *
- * MXFP4 (kernels.h, at cis2_wtype): the wide path widens each range into
- * the tile first (AVX2's exact widening) and runs every position block
- * from the tile; other calls run AVX2's MXFP4 loops (see mx_wide_all).
+ * MXFP4 (kernels.h, at cis2_wtype): AVX2's MXFP4 loops (the scalar
+ * reference's bits, run and tested on AVX2 CPUs).  A wide path that widens
+ * each range into the tile and sums from it in zmm registers was written
+ * (git history: "MXFP4 in the AVX-512 and NEON variants") but has not yet
+ * run on an AVX-512 CPU, so it is not used: bits first.
  *
  * Memory: the weight streams are prefetched ahead (PF_COLS columns in each
  * of the G streams of the narrow path; PF_WIDE columns in the wide path's
@@ -277,34 +279,11 @@ void cis2_prep_avx512(const float *x, size_t npos, size_t cols, float *xt)
         transpose_x(x + p * cols, cols, npos - p < WIDE ? (int)(npos - p) : WIDE, xt + p * cols);
 }
 
-/* MXFP4 (kernels.h, at cis2_wtype) on the wide path: as wide_all, but
- * each TILE_COLS range of a group is first widened into the f32 tile by
- * AVX2's exact widening (cis2_mx_widen_avx2: w = E2M1[code] * P(s), the
- * rule's one multiply), and every position block then reads the tile
- * (wide_block's TILE 2), the zmm §5.1 sums of 16 rows x up to 16
- * positions.  Fewer positions, or no xt: AVX2's MXFP4 loops
- * (cis2_mx_kern_avx2), whose cost is the widening, not the sums. */
-static void mx_wide_all(const cis2_pmat *w, const float *xt, float *y, size_t g0, size_t g1, size_t pw)
-{
-    float tile[TILE_COLS * CIS2_KG] __attribute__((aligned(64)));
-    size_t cols = w->cols;
-    for (size_t g = g0; g < g1; g++)
-        for (size_t c0 = 0; c0 < cols; c0 += TILE_COLS) { /* TILE_COLS and cols: multiples of 32 */
-            size_t c1 = cols - c0 < TILE_COLS ? cols : c0 + TILE_COLS;
-            cis2_mx_widen_avx2(w, g, c0, c1, tile);
-            for (size_t p = 0; p < pw; p += WIDE) {
-                int P = pw - p < WIDE ? (int)(pw - p) : WIDE;
-                wide_0(w, xt + p * cols, y, g, p, P, c0, c1, tile, 2);
-            }
-        }
-}
-
 void cis2_kern_avx512(const cis2_pmat *w, const float *x, const float *xt, size_t npos, float *y, size_t g0,
                       size_t g1)
 {
-    if (w->type == CIS2_W_MXFP4) {
-        if (xt && npos >= 4) mx_wide_all(w, xt, y, g0, g1, npos);
-        else cis2_mx_kern_avx2(w, x, npos, y, g0, g1);
+    if (w->type == CIS2_W_MXFP4) { /* AVX2's MXFP4 loops: a 512-bit path has not yet run on an AVX-512 CPU */
+        cis2_mx_kern_avx2(w, x, npos, y, g0, g1);
         return;
     }
     size_t p = 0;
