@@ -55,7 +55,8 @@
  *   serve_verify    -> serve_err, serve_engine (serve_now), serve_rlog
  *   serve_request   -> serve_err, serve_body, serve_chat, serve_engine,
  *                      serve_metrics, serve_verify
- *   serve_response  -> serve_err, serve_logprobs, serve_buf, serve_rlog
+ *   serve_response  -> serve_err, serve_logprobs, serve_buf, serve_rlog,
+ *                      serve_request (serve_call_score)
  *   serve_stream    -> serve_err, serve_response, serve_logprobs, serve_buf
  *   serve_tok       -> serve_err, serve_body, serve_chat, serve_request
  *   serve_http      -> serve_err, serve_request, serve_response,

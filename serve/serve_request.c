@@ -1,5 +1,5 @@
 /*
- * serve_request.c - OpenAI request bodies to jobs (issue 19 items 1, 5):
+ * serve_request.c - OpenAI request bodies to jobs (docs/serving.md "Parameters"):
  * /v1/completions and /v1/chat/completions bodies are validated and turned
  * into a serve_call holding a serve_job (one sequence per prompt and
  * choice).  Called on HTTP threads (serve_http.c: serve_call_parse, then
@@ -41,7 +41,12 @@
  *     prefills, and
  *     bounded as /v1/verify is: more than --verify-max-tokens prompt tokens
  *     in all is 413 score_too_large before any work; a client that leaves
- *     ends it at the next weight pass (499, nothing sent).
+ *     ends it at the next weight pass (499, nothing sent).  score_receipt
+ *     (a cis2 extension, only with scored prompts) asks for each prompt's
+ *     score receipt in the response (docs/serving.md "Logprobs");
+ *   - n: choice p*n+k is sample (seed, sequence k) of prompt p, whatever
+ *     the request's other prompts (docs/serving.md "Samples of one
+ *     prompt"); prompts x n within --max-batch, the 400 naming it.
  */
 #include "serve.h"
 

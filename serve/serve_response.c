@@ -17,11 +17,16 @@
  * With echo (completions) the text is the prompt's then the completion's
  * and the logprobs the prompt's scores (cis2_score, docs/sampling.md §S11:
  * the first token null) then the generated tokens'; with max_tokens 0
- * there is no job and no receipt, only the scores.
+ * there is no job and no receipt, only the scores.  With score_receipt
+ * each choice also carries its prompt's score receipt (docs/serving.md
+ * "Logprobs").  Every completion receipt made here goes to the receipt
+ * log first (docs/serving.md "The receipt log"); one that cannot be
+ * logged fails the answer (503 receipt_log).
  *
  * Who calls it: serve_http.c (serve_call_response, on the HTTP thread
- * once the job is done) and serve_stream.c.  It calls serve_err.c and
- * serve_logprobs.c; it reads the serve_call that serve_request.c built.
+ * once the job is done) and serve_stream.c.  It calls serve_err.c,
+ * serve_logprobs.c, serve_buf.c and serve_rlog.c; it reads the serve_call
+ * that serve_request.c built (serve_call_score for its scores).
  */
 #include "serve.h"
 
