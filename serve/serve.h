@@ -52,7 +52,7 @@
  *   serve_engine    -> serve_err, serve_metrics
  *   serve_chat      -> serve_err, serve_buf
  *   serve_body      -> serve_err
- *   serve_verify    -> serve_err, serve_engine (serve_now), serve_rlog
+ *   serve_verify    -> serve_err, serve_engine (serve_now)
  *   serve_request   -> serve_err, serve_body, serve_chat, serve_engine,
  *                      serve_metrics, serve_verify
  *   serve_response  -> serve_err, serve_logprobs, serve_buf, serve_rlog,
@@ -183,8 +183,6 @@ typedef struct serve_rlog serve_rlog;
  * naming what fails. */
 int serve_rlog_open(const char *dir, serve_rlog **out, cis2_error *err);
 void serve_rlog_close(serve_rlog *l);
-/* DIR (NULL for l NULL). */
-const char *serve_rlog_dir(const serve_rlog *l);
 /* Writes text as DIR/name, whole or not at all, then appends name's line
  * to the manifest (whole or not at all); CIS2_OK when l is NULL. */
 int serve_rlog_write(serve_rlog *l, const char *name, const char *text, size_t len, cis2_error *err);
@@ -545,8 +543,9 @@ int serve_guard_should_stop(void *guard);
  * (status 499: the client left, nothing to send).  serve_verify.c. */
 json_t *serve_verify(serve_ctx *sc, const char *body, size_t len, int fd, serve_err *e);
 /* echo / prompt_logprobs: c's prompts scored into c->scores (docs/sampling.md
- * §S11), or with score receipts (c->score_receipt, or the receipt log:
- * logged here) one by one into c->score_each; 0, or e's status.
+ * §S11), or with score receipts (c->score_receipt, or the receipt log,
+ * where serve_call_response writes them) one by one into c->score_each
+ * and c->score_text; 0, or e's status.
  * serve_verify.c. */
 int serve_score_prompts(const serve_ctx *sc, serve_call *c, int fd, serve_err *e);
 void serve_http_stop(serve_http *h);

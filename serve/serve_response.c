@@ -288,10 +288,26 @@ static json_t *choice_json(const serve_ctx *sc, const serve_call *c, size_t p, s
     return ch;
 }
 
+/* The score receipts of the answer into the receipt log (one per scored
+ * prompt, ID.pP.score.receipt), before the answer goes out. */
+static int log_score_receipts(const serve_ctx *sc, const serve_call *c, serve_err *e)
+{
+    for (size_t p = 0; sc->rlog && c->score_text && p < c->n_prompts; p++) {
+        char name[96];
+        cis2_error err = {0};
+        snprintf(name, sizeof name, "%s.p%zu.score.receipt", c->id, p);
+        int st = serve_rlog_write(sc->rlog, name, c->score_text[p], c->score_len[p], &err);
+        if (st == CIS2_E_IO) return serve_fail(e, 503, "receipt_log", NULL, "%s", err.msg);
+        if (st) return serve_fail(e, 500, NULL, NULL, "%s", err.msg);
+    }
+    return 0;
+}
+
 json_t *serve_call_response(const serve_ctx *sc, serve_call *c, serve_err *e)
 {
     serve_job *j = c->job;
     if (j && serve_job_error(j, e)) return NULL;
+    if (log_score_receipts(sc, c, e)) return NULL;
     json_t *o = serve_call_envelope(sc, c, c->kind == CALL_CHAT ? "chat.completion" : "text_completion");
     json_t *choices = json_array();
     size_t n = j ? j->n : c->n_prompts * c->n_choices;

@@ -27,7 +27,7 @@
  * manifest grows).
  *
  * Who calls it: serve_main.c (open, close), serve_response.c (completion
- * receipts), serve_verify.c (score receipts), on HTTP threads.  It calls
+ * and score receipts, as each answer is made), on HTTP threads.  It calls
  * the library only: a leaf of the server's module graph (serve.h).
  */
 #define _GNU_SOURCE
@@ -115,8 +115,6 @@ void serve_rlog_close(serve_rlog *l)
     pthread_mutex_destroy(&l->mu);
     free(l);
 }
-
-const char *serve_rlog_dir(const serve_rlog *l) { return l ? l->dir : NULL; }
 
 /* One manifest line, whole or not at all. */
 static int append_line(serve_rlog *l, const char *line, size_t len, cis2_error *err)

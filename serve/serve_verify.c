@@ -9,9 +9,8 @@
  *
  * Who calls it: serve_http.c (/v1/verify: serve_verify), serve_request.c
  * (serve_score_prompts while it parses a completion).  It calls the library,
- * serve_err.c, serve_engine.c's clock and serve_rlog.c (score receipts into
- * the receipt log) only, so the HTTP layer and the request parser each
- * depend on it and not on each other's internals.
+ * serve_err.c and serve_engine.c's clock only, so the HTTP layer and the
+ * request parser each depend on it and not on each other's internals.
  * Built with or without libmicrohttpd (the aarch64 cross build has none).
  */
 #define _GNU_SOURCE
@@ -253,8 +252,9 @@ json_t *serve_verify(serve_ctx *sc, const char *body_text, size_t body_len, int 
  * between prompts, so a scoring stops at the next prompt (not the next
  * weight pass) when the client leaves, the drain ends or
  * --verify-timeout is spent; the bits are the same either way (results
- * never depend on batching, §S11).  Each receipt goes to the receipt log
- * as ID.pP.score.receipt before the answer is sent. */
+ * never depend on batching, §S11).  The receipts go to the receipt log
+ * with the answer (serve_response.c), not before: a request refused
+ * after its scoring (429, 503) leaves none. */
 static int score_fail(const serve_ctx *sc, const serve_call *c, const serve_guard *g, int rc, const cis2_error *err,
                       serve_err *e)
 {
@@ -266,11 +266,10 @@ static int score_fail(const serve_ctx *sc, const serve_call *c, const serve_guar
                           "shorter prompts at a time", sc->cfg.verify_timeout_s);
     if (rc == CIS2_E_CANCELLED)
         return serve_fail(e, 503, "shutting_down", NULL, "the server is shutting down; scoring was stopped");
-    if (rc == CIS2_E_IO) return serve_fail(e, 503, "receipt_log", NULL, "%s", err->msg);
     return serve_fail(e, serve_status_for(rc), NULL, "prompt", "scoring the prompt failed: %s", err->msg);
 }
 
-/* Prompt by prompt, each with its score receipt (its text kept, and logged). */
+/* Prompt by prompt, each with its score receipt (its text kept). */
 static int score_with_receipts(const serve_ctx *sc, serve_call *c, const cis2_score_request *rq, serve_guard *g,
                                cis2_error *err)
 {
@@ -285,9 +284,6 @@ static int score_with_receipts(const serve_ctx *sc, serve_call *c, const cis2_sc
         if (!rc) rc = cis2_receipt_render(r, &c->score_text[i], &c->score_len[i], err);
         cis2_receipt_free(r);
         if (rc) return rc;
-        char name[96];
-        snprintf(name, sizeof name, "%s.p%zu.score.receipt", c->id, i);
-        if ((rc = serve_rlog_write(sc->rlog, name, c->score_text[i], c->score_len[i], err))) return rc;
     }
     return CIS2_OK;
 }

@@ -129,11 +129,11 @@ grep -q "^summary: $n_mid receipts: $n_mid OK" "$d/verify.out" || fail "verify -
 "$CIS2" verify --manifest "$d/log2/manifest.txt" --model-dir "$d/stop" > "$d/verify2.out" || { tail -n 5 "$d/verify2.out"; fail "verify --manifest (stop)"; }
 echo "ok: $(tail -n 1 "$d/verify.out") (mid); $(tail -n 1 "$d/verify2.out") (stopper)"
 # one flipped bit in one score receipt's logprobs fails the verification, naming the field
-f=log/$(grep -m 1 'score.receipt' "$d/log/manifest.txt")
+f=log/$(cd "$d/log" && grep -l '^logprob-bits [0-9a-f]' $(grep 'score.receipt' manifest.txt) | head -n 1)
 cp "$d/$f" "$d/keep"
 $PY -c 'import sys; p=sys.argv[1]; t=open(p).read().split("\n")
 i=[k for k, l in enumerate(t) if l.startswith("logprob-bits ")][0]; v=t[i][13:]; t[i]="logprob-bits "+("%08x" % (int(v[:8], 16) ^ 1))+v[8:]
-open(p, "w").write("\n".join(t))' "$d/$f"
+open(p, "w").write("\n".join(t))' "$d/$f" || fail "doctoring $f"
 "$CIS2" verify --manifest "$d/log/manifest.txt" --model-dir "$d/mid" > "$d/verify.out"
 rc=$?
 [ $rc = 1 ] && grep -q 'OUTPUT-MISMATCH (logprob-bits' "$d/verify.out" || fail "a doctored score receipt: exit $rc, $(grep -v ': verdict: OK' "$d/verify.out")"
