@@ -33,9 +33,11 @@
  * what the template renders (tests/server/t_serve_chat.sh compares it with
  * python3-jinja2 rendering the template itself).
  *
- * Who calls it: serve_main.c (finding and loading the template),
- * serve_request.c (rendering a chat request's messages), serve_http.c
- * (/v1/models).  It calls serve_err.c and serve_buf.c only.
+ * Who calls it: serve_main.c (reading tokenizer_config.json once:
+ * serve_tokcfg_load; finding and loading the template), serve_request.c
+ * (rendering a chat request's messages), serve_tok.c (/tokenize of
+ * messages, /tokenizer_info), serve_http.c (/v1/models).  It calls
+ * serve_err.c and serve_buf.c only.
  */
 #include "serve.h"
 
