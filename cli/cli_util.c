@@ -155,8 +155,9 @@ const cli_command cli_commands[] = {
      "usage: cis2 diff TRACE_A TRACE_B\n"},
     {"serve", cmd_serve, "an OpenAI-compatible HTTP server with continuous batching and receipts",
      "usage: cis2 serve [--model-dir DIR] [--host 127.0.0.1] [--port 8080] [--max-batch 16] [options]\n"
-     "  POST /v1/completions, /v1/chat/completions, /v1/verify; GET /v1/models, /health, /metrics\n"
-     "  (docs/serving.md); SIGTERM/SIGINT: drain, then exit 0\n"
+     "  POST /v1/completions, /v1/chat/completions, /v1/verify; GET /v1/models, /health, /metrics;\n"
+     "  GET /tokenizer_info, POST /tokenize, /detokenize (docs/serving.md); SIGTERM/SIGINT: drain,\n"
+     "  then exit 0\n"
      "  --host H            address to bind (default 127.0.0.1: loopback only)\n"
      "  --port N            TCP port (default 8080; 0: any free port, printed at start)\n"
      "  --max-batch N       sequences decoded together (default 16)\n"
@@ -179,6 +180,9 @@ const cli_command cli_commands[] = {
      "  --model-name NAME   the model clients name (default: DIR's last component)\n"
      "  --access-log FILE|-|off  one line per finished request: appended to FILE, to\n"
      "                      stderr (-, the default), or none (off)\n"
+     "  --receipt-log DIR   also write every receipt handed out (completions, score receipts)\n"
+     "                      to DIR, each file whole, listed in DIR/manifest.txt for\n"
+     "                      `cis2 verify --manifest` (docs/eval.md)\n"
      "  --speculate lookup[:K]  decode with prompt-lookup drafts of up to K tokens (1..16,\n"
      "                      default 4): the same responses and receipts, bit for bit\n"
      "                      (docs/speculate.md); off (default) decodes token by token\n"

@@ -12,6 +12,8 @@
  *   serve_metrics.c  Prometheus counters and histograms
  *   serve_log.c      the access log: one line per finished request, written
  *                    whole (stderr, a file, or off)
+ *   serve_rlog.c     the receipt log (--receipt-log DIR): every receipt
+ *                    handed out, as a file written whole, and a manifest
  *   serve_logprobs.c logprobs in OpenAI's completions and chat schemas, with
  *                    their exact binary32 bits
  *   serve_engine.c   the one engine thread that owns the cis2_session
@@ -26,8 +28,11 @@
  *   serve_response.c finished jobs -> whole JSON responses, and the pieces
  *                    a stream shares (envelope, `cis2` object, usage)
  *   serve_stream.c   server-sent events as tokens arrive
- *   serve_verify.c   /v1/verify and echo's prompt scores, on the request's
- *                    thread, and the guard that stops them
+ *   serve_tok.c      the tokenizer endpoints at the root, in vLLM's shapes:
+ *                    /tokenizer_info, /tokenize, /detokenize
+ *   serve_verify.c   /v1/verify and echo's prompt scores (and their score
+ *                    receipts), on the request's thread, and the guard
+ *                    that stops them
  *   serve_http.c     GNU libmicrohttpd: routing, bodies, auth, errors,
  *                    JSON and server-sent-event responses
  *   serve_main.c     cmd_serve: options, start-up, signals, shutdown
@@ -42,6 +47,7 @@
  *   serve_err       -> (none)
  *   serve_metrics   -> serve_buf
  *   serve_log       -> serve_buf
+ *   serve_rlog      -> (none)
  *   serve_logprobs  -> (none)
  *   serve_engine    -> serve_err, serve_metrics
  *   serve_chat      -> serve_err, serve_buf
@@ -49,13 +55,16 @@
  *   serve_verify    -> serve_err, serve_engine (serve_now)
  *   serve_request   -> serve_err, serve_body, serve_chat, serve_engine,
  *                      serve_metrics, serve_verify
- *   serve_response  -> serve_err, serve_logprobs, serve_buf
+ *   serve_response  -> serve_err, serve_logprobs, serve_buf, serve_rlog,
+ *                      serve_request (serve_call_score)
  *   serve_stream    -> serve_err, serve_response, serve_logprobs, serve_buf
+ *   serve_tok       -> serve_err, serve_body, serve_chat, serve_request
  *   serve_http      -> serve_err, serve_request, serve_response,
  *                      serve_stream, serve_engine, serve_chat,
- *                      serve_metrics, serve_log, serve_buf, serve_verify
+ *                      serve_metrics, serve_log, serve_buf, serve_verify,
+ *                      serve_tok
  *   serve_main      -> serve_err, serve_http, serve_engine, serve_chat,
- *                      serve_metrics, serve_log
+ *                      serve_metrics, serve_log, serve_rlog, serve_tok
  *
  * The rules are the library's, each in one home: §S2.2's parameter ranges
  * (cis2_sampling_validate), §S7.1's "extension run or the spec's run"
@@ -165,6 +174,18 @@ typedef struct serve_log_entry {
 } serve_log_entry;
 /* Writes the entry's line whole (one write); nothing when l is NULL. */
 void serve_log_request(serve_log *l, const serve_log_entry *en);
+
+/* ------------------------------------------ receipt log (serve_rlog.c) */
+
+typedef struct serve_rlog serve_rlog;
+/* --receipt-log DIR: makes DIR when absent and opens DIR/manifest.txt for
+ * appending (a torn last line of an earlier run cut back); CIS2_E_IO
+ * naming what fails. */
+int serve_rlog_open(const char *dir, serve_rlog **out, cis2_error *err);
+void serve_rlog_close(serve_rlog *l);
+/* Writes text as DIR/name, whole or not at all, then appends name's line
+ * to the manifest (whole or not at all); CIS2_OK when l is NULL. */
+int serve_rlog_write(serve_rlog *l, const char *name, const char *text, size_t len, cis2_error *err);
 
 /* -------------------------------------------- logprobs (serve_logprobs.c) */
 
@@ -298,11 +319,18 @@ const char *serve_chat_default_system(const serve_chat *c);
  * would; *out malloc'ed.  400 in e for what cannot be rendered. */
 int serve_chat_render(const serve_chat *c, const json_t *messages, int add_generation_prompt, const json_t *tools,
                       char **out, size_t *len, serve_err *e);
+/* DIR/tokenizer_config.json read once, as published (its memory bounded
+ * before parsing, integers beyond 64 bits read as the numbers they are:
+ * docs/inputs.md "JSON numbers"): *root NULL (CIS2_OK) when there is no
+ * such file; a file that is there but unreadable, not a regular file or
+ * not a JSON object fails (CIS2_E_IO, CIS2_E_FORMAT). */
+int serve_tokcfg_load(const char *model_dir, json_t **root, cis2_error *err);
 /* Finds the template of a checkpoint: FILE if given, else
- * DIR/chat_template.jinja, else DIR/tokenizer_config.json's chat_template.
- * *src NULL (CIS2_OK) when there is none; *origin says where it was. */
-int serve_chat_find(const char *model_dir, const char *file, char **src, size_t *len, char *origin,
-                    size_t origin_cap, cis2_error *err);
+ * DIR/chat_template.jinja, else tcfg's chat_template (tcfg: the parsed
+ * tokenizer_config.json, NULL for none).  *src NULL (CIS2_OK) when there
+ * is none; *origin says where it was. */
+int serve_chat_find(const char *model_dir, const char *file, const json_t *tcfg, char **src, size_t *len,
+                    char *origin, size_t origin_cap, cis2_error *err);
 
 /* -------- the server (filled by serve_main.c, read by every request path) */
 
@@ -332,6 +360,9 @@ typedef struct serve_ctx {
     serve_engine *eng;
     serve_metrics *met;
     serve_log *log;            /* the access log (NULL: off) */
+    serve_rlog *rlog;          /* the receipt log (NULL: off) */
+    char *tok_info;            /* GET /tokenizer_info's body (serve_tok.c) */
+    size_t tok_info_len;
     serve_chat *chat;          /* NULL: chat_error says why */
     char chat_error[600];
     int has_im_end;
@@ -408,12 +439,24 @@ struct serve_call {
     int echo;
     int prompt_lp;             /* prompt_logprobs given */
     unsigned prompt_lp_top;    /* its alternatives per token */
-    cis2_score_result *scores; /* n_prompts (NULL: nothing to score) */
+    cis2_score_result *scores; /* n_prompts (NULL: nothing to score, or scored with receipts) */
+    /* score receipts (`score_receipt`, or the server's --receipt-log):
+     * each prompt scored by cis2_score_receipts on its own, its result
+     * and its receipt's text */
+    int score_receipt;         /* asked for in the response */
+    cis2_score_result **score_each; /* n_prompts results of one each (NULL: none) */
+    char **score_text;         /* n_prompts receipts' text (cis2_free) */
+    size_t *score_len;
     serve_metrics *met;        /* counts the prompt tokens once the engine admits the job */
 };
 
 /* --------------------------------------------- requests (serve_request.c) */
 
+/* The scores of prompt p of a call (NULL: none were computed). */
+const cis2_score_result *serve_call_score(const serve_call *c, size_t p);
+/* `model` of a body: the served model's name, or (required 0) absent or
+ * null; 400 / 404 naming what to send otherwise. */
+int serve_check_model(const serve_ctx *sc, json_t *body, int required, serve_err *e);
 /* Parses and validates a body (json) for CALL_COMPLETION / CALL_CHAT;
  * raw is the body text (for exact decimal floats).  client_fd is the
  * connection's socket (-1: none), watched while echo scores the prompts
@@ -432,10 +475,11 @@ int serve_call_stream(const serve_call *c);
 /* The whole response of a finished job (status 200), or an error. */
 json_t *serve_call_response(const serve_ctx *sc, serve_call *c, serve_err *e);
 /* The pieces a stream shares: the object's envelope (id, object, created,
- * model, system_fingerprint); a choice's `cis2` object (NULL, with e, when
- * its receipt fails); usage; OpenAI's finish_reason of a cis2_finish. */
+ * model, system_fingerprint); choice `choice`'s `cis2` object (NULL, with
+ * e, when its receipt cannot be made or logged); usage; OpenAI's
+ * finish_reason of a cis2_finish. */
 json_t *serve_call_envelope(const serve_ctx *sc, const serve_call *c, const char *object);
-json_t *serve_call_cis2(const serve_ctx *sc, const serve_call *c, const cis2_result *r, serve_err *e);
+json_t *serve_call_cis2(const serve_ctx *sc, const serve_call *c, size_t choice, const cis2_result *r, serve_err *e);
 json_t *serve_call_usage(const serve_call *c, const serve_job *j);
 const char *serve_finish_reason(int finish);
 /* The error of a job that did not finish normally, in e (0: none). */
@@ -453,6 +497,16 @@ int serve_sse_collect(serve_sse *s);
 /* Outside the lock: appends the events for what was collected to out;
  * *done once `data: [DONE]` is written. */
 int serve_sse_format(serve_sse *s, serve_buf *out, int *done);
+
+/* ------------------------------------------ tokenizer (serve_tok.c) */
+
+/* GET /tokenizer_info's body, built once into sc->tok_info (after the
+ * engine is open and sc->chat set): tcfg the parsed tokenizer_config.json
+ * (NULL: none), chat_src the template the server found (NULL: none). */
+int serve_tok_info_build(serve_ctx *sc, const json_t *tcfg, const char *chat_src, size_t chat_len, cis2_error *err);
+/* POST /tokenize and /detokenize: the response object, or NULL with e. */
+json_t *serve_tokenize(const serve_ctx *sc, const char *body, size_t len, serve_err *e);
+json_t *serve_detokenize(const serve_ctx *sc, const char *body, size_t len, serve_err *e);
 
 /* ---------------------------------------------------- http (serve_http.c) */
 
@@ -489,7 +543,10 @@ int serve_guard_should_stop(void *guard);
  * (status 499: the client left, nothing to send).  serve_verify.c. */
 json_t *serve_verify(serve_ctx *sc, const char *body, size_t len, int fd, serve_err *e);
 /* echo / prompt_logprobs: c's prompts scored into c->scores (docs/sampling.md
- * §S11); 0, or e's status.  serve_verify.c. */
+ * §S11), or with score receipts (c->score_receipt, or the receipt log,
+ * where serve_call_response writes them) one by one into c->score_each
+ * and c->score_text; 0, or e's status.
+ * serve_verify.c. */
 int serve_score_prompts(const serve_ctx *sc, serve_call *c, int fd, serve_err *e);
 void serve_http_stop(serve_http *h);
 

@@ -33,9 +33,11 @@
  * what the template renders (tests/server/t_serve_chat.sh compares it with
  * python3-jinja2 rendering the template itself).
  *
- * Who calls it: serve_main.c (finding and loading the template),
- * serve_request.c (rendering a chat request's messages), serve_http.c
- * (/v1/models).  It calls serve_err.c and serve_buf.c only.
+ * Who calls it: serve_main.c (reading tokenizer_config.json once:
+ * serve_tokcfg_load; finding and loading the template), serve_request.c
+ * (rendering a chat request's messages), serve_tok.c (/tokenize of
+ * messages, /tokenizer_info), serve_http.c (/v1/models).  It calls
+ * serve_err.c and serve_buf.c only.
  */
 #include "serve.h"
 
@@ -641,8 +643,42 @@ static int present(const char *path)
     return lstat(path, &st) == 0 || errno != ENOENT;
 }
 
-int serve_chat_find(const char *model_dir, const char *file, char **src, size_t *len, char *origin,
-                    size_t origin_cap, cis2_error *err)
+int serve_tokcfg_load(const char *model_dir, json_t **root, cis2_error *err)
+{
+    *root = NULL;
+    char path[4200];
+    char *buf = NULL;
+    size_t n = 0;
+    int rc;
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", model_dir);
+    if (!present(path)) return CIS2_OK;
+    if ((rc = cis2_read_file(path, (size_t)16 << 20, "tokenizer_config.json", &buf, &n, err))) return rc;
+    /* as published: its memory bounded before parsing, and an integer
+     * beyond 64 bits (Llama-2's and Llama-3's "model_max_length":
+     * 1000000000000000019884624838656) read as the number it is, not a
+     * refusal of the file (inputs.md "JSON numbers") */
+    char *wide = NULL;
+    size_t wlen = 0;
+    if ((rc = cis2_json_cost_check(buf, n, (uint64_t)64 << 20, path, "a tokenizer_config.json", err)) ||
+        (rc = cis2_json_wide_ints(buf, n, &wide, &wlen, err))) {
+        cis2_free(buf);
+        return rc;
+    }
+    json_error_t je;
+    json_t *r = json_loadb(wide ? wide : buf, wide ? wlen : n, JSON_REJECT_DUPLICATES, &je);
+    cis2_free(buf);
+    cis2_free(wide);
+    if (!r) return cis2_fail(err, CIS2_E_FORMAT, "%s: not valid JSON (line %d: %s)", path, je.line, je.text);
+    if (!json_is_object(r)) {
+        json_decref(r);
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: not a JSON object", path);
+    }
+    *root = r;
+    return CIS2_OK;
+}
+
+int serve_chat_find(const char *model_dir, const char *file, const json_t *tcfg, char **src, size_t *len,
+                    char *origin, size_t origin_cap, cis2_error *err)
 {
     *src = NULL;
     *len = 0;
@@ -665,31 +701,9 @@ int serve_chat_find(const char *model_dir, const char *file, char **src, size_t 
         cis2_free(buf);
         return rc;
     }
+    if (!tcfg) return CIS2_OK;
     snprintf(path, sizeof path, "%s/tokenizer_config.json", model_dir);
-    if (!present(path)) return CIS2_OK;
-    if ((rc = cis2_read_file(path, (size_t)16 << 20, "tokenizer_config.json", &buf, &n, err))) return rc;
-    /* as published: its memory bounded before parsing, and an integer
-     * beyond 64 bits (Llama-2's and Llama-3's "model_max_length":
-     * 1000000000000000019884624838656) read as the number it is, not a
-     * refusal of the file: only chat_template is read here (inputs.md
-     * "JSON numbers") */
-    char *wide = NULL;
-    size_t wlen = 0;
-    if ((rc = cis2_json_cost_check(buf, n, (uint64_t)64 << 20, path, "a tokenizer_config.json", err)) ||
-        (rc = cis2_json_wide_ints(buf, n, &wide, &wlen, err))) {
-        cis2_free(buf);
-        return rc;
-    }
-    json_error_t je;
-    json_t *root = json_loadb(wide ? wide : buf, wide ? wlen : n, JSON_REJECT_DUPLICATES, &je);
-    cis2_free(buf);
-    cis2_free(wide);
-    if (!root) return cis2_fail(err, CIS2_E_FORMAT, "%s: not valid JSON (line %d: %s)", path, je.line, je.text);
-    if (!json_is_object(root)) {
-        json_decref(root);
-        return cis2_fail(err, CIS2_E_FORMAT, "%s: not a JSON object", path);
-    }
-    json_t *ct = json_object_get(root, "chat_template"), *pick = NULL;
+    json_t *ct = json_object_get(tcfg, "chat_template"), *pick = NULL;
     if (json_is_array(ct)) { /* [{"name": "default", "template": ...}, ...] */
         for (size_t i = 0; i < json_array_size(ct); i++) {
             json_t *o = json_array_get(ct, i), *nm = json_object_get(o, "name");
@@ -705,6 +719,5 @@ int serve_chat_find(const char *model_dir, const char *file, char **src, size_t 
         rc = copy_out(json_string_value(pick), json_string_length(pick), src, len, err);
         snprintf(origin, origin_cap, "%s (chat_template)", path);
     }
-    json_decref(root);
     return rc;
 }

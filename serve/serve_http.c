@@ -9,7 +9,9 @@
  * thread never waits for a client.
  *
  * Endpoints: POST /v1/completions, POST /v1/chat/completions, GET
- * /v1/models, GET /health, GET /metrics, POST /v1/verify.
+ * /v1/models, GET /health, GET /metrics, POST /v1/verify, and at the root
+ * vLLM's tokenizer endpoints (serve_tok.c): GET /tokenizer_info, POST
+ * /tokenize, POST /detokenize, behind the API key as /v1 is.
  *
  * Hygiene: bodies over --max-body get 413 (from Content-Length before the
  * upload, else once it ends; a client that keeps sending far beyond is
@@ -52,8 +54,14 @@
 
 #define MAX_JSON_DEPTH 64
 
-enum { EP_COMPLETIONS, EP_CHAT, EP_MODELS, EP_HEALTH, EP_METRICS, EP_VERIFY, EP_OTHER };
-static const char *ep_label[] = {"completions", "chat_completions", "models", "health", "metrics", "verify", "other"};
+enum { EP_COMPLETIONS, EP_CHAT, EP_MODELS, EP_HEALTH, EP_METRICS, EP_VERIFY, EP_TOKENIZE, EP_DETOKENIZE,
+       EP_TOKENIZER_INFO, EP_OTHER };
+static const char *ep_label[] = {"completions", "chat_completions", "models", "health", "metrics", "verify",
+                                 "tokenize", "detokenize", "tokenizer_info", "other"};
+static int ep_post(int ep)
+{
+    return ep == EP_COMPLETIONS || ep == EP_CHAT || ep == EP_VERIFY || ep == EP_TOKENIZE || ep == EP_DETOKENIZE;
+}
 
 /* One open connection, as the request-time watchdog sees it. */
 typedef struct conn_watch {
@@ -104,7 +112,7 @@ static enum MHD_Result send_bytes(struct MHD_Connection *c, req_ctx *r, int stat
     struct MHD_Response *resp = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
     if (!resp) { free(data); return MHD_NO; }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    if (status == 405) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->ep == EP_COMPLETIONS || r->ep == EP_CHAT || r->ep == EP_VERIFY ? "POST" : "GET");
+    if (status == 405) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, ep_post(r->ep) ? "POST" : "GET");
     if (status == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (status == 429 || status == 503) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (r->close) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
@@ -184,7 +192,8 @@ static int route(const char *url, const char *method, int *ep)
 {
     static const struct { const char *url; int ep; int post; } t[] = {
         {"/v1/completions", EP_COMPLETIONS, 1}, {"/v1/chat/completions", EP_CHAT, 1}, {"/v1/models", EP_MODELS, 0},
-        {"/health", EP_HEALTH, 0}, {"/metrics", EP_METRICS, 0}, {"/v1/verify", EP_VERIFY, 1}};
+        {"/health", EP_HEALTH, 0}, {"/metrics", EP_METRICS, 0}, {"/v1/verify", EP_VERIFY, 1},
+        {"/tokenize", EP_TOKENIZE, 1}, {"/detokenize", EP_DETOKENIZE, 1}, {"/tokenizer_info", EP_TOKENIZER_INFO, 0}};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (!strcmp(url, t[i].url)) {
             *ep = t[i].ep;
@@ -214,6 +223,7 @@ static enum MHD_Result do_models(struct MHD_Connection *c, req_ctx *r)
     json_object_set_new(m, "object", json_string("model"));
     json_object_set_new(m, "created", json_integer(sc->created));
     json_object_set_new(m, "owned_by", json_string("cis2"));
+    json_object_set_new(m, "max_model_len", json_integer((json_int_t)mi->max_position_embeddings)); /* vLLM's key */
     json_t *x = json_object();
     cis2_hex(mi->weights_sha256, 32, h);
     json_object_set_new(x, "weights_sha256", json_string(h));
@@ -265,6 +275,28 @@ static enum MHD_Result do_metrics(struct MHD_Connection *c, req_ctx *r)
     char *s = serve_metrics_render(r->h->sc->met, &n);
     if (!s) FAIL(c, r, 500, NULL, NULL, "out of memory");
     return send_bytes(c, r, 200, "text/plain; version=0.0.4; charset=utf-8", s, n);
+}
+
+/* ------------------------------------------------------------ tokenizer */
+
+static enum MHD_Result do_tokenizer_info(struct MHD_Connection *c, req_ctx *r)
+{
+    const serve_ctx *sc = r->h->sc;
+    char *s = malloc(sc->tok_info_len + 1);
+    if (!s) FAIL(c, r, 503, NULL, NULL, "out of memory");
+    memcpy(s, sc->tok_info, sc->tok_info_len + 1);
+    return send_bytes(c, r, 200, "application/json", s, sc->tok_info_len);
+}
+
+/* POST /tokenize, /detokenize (serve_tok.c) */
+static enum MHD_Result do_tok(struct MHD_Connection *c, req_ctx *r)
+{
+    serve_err e = {0};
+    if (json_too_deep(r->body ? r->body : "", r->len))
+        FAIL(c, r, 400, "invalid_json", NULL, "the JSON body is nested deeper than %d levels", MAX_JSON_DEPTH);
+    json_t *o = r->ep == EP_TOKENIZE ? serve_tokenize(r->h->sc, r->body, r->len, &e)
+                                     : serve_detokenize(r->h->sc, r->body, r->len, &e);
+    return o ? send_json(c, r, 200, o) : send_err(c, r, &e);
 }
 
 /* --------------------------------------------------------------- verify */
@@ -565,6 +597,7 @@ static enum MHD_Result first_call(serve_http *h, struct MHD_Connection *c, req_c
     pthread_mutex_unlock(&h->mu);
     if (q) FAIL(c, r, 503, "shutting_down", NULL, "the server is shutting down");
     if (r->ep == EP_MODELS) return do_models(c, r);
+    if (r->ep == EP_TOKENIZER_INFO) return do_tokenizer_info(c, r);
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl) {
         char *end;
@@ -638,6 +671,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (r->too_big)
         FAIL(c, r, 413, "request_too_large", NULL, "the request body is larger than %zu bytes", h->sc->cfg.max_body);
     if (r->ep == EP_VERIFY) return do_verify(c, r);
+    if (r->ep == EP_TOKENIZE || r->ep == EP_DETOKENIZE) return do_tok(c, r);
     return do_generate(c, r, r->ep == EP_CHAT ? CALL_CHAT : CALL_COMPLETION);
 }
 

@@ -36,7 +36,7 @@
 
 typedef struct serve_opts {
     cli_engine eng;
-    const char *host, *api_key_file, *chat_template, *model_name, *access_log, *speculate;
+    const char *host, *api_key_file, *chat_template, *model_name, *access_log, *speculate, *receipt_log;
     size_t port, max_batch, max_queue, prefill_chunk, max_tokens, max_body, max_connections, timeout, drain;
     size_t request_timeout, verify_timeout, verify_max_tokens;
     size_t kv_budget_mib;
@@ -79,6 +79,7 @@ static int parse_serve(int argc, char **argv, serve_opts *o)
         {"--chat-template", OPT_STR, &o->chat_template, 0, 0},
         {"--model-name", OPT_STR, &o->model_name, 0, 0},
         {"--access-log", OPT_STR, &o->access_log, 0, 0},
+        {"--receipt-log", OPT_STR, &o->receipt_log, 0, 0},
         {"--speculate", OPT_STR, &o->speculate, 0, 0},
         {"--render-chat", OPT_FLAG, &o->render_chat, 0, 0},
         {0}};
@@ -94,18 +95,25 @@ static int parse_serve(int argc, char **argv, serve_opts *o)
     if (o->speculate && (rc = cli_speculate_check("serve", o->speculate))) return rc;
     if (o->model_name && !*o->model_name) return cli_usage_error("serve", "--model-name is empty");
     if (o->access_log && !*o->access_log) return cli_usage_error("serve", "--access-log is empty (a FILE, - or off)");
+    if (o->receipt_log && !*o->receipt_log) return cli_usage_error("serve", "--receipt-log is empty (a directory)");
     return CIS2_OK;
 }
 
 /* ------------------------------------------------------------ templates */
 
-/* Loads the template into sc (chat NULL with chat_error when none or not
- * recognized).  Fails only for unreadable or malformed files. */
-static int load_chat(serve_ctx *sc, const char *dir, const char *file, cis2_error *err)
+/* Reads DIR/tokenizer_config.json once (*tcfg, NULL when absent) and
+ * loads the template into sc (chat NULL with chat_error when none or not
+ * recognized); *src keeps the template's text (NULL: none) for
+ * /tokenizer_info.  Fails only for unreadable or malformed files. */
+static int load_chat(serve_ctx *sc, const char *dir, const char *file, json_t **tcfg, char **src_out, size_t *len_out,
+                     cis2_error *err)
 {
     char *src = NULL, origin[4400];
     size_t len = 0;
-    int rc = serve_chat_find(dir, file, &src, &len, origin, sizeof origin, err);
+    *src_out = NULL;
+    *len_out = 0;
+    int rc = serve_tokcfg_load(dir, tcfg, err);
+    if (!rc) rc = serve_chat_find(dir, file, *tcfg, &src, &len, origin, sizeof origin, err);
     if (rc) return rc;
     if (!src) {
         snprintf(sc->chat_error, sizeof sc->chat_error,
@@ -121,7 +129,8 @@ static int load_chat(serve_ctx *sc, const char *dir, const char *file, cis2_erro
     if (serve_chat_load(src, len, &sc->chat, why, sizeof why))
         snprintf(sc->chat_error, sizeof sc->chat_error, "the chat template of %.200s (sha256 %.16s...) is not supported: %s",
                  origin, h, why);
-    free(src);
+    *src_out = src;
+    *len_out = len;
     return CIS2_OK;
 }
 
@@ -131,7 +140,13 @@ static int render_chat_lines(const serve_opts *o)
     memset(&sc, 0, sizeof sc);
     cis2_error err = {0};
     const char *dir = o->eng.model_dir ? o->eng.model_dir : "models/SmolLM2-135M";
-    if (load_chat(&sc, dir, o->chat_template, &err)) return cli_report(&err);
+    json_t *tcfg = NULL;
+    char *src = NULL;
+    size_t src_len = 0;
+    int lrc = load_chat(&sc, dir, o->chat_template, &tcfg, &src, &src_len, &err);
+    json_decref(tcfg);
+    free(src);
+    if (lrc) return cli_report(&err);
     if (!sc.chat) {
         fprintf(stderr, "cis2 serve: %s\n", sc.chat_error);
         return CIS2_E_UNSUPPORTED;
@@ -299,6 +314,9 @@ int cmd_serve(int argc, char **argv)
     serve_http *http = NULL;
     int fd = -1;
     char name[256];
+    json_t *tcfg = NULL;       /* DIR/tokenizer_config.json, until /tokenizer_info is built */
+    char *chat_src = NULL;
+    size_t chat_len = 0;
     if (!o.eng.model_dir) o.eng.model_dir = "models/SmolLM2-135M"; /* cli_engine_open's default */
     sc.cfg = (serve_config){.host = o.host, .port = (unsigned)o.port, .max_batch = o.max_batch,
                             .max_queue = o.max_queue, .prefill_chunk = o.prefill_chunk,
@@ -335,7 +353,21 @@ int cmd_serve(int argc, char **argv)
             goto out;
     }
     if ((rc = serve_log_open(o.access_log, &sc.log, &err))) goto out;
-    if ((rc = load_chat(&sc, o.eng.model_dir, o.chat_template, &err))) goto out;
+    if (o.receipt_log) { /* receipts go beside their manifest, never over a file the server reads */
+        char in[3][4200], tc[4200], ct[4200], man[4300];
+        cli_engine_inputs(&o.eng, in);
+        snprintf(tc, sizeof tc, "%s/tokenizer_config.json", o.eng.model_dir);
+        snprintf(ct, sizeof ct, "%s/chat_template.jinja", o.eng.model_dir);
+        snprintf(man, sizeof man, "%s/manifest.txt", o.receipt_log);
+        const char *inputs[7] = {in[0], in[1], in[2], tc, ct, o.api_key_file, o.chat_template};
+        const char *outs[1] = {o.access_log};
+        int log_file = o.access_log && strcmp(o.access_log, "-") && strcmp(o.access_log, "off");
+        if ((rc = serve_rlog_open(o.receipt_log, &sc.rlog, &err)) ||
+            (rc = cis2_check_output_path(man, inputs, 7, outs, log_file ? 1 : 0, &err)) ||
+            (rc = cli_check_not_weights(&o.eng, man, &err)))
+            goto out;
+    }
+    if ((rc = load_chat(&sc, o.eng.model_dir, o.chat_template, &tcfg, &chat_src, &chat_len, &err))) goto out;
     unsigned port = 0;
     if ((rc = serve_http_bind(&sc.cfg, &fd, &port, &err))) goto out;
     int v6 = strchr(o.host, ':') != NULL;
@@ -356,6 +388,9 @@ int cmd_serve(int argc, char **argv)
     default_name(o.eng.model_dir, name, sizeof name);
     sc.cfg.model_name = o.model_name ? o.model_name : name;
     setup_chat_stop(&sc);
+    if ((rc = serve_tok_info_build(&sc, tcfg, chat_src, chat_len, &err))) goto out;
+    json_decref(tcfg);
+    tcfg = NULL;
     if (!(sc.met = serve_metrics_new())) { rc = cis2_fail(&err, CIS2_E_NOMEM, "out of memory"); goto out; }
     serve_engine_opts eo = {.max_batch = o.max_batch, .prefill_chunk = o.prefill_chunk, .max_queue = o.max_queue,
                             .kv_budget = sc.cfg.kv_budget};
@@ -384,6 +419,10 @@ out:
     serve_chat_free(sc.chat);
     serve_metrics_free(sc.met);
     serve_log_close(sc.log);
+    serve_rlog_close(sc.rlog);
+    json_decref(tcfg);
+    free(chat_src);
+    free(sc.tok_info);
     cis2_engine_close(sc.e);
     pthread_mutex_destroy(&sc.vmu);
     if (rc) return cli_report(&err);

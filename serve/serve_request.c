@@ -1,5 +1,5 @@
 /*
- * serve_request.c - OpenAI request bodies to jobs (issue 19 items 1, 5):
+ * serve_request.c - OpenAI request bodies to jobs (docs/serving.md "Parameters"):
  * /v1/completions and /v1/chat/completions bodies are validated and turned
  * into a serve_call holding a serve_job (one sequence per prompt and
  * choice).  Called on HTTP threads (serve_http.c: serve_call_parse, then
@@ -41,7 +41,12 @@
  *     prefills, and
  *     bounded as /v1/verify is: more than --verify-max-tokens prompt tokens
  *     in all is 413 score_too_large before any work; a client that leaves
- *     ends it at the next weight pass (499, nothing sent).
+ *     ends it at the next weight pass (499, nothing sent).  score_receipt
+ *     (a cis2 extension, only with scored prompts) asks for each prompt's
+ *     score receipt in the response (docs/serving.md "Logprobs");
+ *   - n: choice p*n+k is sample (seed, sequence k) of prompt p, whatever
+ *     the request's other prompts (docs/serving.md "Samples of one
+ *     prompt"); prompts x n within --max-batch, the 400 naming it.
  */
 #include "serve.h"
 
@@ -67,6 +72,13 @@ static void call_free_owner(void *p)
     }
     free(c->prompts);
     cis2_score_results_free(c->scores, c->n_prompts);
+    for (size_t i = 0; i < c->n_prompts; i++) {
+        if (c->score_each) cis2_score_results_free(c->score_each[i], 1);
+        if (c->score_text) cis2_free(c->score_text[i]);
+    }
+    free(c->score_each);
+    free(c->score_text);
+    free(c->score_len);
     for (size_t i = 0; i < c->n_stop_str; i++) free(c->stop_str[i]);
     free(c);
 }
@@ -99,13 +111,20 @@ serve_job *serve_call_job(serve_call *c)
 
 int serve_call_stream(const serve_call *c) { return c->stream; }
 
+const cis2_score_result *serve_call_score(const serve_call *c, size_t p)
+{
+    if (p >= c->n_prompts) return NULL;
+    if (c->scores) return &c->scores[p];
+    return c->score_each ? c->score_each[p] : NULL;
+}
+
 /* ------------------------------------------------------------ validation */
 
 static const char *completion_keys[] = {
     "model", "prompt", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "logprobs", "echo",
     "stop", "presence_penalty", "frequency_penalty", "best_of", "logit_bias", "user", "suffix", "seed",
     /* cis2 extensions */
-    "top_k", "min_p", "stop_token_ids", "stop_at_eos", "prompt_logprobs", NULL};
+    "top_k", "min_p", "stop_token_ids", "stop_at_eos", "prompt_logprobs", "score_receipt", NULL};
 static const char *chat_keys[] = {
     "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "stream",
     "stream_options", "stop", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs",
@@ -211,13 +230,15 @@ static int neutral_params(json_t *body, size_t n, serve_err *e)
 }
 
 /* A server serves one model, named after --model-dir's last component
- * unless --model-name says otherwise (issue 32 item 3): every refusal of
- * `model` says which name to send, so a user who guessed it wrong sees
- * what to put. */
-static int check_model(const serve_ctx *sc, json_t *body, serve_err *e)
+ * unless --model-name says otherwise (docs/serving.md "Starting it"): every
+ * refusal of `model` says which name to send, so a user who guessed it
+ * wrong sees what to put.  The tokenizer endpoints (serve_tok.c) let it be
+ * left out, as vLLM does. */
+int serve_check_model(const serve_ctx *sc, json_t *body, int required, serve_err *e)
 {
     const char *name = sc->cfg.model_name;
     json_t *m = json_object_get(body, "model");
+    if (!required && (!m || json_is_null(m))) return 0;
     if (!m)
         return serve_fail(e, 400, "missing_parameter", "model",
                           "you must provide a model parameter (this server serves \"%.100s\")", name);
@@ -288,7 +309,9 @@ static int completion_prompts(const serve_ctx *sc, json_t *body, serve_call *c, 
                           "prompt must be a string, an array of token ids, or an array of those");
     if (n == 0) return serve_fail(e, 400, "invalid_value", "prompt", "the prompt is empty");
     if (n > sc->cfg.max_batch)
-        return serve_fail(e, 400, "invalid_value", "prompt", "at most %zu prompts in one request", sc->cfg.max_batch);
+        return serve_fail(e, 400, "invalid_value", "prompt",
+                          "%zu prompts, more than this server's --max-batch (%zu): send at most %zu prompts in one "
+                          "request", n, sc->cfg.max_batch, sc->cfg.max_batch);
     if (!(c->prompts = calloc(n, sizeof *c->prompts))) return serve_fail(e, 500, NULL, NULL, "out of memory");
     c->n_prompts = n;
     for (size_t i = 0; i < n; i++) {
@@ -544,6 +567,10 @@ static int parse_echo(json_t *body, serve_call *c, serve_err *e)
     if (get_int(body, "prompt_logprobs", 0, CIS2_MAX_TOP_LOGPROBS, 0, &top, e)) return e->status;
     c->prompt_lp = opt(body, "prompt_logprobs") != NULL;
     c->prompt_lp_top = (unsigned)top;
+    if (get_bool(body, "score_receipt", 0, &c->score_receipt, e)) return e->status;
+    if (c->score_receipt && !(c->echo && c->logprobs) && !c->prompt_lp)
+        return serve_fail(e, 400, "invalid_value", "score_receipt",
+                          "score_receipt needs scored prompts: echo with logprobs, or prompt_logprobs");
     if (c->stream && (c->echo || c->prompt_lp))
         return serve_fail(e, 400, "unsupported_parameter", c->echo ? "echo" : "prompt_logprobs",
                           "%s with stream is not supported: ask for a whole response",
@@ -571,7 +598,7 @@ static int parse_params(const serve_ctx *sc, json_t *body, const char *raw, size
     if (!json_is_object(body)) return serve_fail(e, 400, "invalid_type", NULL, "the request body must be a JSON object");
     int rc = known_keys(body, chat ? chat_keys : completion_keys, e);
     if (!rc) rc = serve_body_check(body, big, e);
-    if (!rc) rc = check_model(sc, body, e);
+    if (!rc) rc = serve_check_model(sc, body, 1, e);
     if (!rc) rc = get_int(body, "n", 1, MAX_CHOICES, 1, &n, e);
     if (!rc) rc = neutral_params(body, (size_t)n, e);
     if (!rc) rc = parse_stream(body, c, e);

@@ -17,11 +17,16 @@
  * With echo (completions) the text is the prompt's then the completion's
  * and the logprobs the prompt's scores (cis2_score, docs/sampling.md §S11:
  * the first token null) then the generated tokens'; with max_tokens 0
- * there is no job and no receipt, only the scores.
+ * there is no job and no receipt, only the scores.  With score_receipt
+ * each choice also carries its prompt's score receipt (docs/serving.md
+ * "Logprobs").  Every completion receipt made here goes to the receipt
+ * log first (docs/serving.md "The receipt log"); one that cannot be
+ * logged fails the answer (503 receipt_log).
  *
  * Who calls it: serve_http.c (serve_call_response, on the HTTP thread
- * once the job is done) and serve_stream.c.  It calls serve_err.c and
- * serve_logprobs.c; it reads the serve_call that serve_request.c built.
+ * once the job is done) and serve_stream.c.  It calls serve_err.c,
+ * serve_logprobs.c, serve_buf.c and serve_rlog.c; it reads the serve_call
+ * that serve_request.c built (serve_call_score for its scores).
  */
 #include "serve.h"
 
@@ -43,8 +48,9 @@ const char *serve_finish_reason(int f)
     return f == CIS2_FINISH_LENGTH ? "length" : f == CIS2_FINISH_CANCELLED ? "cancelled" : "stop";
 }
 
-/* The receipt's text and its digest into o (CIS2_OK or a library code). */
-static int receipt_json(const serve_ctx *sc, const cis2_result *r, json_t *o, cis2_error *err)
+/* The receipt's text and its digest into o (CIS2_OK or a library code),
+ * and into the receipt log as NAME (docs/serving.md "The receipt log"). */
+static int receipt_json(const serve_ctx *sc, const cis2_result *r, const char *name, json_t *o, cis2_error *err)
 {
     cis2_receipt *rc = NULL;
     char *text = NULL;
@@ -52,7 +58,11 @@ static int receipt_json(const serve_ctx *sc, const cis2_result *r, json_t *o, ci
     int st = cis2_receipt_make(sc->e, r, &rc, err);
     if (!st) st = cis2_receipt_render(rc, &text, &len, err);
     cis2_receipt_free(rc);
-    if (st) return st;
+    if (!st) st = serve_rlog_write(sc->rlog, name, text, len, err);
+    if (st) {
+        cis2_free(text);
+        return st;
+    }
     uint8_t d[32];
     char h[65];
     json_object_set_new(o, "receipt", json_stringn(text, len));
@@ -63,13 +73,19 @@ static int receipt_json(const serve_ctx *sc, const cis2_result *r, json_t *o, ci
     return CIS2_OK;
 }
 
-json_t *serve_call_cis2(const serve_ctx *sc, const serve_call *c, const cis2_result *r, serve_err *e)
+json_t *serve_call_cis2(const serve_ctx *sc, const serve_call *c, size_t choice, const cis2_result *r, serve_err *e)
 {
     cis2_error err = {0};
     json_t *o = json_object();
-    if (receipt_json(sc, r, o, &err)) {
+    char name[96];
+    snprintf(name, sizeof name, "%s.%zu.receipt", c->id, choice);
+    int st = receipt_json(sc, r, name, o, &err);
+    if (st) {
         json_decref(o);
-        serve_fail(e, 500, NULL, NULL, "making the receipt failed: %s", err.msg);
+        if (st == CIS2_E_IO) /* the log's disk: the answer waits for it (503, try again) */
+            serve_fail(e, 503, "receipt_log", NULL, "%s", err.msg);
+        else
+            serve_fail(e, 500, NULL, NULL, "making the receipt failed: %s", err.msg);
         return NULL;
     }
     char h[65];
@@ -171,7 +187,7 @@ static json_t *choice_logprobs(const serve_ctx *sc, const serve_call *c, size_t 
 {
     if (!c->logprobs || (r && !r->logprobs)) return json_null();
     if (!c->echo) return result_logprobs(sc, c, r, 0);
-    json_t *o = echo_logprobs(sc, c, &c->scores[p], echo_chars);
+    json_t *o = echo_logprobs(sc, c, serve_call_score(c, p), echo_chars);
     json_t *g = o && r ? result_logprobs(sc, c, r, echo_chars) : NULL;
     const char *keys[] = {"tokens", "token_logprobs", "top_logprobs", "text_offset"};
     for (int k = 0; g && k < 4; k++) json_array_extend(json_object_get(o, keys[k]), json_object_get(g, keys[k]));
@@ -208,8 +224,9 @@ static json_t *prompt_only_cis2(const serve_ctx *sc, const serve_call *c, size_t
     const serve_prompt *pr = &c->prompts[p];
     json_t *o = json_object();
     json_object_set_new(o, "receipt", json_null());
-    if (c->scores) {
-        json_object_set_new(o, "prompt_token_ids", ids_json(c->scores[p].ids, c->scores[p].n_ids));
+    const cis2_score_result *s = serve_call_score(c, p);
+    if (s) {
+        json_object_set_new(o, "prompt_token_ids", ids_json(s->ids, s->n_ids));
     } else if (pr->text) {
         uint32_t *ids = NULL;
         size_t n = 0;
@@ -230,9 +247,18 @@ static json_t *prompt_only_cis2(const serve_ctx *sc, const serve_call *c, size_t
 static json_t *choice_json(const serve_ctx *sc, const serve_call *c, size_t p, size_t choice, const cis2_result *r,
                            serve_err *e)
 {
-    json_t *x = r ? serve_call_cis2(sc, c, r, e) : prompt_only_cis2(sc, c, p);
+    json_t *x = r ? serve_call_cis2(sc, c, choice, r, e) : prompt_only_cis2(sc, c, p);
     if (!x) return NULL;
-    if (c->scores) serve_lp_score_bits(x, &c->scores[p]);
+    const cis2_score_result *s = serve_call_score(c, p);
+    if (s) serve_lp_score_bits(x, s);
+    if (c->score_receipt && c->score_text && c->score_text[p]) { /* the prompt's score receipt (ext-score-1) */
+        uint8_t d[32];
+        char h[65];
+        json_object_set_new(x, "score_receipt", json_stringn(c->score_text[p], c->score_len[p]));
+        cis2_sha256(c->score_text[p], c->score_len[p], d);
+        cis2_hex(d, 32, h);
+        json_object_set_new(x, "score_receipt_sha256", json_string(h));
+    }
     size_t elen = 0;
     char *et = c->echo ? echo_text(sc, &c->prompts[p], &elen) : NULL;
     if (c->echo && !et) { json_decref(x); serve_fail(e, 500, NULL, NULL, "out of memory"); return NULL; }
@@ -257,15 +283,31 @@ static json_t *choice_json(const serve_ctx *sc, const serve_call *c, size_t p, s
     if (!lp) { json_decref(ch); json_decref(x); return NULL; }
     json_object_set_new(ch, "logprobs", lp);
     json_object_set_new(ch, "finish_reason", json_string(r ? serve_finish_reason(r->finish) : "length"));
-    if (c->prompt_lp) json_object_set_new(ch, "prompt_logprobs", serve_lp_prompt_json(sc->e, &c->scores[p], c->prompt_lp_top));
+    if (c->prompt_lp) json_object_set_new(ch, "prompt_logprobs", serve_lp_prompt_json(sc->e, s, c->prompt_lp_top));
     json_object_set_new(ch, "cis2", x);
     return ch;
+}
+
+/* The score receipts of the answer into the receipt log (one per scored
+ * prompt, ID.pP.score.receipt), before the answer goes out. */
+static int log_score_receipts(const serve_ctx *sc, const serve_call *c, serve_err *e)
+{
+    for (size_t p = 0; sc->rlog && c->score_text && p < c->n_prompts; p++) {
+        char name[96];
+        cis2_error err = {0};
+        snprintf(name, sizeof name, "%s.p%zu.score.receipt", c->id, p);
+        int st = serve_rlog_write(sc->rlog, name, c->score_text[p], c->score_len[p], &err);
+        if (st == CIS2_E_IO) return serve_fail(e, 503, "receipt_log", NULL, "%s", err.msg);
+        if (st) return serve_fail(e, 500, NULL, NULL, "%s", err.msg);
+    }
+    return 0;
 }
 
 json_t *serve_call_response(const serve_ctx *sc, serve_call *c, serve_err *e)
 {
     serve_job *j = c->job;
     if (j && serve_job_error(j, e)) return NULL;
+    if (log_score_receipts(sc, c, e)) return NULL;
     json_t *o = serve_call_envelope(sc, c, c->kind == CALL_CHAT ? "chat.completion" : "text_completion");
     json_t *choices = json_array();
     size_t n = j ? j->n : c->n_prompts * c->n_choices;

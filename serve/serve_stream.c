@@ -341,7 +341,7 @@ static int format_ended(serve_sse *s, size_t i, sse_seq *t, serve_buf *out, int 
                                cis2_utf8_chars(r->text ? r->text : "", rl));
     if ((rest || lp) && emit(out, chunk(s, i, rest ? r->text + t->sent.n : "", rest, 0, NULL, NULL, lp))) return -1;
     serve_err e = {0};
-    json_t *x = serve_call_cis2(s->sc, s->c, r, &e);
+    json_t *x = serve_call_cis2(s->sc, s->c, s->c->job->seqs[i].choice, r, &e);
     if (!x) return format_error(s, &e, out, done) ? -1 : 1;
     int chat = s->c->kind == CALL_CHAT;
     if (emit(out, chunk(s, i, chat ? NULL : "", 0, 0, serve_finish_reason(r->finish), x, NULL))) return -1;

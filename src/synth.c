@@ -280,6 +280,18 @@ out:
     return rc; /* a failed fwrite leaves ferror set: the commit reports it */
 }
 
+/* The bos/eos ids of the real checkpoints some shapes are modelled on
+ * (their config.json, ../shared/models/NAME/config.json), written into the
+ * shape's config.json so that stop-at-eos, a server's eos_token and an
+ * eval harness's end of text work on the synthetic checkpoint as on the
+ * real one.  smollm2-135m is left without them: its config.json's sha256
+ * and a CIS2_REF that hashes it are quoted in the README's quick start,
+ * and adding the keys would change both. */
+static const struct { const char *shape; int64_t bos, eos; } real_ids[] = {
+    {"smollm2-360m", 0, 0},            /* HuggingFaceTB/SmolLM2-360M */
+    {"qwen2.5-0.5b", 151643, 151643},  /* Qwen/Qwen2.5-0.5B */
+};
+
 /* A built-in shape's config.json (llama or qwen2: families whose MLP is
  * silu's and whose norms are plain). */
 static void write_config(const cis2_synth_shape *s, const cis2_family *fam, FILE *f)
@@ -287,6 +299,10 @@ static void write_config(const cis2_synth_shape *s, const cis2_family *fam, FILE
     int qwen = fam->attention_bias == CIS2_BIAS_QKV; /* Qwen2Config's keys: no attention_bias to write */
     fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n  \"hidden_act\": \"silu\",\n",
             fam->architecture, fam->model_type);
+    for (size_t i = 0; i < sizeof real_ids / sizeof real_ids[0]; i++)
+        if (!strcmp(real_ids[i].shape, s->name))
+            fprintf(f, "  \"bos_token_id\": %lld,\n  \"eos_token_id\": %lld,\n", (long long)real_ids[i].bos,
+                    (long long)real_ids[i].eos);
     fprintf(f, "  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n  \"num_hidden_layers\": %lld,\n"
                "  \"num_attention_heads\": %lld,\n  \"num_key_value_heads\": %lld,\n",
             (long long)s->hidden, (long long)s->inter, (long long)s->layers, (long long)s->heads,
