@@ -9,7 +9,8 @@
  *   cis2 score --batch FILE [--top-logprobs N] [--json] [--receipt FILE] [engine options]
  *       FILE (or - for stdin): JSON lines, each an object
  *       {"context": TEXT or null, "context_ids": [ids], "continuations":
- *        [TEXT or [ids], ...]} (context and context_ids not both).
+ *        [TEXT or [ids], ...], "claimed_logprobs": [[number or null, ...],
+ *        ...]} (context and context_ids not both; claimed_logprobs optional).
  *
  * Every continuation of every line is scored in one cis2_score call
  * (sharing every weight pass; equal contexts computed once).  Human output
@@ -18,6 +19,15 @@
  * context (per line with --batch) whose per-token entries have cis2 run
  * --json's logprob shape ({"id", "logprob", "bits", "top"}) plus "rank"
  * and "greedy"; an unscored token (no context) is null.
+ *
+ * claimed_logprobs (docs/eval.md "RL: measuring an inference engine's
+ * drift") holds, per continuation, the logprob another engine reported for
+ * each of its tokens (null: not reported).  Each such token then also gets
+ * "claimed" and "diff" (claimed - exact, in binary64), and its continuation
+ * a "mismatch" summary (max |diff|, mean diff, log_ratio = -sum of diffs);
+ * a line without the key prints exactly what it printed before.  A claim
+ * list of the wrong length, or a number for a token without a score, is
+ * refused (exit 4) before anything is printed or any receipt written.
  *
  * --receipt FILE writes a score receipt ("CIS-2-RECEIPT ext-score-1",
  * docs/receipts.md "Score receipts", cis2_score_receipts) per scored
@@ -44,6 +54,8 @@
 typedef struct sline {
     size_t first, n;        /* its requests in the flat array */
     json_t *ctx;            /* what the line gave (kept for the output) */
+    json_t *claims;         /* its claimed_logprobs (one array per continuation), or NULL */
+    size_t lineno;          /* its line in the --batch file (for errors) */
 } sline;
 
 typedef struct sreqs {
@@ -100,15 +112,135 @@ static int json_ids(sreqs *s, json_t *a, const char *what, size_t line, uint32_t
     return CIS2_OK;
 }
 
-/* One --batch line: {"context"|"context_ids", "continuations"}. */
+/* ---------------------------------------------------------------- claims
+ * claimed_logprobs (docs/eval.md "RL: measuring an inference engine's
+ * drift"): one array per continuation, one JSON number or null per
+ * continuation token.  What the line alone shows is checked as it is
+ * parsed: the shape, the types and, for a continuation given as ids, the
+ * count and (with no context) the null of the unscored first token; a
+ * continuation given as text is counted once it is tokenized
+ * (claims_match, after scoring, before any output). */
+
+/* A continuation's claims: `have` values for its `n` tokens. */
+static int claim_count(size_t have, size_t n, size_t line, size_t i, cis2_error *err)
+{
+    return have == n ? CIS2_OK
+                     : cis2_fail(err, CIS2_E_FORMAT,
+                                 "line %zu: claimed_logprobs[%zu] has %zu values, continuations[%zu] has %zu tokens "
+                                 "(one value or null per token)", line, i, have, i, n);
+}
+
+/* With no context the first token has no score: its claim must be null. */
+static int claim_unscored(const json_t *a, size_t line, size_t i, cis2_error *err)
+{
+    json_t *x = json_array_get(a, 0);
+    return !x || json_is_null(x)
+               ? CIS2_OK
+               : cis2_fail(err, CIS2_E_FORMAT,
+                           "line %zu: claimed_logprobs[%zu][0] must be null: without a context the first token has "
+                           "no logprob (docs/sampling.md §S11.2)", line, i);
+}
+
+static int check_claims(const json_t *cl, const json_t *cs, size_t line, int no_context, cis2_error *err)
+{
+    if (!json_is_array(cl))
+        return cis2_fail(err, CIS2_E_FORMAT, "line %zu: claimed_logprobs is not an array (one per continuation)", line);
+    if (json_array_size(cl) != json_array_size(cs))
+        return cis2_fail(err, CIS2_E_FORMAT,
+                         "line %zu: claimed_logprobs has %zu entries, continuations has %zu (one per continuation)",
+                         line, json_array_size(cl), json_array_size(cs));
+    for (size_t i = 0; i < json_array_size(cl); i++) {
+        json_t *a = json_array_get(cl, i), *c = json_array_get(cs, i);
+        if (!json_is_array(a))
+            return cis2_fail(err, CIS2_E_FORMAT,
+                             "line %zu: claimed_logprobs[%zu] is not an array (claimed_logprobs holds one array per "
+                             "continuation)", line, i);
+        for (size_t k = 0; k < json_array_size(a); k++) {
+            json_t *x = json_array_get(a, k);
+            if (!json_is_number(x) && !json_is_null(x))
+                return cis2_fail(err, CIS2_E_FORMAT,
+                                 "line %zu: claimed_logprobs[%zu][%zu] is not a JSON number or null (NaN and "
+                                 "infinities are not JSON)", line, i, k);
+        }
+        if (json_is_array(c)) {
+            int rc = claim_count(json_array_size(a), json_array_size(c), line, i, err);
+            if (!rc && no_context) rc = claim_unscored(a, line, i, err);
+            if (rc) return rc;
+        }
+    }
+    return CIS2_OK;
+}
+
+/* Every line's claims against the tokens scored: the counts of continuations
+ * given as text, and the unscored first token of each (a text context may
+ * have no tokens).  `path` prefixes the error as load_batch's. */
+static int claims_match(const sreqs *s, const cis2_score_result *res, const char *path, cis2_error *err)
+{
+    for (size_t l = 0; l < s->nlines; l++) {
+        const sline *ln = &s->lines[l];
+        for (size_t i = 0; ln->claims && i < ln->n; i++) {
+            const cis2_score_result *r = &res[ln->first + i];
+            json_t *a = json_array_get(ln->claims, i);
+            int rc = claim_count(json_array_size(a), r->n_ids, ln->lineno, i, err);
+            if (!rc && r->first) rc = claim_unscored(a, ln->lineno, i, err);
+            if (rc) {
+                char m[512];
+                snprintf(m, sizeof m, "%s", err->msg);
+                snprintf(err->msg, sizeof err->msg, "%.200s: %.300s", path, m);
+                return rc;
+            }
+        }
+    }
+    return CIS2_OK;
+}
+
+/* The comparison of one continuation (docs/eval.md "What it computes"):
+ * in binary64, in the caller's floating-point environment (the library
+ * pins only inside its own calls, cis2.h section 2), so the figures are
+ * those of any IEEE-754 binary64 program, Python's included.  diff[k] =
+ * claimed - (double)exact (one rounding); over the compared tokens in
+ * token order: max_abs = the largest |diff| (NaN if one is NaN; 0 for
+ * none), sum = +0.0 + diff + diff ... (one rounding each), mean = sum / n
+ * (NaN for none), log_ratio = 0.0 - sum, which is bit for bit the sum
+ * +0.0 + (exact - claimed) + ... (rounding to nearest is symmetric; a
+ * zero is +0.0 both ways). */
+typedef struct cmp_sum {
+    size_t n;
+    double max_abs, sum, mean, log_ratio;
+} cmp_sum;
+
+static double claim_diff(const json_t *x, float exact)
+{
+    return json_number_value(x) - (double)exact;
+}
+
+static cmp_sum compare(const json_t *a, const cis2_score_result *r)
+{
+    cmp_sum m = {0};
+    for (size_t k = r->first; k < r->n_ids; k++) {
+        json_t *x = json_array_get(a, k);
+        if (json_is_null(x)) continue;
+        double d = claim_diff(x, r->logprobs[k]), ad = fabs(d);
+        if (isnan(ad) || ad > m.max_abs) m.max_abs = ad; /* a NaN, once in, stays: nothing is > NaN */
+        m.sum = m.sum + d;
+        m.n++;
+    }
+    m.mean = m.n ? m.sum / (double)m.n : NAN;
+    m.log_ratio = 0.0 - m.sum;
+    return m;
+}
+
+/* One --batch line: {"context"|"context_ids", "continuations", "claimed_logprobs"}. */
 static int parse_line(sreqs *s, json_t *o, size_t line, unsigned top, cis2_error *err)
 {
     if (!json_is_object(o)) return cis2_fail(err, CIS2_E_FORMAT, "line %zu: not a JSON object", line);
     const char *key;
     json_t *v;
     json_object_foreach(o, key, v)
-        if (strcmp(key, "context") && strcmp(key, "context_ids") && strcmp(key, "continuations"))
-            return cis2_fail(err, CIS2_E_FORMAT, "line %zu: unknown key \"%s\" (context, context_ids, continuations)",
+        if (strcmp(key, "context") && strcmp(key, "context_ids") && strcmp(key, "continuations") &&
+            strcmp(key, "claimed_logprobs"))
+            return cis2_fail(err, CIS2_E_FORMAT,
+                             "line %zu: unknown key \"%s\" (context, context_ids, continuations, claimed_logprobs)",
                              line, key);
     cis2_score_request base = {.top_logprobs = top};
     json_t *c = json_object_get(o, "context"), *ci = json_object_get(o, "context_ids");
@@ -127,8 +259,14 @@ static int parse_line(sreqs *s, json_t *o, size_t line, unsigned top, cis2_error
     json_t *cs = json_object_get(o, "continuations");
     if (!json_is_array(cs) || !json_array_size(cs))
         return cis2_fail(err, CIS2_E_FORMAT, "line %zu: continuations is not a non-empty array", line);
+    json_t *cl = json_object_get(o, "claimed_logprobs");
+    if (json_is_null(cl)) cl = NULL;
+    if (cl) {
+        int rc = check_claims(cl, cs, line, !base.context && !base.n_context_ids, err);
+        if (rc) return rc;
+    }
     if (grow((void **)&s->lines, &s->lcap, s->nlines + 1, sizeof *s->lines)) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
-    s->lines[s->nlines++] = (sline){.first = s->n, .n = json_array_size(cs), .ctx = c ? c : ci};
+    s->lines[s->nlines++] = (sline){.first = s->n, .n = json_array_size(cs), .ctx = c ? c : ci, .claims = cl, .lineno = line};
     for (size_t i = 0; i < json_array_size(cs); i++) {
         json_t *x = json_array_get(cs, i);
         cis2_score_request q = base;
@@ -264,7 +402,14 @@ static json_t *ids_json(const uint32_t *ids, size_t n)
     return a;
 }
 
-static json_t *result_json(const cis2_score_request *q, const cis2_score_result *r)
+static json_t *f64_json(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null(); /* as lp_json: not finite is null */
+}
+
+/* `claims`: this continuation's claimed_logprobs array, or NULL (the
+ * object is then byte for byte what it was before claims existed). */
+static json_t *result_json(const cis2_score_request *q, const cis2_score_result *r, const json_t *claims)
 {
     json_t *o = json_object(), *toks = json_array();
     char h[17];
@@ -280,6 +425,11 @@ static json_t *result_json(const cis2_score_request *q, const cis2_score_result 
             if (r->top_ids[k * r->n_top + j] != UINT32_MAX)
                 json_array_append_new(top, lp_json(r->top_ids[k * r->n_top + j], r->top_logprobs[k * r->n_top + j]));
         json_object_set_new(t, "top", top);
+        if (claims) {
+            json_t *x = json_array_get(claims, k);
+            json_object_set_new(t, "claimed", json_is_null(x) ? json_null() : json_real(json_number_value(x)));
+            json_object_set_new(t, "diff", json_is_null(x) ? json_null() : f64_json(claim_diff(x, r->logprobs[k])));
+        }
         json_array_append_new(toks, t);
     }
     json_object_set_new(o, "logprobs", toks);
@@ -293,10 +443,19 @@ static json_t *result_json(const cis2_score_request *q, const cis2_score_result 
     snprintf(h, sizeof h, "%016llx", (unsigned long long)b64);
     json_object_set_new(o, "sum_f64_bits", json_string(h));
     json_object_set_new(o, "all_greedy", json_boolean(r->all_greedy));
+    if (claims) {
+        cmp_sum m = compare(claims, r);
+        json_t *mm = json_object();
+        json_object_set_new(mm, "n_compared", json_integer((json_int_t)m.n));
+        json_object_set_new(mm, "max_abs_diff", f64_json(m.max_abs));
+        json_object_set_new(mm, "mean_diff", f64_json(m.mean));
+        json_object_set_new(mm, "log_ratio", f64_json(m.log_ratio));
+        json_object_set_new(o, "mismatch", mm);
+    }
     return o;
 }
 
-static void print_human(size_t idx, const cis2_score_request *q, const cis2_score_result *r)
+static void print_human(size_t idx, const cis2_score_request *q, const cis2_score_result *r, const json_t *claims)
 {
     char h[9];
     json_t *c = q->continuation ? json_stringn(q->continuation, q->continuation_len) : NULL;
@@ -306,12 +465,27 @@ static void print_human(size_t idx, const cis2_score_request *q, const cis2_scor
     printf("  context_tokens = %zu, tokens = %zu, scored = %zu\n", r->n_context, r->n_ids, r->n_scored);
     printf("  sum = %.9g (bits %s), sum_f64 = %.17g, all_greedy = %s\n", r->sum, h, r->sum_f64,
            r->all_greedy ? "yes" : "no");
-    printf("  %-4s %-10s %-15s %-8s %-7s %s\n", "i", "id", "logprob", "bits", "rank", "greedy");
+    if (claims) {
+        cmp_sum m = compare(claims, r);
+        printf("  compared = %zu, max_abs_diff = %.17g, mean_diff = %.17g, log_ratio = %.17g\n", m.n, m.max_abs,
+               m.mean, m.log_ratio);
+        printf("  %-4s %-10s %-15s %-8s %-7s %-6s %-24s %s\n", "i", "id", "logprob", "bits", "rank", "greedy",
+               "claimed", "diff");
+    } else
+        printf("  %-4s %-10s %-15s %-8s %-7s %s\n", "i", "id", "logprob", "bits", "rank", "greedy");
     for (size_t k = 0; k < r->n_ids; k++) {
         if (k < r->first) { printf("  %-4zu %-10u %-15s\n", k, r->ids[k], "(no context)"); continue; }
         f32_hex(r->logprobs[k], h);
-        printf("  %-4zu %-10u %-15.9g %-8s %-7u %s\n", k, r->ids[k], r->logprobs[k], h, r->ranks[k],
-               r->greedy[k] ? "yes" : "no");
+        json_t *x = claims ? json_array_get(claims, k) : NULL;
+        if (!claims)
+            printf("  %-4zu %-10u %-15.9g %-8s %-7u %s\n", k, r->ids[k], r->logprobs[k], h, r->ranks[k],
+                   r->greedy[k] ? "yes" : "no");
+        else if (json_is_null(x))
+            printf("  %-4zu %-10u %-15.9g %-8s %-7u %-6s %s\n", k, r->ids[k], r->logprobs[k], h, r->ranks[k],
+                   r->greedy[k] ? "yes" : "no", "-");
+        else
+            printf("  %-4zu %-10u %-15.9g %-8s %-7u %-6s %-24.17g %.17g\n", k, r->ids[k], r->logprobs[k], h,
+                   r->ranks[k], r->greedy[k] ? "yes" : "no", json_number_value(x), claim_diff(x, r->logprobs[k]));
     }
     free(cs);
     json_decref(c);
@@ -324,14 +498,17 @@ static void print_line(const sreqs *s, const sline *l, const cis2_score_result *
         char *cc = cli_ids_csv(r0->context_ids, r0->n_context);
         printf("context_token_ids = %s\n", cc ? cc : "");
         free(cc);
-        for (size_t i = 0; i < l->n; i++) print_human(i, &s->r[l->first + i], &res[l->first + i]);
+        for (size_t i = 0; i < l->n; i++)
+            print_human(i, &s->r[l->first + i], &res[l->first + i], l->claims ? json_array_get(l->claims, i) : NULL);
         return;
     }
     json_t *o = json_object(), *a = json_array();
     const cis2_score_request *q0 = &s->r[l->first];
     json_object_set_new(o, "context", q0->context ? json_stringn(q0->context, q0->context_len) : json_null());
     json_object_set_new(o, "context_token_ids", ids_json(r0->context_ids, r0->n_context));
-    for (size_t i = 0; i < l->n; i++) json_array_append_new(a, result_json(&s->r[l->first + i], &res[l->first + i]));
+    for (size_t i = 0; i < l->n; i++)
+        json_array_append_new(a, result_json(&s->r[l->first + i], &res[l->first + i],
+                                             l->claims ? json_array_get(l->claims, i) : NULL));
     json_object_set_new(o, "continuations", a);
     char *t = json_dumps(o, JSON_COMPACT);
     printf("%s\n", t ? t : "null");
@@ -456,6 +633,7 @@ int cmd_score(int argc, char **argv)
     if (rs) rc = cis2_score_receipts(e, s.r, s.n, &res, rs, &err);
     else rc = cis2_score(e, s.r, s.n, &res, &err);
     if (rc) goto report;
+    if (batch && (rc = claims_match(&s, res, batch, &err))) goto report; /* before any receipt or output */
     if (rs && (rc = write_receipts(rs, receipt, s.n, &err))) goto report;
     for (size_t i = 0; i < s.nlines; i++) print_line(&s, &s.lines[i], res, json);
     rc = cli_finish_stdout(CIS2_OK);
