@@ -8,7 +8,10 @@
  *   jinja_eval.c   scopes, statements, expressions, calls; the API
  *   jinja_value.c  values: arena, strings, lists, dicts, the variables'
  *                  copy, Python's str()/repr(), ==, <, tojson
- *   jinja_lib.c    the filters, tests, methods and global functions
+ *   jinja_filters.c  the filters and tests
+ *   jinja_methods.c  str/list/dict methods, the loop object, globals, %
+ *   jinja_str.c    what those two share: argument binding, Python's
+ *                  string operations on UTF-8, int()/float() syntax
  *
  * Every value of a render lives in the render's arena (freed at once at
  * the end), strings are byte slices (never NUL-terminated; the JSON
@@ -222,7 +225,7 @@ uint32_t jj_u8dec(const char *s, size_t n, size_t *len);          /* one code po
 size_t jj_u8enc(uint32_t cp, char *o);
 int jj_isspace_cp(uint32_t cp);                                   /* Python's str.isspace */
 
-/* jinja_lib.c: filters, tests, methods, functions */
+/* jinja_filters.c and jinja_methods.c: filters, tests, methods, functions */
 int jl_filter_id(const char *name, size_t n);  /* -1 unknown */
 int jl_test_id(const char *name, size_t n);
 int jl_filter(jctx *c, const jnode *at, int id, jv *val, jv *args, size_t na, jj_kw *kw, size_t nk, jv *out);
@@ -251,6 +254,40 @@ struct jj_macro {
     jj_scope *closure;     /* the scope it was defined in */
     jv caller;             /* the caller() of a call block (JT_MISSING if none) */
 };
+
+/* jinja_str.c, for jinja_filters.c and jinja_methods.c */
+int jj_find_name(const char *const *tab, int n, const char *s, size_t len); /* index in tab, or -1 */
+/* Binds positional and keyword arguments to the parameter names; the
+ * slots of those not given are JT_MISSING.  Unknown or doubled names, or
+ * too many positionals, are errors naming fn. */
+int jj_bind(jctx *c, const jnode *at, const char *fn, const char *const *names, size_t np, jv *args, size_t na,
+            jj_kw *kw, size_t nk, jv *slot);
+int jj_arg_int(jctx *c, const jnode *at, const char *fn, const jv *v, int64_t def, int64_t *out); /* int/bool, def if missing */
+int jj_arg_bool(const jv *v, int def);                                                           /* truth, def if missing */
+int jj_arg_str(jctx *c, const jnode *at, const char *fn, const jv *v, jv *out);                  /* a string, else an error */
+int jj_newstr(jctx *c, jj_buf *b, jv *out);
+int jj_make_iter(jctx *c, jv *items, size_t n, int view, jv *out); /* a copy of items, of LV_* kind view */
+int jj_tuple2(jctx *c, jv a, jv b, jv *out);
+int jj_list_of(jctx *c, jv *items, size_t n, jv *out);
+int jj_push(jctx *c, jv **v, size_t *n, size_t *cap, jv x);
+int jj_len_of(jctx *c, const jnode *at, const jv *v, int64_t *n);  /* Python's len() */
+uint32_t jj_cp_upper(uint32_t c);
+uint32_t jj_cp_lower(uint32_t c);
+int jj_is_cased(uint32_t c);
+int jj_is_upper_cp(uint32_t c);
+int jj_is_lower_cp(uint32_t c);
+int jj_uclass(uint32_t cp); /* UC_L / UC_N / UC_S of src/tables/unicode_tables.h */
+/* mode: 0 upper, 1 lower, 2 capitalize, 3 str.title, 4 swapcase */
+int jj_case_map(jctx *c, const jv *s, int mode, jv *out);
+int jj_cp_in(uint32_t cp, const jv *chars);
+/* str.strip family: which 1 left, 2 right, 3 both; chars NULL: whitespace */
+void jj_strip(const jv *s, const jv *chars, int which, jv *out);
+int jj_str_replace(jctx *c, const jv *s, const jv *old, const jv *new, int64_t count, jv *out); /* count < 0: all */
+int jj_str_split(jctx *c, const jnode *at, const jv *s, const jv *sep, int64_t maxsplit, int right, jv *out);
+size_t jj_line_break(const char *p, size_t n, size_t i); /* a str.splitlines boundary's length at p[i], or 0 */
+int jj_splitlines(jctx *c, const jv *s, int keepends, jv **parts, size_t *k);
+int jj_py_float_parse(const char *s, size_t n, double *out);        /* 1 parsed, 0 not Python float() syntax */
+int jj_py_int_parse(const char *s, size_t n, int base, int64_t *out); /* 1 parsed, 0 not, -1 over 64 bits */
 
 /* the evaluator (jinja_eval.c), for filters that call back (map with a
  * filter name, select with a test name) and macros */
