@@ -93,7 +93,7 @@ static int scope_find(const jj_scope *s, const char *name, size_t n, jv *out)
 static int lookup(jctx *c, jj_scope *s, const jnode *e, jv *out)
 {
     if (scope_find(s, e->name.p, e->name.n, out)) return 0;
-    if (jd_getn(c->vars.u.d, e->name.p, e->name.n, out)) return jj_cost(c, c->vars.u.d->n / 32);
+    if (jd_getn(c->vars.u.d, e->name.p, e->name.n, out)) return jj_cost(c, JJ_ITEMS(c->vars.u.d->n));
     if (jl_global(e->name.p, e->name.n, out)) return 0;
     char *h = jj_alloc(&c->mem, e->name.n + 20);
     if (!h) return jj_nomem(c);
@@ -134,7 +134,7 @@ int jj_getattr(jctx *c, const jnode *at, const jv *obj, const char *name, size_t
     case JT_UNDEF: return undef_error(c, at, obj);
     case JT_DICT:
         if (jl_method_lookup(c, obj, name, n, out)) return 0;
-        if (jj_cost(c, obj->u.d->n / 32)) return -1;
+        if (jj_cost(c, JJ_ITEMS(obj->u.d->n))) return -1;
         if (jd_getn(obj->u.d, name, n, out)) return 0;
         break;
     case JT_NS:
@@ -181,7 +181,7 @@ int jj_getitem(jctx *c, const jnode *at, const jv *obj, const jv *key, jv *out)
     case JT_STR:
         if (as_index(key, &i)) {
             size_t n = jj_u8len(obj->u.s.p, obj->u.s.n);
-            if (jj_cost(c, obj->u.s.n / 64)) return -1;
+            if (jj_cost(c, JJ_SCAN(obj->u.s.n))) return -1;
             if (i < 0) i += (int64_t)n;
             if (i >= 0 && (size_t)i < n) {
                 size_t o = jj_u8off(obj->u.s.p, obj->u.s.n, (size_t)i), l;
@@ -244,7 +244,7 @@ static int do_slice(jctx *c, const jnode *at, const jv *obj, const jv *st, const
         if (slice_bounds(c, at, st, sp, sc, (int64_t)l->n, &a, &b, &step)) return -1;
         size_t cnt = 0;
         for (int64_t i = a; step > 0 ? i < b : i > b; i += step) cnt++;
-        if (jj_cost(c, cnt / 16) || jv_newlist(c, cnt, out)) return -1;
+        if (jj_cost(c, JJ_ITEMS(cnt)) || jv_newlist(c, cnt, out)) return -1;
         size_t k = 0;
         for (int64_t i = a; step > 0 ? i < b : i > b; i += step) out->u.l->v[k++] = l->v[i];
         out->tuple = obj->tuple;
@@ -253,7 +253,7 @@ static int do_slice(jctx *c, const jnode *at, const jv *obj, const jv *st, const
     if (obj->t == JT_STR) {
         const char *p = obj->u.s.p;
         size_t n = obj->u.s.n, ncp = jj_u8len(p, n);
-        if (jj_cost(c, n / 32)) return -1;
+        if (jj_cost(c, JJ_SCAN(n))) return -1;
         if (slice_bounds(c, at, st, sp, sc, (int64_t)ncp, &a, &b, &step)) return -1;
         if (step == 1) {
             if (b <= a) { *out = jv_strn("", 0); return 0; }
@@ -290,7 +290,7 @@ int jj_iter(jctx *c, const jnode *at, const jv *v, jv **items, size_t *n)
     case JT_DICT: *items = v->u.d->k; *n = v->u.d->n; return 0;
     case JT_STR: {
         size_t k = jj_u8len(v->u.s.p, v->u.s.n);
-        if (jj_cost(c, k / 16)) return -1;
+        if (jj_cost(c, JJ_ITEMS(k) + JJ_SCAN(v->u.s.n))) return -1;
         jv *it = jj_alloc(&c->mem, (k ? k : 1) * sizeof *it);
         if (!it) return jj_nomem(c);
         for (size_t i = 0, o = 0; i < k; i++) {
@@ -383,7 +383,7 @@ static int repeat(jctx *c, const jnode *at, const jv *seq, int64_t k, jv *out)
     if (seq->t == JT_STR) {
         size_t n = seq->u.s.n;
         if (n && (uint64_t)k > (c->max_output + (uint64_t)n) / n) return jj_limit(c, "a string repetition exceeds max_output");
-        if (jj_cost(c, (uint64_t)k * n / 64)) return -1;
+        if (jj_cost(c, JJ_COPY((uint64_t)k * n) + JJ_ITEMS(k))) return -1;
         jj_buf b = {0};
         for (int64_t i = 0; i < k; i++)
             if (jb_put(c, &b, seq->u.s.p, n)) return -1;
@@ -391,7 +391,7 @@ static int repeat(jctx *c, const jnode *at, const jv *seq, int64_t k, jv *out)
     }
     size_t n = seq->u.l->n;
     if (n && (uint64_t)k > (uint64_t)c->mem.limit / (n * sizeof(jv))) return jj_nomem(c);
-    if (jj_cost(c, (uint64_t)k * n / 16) || jv_newlist(c, (size_t)k * n, out)) return -1;
+    if (jj_cost(c, JJ_ITEMS((uint64_t)k * n)) || jv_newlist(c, (size_t)k * n, out)) return -1;
     for (int64_t i = 0; i < k; i++)
         if (n) memcpy(out->u.l->v + (size_t)i * n, seq->u.l->v, n * sizeof(jv));
     out->tuple = seq->tuple;
@@ -484,7 +484,7 @@ static int binop(jctx *c, const jnode *e, int op, jv *a, jv *b, jv *out)
     }
     if (op == OPB_ADD && a->t == JT_LIST && b->t == JT_LIST && a->tuple == b->tuple) {
         size_t n = a->u.l->n, m = b->u.l->n;
-        if (jj_cost(c, (n + m) / 16) || jv_newlist(c, n + m, out)) return -1;
+        if (jj_cost(c, JJ_ITEMS(n + m)) || jv_newlist(c, n + m, out)) return -1;
         if (n) memcpy(out->u.l->v, a->u.l->v, n * sizeof(jv));
         if (m) memcpy(out->u.l->v + n, b->u.l->v, m * sizeof(jv));
         out->tuple = a->tuple;
@@ -509,12 +509,12 @@ static int contains(jctx *c, const jnode *at, const jv *item, const jv *cont, in
     case JT_STR:
         if (item->t != JT_STR)
             return jj_fail(c, at, "'in <string>' requires string as left operand, not %s", jv_typename(item));
-        if (jj_cost(c, cont->u.s.n / 64)) return -1;
+        if (jj_cost(c, JJ_SCAN(cont->u.s.n) * (1 + item->u.s.n / 64))) return -1;
         *res = item->u.s.n == 0 || (item->u.s.n <= cont->u.s.n &&
                                     jj_memmem(cont->u.s.p, cont->u.s.n, item->u.s.p, item->u.s.n) != NULL);
         return 0;
     case JT_LIST:
-        if (jj_cost(c, cont->u.l->n / 16)) return -1;
+        if (jj_cost(c, JJ_ITEMS(cont->u.l->n))) return -1;
         for (size_t i = 0; i < cont->u.l->n; i++) {
             int e = jv_equal(c, item, &cont->u.l->v[i], 0);
             if (e < 0) return -1;
@@ -782,14 +782,20 @@ __attribute__((noinline)) static int eval_test(jctx *c, jj_scope *s, const jnode
 
 /* ---------------------------------------------------------- expressions */
 
+/* kept out of ev and ex, so their frames stay small (the C stack a
+ * render needs is about max_depth times theirs) */
+__attribute__((noinline)) static int too_deep(jctx *c, const jnode *e)
+{
+    char m[160];
+    c->at = e;
+    c->depth--;
+    snprintf(m, sizeof m, "nesting or recursion deeper than %u (cis2_jinja_limits.max_depth)", c->max_depth);
+    return jj_limit(c, m);
+}
+
 static int ev(jctx *c, jj_scope *s, const jnode *e, jv *out)
 {
-    if (++c->depth > c->max_depth) {
-        c->at = e;
-        char m[160];
-        snprintf(m, sizeof m, "nesting or recursion deeper than %u (cis2_jinja_limits.max_depth)", c->max_depth);
-        return jj_limit(c, m);
-    }
+    if (++c->depth > c->max_depth) return too_deep(c, e);
     c->at = e;
     int r = jj_cost(c, 1);
     jv a, b;
@@ -935,12 +941,7 @@ __attribute__((noinline)) static int exec_for(jctx *c, jj_scope *s, const jnode 
 
 static int ex(jctx *c, jj_scope *s, const jnode *e)
 {
-    if (++c->depth > c->max_depth) {
-        c->at = e;
-        char m[160];
-        snprintf(m, sizeof m, "nesting or recursion deeper than %u (cis2_jinja_limits.max_depth)", c->max_depth);
-        return jj_limit(c, m);
-    }
+    if (++c->depth > c->max_depth) return too_deep(c, e);
     c->at = e;
     int r = jj_cost(c, 1);
     jv v;

@@ -102,7 +102,7 @@ static int msort(jctx *c, const jnode *at, const jv *keys, size_t *idx, size_t *
     if (n < 2) return 0;
     size_t h = n / 2;
     if (msort(c, at, keys, idx, tmp, h, rev) || msort(c, at, keys, idx + h, tmp, n - h, rev)) return -1;
-    if (jj_cost(c, n / 8 + 1)) return -1;
+    if (jj_cost(c, n / 2 + 1)) return -1;
     size_t i = 0, j = h, o = 0;
     while (i < h && j < n) {
         int r;
@@ -409,6 +409,7 @@ int jl_filter(jctx *c, const jnode *at, int id, jv *val, jv *args, size_t na, jj
         if (id == F_TITLE) {
             /* words start after '-', whitespace, '(', '{', '[' or '<' */
             jj_buf b = {0};
+            if (jj_cost(c, JJ_SCAN(s.u.s.n) * 8)) return -1;
             int start = 1;
             for (size_t i = 0; i < s.u.s.n;) {
                 size_t l;
@@ -586,7 +587,7 @@ int jl_filter(jctx *c, const jnode *at, int id, jv *val, jv *args, size_t na, jj
         if (jj_bind(c, at, fn, NULL, 0, args, na, kw, nk, a)) return -1;
         if (val->t == JT_STR) {
             jj_buf b = {0};
-            if (jj_cost(c, val->u.s.n / 32)) return -1;
+            if (jj_cost(c, JJ_SCAN(val->u.s.n))) return -1;
             for (size_t e = val->u.s.n; e > 0;) {
                 size_t q = e - 1;
                 while (q > 0 && ((unsigned char)val->u.s.p[q] & 0xC0) == 0x80) q--;
@@ -639,6 +640,7 @@ int jl_filter(jctx *c, const jnode *at, int id, jv *val, jv *args, size_t na, jj
     case F_TRIM: {
         static const char *const names[] = {"chars"};
         if (jj_bind(c, at, fn, names, 1, args, na, kw, nk, a) || jv_tostr(c, val, &s)) return -1;
+        if (a[0].t == JT_STR && jj_cost(c, JJ_SCAN(s.u.s.n) * (1 + a[0].u.s.n / 16))) return -1;
         if (a[0].t == JT_STR) jj_strip(&s, &a[0], 3, out);
         else jj_strip(&s, NULL, 3, out);
         return 0;
@@ -654,7 +656,7 @@ int jl_filter(jctx *c, const jnode *at, int id, jv *val, jv *args, size_t na, jj
             if (key_of(c, at, &items[i], &a[1], !jj_arg_bool(&a[0], 0), &key)) return -1;
             if ((key.t == JT_LIST && !key.tuple) || key.t == JT_DICT) return jj_fail(c, at, "unhashable type: '%s'", jv_typename(&key));
             int seen = 0;
-            if (jj_cost(c, m / 16)) return -1;
+            if (jj_cost(c, JJ_ITEMS(m) + 1)) return -1;
             for (size_t j = 0; j < m && !seen; j++) {
                 int e = jv_equal(c, &keys[j], &key, 0);
                 if (e < 0) return -1;
@@ -671,6 +673,7 @@ int jl_filter(jctx *c, const jnode *at, int id, jv *val, jv *args, size_t na, jj
         if (jj_bind(c, at, fn, NULL, 0, args, na, kw, nk, a) || jv_tostr(c, val, &s)) return -1;
         int64_t words = 0;
         int in = 0;
+        if (jj_cost(c, JJ_SCAN(s.u.s.n))) return -1;
         for (size_t i = 0; i < s.u.s.n;) {
             size_t l;
             uint32_t cp = jj_u8dec(s.u.s.p + i, s.u.s.n - i, &l);

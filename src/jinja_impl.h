@@ -29,6 +29,7 @@
 #include "jinja.h"
 
 #define JJ_MAX_NEST 256      /* syntax tree depth (parse) */
+#define JJ_MAX_PARSE_NEST 200 /* the parser's own recursion: nested expressions and blocks */
 #define JJ_MAX_VALUE_NEST 200 /* nesting of values repr/tojson/== walk */
 #define JJ_MAX_RANGE 100000  /* range()'s items, as Jinja's sandbox */
 
@@ -173,8 +174,14 @@ int jj_fail(jctx *c, const jnode *at, const char *fmt, ...)
     ;
 int jj_nomem(jctx *c);
 int jj_limit(jctx *c, const char *what);
-/* counts n steps of work; -1 past max_steps */
+/* counts n steps of work; -1 past max_steps.  A step is about 100 ns of
+ * work on a 2020s core, so max_steps bounds a render's time: a node
+ * evaluated or a loop turn is one step, and bulk work is charged by these
+ * (bytes walked character by character, bytes copied, values compared) */
 int jj_cost(jctx *c, uint64_t n);
+#define JJ_SCAN(n) ((uint64_t)(n) / 16)
+#define JJ_COPY(n) ((uint64_t)(n) / 256)
+#define JJ_ITEMS(n) ((uint64_t)(n) / 4)
 
 /* buffers (in the arena) */
 int jb_put(jctx *c, jj_buf *b, const char *s, size_t n);

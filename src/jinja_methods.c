@@ -203,7 +203,7 @@ static int str_method(jctx *c, const jnode *at, int id, const jv *s, jv *args, s
     static const char *const pre_n[] = {"prefix"};
     static const char *const repl_n[] = {"old", "new", "count"};
     static const char *const pad_n[] = {"width", "fillchar"};
-    if (jj_cost(c, 1 + s->u.s.n / 256)) return -1;
+    if (jj_cost(c, 1 + JJ_SCAN(s->u.s.n) * (1 + (na && args[0].t == JT_STR ? args[0].u.s.n / 64 : 0)))) return -1;
     switch (id) {
     case M_CAPITALIZE: case M_CASEFOLD: case M_LOWER: case M_UPPER: case M_SWAPCASE: case M_TITLE:
         if (jj_bind(c, at, fn, NULL, 0, args, na, kw, nk, a)) return -1;
@@ -545,7 +545,7 @@ int jl_call_func(jctx *c, const jnode *at, int fnid, jv *args, size_t na, jj_kw 
         if (cnt > JJ_MAX_RANGE)
             return jj_fail(c, at, "Range too big. The sandbox blocks ranges larger than MAX_RANGE (%d).", JJ_MAX_RANGE);
         size_t m = (size_t)cnt;
-        if (jj_cost(c, m / 16) || jv_newlist(c, m, out)) return -1;
+        if (jj_cost(c, JJ_ITEMS(m)) || jv_newlist(c, m, out)) return -1;
         for (size_t i = 0; i < m; i++) out->u.l->v[i] = jv_int(v[0] + (int64_t)i * v[2]);
         return 0;
     }
@@ -614,7 +614,7 @@ int jl_percent_format(jctx *c, const jnode *at, const jv *fmt, const jv *args, j
     int mapping = args->t == JT_DICT;
     if (args->t == JT_LIST && args->tuple) { av = args->u.l->v; nargs = args->u.l->n; }
     jj_buf b = {0};
-    if (jj_cost(c, n / 32)) return -1;
+    if (jj_cost(c, JJ_SCAN(n))) return -1;
     for (size_t i = 0; i < n; i++) {
         if (p[i] != '%') { if (jb_put(c, &b, p + i, 1)) return -1; continue; }
         size_t j = i + 1;
@@ -669,6 +669,8 @@ int jl_percent_format(jctx *c, const jnode *at, const jv *fmt, const jv *args, j
                 while (*q && strchr("-+ 0#", *q)) left |= *q++ == '-';
                 while (*q >= '0' && *q <= '9') width = width * 10 + (*q++ - '0');
                 if (*q == '.') { prec = 0; q++; while (*q >= '0' && *q <= '9') prec = prec * 10 + (*q++ - '0'); }
+                if (width > (int64_t)c->max_output) return jj_limit(c, "a format width exceeds max_output");
+                if (jj_cost(c, (uint64_t)width / 16)) return -1;
                 size_t bytes = sb.n, chars = jj_u8len(sb.p, sb.n);
                 if (prec >= 0 && (size_t)prec < chars) { bytes = jj_u8off(sb.p, sb.n, (size_t)prec); chars = (size_t)prec; }
                 int64_t pad = width > (int64_t)chars ? width - (int64_t)chars : 0;

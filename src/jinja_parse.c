@@ -57,6 +57,7 @@ typedef struct P {
     size_t lc_off;
     uint32_t lc_line, lc_col;
     int loops;      /* enclosing for loops (break/continue) */
+    int nest;       /* the parser's recursion (JJ_MAX_PARSE_NEST) */
     unsigned refs;  /* varargs/kwargs/caller seen in the current macro */
     int failed;
 } P;
@@ -553,6 +554,19 @@ static int nl_push(P *p, nlist *l, jnode *e)
 }
 static void nl_give(jnode *e, nlist *l) { e->v = l->v; e->n = l->n; }
 
+/* bounds the parser's own recursion before it recurses (the tree's depth
+ * is checked after, in fin) */
+static int enter(P *p)
+{
+    if (++p->nest <= JJ_MAX_PARSE_NEST) return 0;
+    if (!p->failed) {
+        p->failed = 1;
+        cis2_fail(p->err, CIS2_E_NOMEM, "template line %u:%u: nesting deeper than %d", cur(p)->line, cur(p)->col,
+                  JJ_MAX_PARSE_NEST);
+    }
+    return -1;
+}
+
 static jnode *parse_expr(P *p, int condexpr);
 static jnode *parse_tuple(P *p, int condexpr, int explicit, const char *extra_end);
 static jnode *parse_unary(P *p, int with_filter);
@@ -849,7 +863,10 @@ static jnode *parse_unary(P *p, int with_filter)
     if (is_op(t, O_SUB) || is_op(t, O_ADD)) {
         adv(p);
         e = mk(p, is_op(t, O_SUB) ? N_NEG : N_POS, t);
-        if (!e || !(e->a = parse_unary(p, 0))) return NULL;
+        if (!e || enter(p)) return NULL;
+        e->a = parse_unary(p, 0);
+        p->nest--;
+        if (!e->a) return NULL;
         e = fin(p, e);
     } else {
         e = parse_primary(p);
@@ -958,7 +975,10 @@ static jnode *parse_not(P *p)
     if (is_name(t, "not")) {
         adv(p);
         jnode *e = mk(p, N_NOT, t);
-        if (!e || !(e->a = parse_not(p))) return NULL;
+        if (!e || enter(p)) return NULL;
+        e->a = parse_not(p);
+        p->nest--;
+        if (!e->a) return NULL;
         return fin(p, e);
     }
     return parse_compare(p);
@@ -983,7 +1003,15 @@ static jnode *parse_or(P *p)
     }
     return e;
 }
+static jnode *parse_expr_in(P *p, int condexpr);
 static jnode *parse_expr(P *p, int condexpr)
+{
+    if (enter(p)) return NULL;
+    jnode *e = parse_expr_in(p, condexpr);
+    p->nest--;
+    return e;
+}
+static jnode *parse_expr_in(P *p, int condexpr)
 {
     jnode *e = parse_or(p);
     if (!condexpr) return e;
@@ -1304,7 +1332,15 @@ static jnode *parse_stmt(P *p)
     return perr(p, kw, "unknown or misplaced tag '%.*s'", (int)(kw->n > 40 ? 40 : kw->n), kw->p);
 }
 
+static jnode *parse_body_in(P *p, const char *const *ends, int *which, const jtok *opener);
 static jnode *parse_body(P *p, const char *const *ends, int *which, const jtok *opener)
+{
+    if (enter(p)) return NULL;
+    jnode *b = parse_body_in(p, ends, which, opener);
+    p->nest--;
+    return b;
+}
+static jnode *parse_body_in(P *p, const char *const *ends, int *which, const jtok *opener)
 {
     jnode *body = mk(p, N_BODY, cur(p));
     nlist l = {0};

@@ -86,7 +86,7 @@ int jj_len_of(jctx *c, const jnode *at, const jv *v, int64_t *n)
 {
     switch (v->t) {
     case JT_UNDEF: *n = 0; return 0;
-    case JT_STR: *n = (int64_t)jj_u8len(v->u.s.p, v->u.s.n); return jj_cost(c, v->u.s.n / 256);
+    case JT_STR: *n = (int64_t)jj_u8len(v->u.s.p, v->u.s.n); return jj_cost(c, JJ_SCAN(v->u.s.n));
     case JT_LIST:
         if (v->view == LV_ITER) return jj_fail(c, at, "object of type 'generator' has no len()");
         *n = (int64_t)v->u.l->n;
@@ -174,7 +174,7 @@ int jj_case_map(jctx *c, const jv *s, int mode, jv *out)
     jj_buf b = {0};
     const char *p = s->u.s.p;
     size_t n = s->u.s.n;
-    if (jj_cost(c, n / 32)) return -1;
+    if (jj_cost(c, JJ_SCAN(n))) return -1;
     int prev_cased = 0, first = 1;
     uint32_t prev = 0;
     for (size_t i = 0; i < n;) {
@@ -254,7 +254,7 @@ int jj_str_replace(jctx *c, const jv *s, const jv *old, const jv *new, int64_t c
 {
     const char *p = s->u.s.p;
     size_t n = s->u.s.n, on = old->u.s.n;
-    if (jj_cost(c, n / 32)) return -1;
+    if (jj_cost(c, JJ_SCAN(n) * (1 + on / 64) + JJ_SCAN(new->u.s.n))) return -1;
     jj_buf b = {0};
     if (on == 0) { /* "abc".replace("", "-") == "-a-b-c-" */
         size_t i = 0;
@@ -310,7 +310,7 @@ int jj_str_split(jctx *c, const jnode *at, const jv *s, const jv *sep, int64_t m
     const char *p = s->u.s.p;
     size_t n = s->u.s.n, cap = 0, k = 0;
     jv *parts = NULL;
-    if (jj_cost(c, n / 32)) return -1;
+    if (jj_cost(c, JJ_SCAN(n))) return -1;
     if (sep && sep->t == JT_STR && sep->u.s.n == 0) return jj_fail(c, at, "empty separator");
     if (!sep || sep->t == JT_NONE || sep->t == JT_MISSING) {
         /* runs of whitespace; leading/trailing runs give no empty parts */
@@ -417,7 +417,7 @@ int jj_splitlines(jctx *c, const jv *s, int keepends, jv **parts, size_t *k)
     size_t n = s->u.s.n, cap = 0, st = 0;
     *parts = NULL;
     *k = 0;
-    if (jj_cost(c, n / 32)) return -1;
+    if (jj_cost(c, JJ_SCAN(n))) return -1;
     for (size_t i = 0; i < n;) {
         size_t bl = jj_line_break(p, n, i);
         if (!bl) { i++; continue; }

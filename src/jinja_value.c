@@ -154,7 +154,7 @@ int jj_emit(jctx *c, const char *s, size_t n)
         snprintf(m, sizeof m, "the rendered text would exceed %zu bytes (cis2_jinja_limits.max_output)", c->max_output);
         return jj_limit(c, m);
     }
-    if (jj_cost(c, n / 256)) return -1;
+    if (jj_cost(c, JJ_COPY(n))) return -1;
     return jb_put(c, c->out, s, n);
 }
 
@@ -212,7 +212,7 @@ static int key_eq(jctx *c, const jv *a, const jv *b)
 
 int jd_get(jctx *c, const jj_dict *d, jv key, jv *val)
 {
-    if (jj_cost(c, d->n / 32)) return -1;
+    if (jj_cost(c, JJ_ITEMS(d->n))) return -1;
     for (size_t i = 0; i < d->n; i++) {
         int e = key_eq(c, &d->k[i], &key);
         if (e < 0) return -1;
@@ -236,7 +236,7 @@ int jd_getn(const jj_dict *d, const char *name, size_t n, jv *val)
 
 int jd_set(jctx *c, jj_dict *d, jv key, jv val)
 {
-    if (jj_cost(c, d->n / 32)) return -1;
+    if (jj_cost(c, JJ_ITEMS(d->n))) return -1;
     for (size_t i = 0; i < d->n; i++) {
         int e = key_eq(c, &d->k[i], &key);
         if (e < 0) return -1;
@@ -505,7 +505,7 @@ static int repr_str(jctx *c, jj_buf *b, const char *s, size_t n)
 {
     int sq = memchr(s, '\'', n) != NULL, dq = memchr(s, '"', n) != NULL;
     char q = sq && !dq ? '"' : '\'';
-    if (jj_cost(c, n / 64) || jb_put(c, b, &q, 1)) return -1;
+    if (jj_cost(c, JJ_SCAN(n)) || jb_put(c, b, &q, 1)) return -1;
     size_t i = 0, run = 0;
     while (i < n) {
         size_t l;
@@ -612,7 +612,7 @@ int jv_equal(jctx *c, const jv *a, const jv *b, int depth)
     case JT_LIST: {
         if (a->view || b->view) return a->view == b->view && a->u.l == b->u.l;
         if (a->tuple != b->tuple || a->u.l->n != b->u.l->n) return 0;
-        if (jj_cost(c, a->u.l->n / 16)) return -1;
+        if (jj_cost(c, JJ_ITEMS(a->u.l->n))) return -1;
         for (size_t i = 0; i < a->u.l->n; i++) {
             int e = jv_equal(c, &a->u.l->v[i], &b->u.l->v[i], depth + 1);
             if (e <= 0) return e;
@@ -671,7 +671,7 @@ int jv_compare(jctx *c, const jv *a, const jv *b, int *res)
 
 static int json_str(jctx *c, jj_buf *b, const char *s, size_t n, int ascii)
 {
-    if (jj_cost(c, n / 64) || jb_put(c, b, "\"", 1)) return -1;
+    if (jj_cost(c, JJ_SCAN(n)) || jb_put(c, b, "\"", 1)) return -1;
     size_t i = 0, run = 0;
     while (i < n) {
         size_t l;
@@ -754,7 +754,7 @@ int jv_tojson(jctx *c, jj_buf *b, const jv *v, const jj_json_opts *o, int level)
         if (!ord) return jj_nomem(c);
         for (size_t i = 0; i < d->n; i++) ord[i] = i;
         if (o->sort_keys) {
-            if (jj_cost(c, d->n * 4)) return -1;
+            if (jj_cost(c, (uint64_t)d->n * d->n / 4 + 1)) return -1;
             for (size_t i = 1; i < d->n; i++) /* insertion sort: stable, dicts are small */
                 for (size_t j = i; j > 0; j--) {
                     int r;
@@ -805,7 +805,7 @@ int jj_html_escape(jctx *c, const jv *v, jv *out)
     if (jv_tostr(c, v, &s)) return -1;
     jj_buf b = {0};
     size_t run = 0;
-    if (jj_cost(c, s.u.s.n / 64)) return -1;
+    if (jj_cost(c, JJ_SCAN(s.u.s.n))) return -1;
     for (size_t i = 0; i < s.u.s.n; i++) {
         const char *r = NULL;
         switch (s.u.s.p[i]) {
