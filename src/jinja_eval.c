@@ -283,7 +283,7 @@ int jj_iter(jctx *c, const jnode *at, const jv *v, jv **items, size_t *n)
     switch (v->t) {
     case JT_UNDEF: *items = NULL; *n = 0; return 0;
     case JT_LIST:
-        *items = v->u.l->v + v->u.l->pos;
+        *items = v->u.l->v ? v->u.l->v + v->u.l->pos : NULL;
         *n = v->u.l->n - v->u.l->pos;
         if (v->view == LV_ITER) v->u.l->pos = v->u.l->n; /* a generator is used up */
         return 0;

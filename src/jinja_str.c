@@ -445,13 +445,14 @@ int jj_py_float_parse(const char *s, size_t n, double *out)
             *out = k == 2 ? NAN : (bn && b[0] == '-' ? -INFINITY : INFINITY);
             return 1;
         }
-    int digits = 0, prev_digit = 0;
+    int digits = 0, prev_digit = 0, dot = 0, exp = 0;
     for (; i < n; i++) {
         char ch = s[i];
         if (ch >= '0' && ch <= '9') { b[bn++] = ch; digits++; prev_digit = 1; continue; }
         if (ch == '_' && prev_digit && i + 1 < n && s[i + 1] >= '0' && s[i + 1] <= '9') continue;
-        if (ch == '.' && !strchr(b, '.') && !strchr(b, 'e')) { b[bn++] = '.'; prev_digit = 0; continue; }
-        if ((ch == 'e' || ch == 'E') && digits && !strchr(b, 'e')) {
+        if (ch == '.' && !dot && !exp) { b[bn++] = '.'; dot = 1; prev_digit = 0; continue; }
+        if ((ch == 'e' || ch == 'E') && digits && !exp) {
+            exp = 1;
             b[bn++] = 'e';
             if (i + 1 < n && (s[i + 1] == '+' || s[i + 1] == '-')) b[bn++] = s[++i];
             if (i + 1 >= n || s[i + 1] < '0' || s[i + 1] > '9') return 0;
