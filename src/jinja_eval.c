@@ -187,6 +187,7 @@ int jj_getitem(jctx *c, const jnode *at, const jv *obj, const jv *key, jv *out)
                 size_t o = jj_u8off(obj->u.s.p, obj->u.s.n, (size_t)i), l;
                 jj_u8dec(obj->u.s.p + o, obj->u.s.n - o, &l);
                 *out = jv_strn(obj->u.s.p + o, l);
+                out->safe = obj->safe;
                 return 0;
             }
         }
@@ -256,9 +257,9 @@ static int do_slice(jctx *c, const jnode *at, const jv *obj, const jv *st, const
         if (jj_cost(c, JJ_SCAN(n))) return -1;
         if (slice_bounds(c, at, st, sp, sc, (int64_t)ncp, &a, &b, &step)) return -1;
         if (step == 1) {
-            if (b <= a) { *out = jv_strn("", 0); return 0; }
-            size_t o1 = jj_u8off(p, n, (size_t)a), o2 = o1 + jj_u8off(p + o1, n - o1, (size_t)(b - a));
+            size_t o1 = jj_u8off(p, n, (size_t)a), o2 = b <= a ? o1 : o1 + jj_u8off(p + o1, n - o1, (size_t)(b - a));
             *out = jv_strn(p + o1, o2 - o1);
+            out->safe = obj->safe;
             return 0;
         }
         size_t *off = jj_alloc(&c->mem, (ncp + 1) * sizeof *off);
@@ -270,7 +271,9 @@ static int do_slice(jctx *c, const jnode *at, const jv *obj, const jv *st, const
         jj_buf buf = {0};
         for (int64_t i = a; step > 0 ? i < b : i > b; i += step)
             if (jb_put(c, &buf, p + off[i], off[i + 1] - off[i])) return -1;
-        return jb_take(c, &buf, out);
+        jb_take(c, &buf, out);
+        out->safe = obj->safe;
+        return 0;
     }
     *out = undef_attr(c, obj, "slice", 5);
     return 0;
@@ -370,7 +373,7 @@ static void py_fdivmod(double x, double y, double *q, double *m)
         fq = jj_floor(div);
         if (div - fq > 0.5) fq += 1.0;
     } else {
-        fq = (x < 0) != (y < 0) ? -0.0 : 0.0;
+        fq = signbit(x / y) ? -0.0 : 0.0;
     }
     *q = fq;
     *m = mod;

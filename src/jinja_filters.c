@@ -196,7 +196,9 @@ static int f_indent(jctx *c, const jnode *at, jv *val, jv *args, size_t na, jj_k
         if (i && (blank || lines[i].u.s.n) && jb_put(c, &b, ind.u.s.p, ind.u.s.n)) return -1;
         if (jb_put(c, &b, lines[i].u.s.p, lines[i].u.s.n)) return -1;
     }
-    return jj_newstr(c, &b, out);
+    jj_newstr(c, &b, out);
+    out->safe = s.safe; /* Markup in, Markup out (markupsafe) */
+    return 0;
 }
 
 /* select/reject/selectattr/rejectattr: attr_mode takes the attribute first */
@@ -424,7 +426,9 @@ int jl_filter(jctx *c, const jnode *at, int id, jv *val, jv *args, size_t na, jj
             }
             return jj_newstr(c, &b, out);
         }
-        return jj_case_map(c, &s, id == F_UPPER ? 0 : id == F_LOWER ? 1 : 2, out);
+        if (jj_case_map(c, &s, id == F_UPPER ? 0 : id == F_LOWER ? 1 : 2, out)) return -1;
+        out->safe = s.safe;
+        return 0;
     case F_CENTER: {
         static const char *const names[] = {"width"};
         if (jj_bind(c, at, fn, names, 1, args, na, kw, nk, a) || jj_arg_int(c, at, fn, &a[0], 80, &k) || jv_tostr(c, val, &s))
@@ -437,7 +441,9 @@ int jl_filter(jctx *c, const jnode *at, int id, jv *val, jv *args, size_t na, jj
         for (int64_t i = 0; i < left; i++) if (jb_put(c, &b, " ", 1)) return -1;
         if (jb_put(c, &b, s.u.s.p, s.u.s.n)) return -1;
         for (int64_t i = 0; i < pad - left; i++) if (jb_put(c, &b, " ", 1)) return -1;
-        return jj_newstr(c, &b, out);
+        jj_newstr(c, &b, out);
+        out->safe = s.safe;
+        return 0;
     }
     case F_COUNT:
     case F_LENGTH:
@@ -594,7 +600,9 @@ int jl_filter(jctx *c, const jnode *at, int id, jv *val, jv *args, size_t na, jj
                 if (jb_put(c, &b, val->u.s.p + q, e - q)) return -1;
                 e = q;
             }
-            return jj_newstr(c, &b, out);
+            jj_newstr(c, &b, out);
+            out->safe = val->safe;
+            return 0;
         }
         if (jj_iter(c, at, val, &items, &n) || jv_newlist(c, n, out)) return -1;
         for (size_t i = 0; i < n; i++) out->u.l->v[i] = items[n - 1 - i];

@@ -192,7 +192,7 @@ static int pad_str(jctx *c, const jv *s, int64_t width, const jv *fill, int mode
     return jj_newstr(c, &b, out);
 }
 
-static int str_method(jctx *c, const jnode *at, int id, const jv *s, jv *args, size_t na, jj_kw *kw, size_t nk, jv *out)
+static int str_method_plain(jctx *c, const jnode *at, int id, const jv *s, jv *args, size_t na, jj_kw *kw, size_t nk, jv *out)
 {
     jv a[3], t;
     int64_t k;
@@ -362,6 +362,52 @@ static int str_method(jctx *c, const jnode *at, int id, const jv *s, jv *args, s
     }
     }
     return jj_fail(c, at, "internal: str method %d", id);
+}
+
+/* A Markup string's methods (markupsafe): most escape their string
+ * arguments (join its items) and return Markup; split and its kin return
+ * Markup pieces; the others (find, startswith, ...) are str's. */
+static int str_method(jctx *c, const jnode *at, int id, const jv *s, jv *args, size_t na, jj_kw *kw, size_t nk, jv *out)
+{
+    if (!s->safe) return str_method_plain(c, at, id, s, args, na, kw, nk, out);
+    int wrapped = 0, pieces = id == M_SPLIT || id == M_RSPLIT || id == M_SPLITLINES;
+    switch (id) {
+    case M_CAPITALIZE: case M_TITLE: case M_LOWER: case M_UPPER: case M_REPLACE: case M_LJUST: case M_RJUST:
+    case M_LSTRIP: case M_RSTRIP: case M_CENTER: case M_STRIP: case M_SWAPCASE: case M_ZFILL: case M_CASEFOLD:
+    case M_REMOVEPREFIX: case M_REMOVESUFFIX: case M_JOIN: case M_FORMAT: case M_PARTITION: case M_RPARTITION:
+        wrapped = 1;
+        break;
+    }
+    if (!wrapped && !pieces) return str_method_plain(c, at, id, s, args, na, kw, nk, out);
+    jv *ea = args;
+    jj_kw *ek = kw;
+    if (wrapped && (na || nk)) {
+        ea = jj_alloc(&c->mem, (na ? na : 1) * sizeof *ea);
+        ek = jj_alloc(&c->mem, (nk ? nk : 1) * sizeof *ek);
+        if (!ea || !ek) return jj_nomem(c);
+        for (size_t i = 0; i < na; i++) {
+            ea[i] = args[i];
+            if (id == M_JOIN) {
+                jv *items;
+                size_t n;
+                if (jj_iter(c, at, &args[i], &items, &n) || jv_newlist(c, n, &ea[i])) return -1;
+                for (size_t j = 0; j < n; j++)
+                    if (jj_html_escape(c, &items[j], &ea[i].u.l->v[j])) return -1;
+            } else if (args[i].t == JT_STR && jj_html_escape(c, &args[i], &ea[i])) {
+                return -1;
+            }
+        }
+        for (size_t j = 0; j < nk; j++) {
+            ek[j] = kw[j];
+            if (kw[j].v.t == JT_STR && jj_html_escape(c, &kw[j].v, &ek[j].v)) return -1;
+        }
+    }
+    if (str_method_plain(c, at, id, s, ea, na, ek, nk, out)) return -1;
+    if (out->t == JT_STR) out->safe = 1;
+    if (out->t == JT_LIST)
+        for (size_t i = 0; i < out->u.l->n; i++)
+            if (out->u.l->v[i].t == JT_STR) out->u.l->v[i].safe = 1;
+    return 0;
 }
 
 int jl_call_method(jctx *c, const jnode *at, jj_bound *bm, jv *args, size_t na, jj_kw *kw, size_t nk, jv *out)
@@ -658,6 +704,12 @@ int jl_percent_format(jctx *c, const jnode *at, const jv *fmt, const jv *args, j
         case 'r': {
             jj_buf sb = {0};
             if (conv == 's' ? jv_str(c, &sb, &v) : jv_repr(c, &sb, &v, 0)) return -1;
+            if (fmt->safe && !(v.t == JT_STR && v.safe && conv == 's')) { /* Markup % args escapes them */
+                jv e, raw = jv_strn(sb.p ? sb.p : "", sb.n);
+                if (jj_html_escape(c, &raw, &e)) return -1;
+                sb.p = (char *)e.u.s.p;
+                sb.n = sb.cap = e.u.s.n;
+            }
             spec[sn++] = 's';
             spec[sn] = 0;
             if (sn == 2) { if (jb_put(c, &b, sb.p, sb.n)) return -1; }
@@ -720,5 +772,7 @@ int jl_percent_format(jctx *c, const jnode *at, const jv *fmt, const jv *args, j
         i = j;
     }
     if (!mapping && ai < nargs) return jj_fail(c, at, "not all arguments converted during string formatting");
-    return jj_newstr(c, &b, out);
+    jj_newstr(c, &b, out);
+    out->safe = fmt->safe;
+    return 0;
 }

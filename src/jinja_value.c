@@ -535,7 +535,9 @@ int jv_repr(jctx *c, jj_buf *b, const jv *v, int depth)
     if (depth > JJ_MAX_VALUE_NEST) return jj_fail(c, NULL, "a value nests deeper than %d", JJ_MAX_VALUE_NEST);
     switch (v->t) {
     case JT_UNDEF: return jb_str(c, b, "Undefined");
-    case JT_STR: return repr_str(c, b, v->u.s.p, v->u.s.n);
+    case JT_STR:
+        if (!v->safe) return repr_str(c, b, v->u.s.p, v->u.s.n);
+        return jb_str(c, b, "Markup(") || repr_str(c, b, v->u.s.p, v->u.s.n) || jb_str(c, b, ")") ? -1 : 0;
     case JT_LIST: {
         const jj_list *l = v->u.l;
         if (v->view == LV_ITER) return jb_str(c, b, "<generator object>");
