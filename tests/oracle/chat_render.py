@@ -21,6 +21,12 @@ with one change for reproducibility: strftime_now formats a pinned time,
                                                {"text": ...}, {"raise": msg}
                                                (raise_exception) or
                                                {"error": "Type: msg"}
+    chat_render.py prepare CORPUS DIR NAME=TEMPLATE[:TOKENS]...
+                                               both of the above for each
+                                               template, in DIR/NAME.cases
+                                               and DIR/NAME.jinja2
+    chat_render.py compare-all DIR NAME...     compare (below) for each NAME:
+                                               DIR/NAME.cases, .cis2, .jinja2
     chat_render.py snippets FILE               the cases of a snippet file:
                                                {"template": ..., "vars": ...}
     chat_render.py render-each < CASES         one result line per such case
@@ -80,14 +86,15 @@ def environment():
     return env
 
 
-def render(path):
+def render_lines(path, lines):
+    """The result line of each case line, rendering the template at path."""
     with open(path, encoding="utf-8", newline="") as f:
         src = f.read()
     try:
         tmpl = environment().from_string(src)
     except Exception as e:  # a syntax error: every case fails alike
         tmpl, perr = None, "%s: %s" % (type(e).__name__, e)
-    for line in sys.stdin:
+    for line in lines:
         case = json.loads(line)
         if tmpl is None:
             out = {"error": perr}
@@ -98,7 +105,32 @@ def render(path):
                 out = {"raise": str(e)}
             except Exception as e:  # the template failed on this input
                 out = {"error": "%s: %s" % (type(e).__name__, e)}
-        print(json.dumps(out, ensure_ascii=True))
+        yield json.dumps(out, ensure_ascii=True)
+
+
+def render(path):
+    for out in render_lines(path, sys.stdin):
+        print(out)
+
+
+def prepare(corpus_path, outdir, specs):
+    """For each NAME=TEMPLATE[:TOKENS]: OUTDIR/NAME.cases (the corpus for
+    TOKENS, default NAME) and OUTDIR/NAME.jinja2 (jinja2's results), in one
+    process (a python start per template costs more than the renders)."""
+    import contextlib
+    import io
+    for spec in specs:
+        name, _, rest = spec.partition("=")
+        path, _, tokens = rest.partition(":")
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            cases(corpus_path, tokens or name)
+        lines = buf.getvalue().splitlines(True)
+        with open("%s/%s.cases" % (outdir, name), "w", encoding="utf-8") as f:
+            f.writelines(lines)
+        with open("%s/%s.jinja2" % (outdir, name), "w", encoding="utf-8") as f:
+            for out in render_lines(path, lines):
+                f.write(out + "\n")
 
 
 def render_each():
@@ -162,6 +194,16 @@ def cases(corpus_path, name):
                 print(json.dumps(case, ensure_ascii=True))
 
 
+def compare_all(outdir, names):
+    """compare for each NAME of OUTDIR (NAME.cases, NAME.cis2, NAME.jinja2)."""
+    bad = 0
+    for name in names:
+        print("%s: " % name, end="")
+        d = "%s/%s" % (outdir, name)
+        bad += compare(d + ".cases", d + ".cis2", d + ".jinja2")
+    return 1 if bad else 0
+
+
 def compare(cases_path, ours_path, theirs_path):
     names = [json.loads(l).get("_case", "?") for l in open(cases_path, encoding="utf-8")]
     ours = [json.loads(l) for l in open(ours_path, encoding="utf-8")]
@@ -200,6 +242,10 @@ def main():
         render(sys.argv[2])
     elif cmd == "cases" and len(sys.argv) == 4:
         cases(sys.argv[2], sys.argv[3])
+    elif cmd == "prepare" and len(sys.argv) >= 4:
+        prepare(sys.argv[2], sys.argv[3], sys.argv[4:])
+    elif cmd == "compare-all" and len(sys.argv) >= 3:
+        sys.exit(compare_all(sys.argv[2], sys.argv[3:]))
     elif cmd == "render-each" and len(sys.argv) == 2:
         render_each()
     elif cmd == "snippets" and len(sys.argv) == 3:

@@ -24,7 +24,7 @@
 # tests/unit/test_jinja.c's: jinja2 would loop or grow without end on them.
 # This test runs in the sanitizer leg too: its driver is the build's
 # tests/unit/test_jinja, so the real templates run under ASan/UBSan there.
-# A few seconds.  Skips when Debian's python3 cannot import jinja2
+# About 3 s.  Skips when Debian's python3 cannot import jinja2
 # (apt-get install python3-jinja2) or the driver is not built (make tests).
 set -u
 . tests/lib.sh
@@ -37,34 +37,24 @@ O=tests/oracle/chat_render.py
 CORPUS=tests/oracle/chat_corpus.json
 tmpdir d
 
-# compare NAME: the cases, cis2's results and jinja2's, in $d
-compare() {
-    if "$PY" "$O" compare "$d/$1.cases" "$d/$1.cis2" "$d/$1.jinja2" > "$d/$1.cmp"; then
-        echo "ok: $1: $(tail -n 1 "$d/$1.cmp")"
-    else
-        cat "$d/$1.cmp"
-        fail_later "$1: cis2 and jinja2 differ"
-    fi
+# Every template's cases go through jinja2 in one python process
+# (prepare), through cis2 one driver run each, and are compared in one
+# process (compare-all); SPECS collects NAME=TEMPLATE[:TOKENS].
+SPECS=""
+NAMES=""
+add() {   # NAME FILE [TOKENS]
+    SPECS="$SPECS $1=$2${3:+:$3}"
+    NAMES="$NAMES $1"
 }
-
-# template FILE NAME [TOKENS]: the corpus through both renderers
-template() {
-    "$PY" "$O" cases "$CORPUS" "${3:-$2}" > "$d/$2.cases" || fail "chat_render.py cases $2"
-    "$PY" "$O" render "$1" < "$d/$2.cases" > "$d/$2.jinja2" || fail "chat_render.py render $1"
-    $RUNNER "$DRV" --render "$1" < "$d/$2.cases" > "$d/$2.cis2" || { fail_later "test_jinja --render $1 exited $?"; return; }
-    compare "$2"
-}
-
 n=0
 for f in "$SHARED"/models/templates/*.jinja; do
     [ -f "$f" ] || continue
     n=$((n + 1))
-    template "$f" "$(basename "$f" .jinja)"
+    add "$(basename "$f" .jinja)" "$f"
 done
 [ $n -gt 0 ] || echo "note: no templates in $SHARED/models/templates: the families' templates are not checked"
-
 for f in tests/server/templates/*.jinja; do
-    template "$f" "server-$(basename "$f" .jinja)" chatml
+    add "server-$(basename "$f" .jinja)" "$f" chatml
 done
 
 # A ChatML template with tools in Qwen2.5-Instruct's shape: a default
@@ -126,13 +116,33 @@ cat > "$d/chatml.jinja" << 'EOF'
     {{- '<|im_start|>assistant\n' }}
 {%- endif %}
 EOF
-template "$d/chatml.jinja" chatml
+add chatml "$d/chatml.jinja"
+
+# shellcheck disable=SC2086
+"$PY" "$O" prepare "$CORPUS" "$d" $SPECS || fail "chat_render.py prepare"
+for spec in $SPECS; do
+    name=${spec%%=*}
+    file=${spec#*=}
+    file=${file%%:*}
+    $RUNNER "$DRV" --render "$file" < "$d/$name.cases" > "$d/$name.cis2" || fail_later "test_jinja --render $file exited $?"
+done
+# compared NAME...: every NAME's results agree, or fail_later
+compared() {
+    if "$PY" "$O" compare-all "$d" "$@" > "$d/cmp"; then
+        sed 's/^/ok: /' "$d/cmp"
+    else
+        cat "$d/cmp"
+        fail_later "cis2 and jinja2 render differently (above)"
+    fi
+}
+# shellcheck disable=SC2086
+compared $NAMES
 
 # the subset, snippet by snippet
 "$PY" "$O" snippets tests/oracle/chat_snippets.txt > "$d/snippets.cases" || fail "chat_render.py snippets"
 "$PY" "$O" render-each < "$d/snippets.cases" > "$d/snippets.jinja2" || fail "chat_render.py render-each"
 $RUNNER "$DRV" --render-each < "$d/snippets.cases" > "$d/snippets.cis2" || fail_later "test_jinja --render-each exited $?"
-compare snippets
+compared snippets
 
 # the unit test's expectations are jinja2's
 $RUNNER "$DRV" --table > "$d/table.cases" || fail "test_jinja --table"
