@@ -1,7 +1,7 @@
 /*
  * jinja.h - the chat-template renderer: the part of Jinja2 that published
  * chat templates use, rendered as Hugging Face transformers renders them
- * (docs/chat.md "The renderer").  Library-internal: the server reaches it
+ * (docs/chat.md, "The API").  Library-internal: the server reaches it
  * through whatever entry point its integration adds; the unit test
  * (tests/unit/test_jinja.c) calls it directly.
  *

@@ -8,7 +8,7 @@
  * jinja_eval.c.  Filters that return generators in Jinja (map, select,
  * reject, selectattr, rejectattr, unique, items, batch, reverse of a
  * list) return LV_ITER values: always true, no length, used up once
- * iterated (docs/chat.md "The renderer").
+ * iterated (docs/chat.md "Semantics").
  */
 #include "jinja_impl.h"
 

@@ -1,6 +1,6 @@
 /*
  * jinja_impl.h - what the renderer's files share (docs/chat.md "The
- * renderer"): the arena, the values, the syntax tree and the render
+ * files"): the arena, the values, the syntax tree and the render
  * context.  Only src/jinja_*.c include it.
  *
  *   jinja_parse.c  the lexer (whitespace control, trim_blocks,

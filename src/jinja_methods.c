@@ -7,7 +7,7 @@
  * global functions: range (at most 100,000 items, as Jinja's sandbox),
  * dict, namespace, and transformers' raise_exception and strftime_now.
  * Called by jinja_eval.c and jinja_filters.c.  docs/chat.md "The
- * renderer" lists them.
+ * language" lists them.
  */
 #include "jinja_impl.h"
 

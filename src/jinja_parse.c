@@ -1,7 +1,7 @@
 /*
  * jinja_parse.c - the chat-template renderer's lexer and parser: template
  * source -> syntax tree (jinja_impl.h says the tree's layout).  Called by
- * cis2_jinja_parse (jinja_eval.c) only.  docs/chat.md "The renderer"
+ * cis2_jinja_parse (jinja_eval.c) only.  docs/chat.md "The language"
  * lists what is parsed; the rules are the Jinja2 template designer
  * documentation's ("Whitespace Control", "Expressions", "List of Control
  * Structures") in the environment transformers uses: trim_blocks,

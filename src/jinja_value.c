@@ -5,8 +5,9 @@
  * truth, str() and repr() (floats as Python's shortest repr), ==, <, and
  * transformers' tojson (json.dumps with ensure_ascii=False, keys in their
  * order, indent, separators, sort_keys).  Called by the other jinja_*.c
- * files only.  docs/chat.md "The renderer" says what matches Python and
- * what is approximated (repr's printable characters).
+ * files only.  docs/chat.md "Semantics" says what matches Python, "Where
+ * cis2 differs from Jinja2" what is approximated (repr's printable
+ * characters).
  */
 #include "jinja_impl.h"
 

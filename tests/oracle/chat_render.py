@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """tests/oracle/chat_render.py - the reference for cis2's chat-template
-renderer (src/jinja*.c, docs/chat.md "The renderer"): Debian's
+renderer (src/jinja*.c, docs/chat.md): Debian's
 python3-jinja2 rendering a template in the environment Hugging Face
 transformers' apply_chat_template builds:
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/oracle/t_chat_templates.sh - cis2's chat-template renderer
-# (src/jinja*.c, docs/chat.md "The renderer") against Debian's
+# (src/jinja*.c, docs/chat.md) against Debian's
 # python3-jinja2 rendering in the environment transformers'
 # apply_chat_template builds (tests/oracle/chat_render.py: the sandbox,
 # trim_blocks, lstrip_blocks, loopcontrols, {% generation %}, its tojson,

@@ -1,6 +1,5 @@
 /*
- * test_jinja.c - the chat-template renderer (src/jinja*.c, docs/chat.md
- * "The renderer"):
+ * test_jinja.c - the chat-template renderer (src/jinja*.c, docs/chat.md):
  *   - expected renderings worked out from the Jinja2 documentation and
  *     checked against Debian's python3-jinja2 (whitespace control,
  *     scoping, loops, macros, filters, tests, methods, Python's str()
