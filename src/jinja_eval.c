@@ -103,7 +103,7 @@ static int lookup(jctx *c, jj_scope *s, const jnode *e, jv *out)
 }
 
 /* the error of using an undefined value: its hint */
-static int undef_error(jctx *c, const jnode *at, const jv *u)
+int jj_undef_error(jctx *c, const jnode *at, const jv *u)
 {
     if (u->u.s.n) return jj_fail(c, at, "%.*s", (int)u->u.s.n, u->u.s.p);
     return jj_fail(c, at, "an undefined value was used");
@@ -131,7 +131,7 @@ static jv undef_attr(jctx *c, const jv *obj, const char *name, size_t n)
 int jj_getattr(jctx *c, const jnode *at, const jv *obj, const char *name, size_t n, jv *out)
 {
     switch (obj->t) {
-    case JT_UNDEF: return undef_error(c, at, obj);
+    case JT_UNDEF: return jj_undef_error(c, at, obj);
     case JT_DICT:
         if (jl_method_lookup(c, obj, name, n, out)) return 0;
         if (jj_cost(c, JJ_ITEMS(obj->u.d->n))) return -1;
@@ -161,7 +161,7 @@ int jj_getitem(jctx *c, const jnode *at, const jv *obj, const jv *key, jv *out)
 {
     int64_t i;
     switch (obj->t) {
-    case JT_UNDEF: return undef_error(c, at, obj);
+    case JT_UNDEF: return jj_undef_error(c, at, obj);
     case JT_DICT: {
         int f = jd_get(c, obj->u.d, *key, out);
         if (f) return f < 0 ? -1 : 0;
@@ -236,10 +236,16 @@ static int slice_bounds(jctx *c, const jnode *at, const jv *st, const jv *sp, co
     return 0;
 }
 
-static int do_slice(jctx *c, const jnode *at, const jv *obj, const jv *st, const jv *sp, const jv *sc, jv *out)
+/* x[a:b:c] is Python's own subscript in Jinja's generated code: a value
+ * that is not a sequence is an error (a literal's is folded at compile
+ * time into Undefined) */
+static int do_slice(jctx *c, const jnode *at, const jv *obj, const jv *st, const jv *sp, const jv *sc, int literal, jv *out)
 {
     int64_t a, b, step;
-    if (obj->t == JT_UNDEF) return undef_error(c, at, obj);
+    if (obj->t == JT_UNDEF) return jj_undef_error(c, at, obj);
+    if (!literal && !((obj->t == JT_LIST && !obj->view) || obj->t == JT_STR))
+        return jj_fail(c, at, obj->t == JT_DICT ? "unhashable type: 'slice'" : "'%s' object is not subscriptable",
+                       obj->t == JT_NONE ? "NoneType" : jv_typename(obj));
     if (obj->t == JT_LIST && !obj->view) {
         const jj_list *l = obj->u.l;
         if (slice_bounds(c, at, st, sp, sc, (int64_t)l->n, &a, &b, &step)) return -1;
@@ -341,8 +347,8 @@ static int assign(jctx *c, jj_scope *s, const jnode *t, jv v)
 
 static int need_defined(jctx *c, const jnode *at, const jv *a, const jv *b)
 {
-    if (a->t == JT_UNDEF) return undef_error(c, at, a);
-    if (b && b->t == JT_UNDEF) return undef_error(c, at, b);
+    if (a->t == JT_UNDEF) return jj_undef_error(c, at, a);
+    if (b && b->t == JT_UNDEF) return jj_undef_error(c, at, b);
     return 0;
 }
 
@@ -527,6 +533,8 @@ static int contains(jctx *c, const jnode *at, const jv *item, const jv *cont, in
         return 0;
     case JT_DICT: {
         jv tmp;
+        if ((item->t == JT_LIST && !item->tuple) || item->t == JT_DICT || item->t == JT_NS)
+            return jj_fail(c, at, "unhashable type: '%s'", jv_typename(item));
         int f = jd_get(c, cont->u.d, *item, &tmp);
         if (f < 0) return -1;
         *res = f;
@@ -717,7 +725,7 @@ int jj_call_value(jctx *c, const jnode *at, jv *fn, jv *args, size_t na, jj_kw *
     case JT_CYCLER:
         if (fn->u.cy->joiner) return jl_call_cycler(c, at, fn, "__call__", args, na, out);
         break;
-    case JT_UNDEF: return undef_error(c, at, fn);
+    case JT_UNDEF: return jj_undef_error(c, at, fn);
     default: break;
     }
     return jj_fail(c, at, "'%s' object is not callable", jv_typename(fn));
@@ -729,6 +737,10 @@ __attribute__((noinline)) static int eval_call(jctx *c, jj_scope *s, const jnode
     jj_kw kbuf[SMALL_KW], *kw;
     size_t na, nk;
     if (ev(c, s, e->a, &fn) || eval_args(c, s, e, abuf, kbuf, &args, &na, &kw, &nk)) return -1;
+    for (size_t i = 0; i < nk; i++)
+        for (size_t j = i + 1; j < nk; j++)
+            if (kw[i].name.n == kw[j].name.n && memcmp(kw[i].name.p, kw[j].name.p, kw[i].name.n) == 0)
+                return jj_fail(c, e, "keyword argument repeated: %.*s", (int)kw[i].name.n, kw[i].name.p);
     if (caller) {
         if (fn.t != JT_MACRO) return jj_fail(c, e, "a call block calls a macro, not a %s", jv_typename(&fn));
         jj_macro m = *fn.u.m;
@@ -736,6 +748,20 @@ __attribute__((noinline)) static int eval_call(jctx *c, jj_scope *s, const jnode
         return call_macro(c, e, &m, args, na, kw, nk, out);
     }
     return jj_call_value(c, e, &fn, args, na, kw, nk, out);
+}
+
+/* a filter's or test's repeated keyword: the last one counts (Jinja passes
+ * them as a dict) */
+static void last_keyword_wins(jj_kw *kw, size_t *nk)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < *nk; i++) {
+        size_t j;
+        for (j = i + 1; j < *nk; j++)
+            if (kw[i].name.n == kw[j].name.n && memcmp(kw[i].name.p, kw[j].name.p, kw[i].name.n) == 0) break;
+        if (j == *nk) kw[o++] = kw[i];
+    }
+    *nk = o;
 }
 
 __attribute__((noinline)) static int eval_filter(jctx *c, jj_scope *s, const jnode *e, const jv *body, jv *out)
@@ -753,6 +779,7 @@ __attribute__((noinline)) static int eval_filter(jctx *c, jj_scope *s, const jno
         val = *body;
     }
     if (eval_args(c, s, e, abuf, kbuf, &args, &na, &kw, &nk)) return -1;
+    last_keyword_wins(kw, &nk);
     return jl_filter(c, e, e->op, &val, args, na, kw, nk, out);
 }
 
@@ -766,6 +793,7 @@ static int apply_chain(jctx *c, jj_scope *s, const jnode *f, jv *body, jv *out)
         jj_kw kbuf[SMALL_KW], *kw;
         size_t na, nk;
         if (eval_args(c, s, f, abuf, kbuf, &args, &na, &kw, &nk)) return -1;
+        last_keyword_wins(kw, &nk);
         return jl_filter(c, f, f->op, &inner, args, na, kw, nk, out);
     }
     return eval_filter(c, s, f, body, out);
@@ -778,6 +806,7 @@ __attribute__((noinline)) static int eval_test(jctx *c, jj_scope *s, const jnode
     size_t na, nk;
     int r;
     if (ev(c, s, e->a, &val) || eval_args(c, s, e, abuf, kbuf, &args, &na, &kw, &nk)) return -1;
+    last_keyword_wins(kw, &nk);
     if (jl_test(c, e, e->op, &val, args, na, kw, nk, &r)) return -1;
     *out = jv_bool(r);
     return 0;
@@ -831,7 +860,7 @@ static int ev(jctx *c, jj_scope *s, const jnode *e, jv *out)
         jv st = jv_none(), sp = jv_none(), sc = jv_none();
         if (!(r = ev(c, s, e->a, &a)) && !(e->b && (r = ev(c, s, e->b, &st))) && !(e->c && (r = ev(c, s, e->c, &sp))) &&
             !(e->d && (r = ev(c, s, e->d, &sc))))
-            r = do_slice(c, e, &a, &st, &sp, &sc, out);
+            r = do_slice(c, e, &a, &st, &sp, &sc, e->a->k == N_LIT, out);
         break;
     }
     case N_CALL: r = eval_call(c, s, e, NULL, out); break;
@@ -843,7 +872,7 @@ static int ev(jctx *c, jj_scope *s, const jnode *e, jv *out)
     case N_NEG:
     case N_POS:
         if ((r = ev(c, s, e->a, &a))) break;
-        if (a.t == JT_UNDEF) { r = undef_error(c, e, &a); break; }
+        if (a.t == JT_UNDEF) { r = jj_undef_error(c, e, &a); break; }
         if (!jv_isnum(&a)) {
             r = jj_fail(c, e, "bad operand type for unary %c: '%s'", e->k == N_NEG ? '-' : '+', jv_typename(&a));
             break;

@@ -139,6 +139,9 @@ static int f_tojson(jctx *c, const jnode *at, jv *val, jv *args, size_t na, jj_k
     o.ensure_ascii = jj_arg_bool(&a[0], 0);
     o.sort_keys = jj_arg_bool(&a[3], 0);
     char sp[64];
+    if (val->t == JT_STR) { /* json.dumps encodes a str before it looks at indent */
+        a[1] = jv_missing();
+    }
     if (a[1].t == JT_INT || a[1].t == JT_BOOL) {
         int64_t w = a[1].u.i < 0 ? 0 : a[1].u.i > 64 ? -1 : a[1].u.i;
         if (w < 0) return jj_fail(c, at, "tojson: indent wider than 64 spaces");
@@ -207,6 +210,7 @@ static int f_select(jctx *c, const jnode *at, jv *val, jv *args, size_t na, jj_k
 {
     jv *items, attr = jv_missing();
     size_t n, base = 0;
+    if (!jv_truth(val)) return jj_make_iter(c, NULL, 0, LV_ITER, out); /* Jinja: "if value:" first */
     if (attr_mode) {
         if (na < 1) return jj_fail(c, at, "selectattr/rejectattr need an attribute");
         attr = args[0];
@@ -240,6 +244,7 @@ static int f_map(jctx *c, const jnode *at, jv *val, jv *args, size_t na, jj_kw *
 {
     jv *items;
     size_t n;
+    if (!jv_truth(val)) return jj_make_iter(c, NULL, 0, LV_ITER, out); /* Jinja: "if value:" first */
     if (jj_iter(c, at, val, &items, &n)) return -1;
     jv *res = jj_alloc(&c->mem, (n ? n : 1) * sizeof *res);
     if (!res) return jj_nomem(c);
@@ -296,7 +301,7 @@ static int to_int(jctx *c, const jnode *at, const jv *v, const jv *def, int64_t 
         jj_strip(v, NULL, 3, &t);
         int64_t iv;
         double d;
-        int r = jj_py_int_parse(t.u.s.p, t.u.s.n, (int)base, &iv);
+        int r = base < 0 ? 0 : jj_py_int_parse(t.u.s.p, t.u.s.n, (int)base, &iv);
         if (r < 0) return jj_fail(c, at, "integer overflow (cis2 keeps integers in 64 bits)");
         if (r) { *out = jv_int(iv); return 0; }
         if (jj_py_float_parse(t.u.s.p, t.u.s.n, &d)) {
@@ -322,6 +327,45 @@ static int to_float(const jv *v, const jv *def, jv *out)
     return 0;
 }
 
+/* Python's round(x, -nd): x's exact decimal expansion rounded to a
+ * multiple of 10^nd, ties to even */
+static int round_tens(jctx *c, const jnode *at, double x, int nd, jv *out)
+{
+    char b[1500], keep[400];
+    int neg = signbit(x);
+    snprintf(b, sizeof b, "%.1080f", neg ? -x : x);
+    size_t il = 0;
+    while (b[il] >= '0' && b[il] <= '9') il++;
+    const char *frac = b[il] ? b + il + 1 : b + il;
+    /* the integer digits, with leading zeros so that at least one is kept */
+    size_t pad = il <= (size_t)nd ? (size_t)nd + 1 - il : 0, kl = il + pad - (size_t)nd;
+    if (il + pad >= sizeof keep) return jj_fail(c, at, "round: internal");
+    char digits[400];
+    memset(digits, '0', pad);
+    memcpy(digits + pad, b, il);
+    memcpy(keep, digits, kl);
+    const char *drop = digits + kl;
+    int up = drop[0] > '5', rest = 0;
+    for (int i = 1; i < nd && !rest; i++) rest = drop[i] != '0';
+    for (const char *q = frac; *q && !rest; q++) rest = *q != '0';
+    if (drop[0] == '5') up = rest || (keep[kl - 1] - '0') % 2 == 1;
+    if (up) {
+        size_t i = kl;
+        while (i > 0 && keep[i - 1] == '9') keep[--i] = '0';
+        if (i > 0) keep[i - 1]++;
+        else { memmove(keep + 1, keep, kl++); keep[0] = '1'; }
+    }
+    char r[500];
+    size_t rn = 0;
+    memcpy(r, keep, kl), rn = kl;
+    memset(r + rn, '0', (size_t)nd), rn += (size_t)nd;
+    r[rn] = 0;
+    double v = strtod(r, NULL); /* digits only: no decimal point, any locale */
+    *out = jv_float(neg ? -v : v);
+    (void)c, (void)at;
+    return 0;
+}
+
 static int f_round(jctx *c, const jnode *at, jv *val, jv *args, size_t na, jj_kw *kw, size_t nk, jv *out)
 {
     static const char *const names[] = {"precision", "method"};
@@ -336,10 +380,27 @@ static int f_round(jctx *c, const jnode *at, jv *val, jv *args, size_t na, jj_kw
             return jj_fail(c, at, "method must be common, ceil or floor");
     }
     if (!jv_isnum(val)) return jj_fail(c, at, "type %s doesn't define __round__ method", jv_typename(val));
-    if (prec < -20 || prec > 20) return jj_fail(c, at, "round: precision out of range");
-    if (method == 0 && val->t != JT_FLOAT) { *out = jv_int(val->u.i); return 0; }
+    if (method == 0 && val->t != JT_FLOAT) { /* round(int, n) is an int, ties to even */
+        int64_t x = val->u.i, m = 1;
+        for (int64_t i = 0; i < -prec; i++) {
+            if (m > INT64_MAX / 10) { *out = jv_int(0); return 0; }
+            m *= 10;
+        }
+        int64_t q = x / m, r = x % m;
+        if (r < 0) { r += m; q -= 1; }
+        if (2 * (uint64_t)r > (uint64_t)m || (2 * (uint64_t)r == (uint64_t)m && (q & 1))) q += 1;
+        if (__builtin_mul_overflow(q, m, &x)) return jj_fail(c, at, "integer overflow (cis2 keeps integers in 64 bits)");
+        *out = jv_int(x);
+        return 0;
+    }
     double x = val->t == JT_FLOAT ? val->u.f : (double)val->u.i;
-    if (prec < 0) return jj_fail(c, at, "round: a negative precision is not supported");
+    if (prec > 330 || (prec < -330 && !method)) { /* beyond a double's digits */
+        *out = jv_float(prec > 0 || !isfinite(x) ? x : signbit(x) ? -0.0 : 0.0);
+        return 0;
+    }
+    if (method && (prec < -22 || prec > 22)) return jj_fail(c, at, "round: precision out of range for floor and ceil");
+    if (prec < 0 && method) return jj_fail(c, at, "round: a negative precision with floor or ceil is not supported");
+    if (prec < 0 && isfinite(x)) return round_tens(c, at, x, (int)-prec, out);
     if (method) { /* floor(x * 10**p) / 10**p */
         double m = 1;
         for (int64_t i = 0; i < prec; i++) m *= 10;
@@ -351,13 +412,9 @@ static int f_round(jctx *c, const jnode *at, jv *val, jv *args, size_t na, jj_kw
     if (!isfinite(x)) { *out = jv_float(x); return 0; }
     /* correctly rounded, ties to even on the exact value (printf's, as
      * Python's round) */
-    char b[400];
+    char b[1500];
     snprintf(b, sizeof b, "%.*f", (int)prec, x);
-    for (char *q = b; *q; q++)
-        if (*q == ',') *q = '.';
-    double r;
-    if (!jj_py_float_parse(b, strlen(b), &r)) return jj_fail(c, at, "round: internal");
-    *out = jv_float(r);
+    *out = jv_float(strtod(b, NULL)); /* printf and strtod share the locale's decimal point */
     return 0;
 }
 
@@ -379,7 +436,9 @@ int jl_filter(jctx *c, const jnode *at, int id, jv *val, jv *args, size_t na, jj
         return 0;
     case F_ATTR: {
         static const char *const names[] = {"name"};
-        if (jj_bind(c, at, fn, names, 1, args, na, kw, nk, a) || jj_arg_str(c, at, fn, &a[0], &s)) return -1;
+        if (jj_bind(c, at, fn, names, 1, args, na, kw, nk, a)) return -1;
+        if (a[0].t == JT_MISSING) return jj_fail(c, at, "attr() needs a name");
+        if (jj_arg_str(c, at, fn, &a[0], &s)) return -1;
         if (val->t == JT_UNDEF) { *out = *val; return 0; }
         if (val->t == JT_LOOP) return jl_loop_attr(c, val, s.u.s.p, s.u.s.n, out);
         if (val->t == JT_NS && jd_getn(val->u.d, s.u.s.p, s.u.s.n, out)) return 0;
@@ -389,17 +448,29 @@ int jl_filter(jctx *c, const jnode *at, int id, jv *val, jv *args, size_t na, jj
     }
     case F_BATCH: {
         static const char *const names[] = {"linecount", "fill_with"};
-        if (jj_bind(c, at, fn, names, 2, args, na, kw, nk, a) || jj_arg_int(c, at, fn, &a[0], 1, &k)) return -1;
-        if (k <= 0) return jj_fail(c, at, "batch: linecount must be positive");
-        if (jj_iter(c, at, val, &items, &n)) return -1;
-        size_t nb = (n + (size_t)k - 1) / (size_t)k;
-        jv *rows = jj_alloc(&c->mem, (nb ? nb : 1) * sizeof *rows);
+        /* Jinja's loop: a row is given out when its length equals
+         * linecount (compared with ==, whatever linecount is), then the
+         * rest, padded with fill_with when it is given */
+        if (jj_bind(c, at, fn, names, 2, args, na, kw, nk, a) || jj_iter(c, at, val, &items, &n)) return -1;
+        if (a[0].t == JT_MISSING) return jj_fail(c, at, "batch() missing 1 required positional argument: 'linecount'");
+        jv *rows = jj_alloc(&c->mem, (n + 1) * sizeof *rows);
         if (!rows) return jj_nomem(c);
-        for (size_t b = 0; b < nb; b++) {
-            size_t st = b * (size_t)k, m = n - st < (size_t)k ? n - st : (size_t)k;
-            size_t w = a[1].t != JT_MISSING && a[1].t != JT_NONE ? (size_t)k : m;
-            if (jv_newlist(c, w, &rows[b])) return -1;
-            for (size_t i = 0; i < w; i++) rows[b].u.l->v[i] = i < m ? items[st + i] : a[1];
+        size_t nb = 0, st = 0;
+        for (size_t i = 0; i <= n; i++) {
+            jv len = jv_int((int64_t)(i - st));
+            int full = i < n ? jv_equal(c, &len, &a[0], 0) : 0;
+            if (full < 0) return -1;
+            if (full || (i == n && i > st)) {
+                size_t w = i - st;
+                int pad = i == n && a[1].t != JT_MISSING && a[1].t != JT_NONE && (a[0].t == JT_INT || a[0].t == JT_BOOL) &&
+                          a[0].u.i > (int64_t)w;
+                if (pad && a[0].u.i - (int64_t)w > (int64_t)c->max_output) return jj_limit(c, "batch: padding exceeds max_output");
+                size_t total = pad ? (size_t)a[0].u.i : w;
+                if (jv_newlist(c, total, &rows[nb])) return -1;
+                for (size_t j = 0; j < total; j++) rows[nb].u.l->v[j] = j < w ? items[st + j] : a[1];
+                nb++;
+                st = i;
+            }
         }
         return jj_make_iter(c, rows, nb, LV_ITER, out);
     }
@@ -410,19 +481,28 @@ int jl_filter(jctx *c, const jnode *at, int id, jv *val, jv *args, size_t na, jj
         if (jj_bind(c, at, fn, NULL, 0, args, na, kw, nk, a) || jv_tostr(c, val, &s)) return -1;
         if (id == F_TITLE) {
             /* words start after '-', whitespace, '(', '{', '[' or '<' */
+            /* each word: its first character upper, the rest lower */
             jj_buf b = {0};
-            if (jj_cost(c, JJ_SCAN(s.u.s.n) * 8)) return -1;
-            int start = 1;
+            if (jj_cost(c, JJ_SCAN(s.u.s.n) * 4)) return -1;
             for (size_t i = 0; i < s.u.s.n;) {
-                size_t l;
+                size_t l, w = i;
                 uint32_t cp = jj_u8dec(s.u.s.p + i, s.u.s.n - i, &l);
-                int sepc = cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || jj_isspace_cp(cp);
-                jv ch = jv_strn(s.u.s.p + i, l), m;
-                if (sepc) m = ch;
-                else if (jj_case_map(c, &ch, start ? 0 : 1, &m)) return -1;
-                if (jb_put(c, &b, m.u.s.p, m.u.s.n)) return -1;
-                start = sepc;
-                i += l;
+                if (cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || jj_isspace_cp(cp)) {
+                    if (jb_put(c, &b, s.u.s.p + i, l)) return -1;
+                    i += l;
+                    continue;
+                }
+                for (w = i + l; w < s.u.s.n;) {
+                    size_t l2;
+                    uint32_t c2 = jj_u8dec(s.u.s.p + w, s.u.s.n - w, &l2);
+                    if (c2 == '-' || c2 == '(' || c2 == '{' || c2 == '[' || c2 == '<' || jj_isspace_cp(c2)) break;
+                    w += l2;
+                }
+                jv first = jv_strn(s.u.s.p + i, l), rest = jv_strn(s.u.s.p + i + l, w - i - l), m1, m2;
+                if (jj_case_map(c, &first, 0, &m1) || jj_case_map(c, &rest, 1, &m2) || jb_put(c, &b, m1.u.s.p, m1.u.s.n) ||
+                    jb_put(c, &b, m2.u.s.p, m2.u.s.n))
+                    return -1;
+                i = w;
             }
             return jj_newstr(c, &b, out);
         }
@@ -475,6 +555,8 @@ int jl_filter(jctx *c, const jnode *at, int id, jv *val, jv *args, size_t na, jj
             if (jj_tuple2(c, val->u.d->k[i], val->u.d->v[i], &pairs[i])) return -1;
             if (key_of(c, at, by_value ? &val->u.d->v[i] : &val->u.d->k[i], NULL, !jj_arg_bool(&a[0], 0), &keys[i])) return -1;
         }
+        if (a[2].t != JT_MISSING && a[2].t != JT_INT && a[2].t != JT_BOOL) /* sorted(reverse=...) takes an int */
+            return jj_fail(c, at, "'%s' object cannot be interpreted as an integer", jv_typename(&a[2]));
         return sort_items(c, at, pairs, n, keys, jj_arg_bool(&a[2], 0), out);
     }
     case F_E:
@@ -521,12 +603,15 @@ int jl_filter(jctx *c, const jnode *at, int id, jv *val, jv *args, size_t na, jj
     case F_FLOAT: {
         static const char *const names[] = {"default"};
         if (jj_bind(c, at, fn, names, 1, args, na, kw, nk, a)) return -1;
+        if (val->t == JT_UNDEF) return jj_undef_error(c, at, val); /* float(Undefined) raises */
         return to_float(val, &a[0], out);
     }
     case F_INT: {
         static const char *const names[] = {"default", "base"};
-        if (jj_bind(c, at, fn, names, 2, args, na, kw, nk, a) || jj_arg_int(c, at, fn, &a[1], 10, &k)) return -1;
-        if (k != 0 && (k < 2 || k > 36)) return jj_fail(c, at, "int() base must be >= 2 and <= 36, or 0");
+        if (jj_bind(c, at, fn, names, 2, args, na, kw, nk, a)) return -1;
+        k = a[1].t == JT_MISSING ? 10 : (a[1].t == JT_INT || a[1].t == JT_BOOL) ? a[1].u.i : -1; /* not an int: TypeError, so the fallbacks */
+        if (val->t == JT_UNDEF) return jj_undef_error(c, at, val); /* int(Undefined) raises */
+        if (k != 0 && (k < 2 || k > 36)) k = -1; /* int() refuses the base: ValueError, so the default */
         return to_int(c, at, val, &a[0], k, out);
     }
     case F_FORMAT: {
@@ -582,9 +667,10 @@ int jl_filter(jctx *c, const jnode *at, int id, jv *val, jv *args, size_t na, jj
     case F_REPLACE: {
         static const char *const names[] = {"old", "new", "count"};
         jv o, nw;
-        if (jj_bind(c, at, fn, names, 3, args, na, kw, nk, a) || jv_tostr(c, val, &s) || jj_arg_str(c, at, fn, &a[0], &o) ||
-            jj_arg_str(c, at, fn, &a[1], &nw))
-            return -1;
+        /* str(s).replace(str(old), str(new), count) */
+        if (jj_bind(c, at, fn, names, 3, args, na, kw, nk, a)) return -1;
+        if (a[0].t == JT_MISSING || a[1].t == JT_MISSING) return jj_fail(c, at, "replace() needs old and new");
+        if (jv_tostr(c, val, &s) || jv_tostr(c, &a[0], &o) || jv_tostr(c, &a[1], &nw)) return -1;
         k = -1;
         if (a[2].t != JT_MISSING && a[2].t != JT_NONE && jj_arg_int(c, at, fn, &a[2], -1, &k)) return -1;
         return jj_str_replace(c, &s, &o, &nw, k, out);
@@ -620,6 +706,8 @@ int jl_filter(jctx *c, const jnode *at, int id, jv *val, jv *args, size_t na, jj
         if (!keys) return jj_nomem(c);
         for (size_t i = 0; i < n; i++)
             if (key_of(c, at, &items[i], &a[2], !jj_arg_bool(&a[1], 0), &keys[i])) return -1;
+        if (a[0].t != JT_MISSING && a[0].t != JT_INT && a[0].t != JT_BOOL)
+            return jj_fail(c, at, "'%s' object cannot be interpreted as an integer", jv_typename(&a[0]));
         return sort_items(c, at, items, n, keys, jj_arg_bool(&a[0], 0), out);
     }
     case F_STRING:
@@ -648,6 +736,7 @@ int jl_filter(jctx *c, const jnode *at, int id, jv *val, jv *args, size_t na, jj
     case F_TRIM: {
         static const char *const names[] = {"chars"};
         if (jj_bind(c, at, fn, names, 1, args, na, kw, nk, a) || jv_tostr(c, val, &s)) return -1;
+        if (a[0].t != JT_STR && a[0].t != JT_MISSING && a[0].t != JT_NONE) return jj_fail(c, at, "strip arg must be None or str");
         if (a[0].t == JT_STR && jj_cost(c, JJ_SCAN(s.u.s.n) * (1 + a[0].u.s.n / 16))) return -1;
         if (a[0].t == JT_STR) jj_strip(&s, &a[0], 3, out);
         else jj_strip(&s, NULL, 3, out);
@@ -711,8 +800,9 @@ int jl_test(jctx *c, const jnode *at, int id, jv *val, jv *args, size_t na, jj_k
     if (takes_arg && a[0].t == JT_MISSING) return jj_fail(c, at, "test '%s' needs an argument", fn);
     switch (id) {
     case T_BOOLEAN: *res = val->t == JT_BOOL; return 0;
-    case T_CALLABLE:
-        *res = val->t == JT_MACRO || val->t == JT_FUNC || val->t == JT_METHOD || (val->t == JT_CYCLER && val->u.cy->joiner);
+    case T_CALLABLE: /* Undefined has __call__ (it raises) */
+        *res = val->t == JT_MACRO || val->t == JT_FUNC || val->t == JT_METHOD || val->t == JT_UNDEF ||
+               (val->t == JT_CYCLER && val->u.cy->joiner);
         return 0;
     case T_DEFINED: *res = val->t != JT_UNDEF; return 0;
     case T_UNDEFINED: *res = val->t == JT_UNDEF; return 0;

@@ -303,6 +303,8 @@ int jj_call_value(jctx *c, const jnode *at, jv *fn, jv *args, size_t na, jj_kw *
  * map, selectattr, sort, ...) */
 int jj_getitem(jctx *c, const jnode *at, const jv *obj, const jv *key, jv *out);
 int jj_getattr(jctx *c, const jnode *at, const jv *obj, const char *name, size_t n, jv *out);
+/* the error an Undefined raises when used (its hint: "'x' is undefined") */
+int jj_undef_error(jctx *c, const jnode *at, const jv *u);
 /* the items an iterable yields (str: characters, dict: keys); undefined
  * yields nothing; else a type error */
 int jj_iter(jctx *c, const jnode *at, const jv *v, jv **items, size_t *n);

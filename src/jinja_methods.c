@@ -127,6 +127,7 @@ static int str_format(jctx *c, const jnode *at, const jv *s, jv *args, size_t na
     jj_buf b = {0};
     const char *p = s->u.s.p;
     size_t n = s->u.s.n, auto_i = 0;
+    int manual = 0, automatic = 0;
     for (size_t i = 0; i < n; i++) {
         if (p[i] == '}' ) {
             if (i + 1 < n && p[i + 1] == '}') { i++; if (jb_put(c, &b, "}", 1)) return -1; continue; }
@@ -140,7 +141,18 @@ static int str_format(jctx *c, const jnode *at, const jv *s, jv *args, size_t na
         size_t fl = (size_t)(e - f);
         if (memchr(f, ':', fl) || memchr(f, '!', fl) || memchr(f, '.', fl) || memchr(f, '[', fl))
             return jj_fail(c, at, "str.format: conversions, format specs and attribute fields are not supported");
+        if (memchr(f, '{', fl)) return jj_fail(c, at, "unexpected '{' in field name");
+        int all_digits = 1;
+        for (size_t q = 0; q < fl; q++) all_digits &= f[q] >= '0' && f[q] <= '9';
+        if (fl && f[0] >= '0' && f[0] <= '9' && !all_digits) return jj_fail(c, at, "KeyError: '%.*s'", (int)fl, f);
         jv v;
+        if (fl == 0 || (f[0] >= '0' && f[0] <= '9')) {
+            if (fl == 0 ? manual : automatic)
+                return jj_fail(c, at, fl == 0 ? "cannot switch from manual field specification to automatic field numbering"
+                                              : "cannot switch from automatic field numbering to manual field specification");
+            if (fl == 0) automatic = 1;
+            else manual = 1;
+        }
         if (fl == 0) {
             if (auto_i >= na) return jj_fail(c, at, "Replacement index %zu out of range for positional args tuple", auto_i);
             v = args[auto_i++];
@@ -222,7 +234,10 @@ static int str_method_plain(jctx *c, const jnode *at, int id, const jv *s, jv *a
         static const char *const names[] = {"keepends"};
         jv *parts;
         size_t m;
-        if (jj_bind(c, at, fn, names, 1, args, na, kw, nk, a) || jj_splitlines(c, s, jj_arg_bool(&a[0], 0), &parts, &m)) return -1;
+        if (jj_bind(c, at, fn, names, 1, args, na, kw, nk, a)) return -1;
+        if (a[0].t != JT_MISSING && a[0].t != JT_INT && a[0].t != JT_BOOL)
+            return jj_fail(c, at, "'%s' object cannot be interpreted as an integer", jv_typename(&a[0]));
+        if (jj_splitlines(c, s, jj_arg_bool(&a[0], 0), &parts, &m)) return -1;
         return jj_list_of(c, parts, m, out);
     }
     case M_STARTSWITH: case M_ENDSWITH: {
@@ -525,47 +540,46 @@ int jl_global(const char *name, size_t n, jv *out)
     return 1;
 }
 
-/* strftime_now(fmt): the platform's strftime in the C locale, as
- * Python's datetime.strftime calls it, for a naive datetime (%z and %Z
- * empty, %f the microseconds: 000000 here) */
+/* strftime_now(fmt) as Python's datetime.strftime does it for a naive
+ * datetime: %f, %z and %Z are replaced first (000000, '', ''), then the
+ * platform's strftime runs in the C locale (glibc copies directives it
+ * does not know), on the format up to its first NUL as C reads it */
 static int strftime_now(jctx *c, const jnode *at, const jv *fmt, jv *out)
 {
-    jj_buf b = {0};
-    locale_t loc = newlocale(LC_ALL_MASK, "C", (locale_t)0);
-    if (!loc) return jj_nomem(c);
-    int rc = 0;
     const char *p = fmt->u.s.p;
     size_t n = fmt->u.s.n;
-    if (jj_cost(c, n)) { freelocale(loc); return -1; }
-    for (size_t i = 0; i < n && !rc; i++) {
-        if (p[i] != '%' || i + 1 >= n) { rc = jb_put(c, &b, p + i, 1); continue; }
-        size_t j = i + 1;
-        char spec[16];
-        size_t sn = 0;
-        spec[sn++] = '%';
-        while (j < n && strchr("-_0^#", p[j]) && sn < 4) spec[sn++] = p[j++];
-        while (j < n && p[j] >= '0' && p[j] <= '9' && sn < 8) spec[sn++] = p[j++];
-        if (j < n && (p[j] == 'E' || p[j] == 'O')) spec[sn++] = p[j++];
-        if (j >= n) { rc = jb_put(c, &b, p + i, n - i); break; }
-        char conv = p[j];
-        spec[sn++] = conv;
-        spec[sn] = 0;
-        if (conv == 'f') rc = jb_str(c, &b, "000000");
-        else if (conv == 'z' || conv == 'Z') { /* naive: empty */ }
-        else if (conv == '%') rc = jb_put(c, &b, "%", 1);
-        else if (!strchr("aAbBcdDeFgGhHIjmMnprRStTuUVwWxXyYCs", conv)) {
-            freelocale(loc);
-            return jj_fail(c, at, "strftime_now: the directive %%%c is not supported", conv);
-        } else {
-            char t[256];
-            size_t k = strftime_l(t, sizeof t, spec, &c->now, loc);
-            rc = jb_put(c, &b, t, k);
+    const char *nul = memchr(p, 0, n);
+    if (nul) n = (size_t)(nul - p);
+    if (jj_cost(c, n)) return -1;
+    jj_buf f = {0};
+    for (size_t i = 0; i < n; i++) {
+        int rc;
+        if (p[i] != '%' || i + 1 >= n) rc = jb_put(c, &f, p + i, 1);
+        else {
+            char ch = p[++i];
+            rc = ch == 'f' ? jb_str(c, &f, "000000") : ch == 'z' || ch == 'Z' ? 0 : jb_put(c, &f, p + i - 1, 2);
         }
-        i = j;
+        if (rc) return -1;
     }
-    freelocale(loc);
-    if (rc) return -1;
-    return jj_newstr(c, &b, out);
+    if (!f.n) { *out = jv_strn("", 0); return 0; }
+    if (jb_put(c, &f, "", 1)) return -1; /* NUL-terminated for strftime */
+    locale_t loc = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+    if (!loc) return jj_nomem(c);
+    /* as Python's time.strftime: a bigger buffer until 256 bytes a format byte */
+    for (size_t cap = 1024;; cap *= 2) {
+        if (cap > c->max_output) {
+            freelocale(loc);
+            return jj_limit(c, "strftime_now: the result exceeds max_output");
+        }
+        char *t = jj_alloc(&c->mem, cap);
+        if (!t) { freelocale(loc); return jj_nomem(c); }
+        size_t k = strftime_l(t, cap, f.p, &c->now, loc);
+        if (k || cap > 256 * f.n) {
+            freelocale(loc);
+            *out = jv_strn(t, k);
+            return 0;
+        }
+    }
 }
 
 int jl_call_func(jctx *c, const jnode *at, int fnid, jv *args, size_t na, jj_kw *kw, size_t nk, jv *out)
@@ -619,7 +633,14 @@ int jl_call_func(jctx *c, const jnode *at, int fnid, jv *args, size_t na, jj_kw 
             len = sizeof c->err->msg - 1;
             while (len > 0 && ((unsigned char)m.u.s.p[len] & 0xC0) == 0x80) len--;
         }
-        if (c->err->code == CIS2_OK) cis2_fail(c->err, CIS2_E_USAGE, "%.*s", (int)len, m.u.s.p);
+        if (c->err->code == CIS2_OK) {
+            char msg[sizeof c->err->msg];
+            memcpy(msg, m.u.s.p, len);
+            for (size_t i = 0; i < len; i++)
+                if (!msg[i]) msg[i] = ' '; /* one C string: NULs, like newlines, become spaces */
+            msg[len] = 0;
+            cis2_fail(c->err, CIS2_E_USAGE, "%s", msg);
+        }
         return -1;
     }
     case JF_STRFTIME:
@@ -657,7 +678,7 @@ int jl_percent_format(jctx *c, const jnode *at, const jv *fmt, const jv *args, j
     const char *p = fmt->u.s.p;
     size_t n = fmt->u.s.n, ai = 0, nargs = 1;
     const jv *av = args;
-    int mapping = args->t == JT_DICT;
+    int mapping = args->t == JT_DICT, keyed = 0;
     if (args->t == JT_LIST && args->tuple) { av = args->u.l->v; nargs = args->u.l->n; }
     jj_buf b = {0};
     if (jj_cost(c, JJ_SCAN(n))) return -1;
@@ -671,13 +692,13 @@ int jl_percent_format(jctx *c, const jnode *at, const jv *fmt, const jv *args, j
             if (!e || !mapping) return jj_fail(c, at, "format requires a mapping");
             if (!jd_getn(args->u.d, p + j + 1, (size_t)(e - p - j - 1), &v))
                 return jj_fail(c, at, "KeyError: '%.*s'", (int)(e - p - j - 1), p + j + 1);
-            have = 1;
+            have = keyed = 1;
             j = (size_t)(e - p) + 1;
         }
         char spec[32];
         size_t sn = 0;
         spec[sn++] = '%';
-        while (j < n && strchr("-+ 0#", p[j]) && sn < 8) spec[sn++] = p[j++];
+        while (j < n && p[j] && strchr("-+ 0#", p[j]) && sn < 8) spec[sn++] = p[j++];
         while (j < n && p[j] >= '0' && p[j] <= '9' && sn < 14) spec[sn++] = p[j++];
         if (j < n && p[j] == '.') {
             spec[sn++] = p[j++];
@@ -686,13 +707,17 @@ int jl_percent_format(jctx *c, const jnode *at, const jv *fmt, const jv *args, j
         if (j >= n) return jj_fail(c, at, "incomplete format");
         char conv = p[j];
         if (conv == '%') {
+            if (sn > 1 || have) return jj_fail(c, at, "unsupported format character '%%'");
             if (jb_put(c, &b, "%", 1)) return -1;
             i = j;
             continue;
         }
         if (!have) {
-            if (mapping) { v = *args; }
-            else {
+            if (mapping) { /* the mapping is one argument, before any %(key) */
+                if (ai || keyed) return jj_fail(c, at, "not enough arguments for format string");
+                v = *args;
+                ai++;
+            } else {
                 if (ai >= nargs) return jj_fail(c, at, "not enough arguments for format string");
                 v = av[ai++];
             }
@@ -771,7 +796,9 @@ int jl_percent_format(jctx *c, const jnode *at, const jv *fmt, const jv *args, j
         }
         i = j;
     }
-    if (!mapping && ai < nargs) return jj_fail(c, at, "not all arguments converted during string formatting");
+    /* Python skips this check for any mapping-like argument (a list too) */
+    if (!mapping && !(args->t == JT_LIST && !args->tuple) && ai < nargs)
+        return jj_fail(c, at, "not all arguments converted during string formatting");
     jj_newstr(c, &b, out);
     out->safe = fmt->safe;
     return 0;

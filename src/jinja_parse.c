@@ -158,6 +158,16 @@ size_t jj_unescape(const char *s, size_t n, char *dst, const char **why)
     for (size_t i = 0; i < n;) {
         if (s[i] != '\\' || i + 1 >= n) { dst[o++] = s[i++]; continue; }
         char e = s[i + 1];
+        if ((unsigned char)e >= 0x80) {
+            /* Jinja decodes a literal as s.encode("ascii", "backslashreplace")
+             * .decode("unicode-escape"): the character became \xhh, \uhhhh or
+             * \Uhhhhhhhh, and this backslash escapes that one's backslash */
+            size_t l;
+            uint32_t cp = jj_u8dec(s + i + 1, n - i - 1, &l);
+            o += (size_t)sprintf(dst + o, cp < 0x100 ? "\\x%02x" : cp < 0x10000 ? "\\u%04x" : "\\U%08x", cp);
+            i += 1 + l;
+            continue;
+        }
         static const char keys[] = "ntrabfv\\'\"\n", map[] = "\n\t\r\a\b\f\v\\'\"";
         const char *simple = e ? strchr(keys, e) : NULL;
         if (simple) {
@@ -225,7 +235,7 @@ static int lex_number(P *p, size_t *pi, int after_dot)
     char b[128];
     size_t bn = 0;
     int isf = 0;
-    if (s[i] == '0' && i + 1 < n && strchr("xXoObB", s[i + 1])) {
+    if (s[i] == '0' && i + 1 < n && s[i + 1] && strchr("xXoObB", s[i + 1])) {
         int base = (s[i + 1] | 0x20) == 'x' ? 16 : (s[i + 1] | 0x20) == 'o' ? 8 : 2;
         uint64_t v = 0;
         i += 2;
@@ -265,6 +275,8 @@ static int lex_number(P *p, size_t *pi, int after_dot)
         }
     }
     b[bn] = 0;
+    if (!isf && b[0] == '0' && strspn(b, "0") != bn)
+        return PERR_OFF(p, st, "leading zeros in a decimal integer literal");
     if (push_tok(p, isf ? K_FLOAT : K_INT, st, s + st, i - st)) return -1;
     jtok *t = &p->t[p->nt - 1];
     if (isf) {
@@ -319,7 +331,7 @@ static int lex_tag(P *p, size_t *pi, char kind, int *strip_next)
             size_t j = i + 1;
             while (j < n && s[j] != ch) j += s[j] == '\\' ? 2 : 1;
             if (j >= n) return PERR_OFF(p, i, "unterminated string literal");
-            char *d = palloc(p, j - i);
+            char *d = palloc(p, 2 * (j - i) + 16); /* \é becomes \xe9 */
             if (!d) return -1;
             const char *why = NULL;
             size_t dn = jj_unescape(s + i + 1, j - i - 1, d, &why);
@@ -390,6 +402,10 @@ static int lex_raw(P *p, size_t t, size_t after_open, int *strip_next, size_t *p
         *strip_next = end_strip;
         if (!end_strip && !end_plus && r < n && s[r] == '\n') r++;
         *pi = r;
+        return 0;
+    }
+    if (body >= n) { /* "{% raw %}" ends the template: nothing to copy */
+        *pi = n;
         return 0;
     }
     return PERR_OFF(p, t, "'raw' is not closed by 'endraw'");
@@ -583,6 +599,7 @@ static int tuple_end(P *p, const char *extra)
 /* call arguments after '(' up to ')' into l */
 static int parse_args(P *p, nlist *l)
 {
+    int kinds = 0; /* 1 name=, 2 *args, 4 **kwargs seen: what may follow them is Jinja's rule */
     adv(p); /* ( */
     while (!is_op(cur(p), O_RPAREN)) {
         if (l->n) {
@@ -607,8 +624,14 @@ static int parse_args(P *p, nlist *l)
             if (!(e->a = parse_expr(p, 1))) return -1;
             e = fin(p, e);
         } else {
+            if (kinds) { perr(p, t, "invalid syntax for function call expression"); return -1; }
             e = parse_expr(p, 1);
         }
+        if (e && ((e->k == N_KWARG && (kinds & 4)) || (e->k == N_STARARG && (kinds & 6)) || (e->k == N_STARKW && (kinds & 4)))) {
+            perr(p, t, "invalid syntax for function call expression");
+            return -1;
+        }
+        if (e) kinds |= e->k == N_KWARG ? 1 : e->k == N_STARARG ? 2 : e->k == N_STARKW ? 4 : 0;
         if (nl_push(p, l, e)) return -1;
     }
     adv(p); /* ) */

@@ -114,6 +114,10 @@ uint32_t jj_cp_upper(uint32_t c)
         return c;
     }
     if ((c >= 0x1C4 && c <= 0x1CC) || (c >= 0x1F1 && c <= 0x1F3)) return c - (c - (c < 0x1F1 ? 0x1C4 : 0x1F1)) % 3;
+    if (c >= 0x1CD && c <= 0x1DC) return c & 1 ? c : c - 1;
+    if ((c >= 0x1DE && c <= 0x1EF) || c == 0x1F5 || (c >= 0x1F8 && c <= 0x21F) || (c >= 0x222 && c <= 0x233) ||
+        (c >= 0x246 && c <= 0x24F) || (c >= 0x1E00 && c <= 0x1E95) || (c >= 0x1EA0 && c <= 0x1EFF))
+        return c & 1 ? c - 1 : c;
     if (c >= 0x3B1 && c <= 0x3C9) return c == 0x3C2 ? 0x3A3 : c - 32;
     if (c == 0x3AC) return 0x386;
     if (c >= 0x3AD && c <= 0x3AF) return c - 37;
@@ -121,7 +125,9 @@ uint32_t jj_cp_upper(uint32_t c)
     if (c == 0x3CD || c == 0x3CE) return c - 63;
     if (c >= 0x430 && c <= 0x44F) return c - 32;
     if (c >= 0x450 && c <= 0x45F) return c - 80;
-    if ((c >= 0x460 && c <= 0x481) || (c >= 0x48A && c <= 0x4BF)) return c & 1 ? c - 1 : c;
+    if ((c >= 0x460 && c <= 0x481) || (c >= 0x48A && c <= 0x4BF) || (c >= 0x4D0 && c <= 0x52F)) return c & 1 ? c - 1 : c;
+    if (c >= 0x4C1 && c <= 0x4CE) return c & 1 ? c : c - 1;
+    if (c == 0x4CF) return 0x4C0;
     if (c >= 0x561 && c <= 0x586) return c - 48;
     if (c >= 0xFF41 && c <= 0xFF5A) return c - 32;
     return c;
@@ -139,6 +145,10 @@ uint32_t jj_cp_lower(uint32_t c)
         return c;
     }
     if ((c >= 0x1C4 && c <= 0x1CC) || (c >= 0x1F1 && c <= 0x1F3)) return c + 2 - (c - (c < 0x1F1 ? 0x1C4 : 0x1F1)) % 3;
+    if (c >= 0x1CD && c <= 0x1DC) return c & 1 ? c + 1 : c;
+    if ((c >= 0x1DE && c <= 0x1EF) || c == 0x1F4 || (c >= 0x1F8 && c <= 0x21F) || (c >= 0x222 && c <= 0x233) ||
+        (c >= 0x246 && c <= 0x24F) || (c >= 0x1E00 && c <= 0x1E95) || (c >= 0x1EA0 && c <= 0x1EFF))
+        return c & 1 ? c : c + 1;
     if (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) return c + 32;
     if (c == 0x386) return 0x3AC;
     if (c >= 0x388 && c <= 0x38A) return c + 37;
@@ -146,7 +156,9 @@ uint32_t jj_cp_lower(uint32_t c)
     if (c == 0x38E || c == 0x38F) return c + 63;
     if (c >= 0x410 && c <= 0x42F) return c + 32;
     if (c >= 0x400 && c <= 0x40F) return c + 80;
-    if ((c >= 0x460 && c <= 0x481) || (c >= 0x48A && c <= 0x4BF)) return c & 1 ? c : c + 1;
+    if ((c >= 0x460 && c <= 0x481) || (c >= 0x48A && c <= 0x4BF) || (c >= 0x4D0 && c <= 0x52F)) return c & 1 ? c : c + 1;
+    if (c >= 0x4C1 && c <= 0x4CE) return c & 1 ? c + 1 : c;
+    if (c == 0x4C0) return 0x4CF;
     if (c >= 0x531 && c <= 0x556) return c + 48;
     if (c >= 0xFF21 && c <= 0xFF3A) return c + 32;
     return c;

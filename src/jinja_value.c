@@ -531,7 +531,9 @@ static int repr_str(jctx *c, jj_buf *b, const char *s, size_t n)
     return jb_put(c, b, &q, 1);
 }
 
-int jv_repr(jctx *c, jj_buf *b, const jv *v, int depth)
+/* seen: the containers being printed around this one, as Python's repr
+ * tracks them: one met again prints as [...] or {...} */
+static int repr_in(jctx *c, jj_buf *b, const jv *v, int depth, const void **seen)
 {
     if (depth > JJ_MAX_VALUE_NEST) return jj_fail(c, NULL, "a value nests deeper than %d", JJ_MAX_VALUE_NEST);
     switch (v->t) {
@@ -542,10 +544,13 @@ int jv_repr(jctx *c, jj_buf *b, const jv *v, int depth)
     case JT_LIST: {
         const jj_list *l = v->u.l;
         if (v->view == LV_ITER) return jb_str(c, b, "<generator object>");
+        for (int i = 0; i < depth; i++)
+            if (seen[i] == l) return jb_str(c, b, v->tuple ? "(...)" : "[...]");
+        seen[depth] = l;
         if (v->view && (jb_str(c, b, jv_typename(v)) || jb_str(c, b, "("))) return -1;
         if (jj_cost(c, l->n / 16) || jb_str(c, b, v->tuple ? "(" : "[")) return -1;
         for (size_t i = 0; i < l->n; i++)
-            if ((i && jb_str(c, b, ", ")) || jv_repr(c, b, &l->v[i], depth + 1)) return -1;
+            if ((i && jb_str(c, b, ", ")) || repr_in(c, b, &l->v[i], depth + 1, seen)) return -1;
         if (v->tuple && l->n == 1 && jb_str(c, b, ",")) return -1;
         if (jb_str(c, b, v->tuple ? ")" : "]")) return -1;
         return v->view ? jb_str(c, b, ")") : 0;
@@ -554,15 +559,26 @@ int jv_repr(jctx *c, jj_buf *b, const jv *v, int depth)
     case JT_NS: {
         const jj_dict *d = v->u.d;
         if (v->t == JT_NS && jb_str(c, b, "<Namespace ")) return -1;
+        int again = 0;
+        for (int i = 0; i < depth; i++) again |= seen[i] == d;
+        if (again) return jb_str(c, b, v->t == JT_NS ? "{...}>" : "{...}");
+        seen[depth] = d;
         if (jj_cost(c, d->n / 16) || jb_str(c, b, "{")) return -1;
         for (size_t i = 0; i < d->n; i++)
-            if ((i && jb_str(c, b, ", ")) || jv_repr(c, b, &d->k[i], depth + 1) || jb_str(c, b, ": ") ||
-                jv_repr(c, b, &d->v[i], depth + 1))
+            if ((i && jb_str(c, b, ", ")) || repr_in(c, b, &d->k[i], depth + 1, seen) || jb_str(c, b, ": ") ||
+                repr_in(c, b, &d->v[i], depth + 1, seen))
                 return -1;
         return jb_str(c, b, v->t == JT_NS ? "}>" : "}");
     }
     default: return jv_str(c, b, v);
     }
+}
+
+int jv_repr(jctx *c, jj_buf *b, const jv *v, int depth)
+{
+    const void *seen[JJ_MAX_VALUE_NEST + 2];
+    (void)depth;
+    return repr_in(c, b, v, 0, seen);
 }
 
 int jv_str(jctx *c, jj_buf *b, const jv *v)

@@ -217,7 +217,7 @@ def compare(cases_path, ours_path, theirs_path):
             texts += 1
             continue
         if "raise" in b and "raise" in a:
-            want = b["raise"].replace("\n", " ").replace("\r", " ")
+            want = b["raise"].replace("\n", " ").replace("\r", " ").replace("\0", " ")
             if a["raise"] == want or (len(want.encode()) > 511 and want.startswith(a["raise"])):
                 raised += 1
                 continue

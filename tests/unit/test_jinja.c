@@ -84,7 +84,7 @@ static int driver(const char *path)
     ssize_t len;
     while ((len = getline(&line, &cap, stdin)) > 0) {
         json_error_t je;
-        json_t *vars = json_loadb(line, (size_t)len, 0, &je), *res = json_object();
+        json_t *vars = json_loadb(line, (size_t)len, JSON_ALLOW_NUL, &je), *res = json_object();
         if (!vars) {
             fprintf(stderr, "test_jinja: bad case line: %s\n", je.text);
             return 2;
@@ -470,8 +470,8 @@ static void test_hostile(void **state)
     sprintf(e, "{{ %s }}", t);
     refused(e, NULL, "nesting deeper than 200");
     free(e), free(t);
-    /* a namespace holding itself: its repr is refused, not a crash */
-    expect_fail("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}", NULL, CIS2_E_FORMAT, "nests deeper than 200");
+    /* a namespace holding itself prints as Python prints it, not a crash */
+    expect("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}", "<Namespace {'me': <Namespace {...}>}>");
     /* deep JSON variables */
     char *deep = repeated("[", 3000, "", "]");
     json_error_t je;
@@ -543,6 +543,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_table),  cmocka_unit_test(test_errors), cmocka_unit_test(test_raise),
         cmocka_unit_test(test_api),    cmocka_unit_test(test_hostile), cmocka_unit_test(test_threads),
     };
-    (void)expect;
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
