@@ -2,7 +2,7 @@
  * bigbuf.h - large buffers: 2 MiB-aligned with the huge-page hint, and
  * the one reusable per-call buffer an engine keeps (engine.h).
  * Library-internal: kernels.c's weight memory, model.c's larger KV
- * caches, score.c's and verify.c's logits of a pass.
+ * caches, prefill.c's logits of a pass (scoring's and verification's).
  *
  * Why: a score or a verification writes every row's logits (49152 floats
  * a row on SmolLM2, a pass of 64 rows is 12.6 MB).  Fresh memory is
