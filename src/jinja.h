@@ -47,8 +47,8 @@ typedef struct cis2_jinja cis2_jinja;
 typedef struct cis2_jinja_limits {
     size_t max_source;   /* template bytes: 1 MiB */
     size_t max_output;   /* rendered bytes: 16 MiB */
-    size_t max_memory;   /* working memory of one render (values, captured
-                            output, the variables' copy): 256 MiB */
+    size_t max_memory;   /* memory of one render (values, captured output,
+                            the variables' copy, the result): 256 MiB */
     uint64_t max_steps;  /* evaluation steps of one render (a node evaluated,
                             a loop turn, a filter's work per 64 bytes or
                             items): 20,000,000 */
