@@ -2,10 +2,11 @@
  * jinja_eval.c - the chat-template renderer's evaluator and its API
  * (jinja.h): scopes, statements, expressions, calls, macros.  Callers:
  * whoever renders chat templates (the server's chat integration, the unit
- * test).  docs/chat.md ("The API", "Semantics") is the contract; the semantics are
- * the Jinja2 template designer documentation's ("Assignments", "Scoping
- * Behavior", "For", "Macros", "Call", "Expressions") as Debian's
- * python3-jinja2 renders them in transformers' sandbox:
+ * test).  docs/chat.md ("The API", "Semantics") is the contract; the
+ * semantics are the Jinja2 template designer documentation's
+ * ("Assignments", "Scoping Behavior", "For", "Macros", "Call",
+ * "Expressions") as Debian's python3-jinja2 renders them in transformers'
+ * sandbox:
  *
  *   - a for loop's body runs in a scope of its own, fresh each turn
  *     (a set inside it is gone at the next turn and after the loop); if
@@ -973,7 +974,8 @@ __attribute__((noinline)) static int exec_for(jctx *c, jj_scope *s, const jnode 
     lv.u.lp = lp;
     for (size_t i = 0; i < n; i++) {
         lp->i = i;
-        it->n = 0; /* a fresh scope each turn */
+        it->n = 0; /* a fresh scope each turn (its arrays reused: a loop's
+                    * memory does not grow with its turns) */
         c->at = e;
         if (jj_cost(c, 1) || assign(c, it, e->a, items[i]) || scope_set(c, it, "loop", 4, lv)) return -1;
         if (ex(c, it, e->v[0])) return -1;

@@ -802,14 +802,16 @@ int jl_percent_format(jctx *c, const jnode *at, const jv *fmt, const jv *args, j
         case 'o': {
             int64_t iv;
             if (v.t == JT_INT || v.t == JT_BOOL) iv = v.u.i;
-            else if (v.t == JT_FLOAT && (conv == 'd' || conv == 'i') && isfinite(v.u.f) && (v.u.f < 0 ? -v.u.f : v.u.f) < 9.2e18) iv = (int64_t)v.u.f;
+            else if (v.t == JT_FLOAT && (conv == 'd' || conv == 'i') && isfinite(v.u.f) && (v.u.f < 0 ? -v.u.f : v.u.f) < 9.2e18)
+                iv = (int64_t)v.u.f;
             else return jj_fail(c, at, "%%%c format: a real number is required, not %s", conv, jv_typename(&v));
             memcpy(spec + sn, PRId64, strlen(PRId64) - 1);
             sn += strlen(PRId64) - 1;
             spec[sn++] = conv == 'i' ? 'd' : conv;
             spec[sn] = 0;
             tn = snprintf(t, sizeof t, spec, iv);
-            if (tn < 0 || (size_t)tn >= sizeof t || jb_put(c, &b, t, (size_t)tn)) return tn < 0 || (size_t)tn >= sizeof t ? jj_fail(c, at, "format too wide") : -1;
+            if (tn < 0 || (size_t)tn >= sizeof t) return jj_fail(c, at, "format too wide");
+            if (jb_put(c, &b, t, (size_t)tn)) return -1;
             break;
         }
         case 'f':
