@@ -61,7 +61,8 @@ void cis2_jinja_limits_resolve(cis2_jinja_limits *out, const cis2_jinja_limits *
 
 /* Parses src[0..len) (UTF-8).  CIS2_OK with *out set, else CIS2_E_FORMAT
  * (the first syntax error, "template line L:C: ...") or CIS2_E_NOMEM (over
- * max_source, nesting deeper than 256, out of memory). */
+ * max_source, nesting past the parser's bounds (docs/chat.md "Limits"),
+ * out of memory). */
 int cis2_jinja_parse(const char *src, size_t len, const cis2_jinja_limits *lim, cis2_jinja **out, cis2_error *err);
 void cis2_jinja_free(cis2_jinja *t);
 
