@@ -47,8 +47,8 @@ typedef struct cis2_jinja cis2_jinja;
 typedef struct cis2_jinja_limits {
     size_t max_source;   /* template bytes: 1 MiB */
     size_t max_output;   /* rendered bytes: 16 MiB */
-    size_t max_memory;   /* working memory of one render (values, captured
-                            output, the variables' copy): 256 MiB */
+    size_t max_memory;   /* memory of one render (values, captured output,
+                            the variables' copy, the result): 256 MiB */
     uint64_t max_steps;  /* evaluation steps of one render (a node evaluated,
                             a loop turn, a filter's work per 64 bytes or
                             items): 20,000,000 */
@@ -61,7 +61,8 @@ void cis2_jinja_limits_resolve(cis2_jinja_limits *out, const cis2_jinja_limits *
 
 /* Parses src[0..len) (UTF-8).  CIS2_OK with *out set, else CIS2_E_FORMAT
  * (the first syntax error, "template line L:C: ...") or CIS2_E_NOMEM (over
- * max_source, nesting deeper than 256, out of memory). */
+ * max_source, nesting past the parser's bounds (docs/chat.md "Limits"),
+ * out of memory). */
 int cis2_jinja_parse(const char *src, size_t len, const cis2_jinja_limits *lim, cis2_jinja **out, cis2_error *err);
 void cis2_jinja_free(cis2_jinja *t);
 

@@ -2,10 +2,11 @@
  * jinja_eval.c - the chat-template renderer's evaluator and its API
  * (jinja.h): scopes, statements, expressions, calls, macros.  Callers:
  * whoever renders chat templates (the server's chat integration, the unit
- * test).  docs/chat.md ("The API", "Semantics") is the contract; the semantics are
- * the Jinja2 template designer documentation's ("Assignments", "Scoping
- * Behavior", "For", "Macros", "Call", "Expressions") as Debian's
- * python3-jinja2 renders them in transformers' sandbox:
+ * test).  docs/chat.md ("The API", "Semantics") is the contract; the
+ * semantics are the Jinja2 template designer documentation's
+ * ("Assignments", "Scoping Behavior", "For", "Macros", "Call",
+ * "Expressions") as Debian's python3-jinja2 renders them in transformers'
+ * sandbox:
  *
  *   - a for loop's body runs in a scope of its own, fresh each turn
  *     (a set inside it is gone at the next turn and after the loop); if
@@ -411,10 +412,22 @@ static int repeat(jctx *c, const jnode *at, const jv *seq, int64_t k, jv *out)
 static int binop(jctx *c, const jnode *e, int op, jv *a, jv *b, jv *out)
 {
     static const char *const sym[] = {"+", "-", "*", "/", "//", "%", "**", "~"};
-    if (op == OPB_CONCAT) {
-        jj_buf buf = {0};
-        if (jv_str(c, &buf, a) || jv_str(c, &buf, b)) return -1;
-        return jb_take(c, &buf, out);
+    if (op == OPB_CONCAT || (op == OPB_ADD && a->t == JT_STR && b->t == JT_STR && !a->safe && !b->safe)) {
+        jv x, y;
+        if (op == OPB_CONCAT && (jv_tostr(c, a, &x) || jv_tostr(c, b, &y))) return -1;
+        if (op == OPB_ADD) x = *a, y = *b;
+        if (!x.u.s.n || !y.u.s.n) { /* one side empty: the other as it is */
+            *out = x.u.s.n ? x : y;
+            out->safe = 0;
+            return 0;
+        }
+        char *p = jj_alloc(&c->mem, x.u.s.n + y.u.s.n);
+        if (!p) return jj_nomem(c);
+        memcpy(p, x.u.s.p, x.u.s.n);
+        memcpy(p + x.u.s.n, y.u.s.p, y.u.s.n);
+        if (jj_cost(c, JJ_COPY(x.u.s.n + y.u.s.n))) return -1;
+        *out = jv_strn(p, x.u.s.n + y.u.s.n);
+        return 0;
     }
     if (op == OPB_MOD && a->t == JT_STR) return jl_percent_format(c, e, a, b, out);
     if (need_defined(c, e, a, b)) return -1;
@@ -961,7 +974,8 @@ __attribute__((noinline)) static int exec_for(jctx *c, jj_scope *s, const jnode 
     lv.u.lp = lp;
     for (size_t i = 0; i < n; i++) {
         lp->i = i;
-        it->n = 0; /* a fresh scope each turn */
+        it->n = 0; /* a fresh scope each turn (its arrays reused: a loop's
+                    * memory does not grow with its turns) */
         c->at = e;
         if (jj_cost(c, 1) || assign(c, it, e->a, items[i]) || scope_set(c, it, "loop", 4, lv)) return -1;
         if (ex(c, it, e->v[0])) return -1;
@@ -1124,21 +1138,16 @@ int cis2_jinja_render(const cis2_jinja *t, const json_t *vars, const struct tm *
         localtime_r(&tt, &c.now);
     }
     jj_buf top = {0};
+    top.heap = 1;
     c.out = c.top = &top;
     int rc = CIS2_OK;
     c.root = scope_new(&c, NULL);
-    if (!c.root || jv_from_json(&c, vars, 0, &c.vars) || ex(&c, c.root, t->root)) {
+    if (!c.root || jv_from_json(&c, vars, 0, &c.vars) || ex(&c, c.root, t->root) || jb_put(&c, &top, "", 1)) {
         rc = err->code ? err->code : CIS2_E_INTERNAL;
+        free(top.p);
     } else {
-        char *r = malloc(top.n + 1);
-        if (!r) {
-            rc = cis2_fail(err, CIS2_E_NOMEM, "template: out of memory");
-        } else {
-            if (top.n) memcpy(r, top.p, top.n);
-            r[top.n] = 0;
-            *out = r;
-            if (out_len) *out_len = top.n;
-        }
+        *out = top.p; /* NUL-terminated by the last put */
+        if (out_len) *out_len = top.n - 1;
     }
     jj_arena_free(&c.mem);
     return rc;

@@ -609,7 +609,8 @@ int jl_filter(jctx *c, const jnode *at, int id, jv *val, jv *args, size_t na, jj
     case F_INT: {
         static const char *const names[] = {"default", "base"};
         if (jj_bind(c, at, fn, names, 2, args, na, kw, nk, a)) return -1;
-        k = a[1].t == JT_MISSING ? 10 : (a[1].t == JT_INT || a[1].t == JT_BOOL) ? a[1].u.i : -1; /* not an int: TypeError, so the fallbacks */
+        /* a base that is not an int: TypeError, so the fallbacks */
+        k = a[1].t == JT_MISSING ? 10 : (a[1].t == JT_INT || a[1].t == JT_BOOL) ? a[1].u.i : -1;
         if (val->t == JT_UNDEF) return jj_undef_error(c, at, val); /* int(Undefined) raises */
         if (k != 0 && (k < 2 || k > 36)) k = -1; /* int() refuses the base: ValueError, so the default */
         return to_int(c, at, val, &a[0], k, out);

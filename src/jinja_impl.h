@@ -147,7 +147,9 @@ int jj_parse(cis2_jinja *t, const char *src, size_t len, cis2_error *err);
 size_t jj_unescape(const char *s, size_t n, char *dst, const char **why);
 
 /* ---- the render ---- */
-typedef struct jj_buf { char *p; size_t n, cap; } jj_buf;
+/* a growing buffer: in the arena, or (heap) malloc'ed and counted against
+ * max_memory: the result, which is handed to the caller as it is */
+typedef struct jj_buf { char *p; size_t n, cap; int heap; } jj_buf;
 typedef struct jj_scope jj_scope;
 
 typedef struct jctx {

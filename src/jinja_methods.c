@@ -204,6 +204,32 @@ static int pad_str(jctx *c, const jv *s, int64_t width, const jv *fill, int mode
     return jj_newstr(c, &b, out);
 }
 
+/* the start/end arguments of find, count, startswith ...: slice indices
+ * (negative from the end, clamped) in characters; *none when the range is
+ * empty past its start (start beyond the string, or end before start) */
+static int sub_range(jctx *c, const jnode *at, const char *fn, const jv *s, const jv *st, const jv *en, jv *part, size_t *cp0,
+                     int *none)
+{
+    int64_t n = (int64_t)jj_u8len(s->u.s.p, s->u.s.n), a = 0, e = n;
+    const jv *arg[2] = {st, en};
+    int64_t *dst[2] = {&a, &e};
+    for (int i = 0; i < 2; i++) {
+        if (arg[i]->t == JT_MISSING || arg[i]->t == JT_NONE) continue;
+        if (arg[i]->t != JT_INT && arg[i]->t != JT_BOOL)
+            return jj_fail(c, at, "%s: slice indices must be integers or None", fn);
+        int64_t x = arg[i]->u.i;
+        if (x < 0) { x += n; if (x < 0) x = 0; }
+        *dst[i] = x;
+    }
+    if (e > n) e = n;
+    *none = a > n || e < a;
+    if (*none) return 0;
+    size_t b0 = jj_u8off(s->u.s.p, s->u.s.n, (size_t)a), b1 = b0 + jj_u8off(s->u.s.p + b0, s->u.s.n - b0, (size_t)(e - a));
+    *part = jv_strn(s->u.s.p + b0, b1 - b0);
+    *cp0 = (size_t)a;
+    return 0;
+}
+
 static int str_method_plain(jctx *c, const jnode *at, int id, const jv *s, jv *args, size_t na, jj_kw *kw, size_t nk, jv *out)
 {
     jv a[3], t;
@@ -212,6 +238,7 @@ static int str_method_plain(jctx *c, const jnode *at, int id, const jv *s, jv *a
     static const char *const chars_n[] = {"chars"};
     static const char *const split_n[] = {"sep", "maxsplit"};
     static const char *const sub_n[] = {"sub"};
+    static const char *const range_n[] = {"sub", "start", "end"};
     static const char *const pre_n[] = {"prefix"};
     static const char *const repl_n[] = {"old", "new", "count"};
     static const char *const pad_n[] = {"width", "fillchar"};
@@ -241,17 +268,22 @@ static int str_method_plain(jctx *c, const jnode *at, int id, const jv *s, jv *a
         return jj_list_of(c, parts, m, out);
     }
     case M_STARTSWITH: case M_ENDSWITH: {
-        if (jj_bind(c, at, fn, sub_n, 1, args, na, kw, nk, a)) return -1;
+        jv part;
+        size_t cp0;
+        int none;
+        if (jj_bind(c, at, fn, range_n, 3, args, na, kw, nk, a)) return -1;
+        if (a[0].t == JT_MISSING) return jj_fail(c, at, "%s() takes at least 1 argument (0 given)", fn);
         jv *cands = &a[0];
         size_t nc = 1;
         if (a[0].t == JT_LIST && a[0].tuple) { cands = a[0].u.l->v; nc = a[0].u.l->n; }
         *out = jv_bool(0);
+        if (sub_range(c, at, fn, s, &a[1], &a[2], &part, &cp0, &none)) return -1;
         for (size_t i = 0; i < nc; i++) {
             if (cands[i].t != JT_STR)
                 return jj_fail(c, at, "%s first arg must be str or a tuple of str, not %s", fn, jv_typename(&cands[i]));
             size_t m = cands[i].u.s.n;
-            if (m <= s->u.s.n &&
-                memcmp(id == M_STARTSWITH ? s->u.s.p : s->u.s.p + s->u.s.n - m, cands[i].u.s.p, m) == 0) {
+            if (!none && m <= part.u.s.n &&
+                memcmp(id == M_STARTSWITH ? part.u.s.p : part.u.s.p + part.u.s.n - m, cands[i].u.s.p, m) == 0) {
                 *out = jv_bool(1);
                 break;
             }
@@ -266,27 +298,32 @@ static int str_method_plain(jctx *c, const jnode *at, int id, const jv *s, jv *a
         return jj_str_replace(c, s, &o, &nw, k, out);
     }
     case M_FIND: case M_RFIND: case M_INDEX: case M_RINDEX: case M_COUNT: {
-        size_t off;
-        if (jj_bind(c, at, fn, sub_n, 1, args, na, kw, nk, a) || jj_arg_str(c, at, fn, &a[0], &t)) return -1;
+        size_t off, cp0;
+        jv part;
+        int none;
+        if (jj_bind(c, at, fn, range_n, 3, args, na, kw, nk, a) || jj_arg_str(c, at, fn, &a[0], &t) ||
+            sub_range(c, at, fn, s, &a[1], &a[2], &part, &cp0, &none))
+            return -1;
         if (id == M_COUNT) {
             int64_t cnt = 0;
-            if (!t.u.s.n) cnt = (int64_t)jj_u8len(s->u.s.p, s->u.s.n) + 1;
+            if (none) cnt = 0;
+            else if (!t.u.s.n) cnt = (int64_t)jj_u8len(part.u.s.p, part.u.s.n) + 1;
             else
-                for (size_t i = 0; i + t.u.s.n <= s->u.s.n;) {
-                    const char *f = jj_memmem(s->u.s.p + i, s->u.s.n - i, t.u.s.p, t.u.s.n);
+                for (size_t i = 0; i + t.u.s.n <= part.u.s.n;) {
+                    const char *f = jj_memmem(part.u.s.p + i, part.u.s.n - i, t.u.s.p, t.u.s.n);
                     if (!f) break;
                     cnt++;
-                    i = (size_t)(f - s->u.s.p) + t.u.s.n;
+                    i = (size_t)(f - part.u.s.p) + t.u.s.n;
                 }
             *out = jv_int(cnt);
             return 0;
         }
-        if (!find_sub(s, &t, id == M_RFIND || id == M_RINDEX, &off)) {
+        if (none || !find_sub(&part, &t, id == M_RFIND || id == M_RINDEX, &off)) {
             if (id == M_INDEX || id == M_RINDEX) return jj_fail(c, at, "substring not found");
             *out = jv_int(-1);
             return 0;
         }
-        *out = jv_int((int64_t)jj_u8len(s->u.s.p, off));
+        *out = jv_int((int64_t)(cp0 + jj_u8len(part.u.s.p, off)));
         return 0;
     }
     case M_FORMAT: return str_format(c, at, s, args, na, kw, nk, out);
@@ -704,6 +741,7 @@ int jl_percent_format(jctx *c, const jnode *at, const jv *fmt, const jv *args, j
             spec[sn++] = p[j++];
             while (j < n && p[j] >= '0' && p[j] <= '9' && sn < 20) spec[sn++] = p[j++];
         }
+        while (j < n && (p[j] == 'h' || p[j] == 'l' || p[j] == 'L')) j++; /* length modifiers: Python ignores them */
         if (j >= n) return jj_fail(c, at, "incomplete format");
         char conv = p[j];
         if (conv == '%') {
@@ -764,14 +802,16 @@ int jl_percent_format(jctx *c, const jnode *at, const jv *fmt, const jv *args, j
         case 'o': {
             int64_t iv;
             if (v.t == JT_INT || v.t == JT_BOOL) iv = v.u.i;
-            else if (v.t == JT_FLOAT && (conv == 'd' || conv == 'i') && isfinite(v.u.f) && (v.u.f < 0 ? -v.u.f : v.u.f) < 9.2e18) iv = (int64_t)v.u.f;
+            else if (v.t == JT_FLOAT && (conv == 'd' || conv == 'i') && isfinite(v.u.f) && (v.u.f < 0 ? -v.u.f : v.u.f) < 9.2e18)
+                iv = (int64_t)v.u.f;
             else return jj_fail(c, at, "%%%c format: a real number is required, not %s", conv, jv_typename(&v));
             memcpy(spec + sn, PRId64, strlen(PRId64) - 1);
             sn += strlen(PRId64) - 1;
             spec[sn++] = conv == 'i' ? 'd' : conv;
             spec[sn] = 0;
             tn = snprintf(t, sizeof t, spec, iv);
-            if (tn < 0 || (size_t)tn >= sizeof t || jb_put(c, &b, t, (size_t)tn)) return tn < 0 || (size_t)tn >= sizeof t ? jj_fail(c, at, "format too wide") : -1;
+            if (tn < 0 || (size_t)tn >= sizeof t) return jj_fail(c, at, "format too wide");
+            if (jb_put(c, &b, t, (size_t)tn)) return -1;
             break;
         }
         case 'f':

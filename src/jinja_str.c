@@ -5,9 +5,8 @@
  * UTF-8 (case maps, strip, split, splitlines, replace, the line breaks
  * and whitespace of Python's str), and Python's int()/float() syntax.
  * docs/chat.md "Where cis2 differs from Jinja2" says what is
- * approximated: case mapping beyond ASCII, Latin-1, Latin Extended-A,
- * the Latin digraphs, Greek, Cyrillic, Armenian and fullwidth Latin is
- * the identity.
+ * approximated: case mapping outside the scripts listed there (Latin,
+ * Greek, Cyrillic, Armenian, fullwidth Latin) is the identity.
  */
 #include "jinja_impl.h"
 

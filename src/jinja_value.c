@@ -123,9 +123,20 @@ int jb_put(jctx *c, jj_buf *b, const char *s, size_t n)
             if (nc > SIZE_MAX / 4) return jj_nomem(c);
             nc *= 2;
         }
-        char *p = jj_alloc(&c->mem, nc);
-        if (!p) return jj_nomem(c);
-        if (b->n) memcpy(p, b->p, b->n);
+        char *p;
+        if (b->heap) {
+            if (c->mem.limit && c->mem.total + (nc - b->cap) > c->mem.limit) {
+                c->mem.over = 1;
+                return jj_nomem(c);
+            }
+            p = realloc(b->p, nc);
+            if (!p) return jj_nomem(c);
+            c->mem.total += nc - b->cap;
+        } else {
+            p = jj_alloc(&c->mem, nc);
+            if (!p) return jj_nomem(c);
+            if (b->n) memcpy(p, b->p, b->n);
+        }
         b->p = p;
         b->cap = nc;
     }
