@@ -18,13 +18,7 @@
 #include "cis2.h"
 #include "kernels.h"
 #include "threadpool.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "bench_read.h" /* now(), stream_gbs(): the streaming-read bound */
 
 #define NL 30
 static const size_t SHAPES[7][2] = {{576, 576}, {192, 576}, {192, 576}, {576, 576},
@@ -47,50 +41,6 @@ static void use_kernel(const char *name)
 {
     cis2_error err = {0};
     if (cis2_kernel_find(name, &X.kern, &err)) fprintf(stderr, "%s\n", err.msg);
-}
-
-/* ---- streaming read ---- */
-struct rd { const uint8_t *buf; size_t bytes, chunks; unsigned long long sink[64]; };
-#if defined(__x86_64__)
-__attribute__((target("avx2")))
-#endif
-static void rd_chunk(void *vctx, size_t c)
-{
-    struct rd *r = vctx;
-    size_t per = r->bytes / r->chunks / 64 * 64;
-    const uint8_t *p = r->buf + c * per;
-#if defined(__x86_64__)
-    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t k = 0; k < per; k += 128) {
-        a0 = _mm256_xor_si256(a0, _mm256_load_si256((const __m256i *)(p + k)));
-        a1 = _mm256_xor_si256(a1, _mm256_load_si256((const __m256i *)(p + k + 32)));
-        a2 = _mm256_xor_si256(a2, _mm256_load_si256((const __m256i *)(p + k + 64)));
-        a3 = _mm256_xor_si256(a3, _mm256_load_si256((const __m256i *)(p + k + 96)));
-    }
-    a0 = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
-    r->sink[c % 64] += (unsigned long long)_mm256_extract_epi64(a0, 0);
-#else
-    unsigned long long a[4] = {0};
-    const unsigned long long *q = (const unsigned long long *)p;
-    for (size_t k = 0; k < per / 8; k += 4) { a[0] ^= q[k]; a[1] ^= q[k + 1]; a[2] ^= q[k + 2]; a[3] ^= q[k + 3]; }
-    r->sink[c % 64] += a[0] ^ a[1] ^ a[2] ^ a[3];
-#endif
-}
-
-static double stream_gbs(size_t bytes, int threads)
-{
-    uint8_t *buf = aligned_alloc(64, bytes);
-    memset(buf, 1, bytes);
-    struct rd r = {buf, bytes, (size_t)threads, {0}};
-    double best = 1e9;
-    for (int rep = 0; rep < 8; rep++) {
-        double t0 = now();
-        cis2_parallel_for(&X, r.chunks, rd_chunk, &r);
-        double t = now() - t0;
-        if (t < best) best = t;
-    }
-    free(buf);
-    return (double)(bytes / r.chunks / 64 * 64 * r.chunks) / best / 1e9;
 }
 
 static double token(float **x, float **y, size_t npos)
@@ -142,7 +92,7 @@ int main(int argc, char **argv)
     double bw[65] = {0};
     for (int t = 1; t <= maxt; t++) {
         use_threads(t);
-        bw[t] = stream_gbs(total, t);
+        bw[t] = stream_gbs(&X, total, t, 8);
         printf("streaming read, %d thread(s), %.0f MB: %.1f GB/s\n", t, total / 1e6, bw[t]);
     }
 

@@ -22,17 +22,11 @@
 #include "cis2.h"
 #include "kernels.h"
 #include "threadpool.h"
+#include "bench_read.h" /* now(), stream_gbs(): the streaming-read bound */
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static cis2_ctx X;
 static uint64_t rs = 88172645463325252ull;
@@ -44,50 +38,6 @@ static void use_threads(int n)
     cis2_pool_destroy(X.pool);
     X.pool = NULL;
     if (cis2_pool_create(&X.pool, n, &err)) fprintf(stderr, "threads %d: %s\n", n, err.msg);
-}
-
-/* ---- streaming read (as tools/bench-kernels.c) ---- */
-struct rd { const uint8_t *buf; size_t bytes, chunks; unsigned long long sink[64]; };
-#if defined(__x86_64__)
-__attribute__((target("avx2")))
-#endif
-static void rd_chunk(void *vctx, size_t c)
-{
-    struct rd *r = vctx;
-    size_t per = r->bytes / r->chunks / 128 * 128;
-    const uint8_t *p = r->buf + c * per;
-#if defined(__x86_64__)
-    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t k = 0; k < per; k += 128) {
-        a0 = _mm256_xor_si256(a0, _mm256_load_si256((const __m256i *)(p + k)));
-        a1 = _mm256_xor_si256(a1, _mm256_load_si256((const __m256i *)(p + k + 32)));
-        a2 = _mm256_xor_si256(a2, _mm256_load_si256((const __m256i *)(p + k + 64)));
-        a3 = _mm256_xor_si256(a3, _mm256_load_si256((const __m256i *)(p + k + 96)));
-    }
-    a0 = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
-    r->sink[c % 64] += (unsigned long long)_mm256_extract_epi64(a0, 0);
-#else
-    unsigned long long a[4] = {0};
-    const unsigned long long *q = (const unsigned long long *)p;
-    for (size_t k = 0; k < per / 8; k += 4) { a[0] ^= q[k]; a[1] ^= q[k + 1]; a[2] ^= q[k + 2]; a[3] ^= q[k + 3]; }
-    r->sink[c % 64] += a[0] ^ a[1] ^ a[2] ^ a[3];
-#endif
-}
-
-static double stream_gbs(size_t bytes, int threads)
-{
-    uint8_t *buf = aligned_alloc(64, bytes);
-    memset(buf, 1, bytes);
-    struct rd r = {buf, bytes, (size_t)threads, {0}};
-    double best = 1e9;
-    for (int rep = 0; rep < 6; rep++) {
-        double t0 = now();
-        cis2_parallel_for(&X, r.chunks, rd_chunk, &r);
-        double t = now() - t0;
-        if (t < best) best = t;
-    }
-    free(buf);
-    return (double)(bytes / r.chunks / 128 * 128 * r.chunks) / best / 1e9;
 }
 
 #define ROWS 5760
@@ -151,7 +101,7 @@ int main(int argc, char **argv)
     double bw[65] = {0};
     for (int t = 1; t <= maxt && t < 65; t++) {
         use_threads(t);
-        bw[t] = stream_gbs(budget, t);
+        bw[t] = stream_gbs(&X, budget, t, 6);
         printf("streaming read, %d thread(s), %zu MB: %.1f GB/s\n", t, budget >> 20, bw[t]);
     }
     size_t maxpos = 16;
