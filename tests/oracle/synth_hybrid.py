@@ -78,7 +78,6 @@ import argparse
 import json
 import math
 import os
-import struct
 import sys
 
 import numpy as np
@@ -87,34 +86,9 @@ FAMILIES = {"qwen3_5": "qwen3_5", "qwen3_5_text": "qwen3_5", "qwen3_5_moe": "qwe
             "qwen3_5_moe_text": "qwen3_5_moe", "qwen3_next": "qwen3_next"}
 
 
-def bf16_bytes(a):
-    """float -> bfloat16 by round-to-nearest-even on the float32 bits."""
-    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
-    return u.astype("<u2").tobytes()
-
-
-def write_safetensors(path, tensors):
-    """tensors: list of (name, dtype "BF16" | "F32", array)."""
-    header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
-    for name, dt, arr in tensors:
-        if dt == "BF16":
-            b = bf16_bytes(arr)
-        elif dt == "F32":
-            b = np.ascontiguousarray(arr, dtype="<f4").tobytes()
-        else:
-            raise ValueError(dt)
-        header[name] = {"dtype": dt, "shape": [int(x) for x in np.shape(arr)],
-                        "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
+# the safetensors writer is synth_moe.py's (BF16, F32 and U8), in this folder
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from synth_moe import write_safetensors  # noqa: E402
 
 
 def scaled_sections(half):
