@@ -736,6 +736,17 @@ static jnode *parse_subscript(P *p, jnode *obj)
     return fin(p, e);
 }
 
+/* e(args...): a call node on e, at token t (the "(") */
+static jnode *parse_call(P *p, jnode *e, jtok *t)
+{
+    jnode *c = mk(p, N_CALL, t);
+    nlist l = {0};
+    if (!c || parse_args(p, &l)) return NULL;
+    c->a = e;
+    nl_give(c, &l);
+    return fin(p, c);
+}
+
 static jnode *parse_postfix(P *p, jnode *e)
 {
     for (;;) {
@@ -764,12 +775,7 @@ static jnode *parse_postfix(P *p, jnode *e)
         } else if (is_op(t, O_LBRACK)) {
             e = parse_subscript(p, e);
         } else if (is_op(t, O_LPAREN)) {
-            jnode *c = mk(p, N_CALL, t);
-            nlist l = {0};
-            if (!c || parse_args(p, &l)) return NULL;
-            c->a = e;
-            nl_give(c, &l);
-            e = fin(p, c);
+            e = parse_call(p, e, t);
         } else {
             return e;
         }
@@ -787,12 +793,7 @@ static jnode *parse_filter_expr(P *p, jnode *e)
         } else if (is_name(t, "is")) {
             e = parse_test(p, e);
         } else if (is_op(t, O_LPAREN)) {
-            jnode *c = mk(p, N_CALL, t);
-            nlist l = {0};
-            if (!c || parse_args(p, &l)) return NULL;
-            c->a = e;
-            nl_give(c, &l);
-            e = fin(p, c);
+            e = parse_call(p, e, t);
         } else {
             return e;
         }
