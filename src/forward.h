@@ -72,7 +72,7 @@ void cis2_ffn_dense(cis2_fwd *F, const float *in, float *out);
 /* CIS2_FFN_MOE (moe.c), docs/models.md §M8.  Reads `in`, writes the
  * combined output to F->xn (`in` may be it); uses F->moe, whose size for
  * n rows is cis2_moe_scratch(m, n) floats (0 without experts). */
-int cis2_ffn_moe(cis2_fwd *F, const float *in, cis2_error *err);
+void cis2_ffn_moe(cis2_fwd *F, const float *in);
 size_t cis2_moe_scratch(const cis2_model *m, size_t n);
 
 #endif

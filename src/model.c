@@ -815,9 +815,8 @@ int cis2_forward(const cis2_ctx *cx, const cis2_model *m, cis2_ws *ws, cis2_row 
         cis2_fwd_trace(&F, "ln2", in2, H);
         switch (ly->ffn) { /* the feed-forward's room: its output in F.xn */
         case CIS2_FFN_DENSE: cis2_ffn_dense(&F, in2, F.xn); break;
-        case CIS2_FFN_MOE: rc = cis2_ffn_moe(&F, in2, err); break;
+        case CIS2_FFN_MOE: cis2_ffn_moe(&F, in2); break;
         }
-        if (rc) goto out;
         rows_traced(&F, r_resid_ffn, "resid_mlp", F.x, H, r_next_norm);
     }
     /* §11.1: the final norm (above, into fin) and the LM head */
