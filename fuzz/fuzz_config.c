@@ -5,11 +5,12 @@
  * On success the documented limits must hold, so that every later size
  * product (model.c) stays within size_t, and the RoPE table the config
  * asks for (§7.1, docs/models.md §M1) must be finite and non-negative.
- * heads x head_dim may differ from hidden_size for qwen3 and gemma3_text
- * only (docs/models.md §M2, §M7); it is bounded through the parameter
- * count.  A sliding window (§M5) is mistral's, phi3's or gemma3_text's
- * only, in [1, 2^31]; gemma3_text's query_pre_attn_scalar is in [1, 2^24]
- * and its second RoPE table (§M7.4) is finite and non-negative too.
+ * heads x head_dim may differ from hidden_size only where the family's
+ * row says so (free_head_dim: docs/models.md §M2, §M7); it is bounded
+ * through the parameter count.  A sliding window (§M5) only in a family
+ * with a window rule, in [1, 2^31]; gemma3_text's query_pre_attn_scalar
+ * is in [1, 2^24] and its second RoPE table (§M7.4) is finite and
+ * non-negative too.
  */
 #include "fuzz_util.h"
 
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "family.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -32,15 +34,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             c.num_attention_heads <= 0 || c.num_key_value_heads <= 0 ||
             c.num_attention_heads % c.num_key_value_heads != 0 ||
             c.head_dim <= 0 || c.head_dim > CIS2_CFG_MAX_HIDDEN || c.head_dim % 2 != 0 ||
-            (c.head_dim * c.num_attention_heads != c.hidden_size && strcmp(c.model_type, "qwen3") &&
-             !cis2_config_gemma3(&c)) ||
+            (c.head_dim * c.num_attention_heads != c.hidden_size && !c.family->free_head_dim) ||
             !(c.rms_norm_eps > 0.0f) || !(c.rope_theta > 0.0f) || c.sliding_window < 0 ||
             c.sliding_window > ((int64_t)1 << 31) ||
-            (c.sliding_window && strcmp(c.model_type, "mistral") && strcmp(c.model_type, "phi3") &&
-             !cis2_config_gemma3(&c)) ||
+            (c.sliding_window && c.family->window == CIS2_WINDOW_NONE) ||
             (cis2_config_gemma3(&c) && (c.query_pre_attn_scalar < 1 || c.query_pre_attn_scalar > (1 << 24) ||
                                         !(c.rope_local_theta > 0.0f))) ||
-            cis2_config_param_count(&c, 1) > CIS2_CFG_MAX_PARAMS)
+            cis2_config_param_count(&c) > CIS2_CFG_MAX_PARAMS)
             abort();
         static float inv_freq[CIS2_CFG_MAX_HIDDEN]; /* two tables of head_dim / 2 at most */
         size_t n = cis2_config_inv_freq_len(&c);
