@@ -174,6 +174,14 @@ struct serve_parse {
 
 /* ------------------------------------------------------ output stage */
 
+/* An empty buffer with memory: p is never NULL, and NUL-terminated. */
+static int buf_init(serve_buf *b)
+{
+    if (serve_buf_reserve(b, 64)) return -1;
+    b->p[0] = 0;
+    return 0;
+}
+
 /* Appends decided bytes to the whole parse and the delta list. */
 static void rec(serve_parse *p, serve_delta_kind kind, size_t tool, const void *s, size_t n)
 {
@@ -270,7 +278,7 @@ static size_t out_call(serve_parse *p, const char *name, size_t nlen)
     }
     memcpy(c->name, name, nlen);
     c->name[nlen] = 0;
-    if (serve_buf_reserve(&c->args, 16)) {
+    if (buf_init(&c->args)) {
         free(c->name);
         free(c->id);
         p->oom = 1;
@@ -318,6 +326,12 @@ static int starts(const char *s, size_t n, const char *w)
 {
     size_t l = strlen(w);
     return n >= l && !memcmp(s, w, l);
+}
+
+/* s[0..n) is a proper prefix of w (empty included): w may still come. */
+static int may_start(const char *s, size_t n, const char *w)
+{
+    return n < strlen(w) && !memcmp(s, w, n);
 }
 
 /* ---------------------------------------------------- JSON, by span */
@@ -681,7 +695,7 @@ static void tool_process(serve_parse *p, int final)
         case L_START: { /* llama3_json: does the answer open a call? */
             size_t i = skip_ws(b->p, b->n, 0), r = b->n - i;
             if ((r && b->p[i] == '{') || starts(b->p + i, r, "<|python_tag|>")) { p->ls = L_BLOCK; continue; }
-            if (!final && (r == 0 || !memcmp(b->p + i, "<|python_tag|>", r))) return;
+            if (!final && may_start(b->p + i, r, "<|python_tag|>")) return;
             p->ls = L_PASS;
             continue;
         }
@@ -762,7 +776,7 @@ static void think_process(serve_parse *p, int final)
                 p->ts = T_LEAD;
                 continue;
             }
-            if (!final && (r == 0 || !memcmp(b->p + i, "<think>", r))) return;
+            if (!final && may_start(b->p + i, r, "<think>")) return;
             p->ts = T_PASS;
             continue;
         }
@@ -959,7 +973,7 @@ serve_parse *serve_parse_new(const serve_parse_cfg *cfg, const serve_parse_opts 
     /* every buffer has memory from the start (no NULL + 0 anywhere) */
     serve_buf *bufs[] = {&p->tp, &p->lp, &p->lead, &p->hp, &p->content, &p->reasoning, &p->dtext};
     for (size_t i = 0; i < COUNT(bufs); i++)
-        if (serve_buf_reserve(bufs[i], 64)) { serve_parse_free(p); return NULL; }
+        if (buf_init(bufs[i])) { serve_parse_free(p); return NULL; }
     p->harmony = cfg->tools == SERVE_TOOLS_HARMONY || cfg->reasoning == SERVE_REASON_HARMONY;
     p->hs = G_HEAD;
     p->h_first = 1;

@@ -268,6 +268,31 @@ static void acc_free(acc *a)
     memset(a, 0, sizeof *a);
 }
 
+/* Every buffer of a with memory, NUL-terminated (an empty one compares too). */
+static void acc_init(acc *a)
+{
+    memset(a, 0, sizeof *a);
+    serve_buf *all[] = {&a->content, &a->reasoning};
+    for (int i = 0; i < 2; i++) assert_int_equal(buf_init(all[i]), 0);
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(buf_init(&a->name[i]), 0);
+        assert_int_equal(buf_init(&a->id[i]), 0);
+        assert_int_equal(buf_init(&a->args[i]), 0);
+    }
+}
+
+static void acc_reset(acc *a)
+{
+    serve_buf *all[] = {&a->content, &a->reasoning};
+    for (int i = 0; i < 2; i++) all[i]->p[all[i]->n = 0] = 0;
+    for (int i = 0; i < 8; i++) {
+        a->name[i].p[a->name[i].n = 0] = 0;
+        a->id[i].p[a->id[i].n = 0] = 0;
+        a->args[i].p[a->args[i].n = 0] = 0;
+    }
+    a->n_calls = 0;
+}
+
 static int valid_utf8(const char *s, size_t n)
 {
     for (size_t i = 0; i < n;) {
@@ -312,9 +337,13 @@ static void take_into(serve_parse *p, acc *a, int utf8_in)
     }
 }
 
-static serve_parse *new_parser(const pcase *c, json_t **schema)
+/* The case's schema, parsed once (cases[] order). */
+static json_t *schemas[sizeof cases / sizeof cases[0]];
+
+static serve_parse *new_parser(const pcase *c)
 {
-    *schema = c->schema ? json_loads(c->schema, 0, NULL) : NULL;
+    json_t **schema = &schemas[c - cases];
+    if (c->schema && !*schema) *schema = json_loads(c->schema, 0, NULL);
     if (c->schema) assert_non_null(*schema);
     serve_parse_cfg cfg = {c->t, c->r};
     serve_parse_opts o = {c->tools_on, c->in_think, *schema, NULL};
@@ -326,8 +355,7 @@ static serve_parse *new_parser(const pcase *c, json_t **schema)
 /* Feeds text cut at cuts[0..nc) (ascending), taking after every piece. */
 static void run(const pcase *c, const size_t *cuts, size_t nc, acc *a)
 {
-    json_t *schema;
-    serve_parse *p = new_parser(c, &schema);
+    serve_parse *p = new_parser(c);
     size_t n = strlen(c->text), from = 0;
     int utf8_in = valid_utf8(c->text, n);
     for (size_t i = 0; i <= nc; i++) {
@@ -356,19 +384,20 @@ static void run(const pcase *c, const size_t *cuts, size_t nc, acc *a)
         assert_memory_equal(s, a->args[k].p, l);
     }
     serve_parse_free(p);
-    json_decref(schema);
 }
 
-static void same(const acc *a, const acc *b, const char *what)
+static int eq(const serve_buf *x, const serve_buf *y)
 {
-    if (a->content.n != b->content.n || memcmp(a->content.p, b->content.p, a->content.n) ||
-        a->reasoning.n != b->reasoning.n || memcmp(a->reasoning.p, b->reasoning.p, a->reasoning.n) ||
-        a->n_calls != b->n_calls)
-        fail_msg("%s: content/reasoning/calls differ from the whole parse", what);
+    return x->n == y->n && !memcmp(x->p, y->p, x->n);
+}
+
+/* The same fields, calls and ids. */
+static int same(const acc *a, const acc *b)
+{
+    if (!eq(&a->content, &b->content) || !eq(&a->reasoning, &b->reasoning) || a->n_calls != b->n_calls) return 0;
     for (size_t k = 0; k < a->n_calls; k++)
-        if (strcmp(a->name[k].p, b->name[k].p) || strcmp(a->id[k].p, b->id[k].p) || a->args[k].n != b->args[k].n ||
-            memcmp(a->args[k].p, b->args[k].p, a->args[k].n))
-            fail_msg("%s: call %zu differs from the whole parse", what, k);
+        if (!eq(&a->name[k], &b->name[k]) || !eq(&a->id[k], &b->id[k]) || !eq(&a->args[k], &b->args[k])) return 0;
+    return 1;
 }
 
 /* ------------------------------------------------------------- tests */
@@ -378,14 +407,15 @@ static void test_cases(void **state)
     (void)state;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const pcase *c = &cases[i];
-        acc a = {0};
+        acc a;
+        acc_init(&a);
         run(c, NULL, 0, &a);
         const char *got_c = a.content.p ? a.content.p : "", *got_r = a.reasoning.p ? a.reasoning.p : "";
         if (strcmp(got_c, c->content)) fail_msg("%s: content [%s], want [%s]", c->name, got_c, c->content);
         if (strcmp(got_r, c->reasoning)) fail_msg("%s: reasoning [%s], want [%s]", c->name, got_r, c->reasoning);
         if ((int)a.n_calls != c->n_calls) fail_msg("%s: %zu calls, want %d", c->name, a.n_calls, c->n_calls);
         for (int k = 0; k < c->n_calls; k++) {
-            char id[16];
+            char id[32];
             snprintf(id, sizeof id, "call_%d", k);
             if (strcmp(a.name[k].p, c->call[k].name)) fail_msg("%s: call %d name [%s]", c->name, k, a.name[k].p);
             if (strcmp(a.id[k].p, id)) fail_msg("%s: call %d id [%s]", c->name, k, a.id[k].p);
@@ -404,39 +434,35 @@ static void test_cases(void **state)
 static void test_splits(void **state)
 {
     (void)state;
+    acc whole, a;
+    acc_init(&whole);
+    acc_init(&a);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const pcase *c = &cases[i];
         size_t n = strlen(c->text);
-        acc whole = {0};
+        acc_reset(&whole);
         run(c, NULL, 0, &whole);
-        char what[160];
         for (size_t x = 0; x <= n; x++) {
             for (size_t y = x; y <= n; y++) {
                 size_t cuts[2] = {x, y};
-                acc a = {0};
+                acc_reset(&a);
                 run(c, cuts, 2, &a);
-                snprintf(what, sizeof what, "%s, cut at %zu and %zu", c->name, x, y);
-                same(&whole, &a, what);
-                acc_free(&a);
+                if (!same(&whole, &a)) fail_msg("%s, cut at %zu and %zu: differs from the whole parse", c->name, x, y);
             }
-            size_t cut1[1] = {x};
-            acc a = {0};
-            run(c, cut1, 1, &a);
-            snprintf(what, sizeof what, "%s, cut at %zu", c->name, x);
-            same(&whole, &a, what);
-            acc_free(&a);
+            acc_reset(&a);
+            run(c, &x, 1, &a);
+            if (!same(&whole, &a)) fail_msg("%s, cut at %zu: differs from the whole parse", c->name, x);
         }
         size_t *cuts = malloc((n + 1) * sizeof *cuts);
         assert_non_null(cuts);
         for (size_t x = 0; x < n; x++) cuts[x] = x + 1;
-        acc a = {0};
+        acc_reset(&a);
         run(c, cuts, n ? n - 1 : 0, &a);
-        snprintf(what, sizeof what, "%s, byte by byte", c->name);
-        same(&whole, &a, what);
-        acc_free(&a);
+        if (!same(&whole, &a)) fail_msg("%s, byte by byte: differs from the whole parse", c->name);
         free(cuts);
-        acc_free(&whole);
     }
+    acc_free(&a);
+    acc_free(&whole);
 }
 
 static json_t *parse_all(serve_tool_style t, serve_reason_style r, const char *text, serve_parse **out)
@@ -726,5 +752,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_delta_json),   cmocka_unit_test(test_detect_and_names),
         cmocka_unit_test(test_hostile),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    for (size_t i = 0; i < sizeof schemas / sizeof schemas[0]; i++) json_decref(schemas[i]);
+    return rc;
 }
