@@ -19,7 +19,7 @@
  * The cross-check against what the real templates render is
  * tests/oracle/t_tool_parse.sh, with this program as its driver:
  *   test_serve_parse --parse < CASES    one result line per JSON case line
- *   test_serve_parse --detect FILE      "TOOLS REASONING" for a template
+ *   test_serve_parse --detect FILE...   "TOOLS REASONING" per template, a line each
  * The module is the server's (outside the library), so it is compiled in.
  */
 #include <setjmp.h>
@@ -746,7 +746,11 @@ static int detect_file(const char *path)
 int main(int argc, char **argv)
 {
     if (argc == 2 && !strcmp(argv[1], "--parse")) return driver();
-    if (argc == 3 && !strcmp(argv[1], "--detect")) return detect_file(argv[2]);
+    if (argc >= 3 && !strcmp(argv[1], "--detect")) {
+        int rc = 0;
+        for (int i = 2; i < argc; i++) rc |= detect_file(argv[i]);
+        return rc;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cases),        cmocka_unit_test(test_splits),  cmocka_unit_test(test_message_json),
         cmocka_unit_test(test_delta_json),   cmocka_unit_test(test_detect_and_names),
