@@ -149,8 +149,11 @@ struct serve_parse {
 
     int ts;            /* think layer */
     serve_buf tp;
+    size_t t_held;     /* tp[0..t_held): white space (newlines in T_REASON) that
+                        * waits, already scanned: each byte is looked at once */
     int ls;            /* tool layer */
     serve_buf lp, lead;
+    size_t l_held;     /* the same for lp */
     size_t scan_from;
     int after_call;
     int hs, h_first, h_kind, h_args; /* harmony */
@@ -182,6 +185,19 @@ static int buf_init(serve_buf *b)
     return 0;
 }
 
+/* One more record in the delta list. */
+static void dr_push(serve_parse *p, drec d)
+{
+    if (p->n_dr == p->cap_dr) {
+        size_t nc = p->cap_dr ? 2 * p->cap_dr : 16;
+        drec *nd = realloc(p->dr, nc * sizeof *nd);
+        if (!nd) { p->oom = 1; return; }
+        p->dr = nd;
+        p->cap_dr = nc;
+    }
+    p->dr[p->n_dr++] = d;
+}
+
 /* Appends decided bytes to the whole parse and the delta list. */
 static void rec(serve_parse *p, serve_delta_kind kind, size_t tool, const void *s, size_t n)
 {
@@ -193,14 +209,7 @@ static void rec(serve_parse *p, serve_delta_kind kind, size_t tool, const void *
         p->dr[p->n_dr - 1].off + p->dr[p->n_dr - 1].len == p->dtext.n) {
         p->dr[p->n_dr - 1].len += n;
     } else {
-        if (p->n_dr == p->cap_dr) {
-            size_t nc = p->cap_dr ? 2 * p->cap_dr : 16;
-            drec *nd = realloc(p->dr, nc * sizeof *nd);
-            if (!nd) { p->oom = 1; return; }
-            p->dr = nd;
-            p->cap_dr = nc;
-        }
-        p->dr[p->n_dr++] = (drec){kind, tool, p->dtext.n, n};
+        dr_push(p, (drec){kind, tool, p->dtext.n, n});
     }
     serve_buf_put(&p->dtext, s, n);
 }
@@ -286,14 +295,7 @@ static size_t out_call(serve_parse *p, const char *name, size_t nlen)
     }
     snprintf(c->id, il, "%s%zu", p->id_prefix, k);
     p->n_calls++;
-    if (p->n_dr == p->cap_dr) {
-        size_t nc = p->cap_dr ? 2 * p->cap_dr : 16;
-        drec *nd = realloc(p->dr, nc * sizeof *nd);
-        if (!nd) { p->oom = 1; return k; }
-        p->dr = nd;
-        p->cap_dr = nc;
-    }
-    p->dr[p->n_dr++] = (drec){SERVE_DELTA_TOOL_START, k, 0, 0};
+    dr_push(p, (drec){SERVE_DELTA_TOOL_START, k, 0, 0});
     return k;
 }
 
@@ -693,17 +695,24 @@ static void tool_process(serve_parse *p, int final)
             serve_buf_cut(b, b->n);
             return;
         case L_START: { /* llama3_json: does the answer open a call? */
-            size_t i = skip_ws(b->p, b->n, 0), r = b->n - i;
+            size_t i = skip_ws(b->p, b->n, p->l_held), r = b->n - i;
+            p->l_held = 0;
             if ((r && b->p[i] == '{') || starts(b->p + i, r, "<|python_tag|>")) { p->ls = L_BLOCK; continue; }
-            if (!final && may_start(b->p + i, r, "<|python_tag|>")) return;
+            if (!final && may_start(b->p + i, r, "<|python_tag|>")) {
+                p->l_held = i;
+                return;
+            }
             p->ls = L_PASS;
             continue;
         }
         case L_TEXT: {
-            size_t at;
-            int k = scan(b->p, b->n, &open, 1, &at, final);
-            size_t w = at;
-            while (w > 0 && is_ws(b->p[w - 1])) w--;
+            size_t at, h = p->l_held;
+            int k = scan(b->p + h, b->n - h, &open, 1, &at, final);
+            at += h;
+            size_t w = at; /* where the white space before `at` begins */
+            while (w > h && is_ws(b->p[w - 1])) w--;
+            if (w == h) w = 0;
+            p->l_held = 0;
             if (k < 0 && final) {
                 if (p->after_call && w == 0) serve_buf_cut(b, b->n); /* white space that ends the answer */
                 w = b->n;
@@ -712,6 +721,7 @@ static void tool_process(serve_parse *p, int final)
             out_text(p, SERVE_DELTA_CONTENT, 0, b->p, w);
             if (k < 0) {
                 serve_buf_cut(b, w);
+                p->l_held = final ? 0 : at - w;
                 return;
             }
             p->lead.n = 0;
@@ -770,13 +780,17 @@ static void think_process(serve_parse *p, int final)
             serve_buf_cut(b, b->n);
             return;
         case T_START: {
-            size_t i = skip_ws(b->p, b->n, 0), r = b->n - i;
+            size_t i = skip_ws(b->p, b->n, p->t_held), r = b->n - i;
+            p->t_held = 0;
             if (starts(b->p + i, r, "<think>")) {
                 serve_buf_cut(b, i + 7);
                 p->ts = T_LEAD;
                 continue;
             }
-            if (!final && may_start(b->p + i, r, "<think>")) return;
+            if (!final && may_start(b->p + i, r, "<think>")) {
+                p->t_held = i;
+                return;
+            }
             p->ts = T_PASS;
             continue;
         }
@@ -790,14 +804,18 @@ static void think_process(serve_parse *p, int final)
             continue;
         }
         case T_REASON: {
-            size_t at;
-            int k = scan(b->p, b->n, close, 1, &at, final);
-            size_t e = at;
-            while (e > 0 && b->p[e - 1] == '\n') e--;
+            size_t at, h = p->t_held;
+            int k = scan(b->p + h, b->n - h, close, 1, &at, final);
+            at += h;
+            size_t e = at; /* where the newlines before `at` begin */
+            while (e > h && b->p[e - 1] == '\n') e--;
+            if (e == h) e = 0;
+            p->t_held = 0;
             if (k < 0 && final) e = b->n;
             out_text(p, SERVE_DELTA_REASONING, 0, b->p, e);
             if (k < 0) {
                 serve_buf_cut(b, e);
+                p->t_held = at - e;
                 return;
             }
             serve_buf_cut(b, at + 8);

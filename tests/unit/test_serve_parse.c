@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../../serve/serve_buf.c"
 #include "../../serve/serve_parse.c"
@@ -653,6 +654,43 @@ static void test_hostile(void **state)
     serve_buf_free(&b);
 }
 
+/* White space and newlines that wait are looked at once, not once per
+ * piece: megabytes of them fed byte by byte take linear time. */
+static void test_linear_time(void **state)
+{
+    (void)state;
+    static const struct { serve_tool_style t; serve_reason_style r; int in_think; const char *head; char fill; } runs[] = {
+        {H, TK, 0, "", ' '},      /* before a possible <think> */
+        {H, TK, 1, "r", '\n'},    /* newlines that may end the reasoning */
+        {H, NR, 0, "text", ' '},  /* white space that may precede <tool_call> */
+        {L, NR, 0, "", '\n'},     /* before a possible Llama call */
+        {M, NR, 0, "x", '\t'},    /* before a possible [TOOL_CALLS] */
+    };
+    enum { N = 1 << 20 };
+    char *fill = malloc(N);
+    assert_non_null(fill);
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        memset(fill, runs[i].fill, N);
+        serve_parse_cfg cfg = {runs[i].t, runs[i].r};
+        serve_parse_opts o = {1, runs[i].in_think, NULL, NULL};
+        serve_parse *p = serve_parse_new(&cfg, &o);
+        assert_non_null(p);
+        clock_t t0 = clock();
+        assert_int_equal(serve_parse_feed(p, runs[i].head, strlen(runs[i].head)), 0);
+        for (size_t k = 0; k < N; k++) assert_int_equal(serve_parse_feed(p, fill + k, 1), 0);
+        assert_int_equal(serve_parse_feed(p, "z", 1), 0);
+        assert_int_equal(serve_parse_finish(p), 0);
+        double s = (double)(clock() - t0) / CLOCKS_PER_SEC;
+        size_t lc, lr;
+        serve_parse_content(p, &lc);
+        serve_parse_reasoning(p, &lr);
+        assert_int_equal(lc + lr, strlen(runs[i].head) + N + 1); /* nothing dropped: text follows */
+        if (s > 5.0) fail_msg("run %zu: %.1f s for 1 MiB fed byte by byte (quadratic?)", i, s);
+        serve_parse_free(p);
+    }
+    free(fill);
+}
+
 /* ---------------------------------------------------- oracle driver */
 
 /* tests/oracle/t_tool_parse.sh: each stdin line {"tools": NAME,
@@ -754,7 +792,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cases),        cmocka_unit_test(test_splits),  cmocka_unit_test(test_message_json),
         cmocka_unit_test(test_delta_json),   cmocka_unit_test(test_detect_and_names),
-        cmocka_unit_test(test_hostile),
+        cmocka_unit_test(test_hostile),      cmocka_unit_test(test_linear_time),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     for (size_t i = 0; i < sizeof schemas / sizeof schemas[0]; i++) json_decref(schemas[i]);
