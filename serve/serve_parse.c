@@ -185,6 +185,13 @@ static int buf_init(serve_buf *b)
     return 0;
 }
 
+/* Drops b[0..k): nothing to move when k is 0 (a buffer that waits is not
+ * moved once per piece). */
+static void cut(serve_buf *b, size_t k)
+{
+    if (k) serve_buf_cut(b, k);
+}
+
 /* One more record in the delta list. */
 static void dr_push(serve_parse *p, drec d)
 {
@@ -692,7 +699,7 @@ static void tool_process(serve_parse *p, int final)
         switch (p->ls) {
         case L_PASS:
             out_text(p, SERVE_DELTA_CONTENT, 0, b->p, b->n);
-            serve_buf_cut(b, b->n);
+            cut(b, b->n);
             return;
         case L_START: { /* llama3_json: does the answer open a call? */
             size_t i = skip_ws(b->p, b->n, p->l_held), r = b->n - i;
@@ -714,19 +721,19 @@ static void tool_process(serve_parse *p, int final)
             if (w == h) w = 0;
             p->l_held = 0;
             if (k < 0 && final) {
-                if (p->after_call && w == 0) serve_buf_cut(b, b->n); /* white space that ends the answer */
+                if (p->after_call && w == 0) cut(b, b->n); /* white space that ends the answer */
                 w = b->n;
             }
             if (w) p->after_call = 0;
             out_text(p, SERVE_DELTA_CONTENT, 0, b->p, w);
             if (k < 0) {
-                serve_buf_cut(b, w);
+                cut(b, w);
                 p->l_held = final ? 0 : at - w;
                 return;
             }
             p->lead.n = 0;
             serve_buf_put(&p->lead, b->p + w, at - w);
-            serve_buf_cut(b, at + strlen(open));
+            cut(b, at + strlen(open));
             p->ls = L_BLOCK;
             p->scan_from = 0;
             continue;
@@ -735,7 +742,7 @@ static void tool_process(serve_parse *p, int final)
             if (p->cfg.tools != SERVE_TOOLS_HERMES) { /* the rest of the answer is the block */
                 if (!final) return;
                 block_done(p, p->cfg.tools == SERVE_TOOLS_MISTRAL ? open : "", b->p, b->n, NULL);
-                serve_buf_cut(b, b->n);
+                cut(b, b->n);
                 return;
             } else {
                 static const char *const close[] = {"</tool_call>"};
@@ -747,7 +754,7 @@ static void tool_process(serve_parse *p, int final)
                     return;
                 }
                 block_done(p, open, b->p, at, k < 0 ? NULL : close[0]);
-                serve_buf_cut(b, k < 0 ? b->n : at + strlen(close[0]));
+                cut(b, k < 0 ? b->n : at + strlen(close[0]));
                 p->ls = L_TEXT;
                 continue;
             }
@@ -777,13 +784,13 @@ static void think_process(serve_parse *p, int final)
         switch (p->ts) {
         case T_PASS:
             tools_in(p, b->p, b->n);
-            serve_buf_cut(b, b->n);
+            cut(b, b->n);
             return;
         case T_START: {
             size_t i = skip_ws(b->p, b->n, p->t_held), r = b->n - i;
             p->t_held = 0;
             if (starts(b->p + i, r, "<think>")) {
-                serve_buf_cut(b, i + 7);
+                cut(b, i + 7);
                 p->ts = T_LEAD;
                 continue;
             }
@@ -798,7 +805,7 @@ static void think_process(serve_parse *p, int final)
         case T_CLEAD: {
             size_t i = 0;
             while (i < b->n && b->p[i] == '\n') i++;
-            serve_buf_cut(b, i);
+            cut(b, i);
             if (!b->n) return;
             p->ts = p->ts == T_LEAD ? T_REASON : T_PASS;
             continue;
@@ -814,11 +821,11 @@ static void think_process(serve_parse *p, int final)
             if (k < 0 && final) e = b->n;
             out_text(p, SERVE_DELTA_REASONING, 0, b->p, e);
             if (k < 0) {
-                serve_buf_cut(b, e);
+                cut(b, e);
                 p->t_held = at - e;
                 return;
             }
-            serve_buf_cut(b, at + 8);
+            cut(b, at + 8);
             p->ts = T_CLEAD;
             continue;
         }
@@ -915,7 +922,7 @@ static void harmony_process(serve_parse *p, int final)
             k = scan(b->p, b->n, H_HEAD, (int)COUNT(H_HEAD), &at, final);
             if (k == 0) {
                 head_done(p, b->p, at);
-                serve_buf_cut(b, at + strlen(H_HEAD[0]));
+                cut(b, at + strlen(H_HEAD[0]));
                 p->hs = G_BODY;
                 continue;
             }
@@ -923,14 +930,14 @@ static void harmony_process(serve_parse *p, int final)
             /* not a header: its text is content */
             out_text(p, SERVE_DELTA_CONTENT, 0, p->h_open, strlen(p->h_open));
             out_text(p, SERVE_DELTA_CONTENT, 0, b->p, at);
-            serve_buf_cut(b, at);
+            cut(b, at);
             p->hs = G_OUT;
             continue;
         case G_BODY:
             k = scan(b->p, b->n, H_BODY, (int)COUNT(H_BODY), &at, final);
             body_text(p, b->p, at);
             if (k < 0) {
-                serve_buf_cut(b, at);
+                cut(b, at);
                 if (final) {
                     body_end(p);
                     p->hs = G_OUT;
@@ -939,15 +946,15 @@ static void harmony_process(serve_parse *p, int final)
             }
             body_end(p);
             if (k <= 2) {
-                serve_buf_cut(b, at + strlen(H_BODY[k]));
+                cut(b, at + strlen(H_BODY[k]));
                 p->hs = G_OUT;
             } else if (k == 3) {
-                serve_buf_cut(b, at + strlen(H_BODY[k]));
+                cut(b, at + strlen(H_BODY[k]));
                 p->hs = G_HEAD;
                 p->h_first = 0;
                 p->h_open = "<|start|>";
             } else {
-                serve_buf_cut(b, at);
+                cut(b, at);
                 p->hs = G_HEAD;
                 p->h_first = 1;
                 p->h_open = "";
@@ -957,15 +964,15 @@ static void harmony_process(serve_parse *p, int final)
             k = scan(b->p, b->n, H_OUT, (int)COUNT(H_OUT), &at, final);
             out_text(p, SERVE_DELTA_CONTENT, 0, b->p, at);
             if (k < 0) {
-                serve_buf_cut(b, at);
+                cut(b, at);
                 return;
             }
             if (k == 0) {
-                serve_buf_cut(b, at + strlen(H_OUT[0]));
+                cut(b, at + strlen(H_OUT[0]));
                 p->h_first = 0;
                 p->h_open = "<|start|>";
             } else {
-                serve_buf_cut(b, at);
+                cut(b, at);
                 p->h_first = 1;
                 p->h_open = "";
             }
