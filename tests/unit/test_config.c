@@ -1027,6 +1027,46 @@ static void synth_configs(void **s)
     check_synth_cfg("odd", 72, 200, 2, 3, 1, 300, 24, 128, 0x3727C5AC, 0x48F42400, 0, "llama");
 }
 
+/* A key of a JSON text: NULL when absent (the root decref'ed by the caller) */
+static json_t *key_of(json_t *root, const char *k) { return root ? json_object_get(root, k) : NULL; }
+
+/* The shapes modelled on real checkpoints write the real config.json's
+ * bos/eos/pad token ids (each present exactly when the real one has it,
+ * equal to it); the test shapes write none.  Against $SHARED's files. */
+static void synth_real_ids(void **s)
+{
+    (void)s;
+    static const char *const keys[] = {"bos_token_id", "eos_token_id", "pad_token_id"};
+    static const char *const real[] = {"smollm2-135m", "smollm2-360m", "qwen2.5-0.5b"};
+    int compared = 0;
+    for (size_t i = 0; i < cis2_synth_shape_count(); i++) {
+        const char *name = cis2_synth_shape_at(i)->name;
+        size_t len = 0;
+        char *text = cis2_synth_shape_config(name, &len);
+        assert_non_null(text);
+        json_error_t je;
+        json_t *syn = json_loadb(text, len, 0, &je), *ref = NULL;
+        assert_non_null(syn);
+        for (size_t r = 0; r < 3; r++)
+            if (!strcmp(real[r], name)) {
+                char p[1024];
+                snprintf(p, sizeof p, "%s/models/%s/config.json", shared(), name);
+                if (access(p, R_OK) != 0) { json_decref(syn); free(text); skip(); }
+                if (!(ref = json_load_file(p, 0, &je))) fail_msg("%s: %s", p, je.text);
+            }
+        for (size_t k = 0; k < 3; k++) {
+            json_t *a = key_of(syn, keys[k]), *b = key_of(ref, keys[k]);
+            if (!b) { if (a) fail_msg("%s: %s written, the real config.json has none", name, keys[k]); continue; }
+            if (!a || !json_equal(a, b)) fail_msg("%s: %s differs from the real config.json's", name, keys[k]);
+            compared++;
+        }
+        json_decref(syn);
+        json_decref(ref);
+        free(text);
+    }
+    assert_int_equal(compared, 6); /* bos and eos of the three; none has a pad id */
+}
+
 static void synth_shape_table(void **s)
 {
     (void)s;
@@ -1056,7 +1096,7 @@ static void synth_shape_table(void **s)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(real_smollm2_135m), cmocka_unit_test(real_smollm2_360m),
+        cmocka_unit_test(real_smollm2_135m), cmocka_unit_test(synth_real_ids), cmocka_unit_test(real_smollm2_360m),
         cmocka_unit_test(real_qwen25_05b), cmocka_unit_test(load_missing_file),
         cmocka_unit_test(eps_cast), cmocka_unit_test(theta_spellings),
         cmocka_unit_test(defaults),
