@@ -725,6 +725,13 @@ CIS2_API void cis2_score_results_free(cis2_score_result *results, size_t n);
  * part given as ids (its bytes are recorded). */
 CIS2_API int cis2_score_receipts(cis2_engine *e, const cis2_score_request *reqs, size_t n,
                                  cis2_score_result **results, cis2_receipt **receipts, cis2_error *err);
+/* cis2_score_receipts with options (cis2_score_opts: should_stop is asked
+ * before every weight pass, so a long score stops within one pass; a
+ * cancelled call returns CIS2_E_CANCELLED with no results and no
+ * receipts): the same results and receipts, byte for byte. */
+CIS2_API int cis2_score_receipts_ex(cis2_engine *e, const cis2_score_request *reqs, size_t n,
+                                    const cis2_score_opts *opts, cis2_score_result **results,
+                                    cis2_receipt **receipts, cis2_error *err);
 
 #ifdef __cplusplus
 }
