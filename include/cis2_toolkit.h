@@ -198,7 +198,9 @@ CIS2_API const cis2_synth_shape *cis2_synth_shape_at(size_t i);
 CIS2_API const cis2_synth_shape *cis2_synth_find_shape(const char *name); /* NULL if unknown */
 /* Writes out_dir/{model.safetensors,config.json,tokenizer.json} (making
  * out_dir).  tokenizer_src: a tokenizer.json to copy, or NULL for a minimal
- * byte-level one whose ids 0..255 are the bytes. */
+ * byte-level one whose ids 0..255 are the bytes.  A shape modelled on a
+ * real checkpoint (smollm2-135m, smollm2-360m, qwen2.5-0.5b) has its real
+ * config.json's bos/eos (and pad) token ids. */
 CIS2_API int cis2_synth_write(const char *shape, uint64_t seed, const char *out_dir, const char *tokenizer_src,
                               cis2_error *err);
 /* The same for the shape a real config.json describes (copied byte for byte). */

@@ -439,13 +439,11 @@ struct serve_call {
     int echo;
     int prompt_lp;             /* prompt_logprobs given */
     unsigned prompt_lp_top;    /* its alternatives per token */
-    cis2_score_result *scores; /* n_prompts (NULL: nothing to score, or scored with receipts) */
+    cis2_score_result *scores; /* n_prompts (NULL: nothing to score) */
     /* score receipts (`score_receipt`, or the server's --receipt-log):
-     * each prompt scored by cis2_score_receipts on its own, its result
-     * and its receipt's text */
+     * the prompts scored by cis2_score_receipts_ex, each receipt's text */
     int score_receipt;         /* asked for in the response */
-    cis2_score_result **score_each; /* n_prompts results of one each (NULL: none) */
-    char **score_text;         /* n_prompts receipts' text (cis2_free) */
+    char **score_text;         /* n_prompts receipts' text (cis2_free; NULL: none) */
     size_t *score_len;
     serve_metrics *met;        /* counts the prompt tokens once the engine admits the job */
 };
@@ -543,9 +541,9 @@ int serve_guard_should_stop(void *guard);
  * (status 499: the client left, nothing to send).  serve_verify.c. */
 json_t *serve_verify(serve_ctx *sc, const char *body, size_t len, int fd, serve_err *e);
 /* echo / prompt_logprobs: c's prompts scored into c->scores (docs/sampling.md
- * §S11), or with score receipts (c->score_receipt, or the receipt log,
- * where serve_call_response writes them) one by one into c->score_each
- * and c->score_text; 0, or e's status.
+ * §S11), with score receipts (c->score_receipt, or the receipt log,
+ * where serve_call_response writes them) also into c->score_text; 0, or
+ * e's status.
  * serve_verify.c. */
 int serve_score_prompts(const serve_ctx *sc, serve_call *c, int fd, serve_err *e);
 void serve_http_stop(serve_http *h);

@@ -72,11 +72,7 @@ static void call_free_owner(void *p)
     }
     free(c->prompts);
     cis2_score_results_free(c->scores, c->n_prompts);
-    for (size_t i = 0; i < c->n_prompts; i++) {
-        if (c->score_each) cis2_score_results_free(c->score_each[i], 1);
-        if (c->score_text) cis2_free(c->score_text[i]);
-    }
-    free(c->score_each);
+    for (size_t i = 0; c->score_text && i < c->n_prompts; i++) cis2_free(c->score_text[i]);
     free(c->score_text);
     free(c->score_len);
     for (size_t i = 0; i < c->n_stop_str; i++) free(c->stop_str[i]);
@@ -113,9 +109,7 @@ int serve_call_stream(const serve_call *c) { return c->stream; }
 
 const cis2_score_result *serve_call_score(const serve_call *c, size_t p)
 {
-    if (p >= c->n_prompts) return NULL;
-    if (c->scores) return &c->scores[p];
-    return c->score_each ? c->score_each[p] : NULL;
+    return p < c->n_prompts && c->scores ? &c->scores[p] : NULL;
 }
 
 /* ------------------------------------------------------------ validation */
