@@ -450,6 +450,10 @@ struct serve_call {
     char **score_text;         /* n_prompts receipts' text (cis2_free; NULL: none) */
     size_t *score_len;
     serve_metrics *met;        /* counts the prompt tokens once the engine admits the job */
+    /* chat: what the answer's parsing needs (docs/serving.md "Chat
+     * templates"); the rendered prompt is prompts[0].text */
+    json_t *tools;             /* the request's tools (a reference), NULL: none */
+    int tools_on;              /* tools given and tool_choice not "none" */
 };
 
 /* --------------------------------------------- requests (serve_request.c) */

@@ -79,6 +79,7 @@ static void call_free_owner(void *p)
     for (size_t i = 0; c->score_text && i < c->n_prompts; i++) cis2_free(c->score_text[i]);
     free(c->score_text);
     free(c->score_len);
+    json_decref(c->tools);
     for (size_t i = 0; i < c->n_stop_str; i++) free(c->stop_str[i]);
     free(c);
 }
@@ -358,6 +359,9 @@ static int chat_prompt(const serve_ctx *sc, json_t *body, serve_call *c, serve_e
     memcpy(p->ids, ids, n * sizeof *ids);
     cis2_free(ids);
     p->n_ids = p->n_tokens = n;
+    json_t *tools = opt(body, "tools"), *tc = opt(body, "tool_choice");
+    if (tools) c->tools = json_incref(tools);
+    c->tools_on = tools && json_array_size(tools) && !(json_is_string(tc) && !strcmp(json_string_value(tc), "none"));
     return 0;
 }
 
