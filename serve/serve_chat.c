@@ -185,7 +185,10 @@ static json_t *special_tokens(const json_t *tcfg)
 
 /* --------------------------------------------------------------- loading */
 
-static const char *code_name(int rc) { return rc == CIS2_E_USAGE ? "raise_exception" : cis2_status_name(rc); }
+static const char *code_name(int rc)
+{
+    return rc == CIS2_E_USAGE ? "it raised" : rc == CIS2_E_NOMEM ? "a limit" : "an error";
+}
 
 /* Parses one template and renders a one-message conversation with it. */
 static int load_one(serve_chat *c, const char *src, size_t len, const char *which, cis2_chat_template **out,
