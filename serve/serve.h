@@ -21,6 +21,9 @@
  *                    HTTP threads submit to
  *   serve_chat.c     chat templates: finding the checkpoint's, and rendering
  *                    a request's messages with it (the library's renderer)
+ *   serve_parse.c    a chat answer's text -> content, reasoning_content and
+ *                    tool_calls, whole and streamed, by the family's
+ *                    convention (declared in its own serve_parse.h)
  *   serve_body.c     a body's text beneath jansson: exact decimals
  *                    (docs/sampling.md §S2.3), numbers jansson refuses, NULs
  *   serve_request.c  the OpenAI schema's requests: parameters -> a
@@ -51,20 +54,23 @@
  *   serve_logprobs  -> (none)
  *   serve_engine    -> serve_err, serve_metrics
  *   serve_chat      -> serve_err
+ *   serve_parse     -> serve_buf
  *   serve_body      -> serve_err
  *   serve_verify    -> serve_err, serve_engine (serve_now)
  *   serve_request   -> serve_err, serve_body, serve_chat, serve_engine,
  *                      serve_metrics, serve_verify
  *   serve_response  -> serve_err, serve_logprobs, serve_buf, serve_rlog,
- *                      serve_request (serve_call_score)
- *   serve_stream    -> serve_err, serve_response, serve_logprobs, serve_buf
+ *                      serve_parse, serve_request (serve_call_score)
+ *   serve_stream    -> serve_err, serve_response, serve_logprobs, serve_buf,
+ *                      serve_parse
  *   serve_tok       -> serve_err, serve_body, serve_chat, serve_request
  *   serve_http      -> serve_err, serve_request, serve_response,
  *                      serve_stream, serve_engine, serve_chat,
- *                      serve_metrics, serve_log, serve_buf, serve_verify,
- *                      serve_tok
+ *                      serve_parse, serve_metrics, serve_log, serve_buf,
+ *                      serve_verify, serve_tok
  *   serve_main      -> serve_err, serve_http, serve_engine, serve_chat,
- *                      serve_metrics, serve_log, serve_rlog, serve_tok
+ *                      serve_parse, serve_metrics, serve_log, serve_rlog,
+ *                      serve_tok
  *
  * The rules are the library's, each in one home: §S2.2's parameter ranges
  * (cis2_sampling_validate), §S7.1's "extension run or the spec's run"
@@ -82,6 +88,7 @@
 #define CIS2_SERVE_H
 
 #include "cis2_toolkit.h" /* and cis2.h */
+#include "serve_parse.h"  /* serve_parse.c's API: serve_ctx holds its cfg */
 
 #include <jansson.h>
 #include <pthread.h>
@@ -356,6 +363,10 @@ typedef struct serve_config {
     uint8_t key_sha256[32];    /* --api-key-file, hashed */
 } serve_config;
 
+/* At most this many stop ids of chat's own (the rest of the library's 64
+ * are the request's stop_token_ids). */
+#define SERVE_MAX_CHAT_STOP 32
+
 /* What the request handlers share (read-only while serving). */
 typedef struct serve_ctx {
     serve_config cfg;
@@ -369,7 +380,10 @@ typedef struct serve_ctx {
     size_t tok_info_len;
     serve_chat *chat;          /* NULL: chat_error says why */
     char chat_error[600];
-    uint32_t chat_stop[2];     /* chat's stop ids (serve_main.c: <|im_end|>, eos_token) */
+    serve_parse_cfg parse;     /* how chat answers are parsed (serve_main.c: the
+                                * options, else the template's text); none, none:
+                                * the answer's text is the content as generated */
+    uint32_t chat_stop[SERVE_MAX_CHAT_STOP]; /* chat's stop ids (serve_main.c setup_chat_stop) */
     size_t n_chat_stop;
     long long created;         /* start time, for /v1/models */
     pthread_mutex_t vmu;       /* verify slots */
@@ -488,6 +502,10 @@ json_t *serve_call_envelope(const serve_ctx *sc, const serve_call *c, const char
 json_t *serve_call_cis2(const serve_ctx *sc, const serve_call *c, size_t choice, const cis2_result *r, serve_err *e);
 json_t *serve_call_usage(const serve_call *c, const serve_job *j);
 const char *serve_finish_reason(int finish);
+/* The parser of choice `choice` of a chat call (docs/serving.md "Tool calls
+ * and reasoning"): *out NULL when the answer is not parsed (a completion,
+ * or a server with no convention); 0, or -1 when memory ran out. */
+int serve_call_parser(const serve_ctx *sc, const serve_call *c, size_t choice, serve_parse **out);
 /* The error of a job that did not finish normally, in e (0: none). */
 int serve_job_error(const serve_job *j, serve_err *e);
 

@@ -246,6 +246,9 @@ static enum MHD_Result do_models(struct MHD_Connection *c, req_ctx *r)
     for (size_t i = 0; sc->chat && i < sc->n_chat_stop; i++) json_array_append_new(cs, json_integer(sc->chat_stop[i]));
     json_object_set_new(x, "chat_stop_token_id", json_array_size(cs) ? json_integer(sc->chat_stop[0]) : json_null());
     json_object_set_new(x, "chat_stop_token_ids", cs);
+    /* how chat answers are parsed (docs/serving.md "Tool calls and reasoning") */
+    json_object_set_new(x, "tool_parser", json_string(serve_parse_tool_str(sc->parse.tools)));
+    json_object_set_new(x, "reasoning_parser", json_string(serve_parse_reason_str(sc->parse.reasoning)));
     json_object_set_new(m, "cis2", x);
     json_t *a = json_array();
     json_array_append_new(a, m);

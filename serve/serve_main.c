@@ -4,7 +4,8 @@
  *
  * Start-up (docs/serving.md "Starting it"): checks what needs no model first (the key
  * file, that the library runs sampling, stop rules and logprobs
- * (cis2_features()), the access log, the chat template's file), then binds
+ * (cis2_features()), the access log, the chat template's file, and how
+ * chat answers are parsed: docs/serving.md "Tool calls and reasoning"), then binds
  * and listens, so a busy port or a bad --access-log fails at once with one
  * line; prints `cis2 serve: loading DIR (http://HOST:PORT is bound; ...)`
  * on stderr, opens the engine (once: the server keeps no other state
@@ -39,6 +40,7 @@
 typedef struct serve_opts {
     cli_engine eng;
     const char *host, *api_key_file, *chat_template, *model_name, *access_log, *speculate, *receipt_log;
+    const char *tool_parser, *reasoning_parser;
     size_t port, max_batch, max_queue, prefill_chunk, max_tokens, max_body, max_connections, timeout, drain;
     size_t request_timeout, verify_timeout, verify_max_tokens;
     size_t kv_budget_mib;
@@ -79,6 +81,8 @@ static int parse_serve(int argc, char **argv, serve_opts *o)
         {"--verify-max-tokens", OPT_SIZE, &o->verify_max_tokens, (size_t)1 << 30, 0},
         {"--api-key-file", OPT_STR, &o->api_key_file, 0, 0},
         {"--chat-template", OPT_STR, &o->chat_template, 0, 0},
+        {"--tool-parser", OPT_STR, &o->tool_parser, 0, 0},
+        {"--reasoning-parser", OPT_STR, &o->reasoning_parser, 0, 0},
         {"--model-name", OPT_STR, &o->model_name, 0, 0},
         {"--access-log", OPT_STR, &o->access_log, 0, 0},
         {"--receipt-log", OPT_STR, &o->receipt_log, 0, 0},
@@ -98,6 +102,14 @@ static int parse_serve(int argc, char **argv, serve_opts *o)
     if (o->model_name && !*o->model_name) return cli_usage_error("serve", "--model-name is empty");
     if (o->access_log && !*o->access_log) return cli_usage_error("serve", "--access-log is empty (a FILE, - or off)");
     if (o->receipt_log && !*o->receipt_log) return cli_usage_error("serve", "--receipt-log is empty (a directory)");
+    serve_tool_style ts;
+    serve_reason_style rs;
+    if (o->tool_parser && serve_parse_tool_name(o->tool_parser, &ts))
+        return cli_usage_error("serve", "--tool-parser '%s' is none of hermes, qwen3_xml, qwen3_coder, llama3_json, "
+                                        "mistral, harmony, openai, none", o->tool_parser);
+    if (o->reasoning_parser && serve_parse_reason_name(o->reasoning_parser, &rs))
+        return cli_usage_error("serve", "--reasoning-parser '%s' is none of think, qwen3, deepseek_r1, harmony, "
+                                        "openai_gptoss, none", o->reasoning_parser);
     return CIS2_OK;
 }
 
@@ -216,24 +228,74 @@ static long long single_id(const serve_ctx *sc, const char *text, size_t len)
     return id;
 }
 
-/* Chat's stop ids (docs/serving.md "Chat templates"): <|im_end|> when the
- * template writes it and it is one token (ChatML's end of turn), then
- * tokenizer_config.json's eos_token when it is one token. */
+/* How chat answers are parsed (docs/serving.md "Tool calls and
+ * reasoning"): --tool-parser / --reasoning-parser where given (checked by
+ * parse_serve), else what the template's text implies (serve_parse_detect);
+ * a pair that cannot work together refuses the start in one line. */
+static int setup_parse(serve_ctx *sc, const serve_opts *o, cis2_error *err)
+{
+    if (sc->chat) {
+        size_t tl = 0;
+        const char *tpl = serve_chat_text(sc->chat, &tl);
+        serve_parse_detect(tpl, tl, &sc->parse);
+    }
+    if (o->tool_parser) serve_parse_tool_name(o->tool_parser, &sc->parse.tools);
+    if (o->reasoning_parser) serve_parse_reason_name(o->reasoning_parser, &sc->parse.reasoning);
+    const char *why = serve_parse_cfg_check(&sc->parse);
+    if (why)
+        return cis2_fail(err, CIS2_E_USAGE, "serve: tool parser %s and reasoning parser %s (%s): %s",
+                         serve_parse_tool_str(sc->parse.tools), serve_parse_reason_str(sc->parse.reasoning),
+                         o->tool_parser && o->reasoning_parser ? "--tool-parser, --reasoning-parser"
+                         : o->tool_parser                      ? "--tool-parser, and the template's"
+                         : o->reasoning_parser                 ? "--reasoning-parser, and the template's"
+                                                               : "the template's",
+                         why);
+    return CIS2_OK;
+}
+
+/* Adds id to chat's stop ids unless it is there; 0 when there is no room. */
+static int add_chat_stop(serve_ctx *sc, uint32_t id)
+{
+    for (size_t i = 0; i < sc->n_chat_stop; i++)
+        if (sc->chat_stop[i] == id) return 1;
+    if (sc->n_chat_stop == SERVE_MAX_CHAT_STOP) return 0;
+    sc->chat_stop[sc->n_chat_stop++] = id;
+    return 1;
+}
+
+/* Chat's stop ids (docs/serving.md "Chat templates", Stopping), in this
+ * order, each once: <|im_end|> when the template writes it and it is one
+ * token (ChatML's end of turn); tokenizer_config.json's eos_token when it
+ * is one token; with the harmony convention, <|return|> and <|call|> when
+ * each is one token (OpenAI's harmony format ends an assistant's turn with
+ * either); the model's eos list (config.json's eos_token_id, then
+ * generation_config.json's: cis2_model_info.eos_ids). */
 static void setup_chat_stop(serve_ctx *sc, const json_t *tcfg)
 {
     if (!sc->chat) return;
-    size_t tl = 0;
+    size_t tl = 0, dropped = 0;
     const char *tpl = serve_chat_text(sc->chat, &tl);
     long long im = strstr(tpl, "<|im_end|>") ? single_id(sc, "<|im_end|>", 10) : -1;
-    if (im >= 0) sc->chat_stop[sc->n_chat_stop++] = (uint32_t)im;
+    if (im >= 0) add_chat_stop(sc, (uint32_t)im);
     json_t *eos = tcfg ? json_object_get(tcfg, "eos_token") : NULL;
     if (json_is_object(eos)) eos = json_object_get(eos, "content");
     long long id = json_is_string(eos) ? single_id(sc, json_string_value(eos), json_string_length(eos)) : -1;
-    if (id >= 0 && id != im) sc->chat_stop[sc->n_chat_stop++] = (uint32_t)id;
+    if (id >= 0) add_chat_stop(sc, (uint32_t)id);
+    if (sc->parse.tools == SERVE_TOOLS_HARMONY || sc->parse.reasoning == SERVE_REASON_HARMONY) {
+        long long ret = single_id(sc, "<|return|>", 10), call = single_id(sc, "<|call|>", 8);
+        if (ret >= 0) add_chat_stop(sc, (uint32_t)ret);
+        if (call >= 0) add_chat_stop(sc, (uint32_t)call);
+    }
+    for (size_t i = 0; !sc->mi->eos_malformed && i < sc->mi->n_eos; i++)
+        dropped += !add_chat_stop(sc, sc->mi->eos_ids[i]);
+    if (dropped)
+        fprintf(stderr, "cis2 serve: note: chat stops at the first %d of the model's stop ids (%zu more not used)\n",
+                SERVE_MAX_CHAT_STOP, dropped);
     if (!sc->n_chat_stop)
         fprintf(stderr, "cis2 serve: note: the chat template has no end-of-turn token this server knows (no "
-                        "<|im_end|>, no eos_token in tokenizer_config.json): chat answers run to max_tokens unless "
-                        "a request's stop rules end them\n");
+                        "<|im_end|>, no eos_token in tokenizer_config.json, no eos_token_id in config.json or "
+                        "generation_config.json): chat answers run to max_tokens unless a request's stop rules "
+                        "end them\n");
 }
 
 /* Waits for SIGTERM/SIGINT (blocked in every thread): the signal, or 0
@@ -357,6 +419,7 @@ int cmd_serve(int argc, char **argv)
             goto out;
     }
     if ((rc = load_chat(&sc, o.eng.model_dir, o.chat_template, &tcfg, &err))) goto out;
+    if ((rc = setup_parse(&sc, &o, &err))) goto out;
     unsigned port = 0;
     if ((rc = serve_http_bind(&sc.cfg, &fd, &port, &err))) goto out;
     int v6 = strchr(o.host, ':') != NULL;
@@ -392,9 +455,11 @@ int cmd_serve(int argc, char **argv)
     rc = serve_http_start(&http, &sc, fd, &err);
     fd = -1; /* taken over */
     if (rc) goto out;
-    printf("cis2 serve: listening on http://%s%s%s:%u (model %s, chat template %s, max batch %zu; loaded in %.1f s)\n",
+    printf("cis2 serve: listening on http://%s%s%s:%u (model %s, chat template %s, tool parser %s, reasoning parser %s, "
+           "max batch %zu; loaded in %.1f s)\n",
            v6 ? "[" : "", o.host, v6 ? "]" : "", port, sc.cfg.model_name,
-           sc.chat ? serve_chat_kind(sc.chat) : "none", o.max_batch, serve_now() - t_load);
+           sc.chat ? serve_chat_kind(sc.chat) : "none", serve_parse_tool_str(sc.parse.tools),
+           serve_parse_reason_str(sc.parse.reasoning), o.max_batch, serve_now() - t_load);
     fflush(stdout);
     if (!sc.chat) fprintf(stderr, "cis2 serve: note: chat completions are off: %s\n", sc.chat_error);
     int s = wait_signal(&set, -1);

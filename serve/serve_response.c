@@ -73,6 +73,45 @@ static int receipt_json(const serve_ctx *sc, const cis2_result *r, const char *n
     return CIS2_OK;
 }
 
+/* ---------------------------------------------------- parsed answers */
+
+/* Whether chat answers of c are parsed, and by what (docs/serving.md "Tool
+ * calls and reasoning"): tool calls only when the request lets the model
+ * call its tools. */
+static int parsed(const serve_ctx *sc, const serve_call *c)
+{
+    return c->kind == CALL_CHAT && (sc->parse.tools != SERVE_TOOLS_NONE || sc->parse.reasoning != SERVE_REASON_NONE);
+}
+
+int serve_call_parser(const serve_ctx *sc, const serve_call *c, size_t choice, serve_parse **out)
+{
+    *out = NULL;
+    if (!parsed(sc, c)) return 0;
+    const serve_prompt *pr = &c->prompts[0];
+    /* ids: call_ + the rendered prompt's sha256 (12 hex digits) + _CHOICE_ + k:
+     * the same request gives the same ids, another turn (a longer prompt) others */
+    uint8_t d[32];
+    char h[13], prefix[48];
+    cis2_sha256(pr->text ? pr->text : "", pr->text ? pr->len : 0, d);
+    cis2_hex(d, 6, h);
+    snprintf(prefix, sizeof prefix, "call_%s_%zu_", h, choice);
+    serve_parse_opts po = {.tools_on = c->tools_on, .tools = c->tools, .id_prefix = prefix,
+                           .in_think = pr->text && serve_parse_prompt_in_think(pr->text, pr->len)};
+    *out = serve_parse_new(&sc->parse, &po);
+    return *out ? 0 : -1;
+}
+
+/* The parser's conventions that applied to a choice, into its cis2 object. */
+static void parser_note(const serve_ctx *sc, const serve_call *c, json_t *o)
+{
+    if (!parsed(sc, c)) return;
+    int tools = c->tools_on && sc->parse.tools != SERVE_TOOLS_NONE;
+    json_object_set_new(o, "tool_parser", tools ? json_string(serve_parse_tool_str(sc->parse.tools)) : json_null());
+    json_object_set_new(o, "reasoning_parser", sc->parse.reasoning != SERVE_REASON_NONE
+                                                   ? json_string(serve_parse_reason_str(sc->parse.reasoning))
+                                                   : json_null());
+}
+
 json_t *serve_call_cis2(const serve_ctx *sc, const serve_call *c, size_t choice, const cis2_result *r, serve_err *e)
 {
     cis2_error err = {0};
@@ -100,6 +139,7 @@ json_t *serve_call_cis2(const serve_ctx *sc, const serve_call *c, size_t choice,
     else json_object_set_new(o, "stop_rule", json_null());
     if (c->kind == CALL_CHAT) /* the chat template's text, exactly what was tokenized (prompt_token_ids) */
         json_object_set_new(o, "prompt", json_stringn(c->prompts[0].text, c->prompts[0].len));
+    parser_note(sc, c, o);
     serve_lp_bits(o, r);
     return o;
 }
@@ -267,12 +307,26 @@ static json_t *choice_json(const serve_ctx *sc, const serve_call *c, size_t p, s
     serve_buf tb = {0};
     if (et) serve_buf_put(&tb, et, elen);
     if (r && r->text) serve_buf_put(&tb, r->text, r->text_len);
-    json_t *text = json_stringn(tb.p ? tb.p : "", tb.p ? tb.n : 0);
+    const char *finish = r ? serve_finish_reason(r->finish) : "length";
+    serve_parse *ps = NULL;
+    json_t *text = NULL, *m = NULL;
+    if (serve_call_parser(sc, c, choice, &ps)) goto oom;
+    if (ps) { /* the answer's text read by the convention (docs/serving.md "Tool calls and reasoning") */
+        if (serve_parse_feed(ps, tb.p ? tb.p : "", tb.n) || serve_parse_finish(ps) || !(m = serve_parse_message(ps)))
+            goto oom;
+        finish = serve_parse_finish_reason(ps, finish); /* a static string: outlives ps */
+    } else {
+        text = json_stringn(tb.p ? tb.p : "", tb.p ? tb.n : 0);
+    }
     serve_buf_free(&tb);
+    serve_parse_free(ps);
+    ps = NULL;
     if (c->kind == CALL_CHAT) {
-        json_t *m = json_object();
-        json_object_set_new(m, "role", json_string("assistant"));
-        json_object_set_new(m, "content", text);
+        if (!m) {
+            m = json_object();
+            json_object_set_new(m, "role", json_string("assistant"));
+            json_object_set_new(m, "content", text);
+        }
         json_object_set_new(m, "refusal", json_null());
         json_object_set_new(ch, "message", m);
     } else {
@@ -282,10 +336,18 @@ static json_t *choice_json(const serve_ctx *sc, const serve_call *c, size_t p, s
     free(et);
     if (!lp) { json_decref(ch); json_decref(x); return NULL; }
     json_object_set_new(ch, "logprobs", lp);
-    json_object_set_new(ch, "finish_reason", json_string(r ? serve_finish_reason(r->finish) : "length"));
+    json_object_set_new(ch, "finish_reason", json_string(finish));
     if (c->prompt_lp) json_object_set_new(ch, "prompt_logprobs", serve_lp_prompt_json(sc->e, s, c->prompt_lp_top));
     json_object_set_new(ch, "cis2", x);
     return ch;
+oom:
+    serve_parse_free(ps);
+    serve_buf_free(&tb);
+    free(et);
+    json_decref(ch);
+    json_decref(x);
+    serve_fail(e, 500, NULL, NULL, "out of memory");
+    return NULL;
 }
 
 /* The score receipts of the answer into the receipt log (one per scored

@@ -43,6 +43,8 @@ typedef struct sse_seq {
     size_t sent_chars;         /* its code points (the text goes out in whole UTF-8 units) */
     int ended;                 /* the sequence's result is there */
     int final_sent, role_sent;
+    serve_parse *parse;        /* chat with a convention: the text released goes through it
+                                * (docs/serving.md "Tool calls and reasoning"), else NULL */
 } sse_seq;
 
 struct serve_sse {
@@ -73,6 +75,7 @@ serve_sse *serve_sse_new(const serve_ctx *sc, serve_call *c)
             serve_sse_free(s);
             return NULL;
         }
+        if (serve_call_parser(sc, c, c->job->seqs[i].choice, &t->parse)) { serve_sse_free(s); return NULL; }
     }
     return s;
 }
@@ -88,6 +91,7 @@ void serve_sse_free(serve_sse *s)
         serve_buf_free(&s->s[i].raw);
         free(s->s[i].ends);
         serve_buf_free(&s->s[i].sent);
+        serve_parse_free(s->s[i].parse);
     }
     free(s->s);
     free(s);
@@ -152,18 +156,20 @@ static int emit(serve_buf *out, json_t *o)
     return out->oom ? -1 : 0;
 }
 
-/* A chunk for one choice: text (may be NULL), finish reason, cis2. */
+/* A chunk for one choice: text (may be NULL), finish reason, cis2.  A
+ * chat chunk's delta is {role?, content: text} or, when delta is given
+ * (consumed; text then unused), that object: a parsed answer's fields. */
 static json_t *chunk(const serve_sse *s, size_t i, const char *text, size_t tlen, int role, const char *finish,
-                     json_t *cis2, json_t *lp)
+                     json_t *cis2, json_t *lp, json_t *delta)
 {
     int chat = s->c->kind == CALL_CHAT;
     json_t *o = serve_call_envelope(s->sc, s->c, chat ? "chat.completion.chunk" : "text_completion");
     json_t *ch = json_object();
     json_object_set_new(ch, "index", json_integer((json_int_t)s->c->job->seqs[i].choice));
     if (chat) {
-        json_t *d = json_object();
+        json_t *d = delta ? delta : json_object();
         if (role) json_object_set_new(d, "role", json_string("assistant"));
-        if (text) json_object_set_new(d, "content", json_stringn(text, tlen));
+        if (text && !delta) json_object_set_new(d, "content", json_stringn(text, tlen));
         json_object_set_new(ch, "delta", d);
     } else {
         json_object_set_new(ch, "text", json_stringn(text ? text : "", text ? tlen : 0));
@@ -330,15 +336,42 @@ static int format_error(serve_sse *s, const serve_err *e, serve_buf *out, int *d
     return 0;
 }
 
-/* A running sequence: the text (and logprobs) that can be sent now. */
+/* A parsed answer (t->parse): text[0..n) fed to the parser (finish: its
+ * last piece), and the delta object of what the parser released, in
+ * *delta (NULL: nothing).  0, or -1 when memory ran out. */
+static int parse_piece(sse_seq *t, const char *text, size_t n, int finish, json_t **delta)
+{
+    *delta = NULL;
+    if (n && serve_parse_feed(t->parse, text, n)) return -1;
+    if (finish && serve_parse_finish(t->parse)) return -1;
+    size_t nd = 0;
+    const serve_parse_delta *d = serve_parse_take(t->parse, &nd);
+    if (!d && nd) return -1;
+    if (nd && !(*delta = serve_parse_delta_json(d, nd))) return -1;
+    return 0;
+}
+
+/* A running sequence: the text (and logprobs) that can be sent now.  A
+ * parsed answer sends what its parser releases; the logprobs of the
+ * tokens the stream released go out at once, in a chunk with an empty
+ * delta when the parser holds their text back (docs/serving.md "Tool
+ * calls and reasoning", Streaming). */
 static int format_running(serve_sse *s, size_t i, sse_seq *t, serve_buf *out)
 {
     if (t->finishing) return 0; /* its last token may be cut (a stop rule): wait for the result */
     char *txt = NULL;
     size_t tl = 0, from, k, base;
+    json_t *delta = NULL;
     if (stream_text(s, t, &txt, &tl, &from, &k, &base)) return -1;
+    if (t->parse && parse_piece(t, txt, tl, 0, &delta)) { free(txt); return -1; }
     json_t *lp = span_logprobs(s, t, NULL, from, k, base, SIZE_MAX);
-    int rc = (tl || lp) && emit(out, chunk(s, i, txt, tl, 0, NULL, NULL, lp)) ? -1 : 0;
+    int rc = 0;
+    if (t->parse ? delta || lp : tl || lp) {
+        if (t->parse && !delta) delta = json_object(); /* logprobs whose text waits */
+        rc = emit(out, chunk(s, i, txt, tl, 0, NULL, NULL, lp, delta)) ? -1 : 0;
+    } else {
+        json_decref(delta);
+    }
     free(txt);
     return rc;
 }
@@ -360,14 +393,21 @@ static int format_ended(serve_sse *s, size_t i, sse_seq *t, serve_buf *out, int 
     else
         fprintf(stderr, "cis2 serve: %s: streamed text is not a prefix of the result's text\n", s->c->id);
     size_t from = t->clean < r->n_tokens ? t->clean : r->n_tokens;
+    json_t *delta = NULL;
+    if (t->parse && parse_piece(t, rest ? r->text + t->sent.n : "", rest, 1, &delta)) return -1;
     json_t *lp = span_logprobs(s, t, r, from, r->n_tokens - from, t->sent_chars,
                                cis2_utf8_chars(r->text ? r->text : "", rl));
-    if ((rest || lp) && emit(out, chunk(s, i, rest ? r->text + t->sent.n : "", rest, 0, NULL, NULL, lp))) return -1;
+    if (t->parse ? delta || lp : rest || lp) {
+        if (t->parse && !delta) delta = json_object();
+        if (emit(out, chunk(s, i, rest ? r->text + t->sent.n : "", rest, 0, NULL, NULL, lp, delta))) return -1;
+    }
     serve_err e = {0};
     json_t *x = serve_call_cis2(s->sc, s->c, s->c->job->seqs[i].choice, r, &e);
     if (!x) return format_error(s, &e, out, done) ? -1 : 1;
     int chat = s->c->kind == CALL_CHAT;
-    if (emit(out, chunk(s, i, chat ? NULL : "", 0, 0, serve_finish_reason(r->finish), x, NULL))) return -1;
+    const char *finish = serve_finish_reason(r->finish);
+    if (t->parse) finish = serve_parse_finish_reason(t->parse, finish); /* "tool_calls" when it made calls */
+    if (emit(out, chunk(s, i, chat ? NULL : "", 0, 0, finish, x, NULL, NULL))) return -1;
     t->final_sent = 1;
     return 0;
 }
@@ -402,7 +442,7 @@ int serve_sse_format(serve_sse *s, serve_buf *out, int *done)
     for (size_t i = 0; i < s->n; i++) {
         sse_seq *t = &s->s[i];
         if (s->c->kind == CALL_CHAT && !t->role_sent && s->admitted) {
-            if (emit(out, chunk(s, i, "", 0, 1, NULL, NULL, NULL))) return -1;
+            if (emit(out, chunk(s, i, "", 0, 1, NULL, NULL, NULL, NULL))) return -1;
             t->role_sent = 1;
         }
         if (t->final_sent) continue;
