@@ -88,13 +88,19 @@ int serve_call_parser(const serve_ctx *sc, const serve_call *c, size_t choice, s
     *out = NULL;
     if (!parsed(sc, c)) return 0;
     const serve_prompt *pr = &c->prompts[0];
-    /* ids: call_ + the rendered prompt's sha256 (12 hex digits) + _CHOICE_ + k:
-     * the same request gives the same ids, another turn (a longer prompt) others */
+    /* call k's id: call_ + the rendered prompt's sha256 (12 hex digits) +
+     * _CHOICE_ + k, so the same request gives the same ids and another turn
+     * (a longer prompt) others; Mistral's template and tokenizer want 9
+     * alphanumerics: the sha256 of that prefix, 8 hex digits, + k */
     uint8_t d[32];
     char h[13], prefix[48];
     cis2_sha256(pr->text ? pr->text : "", pr->text ? pr->len : 0, d);
     cis2_hex(d, 6, h);
     snprintf(prefix, sizeof prefix, "call_%s_%zu_", h, choice);
+    if (sc->parse.tools == SERVE_TOOLS_MISTRAL) {
+        cis2_sha256(prefix, strlen(prefix), d);
+        cis2_hex(d, 4, prefix);
+    }
     serve_parse_opts po = {.tools_on = c->tools_on, .tools = c->tools, .id_prefix = prefix,
                            .in_think = pr->text && serve_parse_prompt_in_think(pr->text, pr->len)};
     *out = serve_parse_new(&sc->parse, &po);
