@@ -26,8 +26,9 @@
  * The messages as OpenAI's API sends them become what templates expect:
  * an assistant tool call's function.arguments, a JSON string in the API,
  * is parsed into the object it holds (as vLLM and transformers' own
- * examples do), and content given as a list of text parts is their texts
- * joined with "\n" (vLLM's "string" content format); every other key
+ * examples do), and content is a string as vLLM's "string" content format
+ * makes it: null or absent "", a list of text parts their texts joined
+ * with "\n"; every other key
  * (tool_call_id, name, reasoning_content, ...) passes as given, and any
  * role passes (the template decides).  strftime_now formats the time of
  * SOURCE_DATE_EPOCH (UTC) when the environment sets it, so a receipt's
@@ -305,12 +306,17 @@ const char *serve_chat_text(const serve_chat *c, size_t *len)
 
 /* -------------------------------------------------------------- messages */
 
-/* content as templates expect it: a string or null as given; a list of
- * text parts joined with "\n" (vLLM's "string" content format). */
+/* content as templates expect it (vLLM's "string" content format): a
+ * string as given; null or absent the empty string (an assistant's tool
+ * call as OpenAI's clients send it back has content null, which templates
+ * test with `in` or string methods); a list of text parts their texts
+ * joined with "\n". */
 static int norm_content(json_t *m, const char *param, serve_err *e)
 {
     json_t *ct = json_object_get(m, "content");
-    if (!ct || json_is_null(ct) || json_is_string(ct)) return 0;
+    if (json_is_string(ct)) return 0;
+    if (!ct || json_is_null(ct))
+        return json_object_set_new(m, "content", json_string("")) ? serve_fail(e, 503, NULL, NULL, "out of memory") : 0;
     if (!json_is_array(ct))
         return serve_fail(e, 400, "invalid_type", param,
                           "%s.content must be a string, null or a list of text parts", param);

@@ -19,7 +19,8 @@ from transformers' documentation and vLLM's, not from cis2:
     add_generation_prompt (default True: the server's);
   - the messages as vLLM hands OpenAI's to the template: a tool call's
     function.arguments JSON string parsed (json.loads), content given as a
-    list of text parts joined with "\\n".
+    list of text parts joined with "\\n", content null or absent "" (vLLM's
+    "string" content format: no parts, joined).
 
 The rendering is Debian's python3-jinja2 in transformers' environment,
 tests/oracle/chat_render.py's (strftime_now pinned to 2025-03-07 14:05:09,
@@ -62,6 +63,8 @@ def openai_to_template(messages):
         c = m.get("content")
         if isinstance(c, list):
             m["content"] = "\n".join(p["text"] for p in c)
+        elif c is None:  # null or absent: vLLM's parts [] joined
+            m["content"] = ""
         for tc in m.get("tool_calls") or []:
             f = tc.get("function", {})
             if isinstance(f.get("arguments"), str):
