@@ -18,8 +18,8 @@ The flags are the request's, spelled for the CLI: temperature, top_p and
 min_p as the very decimal text the client sent (the body's text, kept as
 strings here), top_k (0 and -1: off, so omitted), seed, the choice's
 index among its prompt's n as --sequence, max_tokens as --gen-toks, stop strings as --stop,
-stop_token_ids (and, for chat, the id of <|im_end|> after them) as
---stop-id, stop_at_eos, and logprobs N (completions) or top_logprobs N
+stop_token_ids (and, for chat, chat's own stop ids after them:
+chat_stop_ids) as --stop-id, stop_at_eos, and logprobs N (completions) or top_logprobs N
 (chat) as --logprobs N (the same N: docs/receipts.md "Names across
 surfaces").  A chat case's prompt is the ids the server tokenized its
 rendered prompt to (`--prompt-ids`: the receipt records the same bytes as
@@ -44,19 +44,58 @@ def f32hex(v):
     return "%08x" % struct.unpack("<I", struct.pack("<f", v))[0]
 
 
-im_end = None
+chat_stops = None
 
 
-def chat_stop_id():
-    global im_end
-    if im_end is None:
-        out = subprocess.run([cis2, "tokenize", "--tokenizer", model + "/tokenizer.json", "--text", "<|im_end|>",
-                              "--json"], capture_output=True, text=True, check=True).stdout
-        ids = json.loads(out)
-        if len(ids) != 1:
-            fail("<|im_end|> is not one token: %s" % ids)
-        im_end = ids[0]
-    return im_end
+def one_token(text):
+    out = subprocess.run([cis2, "tokenize", "--tokenizer", model + "/tokenizer.json", "--text", text, "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    ids = json.loads(out)
+    return ids[0] if len(ids) == 1 else None
+
+
+def load(name):
+    try:
+        return json.load(open(os.path.join(model, name)))
+    except FileNotFoundError:
+        return {}
+
+
+def eos_list(v):
+    return [v] if isinstance(v, int) else [x for x in v if isinstance(x, int)] if isinstance(v, list) else []
+
+
+def chat_stop_ids():
+    """Chat's stop ids as docs/serving.md "Chat templates" (Stopping) lists
+    them, each once: <|im_end|> when the template writes it and it is one
+    token; tokenizer_config.json's eos_token when one token; with a harmony
+    template (it writes <|channel|>), <|return|> and <|call|>; config.json's
+    eos_token_id, then generation_config.json's."""
+    global chat_stops
+    if chat_stops is None:
+        tcfg = load("tokenizer_config.json")
+        tpl = tcfg.get("chat_template") or ""
+        if isinstance(tpl, list):
+            tpl = next((t["template"] for t in tpl if t.get("name") == "default"), "")
+        if os.path.exists(os.path.join(model, "chat_template.jinja")):
+            tpl = open(os.path.join(model, "chat_template.jinja")).read()
+        ids = []
+        if "<|im_end|>" in tpl:
+            ids.append(one_token("<|im_end|>"))
+        eos = tcfg.get("eos_token")
+        if isinstance(eos, dict):
+            eos = eos.get("content")
+        if isinstance(eos, str) and eos:
+            ids.append(one_token(eos))
+        if "<|channel|>" in tpl:
+            ids += [one_token("<|return|>"), one_token("<|call|>")]
+        ids += eos_list(load("config.json").get("eos_token_id")) + eos_list(
+            load("generation_config.json").get("eos_token_id"))
+        chat_stops = []
+        for i in ids:
+            if i is not None and i not in chat_stops:
+                chat_stops.append(i)
+    return chat_stops
 
 
 def cli_args(case, p, receipt):
@@ -78,7 +117,7 @@ def cli_args(case, p, receipt):
     stop = p.get("stop")
     for s in [stop] if isinstance(stop, str) else stop or []:
         a += ["--stop", s]
-    ids = list(p.get("stop_token_ids") or []) + ([chat_stop_id()] if chat else [])
+    ids = list(p.get("stop_token_ids") or []) + (chat_stop_ids() if chat else [])
     if ids:
         a += ["--stop-id", ",".join(map(str, ids))]
     if p.get("stop_at_eos"):
