@@ -31,6 +31,14 @@
 //                                                reasoning_content), chat_template_kwargs (enable_thinking,
 //                                                reasoning_effort), each whole and streamed (equal): cases;
 //                                                a request the template refuses: OUT/NAME.refused.json
+//   node client.js tools BASE MODEL OUT CASES    parsed chat answers (t_serve_tools.sh): each case of
+//                                                CASES (a JSON file [{name, params, round?}]) whole and
+//                                                through the client's stream helper
+//                                                (chat.completions.stream, finalChatCompletion): the same
+//                                                content, reasoning_content, tool_calls, finish_reason,
+//                                                logprobs and receipt; OUT/NAME[.CHOICE].json, .receipt;
+//                                                `round`: the answer and a tool result sent back, answered
+//                                                again (OUT/NAME-2...)
 //
 // A case file is one choice: {kind, params (the request body as sent, JSON
 // text), index (its choice index), text, finish, cis2, logprobs (the OpenAI
@@ -583,6 +591,59 @@ async function templates() {
   console.log(`templates: ${done} chats whole and streamed alike, ${refused} refused by the template`);
 }
 
-const cmds = { concurrent, choices, chat, stops, stopcut, errors, refusals, auth, load, bench, join, echo, templates };
+// One chat request whole, then through the client's stream helper (which
+// joins content, tool_calls and logprobs; reasoning_content it does not
+// join, so the chunks' pieces are joined here): every choice's fields must
+// agree.  Returns the whole response; writes one case file per choice.
+async function toolsBoth(c, params, name, out) {
+  const r = await c.chat.completions.create(params);
+  const st = c.chat.completions.stream({ ...params });
+  const reasoning = {}, chunks = {};
+  for await (const ch of st)
+    for (const d of ch.choices) {
+      chunks[d.index] = (chunks[d.index] || 0) + 1;
+      if (d.delta.reasoning_content) reasoning[d.index] = (reasoning[d.index] || '') + d.delta.reasoning_content;
+    }
+  const f = await st.finalChatCompletion();
+  check(f.choices.length === r.choices.length, `${name}: ${f.choices.length} streamed choices, ${r.choices.length} whole`);
+  for (const w of r.choices) {
+    const s = f.choices[w.index], m = w.message, sm = s.message, what = `${name} choice ${w.index}`;
+    check(m.role === 'assistant' && sm.role === 'assistant', `${what}: role`);
+    check((m.content || '') === (sm.content || ''), `${what}: streamed content ${JSON.stringify(sm.content)} != ${JSON.stringify(m.content)}`);
+    check((m.reasoning_content || '') === (reasoning[w.index] || ''),
+      `${what}: streamed reasoning ${JSON.stringify(reasoning[w.index])} != ${JSON.stringify(m.reasoning_content)}`);
+    check(JSON.stringify(m.tool_calls || []) === JSON.stringify((sm.tool_calls || []).map((t) =>
+      ({ id: t.id, type: t.type, function: { name: t.function.name, arguments: t.function.arguments } }))),
+      `${what}: streamed tool_calls ${JSON.stringify(sm.tool_calls)} != ${JSON.stringify(m.tool_calls)}`);
+    check(s.finish_reason === w.finish_reason, `${what}: streamed finish_reason ${s.finish_reason} != ${w.finish_reason}`);
+    check(JSON.stringify(s.logprobs || null) === JSON.stringify(w.logprobs), `${what}: the streamed logprobs differ`);
+    check(s.cis2 && s.cis2.receipt === w.cis2.receipt, `${what}: the streamed receipt differs`);
+    const f2 = r.choices.length > 1 ? `${name}.${w.index}` : name;
+    fs.writeFileSync(path.join(out, f2 + '.receipt'), w.cis2.receipt);
+    fs.writeFileSync(path.join(out, f2 + '.json'), JSON.stringify({ params, index: w.index, message: m,
+      finish: w.finish_reason, cis2: w.cis2, chunks: chunks[w.index] }));
+  }
+  return r;
+}
+
+async function tools() {
+  const out = args[0];
+  const cases = JSON.parse(fs.readFileSync(args[1], 'utf8'));
+  const c = client();
+  for (const k of cases) {
+    const params = { model, max_tokens: 64, ...k.params };
+    const r = await toolsBoth(c, params, k.name, out);
+    if (k.round) { // the answer as the client keeps it, a tool result, and the next turn
+      const m = r.choices[0].message;
+      check(m.tool_calls && m.tool_calls.length, `${k.name}: no tool call to answer`);
+      const messages = params.messages.concat([{ role: 'assistant', content: m.content, tool_calls: m.tool_calls },
+        ...m.tool_calls.map((t) => ({ role: 'tool', tool_call_id: t.id, content: '{"temp": 21}' }))]);
+      await toolsBoth(c, { ...params, messages }, k.name + '-2', out);
+    }
+  }
+  console.log(`tools: ${cases.length} requests, whole and streamed alike`);
+}
+
+const cmds = { concurrent, choices, chat, stops, stopcut, errors, refusals, auth, load, bench, join, echo, templates, tools };
 if (!cmds[cmd]) die('unknown command ' + cmd);
 cmds[cmd]().catch((e) => die(`${cmd}: ${e.status || ''} ${e.message}`));
