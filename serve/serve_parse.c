@@ -1,6 +1,6 @@
 /*
  * serve_parse.c - a chat model's generated text -> content,
- * reasoning_content and tool_calls (serve_parse.h; docs/chat-output.md
+ * reasoning_content and tool_calls (serve_parse.h; docs/serving.md
  * "Tool calls and reasoning", whose rules this file implements section
  * by section).
  *
@@ -21,8 +21,9 @@
  * whole response and any split of it into pieces give the same fields.
  *
  * Who calls it: the server's chat responses (serve_response.c,
- * serve_stream.c) once hooked up; tests/unit/test_serve_parse.c (compiled
- * in) and tests/oracle/t_tool_parse.sh through it.  It calls serve_buf.c,
+ * serve_stream.c; serve_main.c and serve_http.c for the names);
+ * tests/unit/test_serve_parse.c (compiled in) and
+ * tests/oracle/t_tool_parse.sh through it.  It calls serve_buf.c,
  * jansson and cis2_utf8_unit.
  */
 #include "serve_parse.h"
@@ -32,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* chat-output.md "Which convention": first matching row wins. */
+/* serving.md "Which convention": first matching row wins. */
 static const struct { const char *needle; serve_tool_style t; } tool_rows[] = {
     {"<|channel|>", SERVE_TOOLS_HARMONY},
     {"<tool_call>", SERVE_TOOLS_HERMES},
@@ -57,7 +58,7 @@ static const struct { const char *name; serve_reason_style r; } reason_names[] =
 };
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-/* A harmony header longer than this is not one (chat-output.md, harmony). */
+/* A harmony header longer than this is not one (serving.md "gpt-oss (harmony)"). */
 #define HDR_MAX 512
 
 static int has(const char *s, size_t n, const char *needle)
@@ -346,7 +347,7 @@ static int may_start(const char *s, size_t n, const char *w)
 /* ---------------------------------------------------- JSON, by span */
 
 /* jansson validates and decodes; these find where a value's text lies,
- * so that arguments pass on as the model wrote them (chat-output.md
+ * so that arguments pass on as the model wrote them (serving.md
  * "Arguments").  Each returns the index after what it skipped, 0 when
  * the text is not there. */
 static size_t skip_ws(const char *s, size_t n, size_t i)
@@ -518,7 +519,7 @@ static const json_t *param_type(const json_t *tools, const char *fn, const char 
 }
 
 /* A <parameter=K> value v[0..n) as JSON text, by the schema's type
- * (chat-output.md "Qwen3.5's XML form"): a string unless the type is a
+ * (serving.md "Qwen3.5's XML form"): a string unless the type is a
  * number, boolean, null, object or array type and the value reads as one. */
 static void param_value(serve_buf *out, const json_t *type, const char *v, size_t n)
 {
@@ -689,7 +690,7 @@ static void block_done(serve_parse *p, const char *open, const char *body, size_
 
 /* ------------------------------------------------------- tool layer */
 
-/* chat-output.md "Hermes / Qwen", "Mistral", "Llama 3.x". */
+/* serving.md "Hermes / Qwen", "Mistral", "Llama 3.x". */
 static void tool_process(serve_parse *p, int final)
 {
     serve_buf *b = &p->lp;
@@ -774,7 +775,7 @@ static void tools_in(serve_parse *p, const char *s, size_t n)
 
 /* ------------------------------------------------------ think layer */
 
-/* chat-output.md "Reasoning: <think>". */
+/* serving.md "Reasoning: <think>". */
 static void think_process(serve_parse *p, int final)
 {
     serve_buf *b = &p->tp;
@@ -835,7 +836,7 @@ static void think_process(serve_parse *p, int final)
 
 /* ---------------------------------------------------------- harmony */
 
-/* chat-output.md "gpt-oss (harmony)". */
+/* serving.md "gpt-oss (harmony)". */
 static const char *const H_HEAD[] = {"<|message|>", "<|start|>", "<|end|>", "<|return|>", "<|call|>"};
 static const char *const H_BODY[] = {"<|end|>", "<|return|>", "<|call|>", "<|start|>", "<|channel|>"};
 static const char *const H_OUT[] = {"<|start|>", "<|channel|>"};
@@ -1063,8 +1064,10 @@ int serve_parse_finish(serve_parse *p)
 
 const serve_parse_delta *serve_parse_take(serve_parse *p, size_t *n)
 {
+    static const serve_parse_delta none[1];
     untake(p);
     *n = 0;
+    if (!p->n_dr) return none; /* NULL means no memory, never an empty list */
     if (p->n_dr > p->cap_pub) {
         serve_parse_delta *np = realloc(p->pub, p->n_dr * sizeof *np);
         if (!np) { p->oom = 1; return NULL; }

@@ -1,7 +1,7 @@
 /*
  * serve_parse.h - a chat model's generated text -> what OpenAI clients
  * expect: `content`, `reasoning_content`, `tool_calls` and the
- * finish_reason "tool_calls" (docs/chat-output.md "Tool calls and
+ * finish_reason "tool_calls" (docs/serving.md "Tool calls and
  * reasoning": every rule below is stated there, per convention).
  *
  * The conventions are those of cis2's families' chat templates:
@@ -29,7 +29,8 @@
  * the same parser fed the whole text once.
  *
  * Who calls it: the server's chat responses (serve_response.c for whole
- * ones, serve_stream.c for streamed ones), once the hook-up is made; its
+ * ones, serve_stream.c for streamed ones, through serve_call_parser;
+ * serve_main.c chooses the conventions at start-up); its
  * unit test, tests/unit/test_serve_parse.c.  It calls serve_buf.c,
  * jansson, and the library's UTF-8 decoder (cis2_utf8_unit).
  */
@@ -59,7 +60,7 @@ typedef struct serve_parse_cfg {
     serve_reason_style reasoning;
 } serve_parse_cfg;
 
-/* The conventions a chat template's text implies (docs/chat-output.md
+/* The conventions a chat template's text implies (docs/serving.md
  * "Which convention"): the first row of each table whose needle the text
  * holds; none, none when no row matches. */
 void serve_parse_detect(const char *tmpl, size_t len, serve_parse_cfg *out);
@@ -115,9 +116,9 @@ serve_parse *serve_parse_new(const serve_parse_cfg *cfg, const serve_parse_opts 
 int serve_parse_feed(serve_parse *p, const char *s, size_t n);
 int serve_parse_finish(serve_parse *p);
 /* The deltas emitted since the previous take, in order (adjacent ones of
- * one kind and call merged), *n of them; valid until the next feed,
- * finish, take or free.  Taking empties the list.  NULL (*n 0) when no
- * memory. */
+ * one kind and call merged), *n of them (0: none, and not NULL); valid
+ * until the next feed, finish, take or free.  Taking empties the list.
+ * NULL (*n 0) only when no memory. */
 const serve_parse_delta *serve_parse_take(serve_parse *p, size_t *n);
 /* A chat.completion.chunk's `delta` for deltas d[0..n) (the role is the
  * caller's): "content", "reasoning_content", and "tool_calls" as OpenAI

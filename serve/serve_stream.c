@@ -346,7 +346,7 @@ static int parse_piece(sse_seq *t, const char *text, size_t n, int finish, json_
     if (finish && serve_parse_finish(t->parse)) return -1;
     size_t nd = 0;
     const serve_parse_delta *d = serve_parse_take(t->parse, &nd);
-    if (!d && nd) return -1;
+    if (!d) return -1;
     if (nd && !(*delta = serve_parse_delta_json(d, nd))) return -1;
     return 0;
 }

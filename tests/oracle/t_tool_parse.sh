@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/oracle/t_tool_parse.sh - the parsing of a chat model's output into
 # content, reasoning_content and tool_calls (serve/serve_parse.c,
-# docs/chat-output.md) against the families' real chat templates
+# docs/serving.md) against the families' real chat templates
 # ($SHARED/models/templates, SOURCES.md there):
 #   - the convention each template selects (serve_parse_detect's table),
 #     against the answers written below from reading each template: which
@@ -27,7 +27,7 @@ DRV=$BUILD/tests/test_serve_parse
 [ -x "$DRV" ] || skip "$DRV is not built (make tests)"
 tmpdir d
 
-# template -> "TOOLS REASONING" (docs/chat-output.md "Which convention"),
+# template -> "TOOLS REASONING" (docs/serving.md "Which convention"),
 # the answers read off each template by hand
 cat > "$d/want" << 'EOF'
 gpt-oss-20b harmony harmony

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""tests/oracle/tool_parse_oracle.py - serve/serve_parse.c (docs/chat-output.md
+"""tests/oracle/tool_parse_oracle.py - serve/serve_parse.c (docs/serving.md
 "Tool calls and reasoning") against what the families' real chat templates
 write for an assistant turn, rendered by Debian's python3-jinja2 in
 transformers' environment (chat_render.py).

@@ -1,11 +1,11 @@
 /*
  * test_serve_parse.c - serve/serve_parse.c, a chat model's generated text
- * -> content, reasoning_content and tool_calls (docs/chat-output.md "Tool
+ * -> content, reasoning_content and tool_calls (docs/serving.md "Tool
  * calls and reasoning"):
  *
  *   - hand-written cases per convention (Hermes/Qwen JSON and Qwen3.5 XML,
  *     <think>, Llama-3.x JSON, Mistral v0.3, gpt-oss harmony), their
- *     expected fields worked out from the rules in docs/chat-output.md and
+ *     expected fields worked out from the rules in docs/serving.md and
  *     the formats the families' templates write, including what stays
  *     content (malformed calls, tools off, tags in the wrong place);
  *   - the streaming property, for every case: every split of the text into
@@ -64,7 +64,7 @@ typedef struct pcase {
 #define NR SERVE_REASON_NONE
 
 static const pcase cases[] = {
-    /* ---- Hermes / Qwen3 JSON (chat-output.md "Hermes / Qwen") */
+    /* ---- Hermes / Qwen3 JSON (serving.md "Hermes / Qwen") */
     {"hermes one call after text", H, NR, 1, 0, NULL,
      "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3}}\n</tool_call>",
      "Let me check.", "", 1, {{"get_weather", "{\"city\": \"Paris\", \"days\": 3}"}}},
@@ -121,7 +121,7 @@ static const pcase cases[] = {
     {"hermes big integer", H, NR, 1, 0, NULL,
      "<tool_call>{\"name\": \"f\", \"arguments\": {\"n\": 123456789012345678901234567890}}</tool_call>", "", "", 1,
      {{"f", "{\"n\": 123456789012345678901234567890}"}}},
-    /* ---- Qwen3.5's XML form (chat-output.md "Qwen3.5's XML form") */
+    /* ---- Qwen3.5's XML form (serving.md "Qwen3.5's XML form") */
     {"xml typed by the schema", H, NR, 1, 0, TOOLS_WEATHER,
      "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n"
      "<parameter=metric>\nTrue\n</parameter>\n<parameter=opts>\n{\"a\": [1, 2]}\n</parameter>\n<parameter=tags>\n"
@@ -150,7 +150,7 @@ static const pcase cases[] = {
     {"xml text after </function> stays content", H, NR, 1, 0, NULL,
      "<tool_call>\n<function=f>\n</function>\nmore\n</tool_call>",
      "<tool_call>\n<function=f>\n</function>\nmore\n</tool_call>", "", 0, {{0}}},
-    /* ---- <think> (chat-output.md "Reasoning: <think>") */
+    /* ---- <think> (serving.md "Reasoning: <think>") */
     {"qwen3 reasoning then a call", H, TK, 1, 0, NULL,
      "<think>\nThe user wants weather.\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
      "{\"city\": \"Paris\"}}\n</tool_call>",
@@ -170,7 +170,7 @@ static const pcase cases[] = {
     {"white space before <think>", NT, TK, 0, 0, NULL, "\n <think>r</think>c", "c", "r", 0, {{0}}},
     {"in_think, second </think> is content", NT, TK, 0, 1, NULL, "a</think>b</think>c", "b</think>c", "a", 0, {{0}}},
     {"in_think, nothing after", NT, TK, 0, 1, NULL, "\n\nonly reasoning", "", "only reasoning", 0, {{0}}},
-    /* ---- Llama 3.x (chat-output.md "Llama 3.x JSON") */
+    /* ---- Llama 3.x (serving.md "Llama 3.x JSON") */
     {"llama one call", L, NR, 1, 0, NULL, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", "", "",
      1, {{"get_weather", "{\"city\": \"Paris\"}"}}},
     {"llama python_tag", L, NR, 1, 0, NULL, "<|python_tag|>{\"name\": \"f\", \"parameters\": {}}", "", "", 1,
@@ -188,7 +188,7 @@ static const pcase cases[] = {
      1, {{"f", "{\"a\": \"b;{\"}"}}},
     {"llama tools off", L, NR, 0, 0, NULL, "{\"name\": \"f\", \"parameters\": {}}",
      "{\"name\": \"f\", \"parameters\": {}}", "", 0, {{0}}},
-    /* ---- Mistral v0.3 (chat-output.md "Mistral") */
+    /* ---- Mistral v0.3 (serving.md "Mistral") */
     {"mistral one call", M, NR, 1, 0, NULL,
      "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, \"id\": \"abc123XYZ\"}]", "",
      "", 1, {{"get_weather", "{\"city\": \"Paris\"}"}}},
@@ -201,7 +201,7 @@ static const pcase cases[] = {
      "", 0, {{0}}},
     {"mistral empty list", M, NR, 1, 0, NULL, "x [TOOL_CALLS] []", "x [TOOL_CALLS] []", "", 0, {{0}}},
     {"mistral plain", M, NR, 1, 0, NULL, "Just [text] here [TOOL", "Just [text] here [TOOL", "", 0, {{0}}},
-    /* ---- gpt-oss harmony (chat-output.md "gpt-oss (harmony)") */
+    /* ---- gpt-oss harmony (serving.md "gpt-oss (harmony)") */
     {"harmony reasoning and a call", G, GR, 1, 0, NULL,
      "<|channel|>analysis<|message|>User asks weather. Need tool.<|end|><|start|>assistant<|channel|>commentary "
      "to=functions.get_weather <|constrain|>json<|message|>{\"location\":\"San Francisco\"}<|call|>",
@@ -548,8 +548,9 @@ static void test_delta_json(void **state)
     expect_json(serve_parse_delta_json(d, n),
                 "{\"tool_calls\":[{\"function\":{\"arguments\":\": 1}\"},\"index\":0},{\"function\":{\"arguments\":"
                 "\"{}\",\"name\":\"g\"},\"id\":\"call_1\",\"index\":1,\"type\":\"function\"}]}");
-    d = serve_parse_take(p, &n); /* taken already: nothing */
+    d = serve_parse_take(p, &n); /* taken already: nothing (an empty list, not NULL: NULL is no memory) */
     assert_int_equal(n, 0);
+    assert_non_null(d);
     assert_null(serve_parse_delta_json(d, n));
     assert_int_equal(serve_parse_finish(p), 0);
     d = serve_parse_take(p, &n);
