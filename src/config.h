@@ -65,6 +65,16 @@ typedef struct cis2_config {
     double yarn_factor, yarn_beta_fast, yarn_beta_slow;
     int64_t yarn_old_ctx;
     uint8_t sparse[CIS2_CFG_MAX_LAYERS];
+    /* RoPE rotates the first rotary_dim dimensions of a head: head_dim, or
+     * in a family with partial_rotary (docs/models.md §M10.5)
+     * int(head_dim * partial_rotary_factor), even and in [2, head_dim] */
+    double partial_rotary_f64;
+    int64_t rotary_dim;
+    /* a hybrid family's Gated DeltaNet layers (docs/models.md §M10.1):
+     * linear[L] = 1 where layer L is "linear_attention"; the key and value
+     * heads and their dims, the causal conv's kernel */
+    uint8_t linear[CIS2_CFG_MAX_LAYERS];
+    int64_t lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim, conv_kernel;
     char model_type[32];       /* as written: a row of family.c, or "" (= llama) */
     const cis2_family *family; /* its row (family.h); never NULL once parsed */
     int attention_bias;        /* as written (false if absent); Qwen2 ignores it */

@@ -59,6 +59,13 @@ typedef enum {
                               clamped SwiGLU with biases, in MXFP4 (§M9.5, §M9.6) */
 } cis2_moe_rule;
 
+/* The Gated DeltaNet layers of a hybrid family (docs/models.md §M10). */
+typedef enum {
+    CIS2_LIN_NONE,      /* every layer is attention */
+    CIS2_LIN_SPLIT      /* qwen3_5: layer_types' "linear_attention" layers, with in_proj_qkv, in_proj_z,
+                           in_proj_b and in_proj_a (§M10.2) */
+} cis2_linear_rule;
+
 typedef struct cis2_family {
     const char *model_type;     /* config.json's model_type ("llama" also stands for none) */
     const char *architecture;   /* the transformers class `cis2 synth` names in "architectures" */
@@ -94,10 +101,25 @@ typedef struct cis2_family {
     int sinks;                  /* a learned logit per head in every softmax of attention (§M9.3) */
     int rope_yarn;              /* rope_type "yarn" is read (§M9.4) */
     int mxfp4;                  /* the experts are published in MXFP4 (quantization_config, §M9.6) */
+    /* a multimodal wrapper (docs/models.md §M10.1): the text model's keys are in text_config, whose
+     * model_type is this (NULL: the config is the text model's own), and its tensors are named
+     * text_prefix + what follows "model." (NULL: "model.") */
+    const char *text_config;
+    const char *text_prefix;
+    const char *const *skip;    /* NULL-terminated tensor-name prefixes read (hashed) but not used: the vision
+                                   tower, multi-token prediction (§M10.2); NULL: none */
+    cis2_linear_rule linear;    /* linear-attention layers (§M10) and their keys */
+    int attn_gate;              /* q_proj gives each head's query and an output gate (§M10.5) */
+    double partial_rotary;      /* partial_rotary_factor when absent, RoPE over the first head_dim * it dims of a
+                                   head (§M10.5); 0: the key must be 1 (§7 rotates every dimension) */
+    int mrope;                  /* rope_parameters' mrope_section, mrope_interleaved read: inert for text (§M10.5) */
 } cis2_family;
 
 /* The row of `model_type`, or NULL when cis2 does not run it. */
 const cis2_family *cis2_family_find(const char *model_type);
+/* Whether the loader reads tensor `name` without using it (the row's skip
+ * prefixes: docs/models.md §M10.2). */
+int cis2_family_skips(const cis2_family *f, const char *name);
 /* The row a config.json without model_type gets: llama's. */
 const cis2_family *cis2_family_default(void);
 /* "llama, qwen2, ... or gemma3_text" into out (cap > 0 bytes, truncated
@@ -121,7 +143,11 @@ typedef enum {
      * gate/up and down as MXFP4 blocks and scales, and their biases, one tensor each for all experts */
     CIS2_T_O_BIAS, CIS2_T_SINKS, CIS2_T_ROUTER_BIAS,
     CIS2_T_EXPERTS_GU_BLOCKS, CIS2_T_EXPERTS_GU_SCALES, CIS2_T_EXPERTS_GU_BIAS,
-    CIS2_T_EXPERTS_DOWN_BLOCKS, CIS2_T_EXPERTS_DOWN_SCALES, CIS2_T_EXPERTS_DOWN_BIAS
+    CIS2_T_EXPERTS_DOWN_BLOCKS, CIS2_T_EXPERTS_DOWN_SCALES, CIS2_T_EXPERTS_DOWN_BIAS,
+    /* a Gated DeltaNet layer's (docs/models.md §M10.2): in_proj_qkv, in_proj_z, in_proj_b, in_proj_a,
+     * conv1d [C, 1, K], A_log, dt_bias, the gated norm's weight, out_proj */
+    CIS2_T_LIN_QKV, CIS2_T_LIN_Z, CIS2_T_LIN_B, CIS2_T_LIN_A, CIS2_T_LIN_CONV, CIS2_T_LIN_A_LOG,
+    CIS2_T_LIN_DT_BIAS, CIS2_T_LIN_NORM, CIS2_T_LIN_OUT
 } cis2_tensor_role;
 
 typedef struct cis2_tensor_spec {

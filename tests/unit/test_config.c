@@ -510,7 +510,7 @@ static void families(void **s)
         {"gemma-3-1b-it", NULL},
         {"Qwen3-30B-A3B", NULL},
         {"gpt-oss-20b", NULL},
-        {"Qwen3.5-0.8B", "model_type 'qwen3_5' not supported"},
+        {"Qwen3.5-0.8B", NULL},
         {"Qwen3.5-35B-A3B", "model_type 'qwen3_5_moe' not supported"},
         {"Qwen3-Next-80B-A3B", "model_type 'qwen3_next' not supported"},
     };
