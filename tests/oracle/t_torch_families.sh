@@ -108,7 +108,7 @@ family() {
         "$PY" "$ORACLE" check --model-dir "$d" --json "$d/run.json" --logits "$d/lg.f32" > "$d/oracle.log" \
             || { cat "$d/oracle.log"; fail_later "$fam: the oracle rejects cis2's run"; }
         tail -n 1 "$d/oracle.log"
-        case $fam in qwen3_moe|gpt_oss) # the mixtures of experts also against the float64 reference
+        case $fam in qwen3_moe|gpt_oss|qwen3_5) # the mixtures of experts and the hybrid also against float64
             "$PY" "$ORACLE" check --f64 --model-dir "$d" --json "$d/run.json" --logits "$d/lg.f32" > "$d/f64.log" \
                 || { cat "$d/f64.log"; fail_later "$fam: the float64 reference rejects cis2's run"; }
             echo "$fam in float64: $(tail -n 1 "$d/f64.log")" ;;
@@ -225,5 +225,35 @@ if [ $oracle = 1 ]; then
     echo "gpt_oss at positions 90..97: $(tail -n 1 "$d/long.log")"
 fi
 ties gpt_oss 69
+# qwen3_5 (§M10): Gated DeltaNet layers 0, 2, 3 (conv window 4, 2 key heads
+# shared by 4 value heads, dk 16 != dv 24) and gated full attention in
+# layer 1 (partial RoPE over 8 of 32 dims, GQA 4/2, (1 + w) q/k norms),
+# behind the multimodal wrapper; each DeltaNet feature and each attention
+# feature dropped from the oracle is rejected; chunked_vs_recurrent (the
+# delta rule in transformers' chunked prefill form, the same function) is
+# the positive control, which must pass
+cp tests/families/q35.json "$T/qwen3_5.json"
+family qwen3_5 no_conv no_conv_silu no_l2norm no_q_scale no_decay no_dt_bias no_beta no_z_gate gated_norm_1p \
+    kv_head_tile no_output_gate gate_halves full_rotary norm_plain_w qk_norm
+if [ $oracle = 1 ]; then
+    d=$T/qwen3_5
+    "$PY" "$ORACLE" check --model-dir "$d" --json "$d/run.json" --logits "$d/lg.f32" --ablate chunked_vs_recurrent \
+        > "$d/chunked.log" || { cat "$d/chunked.log"; fail_later "qwen3_5: the chunked delta rule rejects cis2's run"; }
+    echo "qwen3_5 against the chunked form: $(tail -n 1 "$d/chunked.log")"
+    # a checkpoint written independently (synth_hybrid.py: the real config's
+    # sizes reduced, F32 A_log and gated-norm weights, the mtp.* tensors a
+    # reader must skip), 40 positions: its state past the conv window and the
+    # 16-key blocks of the attention layer's cache
+    d=$T/qwen3_5_hy
+    "$PY" tests/oracle/synth_hybrid.py --family-config "$SHARED/models/families/Qwen3.5-0.8B.json" --out "$d" \
+        --seed 5 --layers 4 --vocab 512 > /dev/null || fail "synth_hybrid.py"
+    cp "$T/tiny/tokenizer.json" "$d/tokenizer.json" # a synthetic byte-level tokenizer of the same 512 ids
+    LONG=$(python3 -c 'print(",".join(str((i * 37 + 11) % 509 + 1) for i in range(28)))')
+    $CIS2 run --model-dir "$d" --prompt-ids "$LONG" --gen-toks 12 --json --dump-logits "$d/lg.f32" > "$d/run.json" \
+        || fail "qwen3_5: cis2 run on synth_hybrid.py's checkpoint"
+    "$PY" "$ORACLE" check --model-dir "$d" --json "$d/run.json" --logits "$d/lg.f32" > "$d/oracle.log" \
+        || { cat "$d/oracle.log"; fail_later "qwen3_5: the oracle rejects cis2 on synth_hybrid.py's checkpoint"; }
+    echo "qwen3_5 on synth_hybrid.py's checkpoint: $(tail -n 1 "$d/oracle.log")"
+fi
 end_fails
 echo ok
