@@ -551,6 +551,10 @@ static int rope_object(cis2_config *c, json_t *root, const char *key, theta_src 
         spelling = k;
     }
     int llama3 = type && !strcmp(type, "llama3");
+    if (llama3 && c->family->partial_rotary != 0.0)
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s.%s \"llama3\" is not implemented for model_type %s (its "
+                         "RoPE is the default one over part of each head, docs/models.md §M10.5)", name, key, spelling,
+                         c->family->model_type);
     int yarn = type && !strcmp(type, "yarn") && c->family->rope_yarn; /* docs/models.md §M9.4 */
     if ((yarn && c->rope_yarn) || (yarn && c->rope_llama3) || (llama3 && c->rope_yarn))
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: rope_parameters and rope_scaling both ask for scaling: which "
@@ -1229,7 +1233,7 @@ void cis2_config_inv_freq(const cis2_config *c, float *inv_freq)
     double old = (double)c->l3_old_ctx;
     rope_llama3 p = {(float)c->l3_factor, (float)c->l3_low_ff, (float)old, (float)(old / c->l3_low_ff),
                      (float)(old / c->l3_high_ff), (float)(c->l3_high_ff - c->l3_low_ff)};
-    rope_llama3_scale(inv_freq, (size_t)c->head_dim / 2, &p);
+    rope_llama3_scale(inv_freq, (size_t)c->rotary_dim / 2, &p);
 }
 
 int cis2_config_parse(cis2_config *c, const char *json, size_t len, const char *name, cis2_error *err)

@@ -226,7 +226,7 @@ if [ $oracle = 1 ]; then
 fi
 ties gpt_oss 69
 # qwen3_5 (§M10): Gated DeltaNet layers 0, 2, 3 (conv window 4, 2 key heads
-# shared by 4 value heads, dk 16 != dv 24) and gated full attention in
+# shared by 4 value heads, dk 24 != dv 16) and gated full attention in
 # layer 1 (partial RoPE over 8 of 32 dims, GQA 4/2, (1 + w) q/k norms),
 # behind the multimodal wrapper; each DeltaNet feature and each attention
 # feature dropped from the oracle is rejected; chunked_vs_recurrent (the

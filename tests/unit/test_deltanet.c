@@ -12,7 +12,7 @@
  *
  * The model is `cis2 synth --config tests/families/q35.json` (qwen3_5: 4
  * layers, three Gated DeltaNet and one gated full attention, GQA on both
- * kinds, dk 16 != dv 24), written with cis2_synth_write_config.
+ * kinds, dk 24 != dv 16), written with cis2_synth_write_config.
  */
 #include <setjmp.h>
 #include <stdarg.h>
