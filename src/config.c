@@ -1044,6 +1044,14 @@ static int parse_hybrid(cis2_config *c, json_t *root, const char *name, cis2_err
     if (c->lin_v_heads % c->lin_k_heads)
         return cis2_fail(err, CIS2_E_FORMAT, "%s: linear_num_value_heads %lld is not a multiple of "
                          "linear_num_key_heads %lld", name, (long long)c->lin_v_heads, (long long)c->lin_k_heads);
+    /* a layer's state, (K-1) C + Hv dk dv floats (docs/models.md §M10.4), at most 2^26 (256 MiB): Qwen3.5's are
+     * under 2^20; with heads and dims each within their limits the products stay far inside 64 bits */
+    uint64_t C = 2 * (uint64_t)c->lin_k_heads * (uint64_t)c->lin_k_dim + (uint64_t)c->lin_v_heads * (uint64_t)c->lin_v_dim;
+    uint64_t state = (uint64_t)(c->conv_kernel - 1) * C + (uint64_t)c->lin_v_heads * (uint64_t)c->lin_k_dim *
+                     (uint64_t)c->lin_v_dim;
+    if (state > ((uint64_t)1 << 26))
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: a linear layer's recurrent state of %llu floats exceeds the limit "
+                         "of 2^26", name, (unsigned long long)state);
     json_t *g = opt(root, "attn_output_gate");
     if (g && !json_is_boolean(g)) return cis2_fail(err, CIS2_E_FORMAT, "%s: attn_output_gate must be true or false", name);
     if (g && !json_is_true(g))

@@ -1069,6 +1069,8 @@ static void qwen3_5_family(void **s)
         {"", ",\"linear_num_value_heads\":24", CIS2_E_FORMAT, "linear_num_value_heads 24 is not a multiple", NULL, 0},
         {"", ",\"linear_key_head_dim\":2048", CIS2_E_FORMAT, "linear_key_head_dim = 2048 exceeds the limit 1024", NULL,
          0},
+        {"", ",\"linear_num_value_heads\":4096,\"linear_value_head_dim\":1024", CIS2_E_FORMAT,
+         "recurrent state of 549466112 floats exceeds the limit", NULL, 0},
         {"", ",\"attn_output_gate\":false", CIS2_E_UNSUPPORTED, "attn_output_gate false is not implemented", NULL, 0},
         {"", ",\"attn_output_gate\":true,\"mamba_ssm_dtype\":\"float32\",\"mtp_num_hidden_layers\":1,"
          "\"mtp_use_dedicated_embeddings\":false,\"mlp_only_layers\":[]", CIS2_OK, NULL, "1110", 8},
