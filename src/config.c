@@ -277,6 +277,7 @@ static const key_rule KEYS[] = {
     {"num_experts_per_tok", KEY_READ, NULL, NULL},
     {"moe_intermediate_size", KEY_READ, NULL, NULL},
     {"norm_topk_prob", KEY_READ, NULL, NULL},
+    {"shared_expert_intermediate_size", KEY_READ, NULL, NULL}, /* qwen3_5_moe's shared expert (§M10.10) */
     {"decoder_sparse_step", KEY_READ, NULL, NULL},
     {"mlp_only_layers", KEY_READ, NULL, NULL},
     {"eos_token_id", KEY_READ, NULL, NULL},
@@ -888,9 +889,12 @@ static int parse_features(cis2_config *c, json_t *root, const char *name, cis2_e
 /* §2.2 sizes and the derived head_dim. */
 static int parse_sizes(cis2_config *c, json_t *root, const char *name, cis2_error *err)
 {
-    int rc;
+    int rc, dense = !c->family->moe_every_layer; /* qwen3_5_moe has no dense MLP, and no key for one (§M10.10) */
+    if (!dense && opt(root, "intermediate_size"))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: intermediate_size is not read for model_type %s (every layer "
+                         "is a mixture of experts, docs/models.md §M10.10)", name, c->family->model_type);
     if ((rc = get_size(root, "hidden_size", 1, CIS2_CFG_MAX_HIDDEN, &c->hidden_size, name, err)) ||
-        (rc = get_size(root, "intermediate_size", 1, CIS2_CFG_MAX_INTER, &c->intermediate_size, name, err)) ||
+        (rc = get_size(root, "intermediate_size", dense, CIS2_CFG_MAX_INTER, &c->intermediate_size, name, err)) ||
         (rc = get_size(root, "num_hidden_layers", 1, CIS2_CFG_MAX_LAYERS, &c->num_hidden_layers, name, err)) ||
         (rc = get_size(root, "num_attention_heads", 1, CIS2_CFG_MAX_HIDDEN, &c->num_attention_heads, name, err)) ||
         (rc = get_size(root, "vocab_size", 1, CIS2_CFG_MAX_VOCAB, &c->vocab_size, name, err)))
@@ -955,11 +959,30 @@ static int parse_moe(cis2_config *c, json_t *root, const char *name, cis2_error 
         if (!oss && opt(root, oss_keys[i]))
             return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s is not implemented for model_type %s (gpt_oss's, "
                              "docs/models.md §M9)", name, oss_keys[i], f->model_type);
+    if (!f->shared_expert && opt(root, "shared_expert_intermediate_size"))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: shared_expert_intermediate_size is not implemented for "
+                         "model_type %s (a shared expert: qwen3_5_moe's, docs/models.md §M10.10)", name, f->model_type);
     if (f->moe == CIS2_MOE_NONE) return CIS2_OK;
     int64_t step = 1, L = c->num_hidden_layers;
     c->num_experts = 128;
     c->num_experts_per_tok = oss ? 4 : 8;
     c->moe_intermediate_size = oss ? c->intermediate_size : 768;
+    if (f->moe_every_layer) { /* Qwen3_5MoeTextConfig's defaults, and its rules (§M10.10) */
+        json_t *ntp = opt(root, "norm_topk_prob"), *ds = opt(root, "decoder_sparse_step");
+        if (ntp && !json_is_true(ntp))
+            return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: norm_topk_prob must be true for model_type %s (its router "
+                             "always renormalises, docs/models.md §M10.10)", name, f->model_type);
+        if (ds && !(json_is_integer(ds) && json_integer_value(ds) == 1))
+            return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: decoder_sparse_step must be 1 for model_type %s (every "
+                             "layer is sparse, docs/models.md §M10.10)", name, f->model_type);
+        c->num_experts = 256;
+        c->moe_intermediate_size = 512;
+        c->shared_inter = 512;
+        c->norm_topk_prob = 1;
+        if ((rc = get_size(root, "shared_expert_intermediate_size", 0, CIS2_CFG_MAX_INTER, &c->shared_inter, name,
+                           err)))
+            return rc;
+    }
     if ((rc = get_size(root, oss ? "num_local_experts" : "num_experts", 0, CIS2_CFG_MAX_EXPERTS, &c->num_experts,
                        name, err)) ||
         (rc = get_size(root, "num_experts_per_tok", 0, CIS2_CFG_MAX_EXPERTS, &c->num_experts_per_tok, name, err)) ||
@@ -993,6 +1016,9 @@ static int parse_moe(cis2_config *c, json_t *root, const char *name, cis2_error 
     json_t *dense = opt(root, "mlp_only_layers");
     if (dense && !json_is_array(dense))
         return cis2_fail(err, CIS2_E_FORMAT, "%s: mlp_only_layers must be a list of layer indices", name);
+    if (f->moe_every_layer && dense && json_array_size(dense))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: mlp_only_layers must be [] for model_type %s (every layer is "
+                         "sparse, docs/models.md §M10.10)", name, f->model_type);
     for (size_t i = 0; dense && i < json_array_size(dense); i++) {
         json_t *e = json_array_get(dense, i);
         if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) >= L)

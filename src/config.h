@@ -57,6 +57,7 @@ typedef struct cis2_config {
      * weights are renormalised; sparse[L] = 1 where layer L's feed-forward
      * is the mixture (else §10's dense MLP of intermediate_size) */
     int64_t num_experts, num_experts_per_tok, moe_intermediate_size;
+    int64_t shared_inter;      /* qwen3_5_moe's shared_expert_intermediate_size (§M10.10), else 0 */
     int norm_topk_prob;
     double swiglu_limit_f64;   /* gpt_oss (§M9.5): the experts' clamp, as parsed and as f32 */
     float swiglu_limit;

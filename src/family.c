@@ -74,6 +74,14 @@ static const cis2_family FAMILIES[] = {
      .norms = PRE, .norm_plus_one = 1, .free_head_dim = 1, .text_config = "qwen3_5_text",
      .text_prefix = "model.language_model.", .skip = qwen3_5_skip, .linear = CIS2_LIN_SPLIT, .attn_gate = 1,
      .partial_rotary = 0.25, .mrope = 1},
+    {.model_type = "qwen3_5_moe", .architecture = "Qwen3_5MoeForConditionalGeneration", .section = "§M10.10",
+     .rope_theta = 10000.0, .head_dim = 256, .max_position_embeddings = 32768, .rms_norm_eps = 1e-6,
+     .activation = "silu", .attention_bias = CIS2_BIAS_REFUSED,
+     .bias_refusal = ": a qwen3_5_moe model's attention biases are not implemented", .mlp_bias_unread = 1,
+     .qk_norm = CIS2_QKN_HEAD, .norms = PRE, .norm_plus_one = 1, .free_head_dim = 1,
+     .moe = CIS2_MOE_SOFTMAX_TOPK, .text_config = "qwen3_5_moe_text", .text_prefix = "model.language_model.",
+     .skip = qwen3_5_skip, .linear = CIS2_LIN_SPLIT, .attn_gate = 1, .partial_rotary = 0.25, .mrope = 1,
+     .moe_every_layer = 1, .experts_fused = 1, .shared_expert = 1},
 };
 #undef PRE
 #define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
@@ -217,6 +225,16 @@ int cis2_family_tensors(const cis2_config *c, int (*fn)(void *ctx, const cis2_te
             add_mx(&p, CIS2_T_EXPERTS_DOWN_BLOCKS, l, 1, E, H, I, "model.layers.%lld.mlp.experts.down_proj_blocks");
             add_mx(&p, CIS2_T_EXPERTS_DOWN_SCALES, l, 0, E, H, I, "model.layers.%lld.mlp.experts.down_proj_scales");
             add(&p, CIS2_T_EXPERTS_DOWN_BIAS, l, 2, E, H, "model.layers.%lld.mlp.experts.down_proj_bias");
+        } else if (c->sparse[l] && f->experts_fused) { /* §M10.10: the router, all experts, the shared expert */
+            uint64_t E = (uint64_t)c->num_experts, Im = (uint64_t)c->moe_intermediate_size;
+            uint64_t SI = (uint64_t)c->shared_inter;
+            add(&p, CIS2_T_ROUTER, l, 2, E, H, "model.layers.%lld.mlp.gate.weight");
+            add3(&p, CIS2_T_EXPERTS_GATE_UP, l, -1, 3, E, 2 * Im, H, "model.layers.%lld.mlp.experts.gate_up_proj");
+            add3(&p, CIS2_T_EXPERTS_DOWN, l, -1, 3, E, H, Im, "model.layers.%lld.mlp.experts.down_proj");
+            add(&p, CIS2_T_SHARED_GATE, l, 2, SI, H, "model.layers.%lld.mlp.shared_expert.gate_proj.weight");
+            add(&p, CIS2_T_SHARED_UP, l, 2, SI, H, "model.layers.%lld.mlp.shared_expert.up_proj.weight");
+            add(&p, CIS2_T_SHARED_DOWN, l, 2, H, SI, "model.layers.%lld.mlp.shared_expert.down_proj.weight");
+            add(&p, CIS2_T_SHARED_ROUTER, l, 2, 1, H, "model.layers.%lld.mlp.shared_expert_gate.weight");
         } else if (c->sparse[l]) { /* docs/models.md §M8.2: the router, then each expert's three */
             uint64_t E = (uint64_t)c->num_experts, Im = (uint64_t)c->moe_intermediate_size;
             add(&p, CIS2_T_ROUTER, l, 2, E, H, "model.layers.%lld.mlp.gate.weight");

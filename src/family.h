@@ -113,6 +113,14 @@ typedef struct cis2_family {
     double partial_rotary;      /* partial_rotary_factor when absent, RoPE over the first head_dim * it dims of a
                                    head (§M10.5); 0: the key must be 1 (§7 rotates every dimension) */
     int mrope;                  /* rope_parameters' mrope_section, mrope_interleaved read: inert for text (§M10.5) */
+    /* qwen3_5_moe's mixture of experts (docs/models.md §M10.10): every layer sparse and its k weights always
+     * renormalised (norm_topk_prob, decoder_sparse_step and mlp_only_layers not read, no intermediate_size);
+     * the experts as two tensors of all E (gate_up [E, 2 Im, hidden]: each expert's gate rows, then its up
+     * rows; down [E, hidden, Im]); a shared expert of shared_expert_intermediate_size added, times the
+     * sigmoid of its gate */
+    int moe_every_layer;
+    int experts_fused;
+    int shared_expert;
 } cis2_family;
 
 /* The row of `model_type`, or NULL when cis2 does not run it. */
@@ -147,7 +155,11 @@ typedef enum {
     /* a Gated DeltaNet layer's (docs/models.md §M10.2): in_proj_qkv, in_proj_z, in_proj_b, in_proj_a,
      * conv1d [C, 1, K], A_log, dt_bias, the gated norm's weight, out_proj */
     CIS2_T_LIN_QKV, CIS2_T_LIN_Z, CIS2_T_LIN_B, CIS2_T_LIN_A, CIS2_T_LIN_CONV, CIS2_T_LIN_A_LOG,
-    CIS2_T_LIN_DT_BIAS, CIS2_T_LIN_NORM, CIS2_T_LIN_OUT
+    CIS2_T_LIN_DT_BIAS, CIS2_T_LIN_NORM, CIS2_T_LIN_OUT,
+    /* qwen3_5_moe's (§M10.10): all experts' gate_up [E, 2 Im, hidden] and down [E, hidden, Im]; the shared
+     * expert's gate, up, down, and its gate's one row [1, hidden] */
+    CIS2_T_EXPERTS_GATE_UP, CIS2_T_EXPERTS_DOWN, CIS2_T_SHARED_GATE, CIS2_T_SHARED_UP, CIS2_T_SHARED_DOWN,
+    CIS2_T_SHARED_ROUTER
 } cis2_tensor_role;
 
 typedef struct cis2_tensor_spec {

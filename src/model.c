@@ -80,9 +80,14 @@ typedef struct job {
     size_t nparts;
     cis2_pmat *part_base;
     size_t part_step;
+    int part_pair;          /* docs/models.md §M10.10: parts 2e and 2e+1 at part_base + e * part_step + 0 and + 1 */
 } job;
 
-static cis2_pmat *job_part(const job *j, size_t p) { return j->part_base ? j->part_base + p * j->part_step : j->part[p]; }
+static cis2_pmat *job_part(const job *j, size_t p)
+{
+    if (!j->part_base) return j->part[p];
+    return j->part_base + (j->part_pair ? p / 2 * j->part_step + p % 2 : p * j->part_step);
+}
 static size_t job_part_rows(const job *j, size_t p) { return j->part_base ? j->part_rows[0] : j->part_rows[p]; }
 /* The file bytes of one matrix row of the job's tensor. */
 static size_t job_rowbytes(const job *j, const cis2_st_tensor *t)
@@ -219,6 +224,22 @@ static int plan_one(void *ctx, const cis2_tensor_spec *t)
         *j = (job){.kind = blocks ? J_MXB : J_MXS, .rows = (size_t)(t->d0 * t->d1), .cols = (size_t)t->d2 * 32,
                    .part_rows = {(size_t)t->d1}, .nparts = (size_t)t->d0, .part_base = &ly->experts[down ? 2 : 0],
                    .part_step = 3};
+        return CIS2_OK;
+    }
+    case CIS2_T_SHARED_GATE: mat = &ly->sh_gate; break; /* §M10.10 */
+    case CIS2_T_SHARED_UP: mat = &ly->sh_up; break;
+    case CIS2_T_SHARED_DOWN: mat = &ly->sh_down; break;
+    case CIS2_T_SHARED_ROUTER: mat = &ly->sh_router; break;
+    case CIS2_T_EXPERTS_GATE_UP: case CIS2_T_EXPERTS_DOWN: { /* §M10.10: all experts in one tensor, one part each */
+        int gu = t->role == CIS2_T_EXPERTS_GATE_UP;
+        uint64_t d[3] = {t->d0, t->d1, t->d2};
+        const cis2_st_tensor *st = want_u8(P->L, t->name, d, 3, 0, J_MAT, NULL, P->err);
+        if (!st) return P->err->code;
+        job *j = &P->L->jobs[st - P->L->w.st.t];
+        /* gate_up [E, 2 Im, H]: expert e's gate rows, then its up rows, parts 2e and 2e+1; down [E, H, Im] */
+        *j = (job){.kind = J_MAT, .rows = (size_t)(t->d0 * t->d1), .cols = (size_t)t->d2,
+                   .part_rows = {(size_t)(gu ? t->d1 / 2 : t->d1)}, .nparts = (size_t)(gu ? 2 * t->d0 : t->d0),
+                   .part_base = &ly->experts[gu ? 0 : 2], .part_step = 3, .part_pair = gu};
         return CIS2_OK;
     }
     case CIS2_T_GATE_UP: { /* gate's rows, then up's */
@@ -519,6 +540,7 @@ static int model_load(const cis2_ctx *cx, cis2_model *m, const char *dir,
     m->top_k = (size_t)c->num_experts_per_tok;
     m->moe_inter = (size_t)c->moe_intermediate_size;
     m->norm_topk = c->norm_topk_prob;
+    m->shared_inter = (size_t)c->shared_inter;
     m->moe = c->family->moe;
     m->swiglu_limit = c->swiglu_limit;
     m->rope_mscale = c->rope_yarn ? cis2_config_rope_mscale(c) : 0.0f;
@@ -565,7 +587,9 @@ static int model_load(const cis2_ctx *cx, cis2_model *m, const char *dir,
                            cis2_pmat_bytes(&ly->o) + cis2_pmat_bytes(&ly->gate) + cis2_pmat_bytes(&ly->up) +
                            cis2_pmat_bytes(&ly->down);
         m->weight_bytes += cis2_pmat_bytes(&ly->lin_qkv) + cis2_pmat_bytes(&ly->lin_z) + cis2_pmat_bytes(&ly->lin_b) +
-                           cis2_pmat_bytes(&ly->lin_a) + cis2_pmat_bytes(&ly->lin_out); /* §M10.2 */
+                           cis2_pmat_bytes(&ly->lin_a) + cis2_pmat_bytes(&ly->lin_out) + /* §M10.2 */
+                           cis2_pmat_bytes(&ly->sh_gate) + cis2_pmat_bytes(&ly->sh_up) +   /* §M10.10 */
+                           cis2_pmat_bytes(&ly->sh_down) + cis2_pmat_bytes(&ly->sh_router);
         if (ly->experts) /* a token reads the router and its k experts (all of one size) */
             m->weight_bytes += cis2_pmat_bytes(&ly->router) +
                                m->top_k * (cis2_pmat_bytes(&ly->experts[0]) + cis2_pmat_bytes(&ly->experts[1]) +
@@ -604,6 +628,8 @@ void cis2_model_free(cis2_model *m)
             for (size_t e = 0; ly->experts && e < 3 * m->n_experts; e++) cis2_pmat_free(&ly->experts[e]);
             cis2_pmat_free(&ly->lin_qkv); cis2_pmat_free(&ly->lin_z); cis2_pmat_free(&ly->lin_b);
             cis2_pmat_free(&ly->lin_a); cis2_pmat_free(&ly->lin_out);
+            cis2_pmat_free(&ly->sh_gate); cis2_pmat_free(&ly->sh_up); cis2_pmat_free(&ly->sh_down);
+            cis2_pmat_free(&ly->sh_router);
             free(ly->lin_conv); free(ly->lin_na); free(ly->lin_dt_bias); free(ly->lin_norm);
             free(ly->experts);
         }

@@ -67,6 +67,9 @@ typedef struct cis2_layer {
      * dt_bias [Hv]; the gated norm's plain weight [dv]; where its state begins in a sequence's
      * cis2_kv.state (floats: the conv window [K-1][C], then S [Hv][dk][dv], §M10.4) */
     cis2_pmat lin_qkv, lin_z, lin_b, lin_a, lin_out;
+    /* qwen3_5_moe's shared expert (docs/models.md §M10.10): gate, up [SI, hidden], down [hidden, SI], and its
+     * gate's row [1, hidden] */
+    cis2_pmat sh_gate, sh_up, sh_down, sh_router;
     float *lin_conv, *lin_na, *lin_dt_bias, *lin_norm;
     size_t state_off;
     size_t kv_layer;        /* an attention layer's index among the layers with a KV cache (cis2_kv) */
@@ -85,6 +88,7 @@ typedef struct cis2_model {
     size_t n_experts, top_k, moe_inter;
     int norm_topk;
     cis2_moe_rule moe;      /* family.h: how the sparse layers route */
+    size_t shared_inter;    /* qwen3_5_moe's shared expert's width (§M10.10); 0 = none */
     float swiglu_limit;     /* gpt_oss's experts' clamp (§M9.5) */
     float rope_mscale;      /* YaRN's attention factor on cos and sin (§M9.4); 0 = none */
     size_t rot_half;        /* half the rotated dims of a head: head_dim / 2, or rotary_dim / 2 (§M10.5) */

@@ -158,7 +158,7 @@ typedef struct list_ctx {
     tdesc *out;
     size_t cap, n;
     enum kind norm;         /* K_NORM0 where the family's norms are (1 + w) (docs/models.md §M7.2) */
-    float emb, lin_h, lin_i, lin_q, lin_moe, lin_v;
+    float emb, lin_h, lin_i, lin_q, lin_moe, lin_v, lin_sh;
     int scale_gu, scale_down; /* gpt_oss's MXFP4 scale bytes (tensor_list) */
 } list_ctx;
 
@@ -177,6 +177,11 @@ static int list_one(void *ctx, const cis2_tensor_spec *t)
     case CIS2_T_DOWN: sd = L->lin_i; break;
     case CIS2_T_Q_BIAS: case CIS2_T_K_BIAS: case CIS2_T_V_BIAS: sd = 0.05f; break;
     case CIS2_T_ROUTER: case CIS2_T_EXPERT_GATE: case CIS2_T_EXPERT_UP: sd = L->lin_h; break;
+    /* qwen3_5_moe's (§M10.10): all experts' gate_up and down, the shared expert and its gate */
+    case CIS2_T_EXPERTS_GATE_UP: case CIS2_T_SHARED_GATE: case CIS2_T_SHARED_UP: case CIS2_T_SHARED_ROUTER:
+        sd = L->lin_h; break;
+    case CIS2_T_EXPERTS_DOWN: sd = L->lin_moe; break;
+    case CIS2_T_SHARED_DOWN: sd = L->lin_sh; break;
     case CIS2_T_EXPERT_DOWN: sd = L->lin_moe; break;
     case CIS2_T_O_BIAS: case CIS2_T_ROUTER_BIAS: case CIS2_T_EXPERTS_GU_BIAS: case CIS2_T_EXPERTS_DOWN_BIAS:
         sd = 0.05f; break;
@@ -210,7 +215,8 @@ static size_t tensor_list(const cis2_config *c, tdesc *out, size_t cap)
     list_ctx L = {out, cap, 0, c->family->norm_plus_one ? K_NORM0 : K_NORM, 1.5f * lin_h, lin_h,
                   cis2_rsqrt_cr((float)c->intermediate_size), Q == H ? lin_h : cis2_rsqrt_cr((float)Q),
                   c->moe_intermediate_size ? cis2_rsqrt_cr((float)c->moe_intermediate_size) : 0.0f,
-                  c->lin_v_heads ? cis2_rsqrt_cr((float)(c->lin_v_heads * c->lin_v_dim)) : 0.0f, 0, 0};
+                  c->lin_v_heads ? cis2_rsqrt_cr((float)(c->lin_v_heads * c->lin_v_dim)) : 0.0f,
+                  c->shared_inter ? cis2_rsqrt_cr((float)c->shared_inter) : 0.0f, 0, 0};
     /* MXFP4 scales (docs/models.md §M9.6): an e2m1 code's RMS is about 2.9,
      * so 2^-(floor(log2 H) / 2) puts gate/up near 3 (the clamp of 7
      * acts in the tails) and four more halvings keep down's outputs near 1 */

@@ -108,7 +108,7 @@ family() {
         "$PY" "$ORACLE" check --model-dir "$d" --json "$d/run.json" --logits "$d/lg.f32" > "$d/oracle.log" \
             || { cat "$d/oracle.log"; fail_later "$fam: the oracle rejects cis2's run"; }
         tail -n 1 "$d/oracle.log"
-        case $fam in qwen3_moe|gpt_oss|qwen3_5) # the mixtures of experts and the hybrid also against float64
+        case $fam in qwen3_moe|gpt_oss|qwen3_5|qwen3_5_moe) # the mixtures of experts and the hybrids also in float64
             "$PY" "$ORACLE" check --f64 --model-dir "$d" --json "$d/run.json" --logits "$d/lg.f32" > "$d/f64.log" \
                 || { cat "$d/f64.log"; fail_later "$fam: the float64 reference rejects cis2's run"; }
             echo "$fam in float64: $(tail -n 1 "$d/f64.log")" ;;
@@ -254,6 +254,24 @@ if [ $oracle = 1 ]; then
     "$PY" "$ORACLE" check --model-dir "$d" --json "$d/run.json" --logits "$d/lg.f32" > "$d/oracle.log" \
         || { cat "$d/oracle.log"; fail_later "qwen3_5: the oracle rejects cis2 on synth_hybrid.py's checkpoint"; }
     echo "qwen3_5 on synth_hybrid.py's checkpoint: $(tail -n 1 "$d/oracle.log")"
+fi
+# qwen3_5_moe (§M10.10): the same layers with a mixture of experts in every
+# layer (8 experts as two 3-D tensors, 3 per token, always renormalised)
+# and a shared expert behind its sigmoid gate; the routers' tie rule (ties),
+# and synth_hybrid.py's checkpoint of the real config's sizes reduced
+cp tests/families/q35moe.json "$T/qwen3_5_moe.json"
+family qwen3_5_moe no_shared_expert no_shared_gate no_norm_topk no_conv no_decay no_output_gate full_rotary qk_norm
+ties qwen3_5_moe 92
+if [ $oracle = 1 ]; then
+    d=$T/qwen3_5_moe_hy
+    "$PY" tests/oracle/synth_hybrid.py --family-config "$SHARED/models/families/Qwen3.5-35B-A3B.json" --out "$d" \
+        --seed 5 --layers 4 --vocab 512 > /dev/null || fail "synth_hybrid.py qwen3_5_moe"
+    cp "$T/tiny/tokenizer.json" "$d/tokenizer.json"
+    $CIS2 run --model-dir "$d" --prompt-ids "$LONG" --gen-toks 12 --json --dump-logits "$d/lg.f32" > "$d/run.json" \
+        || fail "qwen3_5_moe: cis2 run on synth_hybrid.py's checkpoint"
+    "$PY" "$ORACLE" check --model-dir "$d" --json "$d/run.json" --logits "$d/lg.f32" > "$d/oracle.log" \
+        || { cat "$d/oracle.log"; fail_later "qwen3_5_moe: the oracle rejects cis2 on synth_hybrid.py's checkpoint"; }
+    echo "qwen3_5_moe on synth_hybrid.py's checkpoint: $(tail -n 1 "$d/oracle.log")"
 fi
 end_fails
 echo ok

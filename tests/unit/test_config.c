@@ -511,7 +511,7 @@ static void families(void **s)
         {"Qwen3-30B-A3B", NULL},
         {"gpt-oss-20b", NULL},
         {"Qwen3.5-0.8B", NULL},
-        {"Qwen3.5-35B-A3B", "model_type 'qwen3_5_moe' not supported"},
+        {"Qwen3.5-35B-A3B", NULL},
         {"Qwen3-Next-80B-A3B", "model_type 'qwen3_next' not supported"},
     };
     char p[1024];
@@ -1121,6 +1121,70 @@ static void qwen3_5_family(void **s)
     expect_raw_fails("{\"model_type\":\"qwen3_5\"}", CIS2_E_FORMAT, "needs the object text_config");
 }
 
+/* qwen3_5_moe (docs/models.md §M10.10): the real Qwen3.5-35B-A3B config
+ * reads as written down here from the file and Qwen3_5MoeTextConfig; its
+ * rules one change at a time; the shared expert's key elsewhere refused. */
+static void qwen3_5_moe_family(void **s)
+{
+    (void)s;
+    char p[1024];
+    snprintf(p, sizeof p, "%s/models/families/Qwen3.5-35B-A3B.json", shared());
+    cis2_config c;
+    cis2_error e = {0};
+    if (access(p, R_OK) == 0) {
+        if (cis2_config_load(&c, p, &e)) fail_msg("%s", e.msg);
+        assert_string_equal(c.family->model_type, "qwen3_5_moe");
+        assert_int_equal(c.num_experts, 256);
+        assert_int_equal(c.num_experts_per_tok, 8);
+        assert_int_equal(c.moe_intermediate_size, 512);
+        assert_int_equal(c.shared_inter, 512);
+        assert_int_equal(c.norm_topk_prob, 1);
+        assert_int_equal(c.intermediate_size, 0);
+        assert_int_equal(c.tie_word_embeddings, 0);
+        assert_int_equal(c.rotary_dim, 64);
+        assert_int_equal(c.lin_v_heads, 32);
+        for (int l = 0; l < 40; l++)
+            if (!c.sparse[l] || c.linear[l] != (l % 4 != 3)) fail_msg("Qwen3.5-35B-A3B layer %d", l);
+        /* per layer 2 norms, the router 256 x 2048, the experts 256 x 1024 x 2048 and 256 x 2048 x 512, the
+         * shared expert 2 x 512 x 2048 + 2048 x 512 and its gate 2048; 30 linear layers (C 8192, VD 4096), 10 full
+         * (q_proj 8192 x 2048, k/v 512 x 2048, o_proj 2048 x 4096, q/k norms 256); embedding and lm_head */
+        uint64_t moe = 256ull * 2048 + 256ull * 1024 * 2048 + 256ull * 2048 * 512 + 3 * 512ull * 2048 + 2048;
+        uint64_t lin = 8192ull * 2048 + 4096ull * 2048 + 2 * 32 * 2048 + 8192 * 4 + 2 * 32 + 128 + 2048ull * 4096;
+        uint64_t full = 8192ull * 2048 + 2 * 512ull * 2048 + 2048ull * 4096 + 2 * 256;
+        uint64_t want = 40 * (2 * 2048 + moe) + 30 * lin + 10 * full + 2 * 248320ull * 2048 + 2048;
+        assert_true(cis2_config_param_count(&c) == want);
+    }
+    static const char *const base = "{\"model_type\":\"qwen3_5_moe\",\"text_config\":{\"hidden_size\":64,"
+        "\"num_hidden_layers\":4,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"head_dim\":32,"
+        "\"vocab_size\":300%s}}";
+    static const struct { const char *text; int rc; const char *why; } C[] = {
+        {"", CIS2_OK, NULL}, /* Qwen3_5MoeTextConfig's defaults: 256 experts, 8 a token, 512 wide, shared 512 */
+        {",\"norm_topk_prob\":true,\"decoder_sparse_step\":1,\"mlp_only_layers\":[]", CIS2_OK, NULL},
+        {",\"intermediate_size\":96", CIS2_E_UNSUPPORTED, "intermediate_size is not read for model_type qwen3_5_moe"},
+        {",\"norm_topk_prob\":false", CIS2_E_UNSUPPORTED, "norm_topk_prob must be true"},
+        {",\"decoder_sparse_step\":2", CIS2_E_UNSUPPORTED, "decoder_sparse_step must be 1"},
+        {",\"mlp_only_layers\":[1]", CIS2_E_UNSUPPORTED, "mlp_only_layers must be []"},
+        {",\"num_experts_per_tok\":300", CIS2_E_FORMAT, "num_experts_per_tok 300 exceeds num_experts 256"},
+        {",\"shared_expert_intermediate_size\":0", CIS2_E_FORMAT, "shared_expert_intermediate_size must be a positive"},
+    };
+    for (size_t i = 0; i < sizeof C / sizeof C[0]; i++) {
+        char t[1024];
+        snprintf(t, sizeof t, base, C[i].text);
+        memset(&e, 0, sizeof e);
+        int rc = cis2_config_parse(&c, t, strlen(t), "q35moe", &e);
+        if (rc != C[i].rc || (C[i].why && !strstr(e.msg, C[i].why)))
+            fail_msg("case %zu (%s): rc=%d msg='%s'", i, C[i].text, rc, e.msg);
+        if (rc) continue;
+        assert_int_equal(c.num_experts, 256);
+        assert_int_equal(c.num_experts_per_tok, 8);
+        assert_int_equal(c.moe_intermediate_size, 512);
+        assert_int_equal(c.shared_inter, 512);
+        for (int l = 0; l < 4; l++) assert_int_equal(c.sparse[l], 1);
+    }
+    patch_fails("{\"shared_expert_intermediate_size\":64}", NULL, CIS2_E_UNSUPPORTED,
+                "shared_expert_intermediate_size is not implemented for model_type llama");
+}
+
 /* ---- synth configs read back (values written down here, not read from synth.c) ---- */
 
 static void check_synth_cfg(const char *shape, int64_t H, int64_t I, int64_t L, int64_t nh, int64_t kv, int64_t V,
@@ -1222,7 +1286,7 @@ int main(void)
         cmocka_unit_test(rope_parameters_base), cmocka_unit_test(rope_types_refused),
         cmocka_unit_test(rope_members), cmocka_unit_test(layer_types), cmocka_unit_test(sliding_window),
         cmocka_unit_test(neutral_keys), cmocka_unit_test(pretraining_tp_accepted),
-        cmocka_unit_test(transformers5_config), cmocka_unit_test(families), cmocka_unit_test(smollm3_nope), cmocka_unit_test(olmo2_family), cmocka_unit_test(mistral_family), cmocka_unit_test(phi3_family), cmocka_unit_test(gemma3_family), cmocka_unit_test(qwen3_5_family),
+        cmocka_unit_test(transformers5_config), cmocka_unit_test(families), cmocka_unit_test(smollm3_nope), cmocka_unit_test(olmo2_family), cmocka_unit_test(mistral_family), cmocka_unit_test(phi3_family), cmocka_unit_test(gemma3_family), cmocka_unit_test(qwen3_5_family), cmocka_unit_test(qwen3_5_moe_family),
         cmocka_unit_test(llama3_rope), cmocka_unit_test(qwen3_family),
         cmocka_unit_test(synth_shape_table),
     };
