@@ -82,7 +82,7 @@
  * Size limits (CIS2_E_FORMAT beyond them) keep every later product within
  * size_t and every allocation sane: hidden <= 65536, intermediate <= 2^20,
  * layers <= 1024, vocab <= 2^22, max_position_embeddings <= 2^20, total
- * parameters <= 64e9.  With these, hidden*inter < 2^37, vocab*hidden < 2^38
+ * parameters <= 1e12 (Qwen3-Next-80B-A3B has 80e9).  With these, hidden*inter < 2^37, vocab*hidden < 2^38
  * and the parameter sum stays far below 2^63.
  */
 #include "config.h"
@@ -576,7 +576,7 @@ static int rope_object(cis2_config *c, json_t *root, const char *key, theta_src 
         }
         if (!strcmp(sub, "partial_rotary_factor") && rotary_one(c->family, root, v)) continue; /* parse_rope */
         if (c->family->mrope && (!strcmp(sub, "mrope_section") || !strcmp(sub, "mrope_interleaved")))
-            continue; /* parse_mrope */
+            continue; /* parse_rotary */
         if (llama3 && is_llama3_member(sub)) continue; /* llama3_params */
         if (yarn && is_yarn_member(sub)) continue;     /* yarn_params */
         show(v, val);
@@ -964,9 +964,14 @@ static int parse_moe(cis2_config *c, json_t *root, const char *name, cis2_error 
                          "model_type %s (a shared expert: qwen3_5_moe's, docs/models.md §M10.10)", name, f->model_type);
     if (f->moe == CIS2_MOE_NONE) return CIS2_OK;
     int64_t step = 1, L = c->num_hidden_layers;
-    c->num_experts = 128;
-    c->num_experts_per_tok = oss ? 4 : 8;
-    c->moe_intermediate_size = oss ? c->intermediate_size : 768;
+    c->num_experts = f->moe_def.experts; /* the config class's defaults (the family's row) */
+    c->num_experts_per_tok = f->moe_def.per_tok;
+    c->moe_intermediate_size = f->moe_def.inter ? f->moe_def.inter : c->intermediate_size;
+    c->shared_inter = f->shared_expert ? f->moe_def.shared_inter : 0;
+    c->norm_topk_prob = f->moe_def.norm_topk;
+    if (f->shared_expert &&
+        (rc = get_size(root, "shared_expert_intermediate_size", 0, CIS2_CFG_MAX_INTER, &c->shared_inter, name, err)))
+        return rc;
     if (f->moe_every_layer) { /* Qwen3_5MoeTextConfig's defaults, and its rules (§M10.10) */
         json_t *ntp = opt(root, "norm_topk_prob"), *ds = opt(root, "decoder_sparse_step");
         if (ntp && !json_is_true(ntp))
@@ -975,13 +980,6 @@ static int parse_moe(cis2_config *c, json_t *root, const char *name, cis2_error 
         if (ds && !(json_is_integer(ds) && json_integer_value(ds) == 1))
             return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: decoder_sparse_step must be 1 for model_type %s (every "
                              "layer is sparse, docs/models.md §M10.10)", name, f->model_type);
-        c->num_experts = 256;
-        c->moe_intermediate_size = 512;
-        c->shared_inter = 512;
-        c->norm_topk_prob = 1;
-        if ((rc = get_size(root, "shared_expert_intermediate_size", 0, CIS2_CFG_MAX_INTER, &c->shared_inter, name,
-                           err)))
-            return rc;
     }
     if ((rc = get_size(root, oss ? "num_local_experts" : "num_experts", 0, CIS2_CFG_MAX_EXPERTS, &c->num_experts,
                        name, err)) ||

@@ -18,7 +18,7 @@
 #define CIS2_CFG_MAX_VOCAB (1 << 22)
 #define CIS2_CFG_MAX_POS (1 << 20)
 #define CIS2_CFG_MAX_EXPERTS 1024
-#define CIS2_CFG_MAX_PARAMS 64000000000ull
+#define CIS2_CFG_MAX_PARAMS 1000000000000ull
 #define CIS2_CFG_MAX_FILE (16u << 20)
 /* jansson heap budget for config.json (jsonlim.h); real files need < 64 KiB. */
 #define CIS2_CFG_MAX_JSON_COST (64ull << 20)

@@ -8,7 +8,8 @@
  * 2 Hk dk + Hv dv conv channels (q, then k, then v):
  *   1. mixed = in_proj_qkv·x (C values), z = in_proj_z·x (Hv dv),
  *      b = in_proj_b·x, a = in_proj_a·x (Hv each): one weight pass for the
- *      four (§5.2);
+ *      four (§5.2); qwen3_next's in_proj_qkvz and in_proj_ba give the same
+ *      values grouped per key head, regrouped (§M10.11);
  *   2. per sequence, its rows in position order, per channel c: the causal
  *      depthwise conv over the channel's last K inputs (the K - 1 before
  *      the row from the state's window, zeros before position 0),
@@ -50,6 +51,7 @@ typedef struct dn_ws {
     float *b;                   /* n x Hv: in_proj_b's output, then beta */
     float *a;                   /* n x Hv: in_proj_a's output, then the decay */
     float *o;                   /* n x Hv dv: the delta rule's read-out, then the gated norm's */
+    float *raw, *rba;           /* qwen3_next (§M10.11): in_proj_qkvz's n x (C + Hv dv), in_proj_ba's n x 2 Hv */
 } dn_ws;
 
 static size_t up16(size_t n) { return (n + 15) / 16 * 16; } /* keeps each part 64-byte aligned */
@@ -57,8 +59,8 @@ static size_t up16(size_t n) { return (n + 15) / 16 * 16; } /* keeps each part 6
 size_t cis2_deltanet_scratch(const cis2_model *m, size_t n)
 {
     if (!m->state_floats) return 0;
-    size_t vd = m->lin_hv * m->lin_dv;
-    return up16(n * m->lin_c) + 2 * up16(n * vd) + 2 * up16(n * m->lin_hv);
+    size_t vd = m->lin_hv * m->lin_dv, fused = m->lin_fused ? up16(n * (m->lin_c + vd)) + up16(2 * n * m->lin_hv) : 0;
+    return up16(n * m->lin_c) + 2 * up16(n * vd) + 2 * up16(n * m->lin_hv) + fused;
 }
 
 static dn_ws carve(const cis2_fwd *F)
@@ -71,8 +73,33 @@ static dn_ws carve(const cis2_fwd *F)
     W.z = at; at += up16(n * vd);
     W.o = at; at += up16(n * vd);
     W.b = at; at += up16(n * m->lin_hv);
-    W.a = at;
+    W.a = at; at += up16(n * m->lin_hv);
+    W.raw = at; at += m->lin_fused ? up16(n * (m->lin_c + vd)) : 0;
+    W.rba = at;
     return W;
+}
+
+/* qwen3_next's step 1 (docs/models.md §M10.11), rows [r0, r1): in_proj_qkvz's
+ * and in_proj_ba's outputs come grouped per key head g, [q_g | k_g | v of
+ * g's r value heads | z of them] and [b of them | a of them]; each value
+ * copied to where §M10.3 reads it (no arithmetic) */
+static void r_regroup(cis2_fwd *F, size_t r0, size_t r1)
+{
+    const cis2_model *m = F->m;
+    size_t C = m->lin_c, dk = m->lin_dk, dv = m->lin_dv, Hk = m->lin_hk, Hv = m->lin_hv, KD = Hk * dk;
+    size_t rr = Hv / Hk, vd = Hv * dv, blk = 2 * dk + 2 * rr * dv;
+    dn_ws W = carve(F);
+    for (size_t r = r0; r < r1; r++)
+        for (size_t g = 0; g < Hk; g++) {
+            const float *src = W.raw + r * (C + vd) + g * blk, *ba = W.rba + r * 2 * Hv + g * 2 * rr;
+            float *mx = W.mixed + r * C;
+            memcpy(mx + g * dk, src, dk * sizeof(float));
+            memcpy(mx + KD + g * dk, src + dk, dk * sizeof(float));
+            memcpy(mx + 2 * KD + g * rr * dv, src + 2 * dk, rr * dv * sizeof(float));
+            memcpy(W.z + r * vd + g * rr * dv, src + 2 * dk + rr * dv, rr * dv * sizeof(float));
+            memcpy(W.b + r * Hv + g * rr, ba, rr * sizeof(float));
+            memcpy(W.a + r * Hv + g * rr, ba + rr, rr * sizeof(float));
+        }
 }
 
 /* step 2 for sequence idx / nblk, channels of block idx % nblk */
@@ -211,9 +238,16 @@ void cis2_deltanet(cis2_fwd *F, const float *in)
     const cis2_layer *ly = F->ly;
     size_t n = F->n, C = m->lin_c, Hv = m->lin_hv, vd = Hv * m->lin_dv;
     dn_ws W = carve(F);
-    const cis2_pmat *w[4] = {&ly->lin_qkv, &ly->lin_z, &ly->lin_b, &ly->lin_a};
-    float *const y[4] = {W.mixed, W.z, W.b, W.a};
-    cis2_matmul_n(F->cx, w, 4, in, n, y); /* 1 */
+    if (m->lin_fused) { /* 1, qwen3_next's (§M10.11) */
+        const cis2_pmat *w[2] = {&ly->lin_qkv, &ly->lin_b};
+        float *const y[2] = {W.raw, W.rba};
+        cis2_matmul_n(F->cx, w, 2, in, n, y);
+        cis2_fwd_rows(F, r_regroup, NULL);
+    } else { /* 1 */
+        const cis2_pmat *w[4] = {&ly->lin_qkv, &ly->lin_z, &ly->lin_b, &ly->lin_a};
+        float *const y[4] = {W.mixed, W.z, W.b, W.a};
+        cis2_matmul_n(F->cx, w, 4, in, n, y);
+    }
     cis2_fwd_trace(F, "lin_qkv", W.mixed, C);
     cis2_fwd_trace(F, "lin_z", W.z, vd);
     cis2_fwd_trace(F, "lin_b", W.b, Hv);

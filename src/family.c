@@ -43,7 +43,7 @@ static const cis2_family FAMILIES[] = {
      .head_dim = 128, .max_position_embeddings = 2048, .activation = "silu", .attention_bias = CIS2_BIAS_REFUSED,
      .bias_refusal = ": a qwen3_moe model's o_proj bias is not implemented (§9.5)", .mlp_bias_unread = 1,
      .qk_norm = CIS2_QKN_HEAD, .norms = PRE, .free_head_dim = 1, .window_off_default = 1,
-     .moe = CIS2_MOE_SOFTMAX_TOPK},
+     .moe = CIS2_MOE_SOFTMAX_TOPK, .moe_def = {128, 8, 768, 0, 0}},
     {.model_type = "smollm3", .architecture = "SmolLM3ForCausalLM", .section = "§M3", .rope_theta = 2000000.0,
      .max_position_embeddings = 2048, .activation = "silu", .attention_bias = CIS2_BIAS_KEY, .norms = PRE,
      .window_off_default = 1, .nope = 1},
@@ -66,7 +66,7 @@ static const cis2_family FAMILIES[] = {
      .head_dim = 64, .max_position_embeddings = 131072, .rms_norm_eps = 1e-5, .activation = "silu",
      .attention_bias = CIS2_BIAS_KEY, .attention_bias_default = 1, .o_bias = 1, .mlp_bias_unread = 1,
      .norms = PRE, .free_head_dim = 1, .window = CIS2_WINDOW_LAYERS, .window_default = 128, .window_pattern = 2,
-     .moe = CIS2_MOE_TOPK_SOFTMAX, .sinks = 1, .rope_yarn = 1, .mxfp4 = 1},
+     .moe = CIS2_MOE_TOPK_SOFTMAX, .moe_def = {128, 4, 0, 0, 0}, .sinks = 1, .rope_yarn = 1, .mxfp4 = 1},
     {.model_type = "qwen3_5", .architecture = "Qwen3_5ForConditionalGeneration", .section = "§M10",
      .rope_theta = 10000.0, .head_dim = 256, .max_position_embeddings = 32768, .rms_norm_eps = 1e-6,
      .activation = "silu", .attention_bias = CIS2_BIAS_REFUSED,
@@ -79,9 +79,17 @@ static const cis2_family FAMILIES[] = {
      .activation = "silu", .attention_bias = CIS2_BIAS_REFUSED,
      .bias_refusal = ": a qwen3_5_moe model's attention biases are not implemented", .mlp_bias_unread = 1,
      .qk_norm = CIS2_QKN_HEAD, .norms = PRE, .norm_plus_one = 1, .free_head_dim = 1,
-     .moe = CIS2_MOE_SOFTMAX_TOPK, .text_config = "qwen3_5_moe_text", .text_prefix = "model.language_model.",
+     .moe = CIS2_MOE_SOFTMAX_TOPK, .moe_def = {256, 8, 512, 512, 1}, .text_config = "qwen3_5_moe_text",
+     .text_prefix = "model.language_model.",
      .skip = qwen3_5_skip, .linear = CIS2_LIN_SPLIT, .attn_gate = 1, .partial_rotary = 0.25, .mrope = 1,
      .moe_every_layer = 1, .experts_fused = 1, .shared_expert = 1},
+    {.model_type = "qwen3_next", .architecture = "Qwen3NextForCausalLM", .section = "§M10.11",
+     .rope_theta = 10000.0, .head_dim = 256, .max_position_embeddings = 32768, .rms_norm_eps = 1e-6,
+     .activation = "silu", .attention_bias = CIS2_BIAS_REFUSED,
+     .bias_refusal = ": a qwen3_next model's attention biases are not implemented", .mlp_bias_unread = 1,
+     .qk_norm = CIS2_QKN_HEAD, .norms = PRE, .norm_plus_one = 1, .free_head_dim = 1, .window_off_default = 1,
+     .moe = CIS2_MOE_SOFTMAX_TOPK, .moe_def = {512, 10, 512, 512, 1}, .skip = qwen3_5_skip,
+     .linear = CIS2_LIN_FUSED, .attn_gate = 1, .partial_rotary = 0.25, .shared_expert = 1},
 };
 #undef PRE
 #define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
@@ -181,11 +189,16 @@ int cis2_family_tensors(const cis2_config *c, int (*fn)(void *ctx, const cis2_te
     add(&p, CIS2_T_EMBED, -1, 2, V, H, "model.embed_tokens.weight");
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
         if (f->norms != CIS2_NORMS_POST) add(&p, CIS2_T_ATTN_NORM, l, 1, H, 0, "model.layers.%lld.input_layernorm.weight");
-        if (c->linear[l]) { /* §M10.2, in Qwen3.5's order */
+        if (c->linear[l] && f->linear == CIS2_LIN_FUSED) { /* §M10.11: Qwen3-Next's two fused projections */
+            add(&p, CIS2_T_LIN_QKVZ, l, 2, C + VD, H, "model.layers.%lld.linear_attn.in_proj_qkvz.weight");
+            add(&p, CIS2_T_LIN_BA, l, 2, 2 * Hv, H, "model.layers.%lld.linear_attn.in_proj_ba.weight");
+        } else if (c->linear[l]) { /* §M10.2, in Qwen3.5's order */
             add(&p, CIS2_T_LIN_QKV, l, 2, C, H, "model.layers.%lld.linear_attn.in_proj_qkv.weight");
             add(&p, CIS2_T_LIN_Z, l, 2, VD, H, "model.layers.%lld.linear_attn.in_proj_z.weight");
             add(&p, CIS2_T_LIN_B, l, 2, Hv, H, "model.layers.%lld.linear_attn.in_proj_b.weight");
             add(&p, CIS2_T_LIN_A, l, 2, Hv, H, "model.layers.%lld.linear_attn.in_proj_a.weight");
+        }
+        if (c->linear[l]) {
             add3(&p, CIS2_T_LIN_CONV, l, -1, 3, C, 1, (uint64_t)c->conv_kernel,
                  "model.layers.%lld.linear_attn.conv1d.weight");
             add(&p, CIS2_T_LIN_A_LOG, l, 1, Hv, 0, "model.layers.%lld.linear_attn.A_log");
@@ -242,6 +255,13 @@ int cis2_family_tensors(const cis2_config *c, int (*fn)(void *ctx, const cis2_te
                 add_x(&p, CIS2_T_EXPERT_GATE, l, e, 2, Im, H, "model.layers.%lld.mlp.experts.%lld.gate_proj.weight");
                 add_x(&p, CIS2_T_EXPERT_UP, l, e, 2, Im, H, "model.layers.%lld.mlp.experts.%lld.up_proj.weight");
                 add_x(&p, CIS2_T_EXPERT_DOWN, l, e, 2, H, Im, "model.layers.%lld.mlp.experts.%lld.down_proj.weight");
+            }
+            if (f->shared_expert) { /* §M10.11: Qwen3-Next's shared expert, as §M10.10's */
+                uint64_t SI = (uint64_t)c->shared_inter;
+                add(&p, CIS2_T_SHARED_GATE, l, 2, SI, H, "model.layers.%lld.mlp.shared_expert.gate_proj.weight");
+                add(&p, CIS2_T_SHARED_UP, l, 2, SI, H, "model.layers.%lld.mlp.shared_expert.up_proj.weight");
+                add(&p, CIS2_T_SHARED_DOWN, l, 2, H, SI, "model.layers.%lld.mlp.shared_expert.down_proj.weight");
+                add(&p, CIS2_T_SHARED_ROUTER, l, 2, 1, H, "model.layers.%lld.mlp.shared_expert_gate.weight");
             }
         } else if (f->fused) { /* §M6: gate's rows, then up's */
             add(&p, CIS2_T_GATE_UP, l, 2, 2 * I, H, "model.layers.%lld.mlp.gate_up_proj.weight");

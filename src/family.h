@@ -62,9 +62,20 @@ typedef enum {
 /* The Gated DeltaNet layers of a hybrid family (docs/models.md §M10). */
 typedef enum {
     CIS2_LIN_NONE,      /* every layer is attention */
-    CIS2_LIN_SPLIT      /* qwen3_5: layer_types' "linear_attention" layers, with in_proj_qkv, in_proj_z,
+    CIS2_LIN_SPLIT,     /* qwen3_5: layer_types' "linear_attention" layers, with in_proj_qkv, in_proj_z,
                            in_proj_b and in_proj_a (§M10.2) */
+    CIS2_LIN_FUSED      /* qwen3_next: the same layers with in_proj_qkvz and in_proj_ba, grouped per key head
+                           (§M10.11) */
 } cis2_linear_rule;
+
+/* A mixture of experts' defaults for absent keys (its transformers config
+ * class's): num_experts, num_experts_per_tok, moe_intermediate_size (0:
+ * intermediate_size, gpt_oss), shared_expert_intermediate_size,
+ * norm_topk_prob. */
+typedef struct cis2_moe_defaults {
+    int64_t experts, per_tok, inter, shared_inter;
+    int norm_topk;
+} cis2_moe_defaults;
 
 typedef struct cis2_family {
     const char *model_type;     /* config.json's model_type ("llama" also stands for none) */
@@ -96,6 +107,7 @@ typedef struct cis2_family {
     int gemma3_keys;            /* query_pre_attn_scalar and rope_local_base_freq read, a second RoPE table
                                    for the sliding layers (§M7.1, §M7.4) */
     cis2_moe_rule moe;          /* the sparse layers' routing, and the MoE keys read (§M8.1, §M9.1) */
+    cis2_moe_defaults moe_def;  /* with moe: the defaults of its keys */
     int attention_bias_default; /* attention_bias when absent (GptOssConfig's true) */
     int o_bias;                 /* attention_bias also gives o_proj a bias, which the family runs (§M9.2) */
     int sinks;                  /* a learned logit per head in every softmax of attention (§M9.3) */
@@ -159,7 +171,9 @@ typedef enum {
     /* qwen3_5_moe's (§M10.10): all experts' gate_up [E, 2 Im, hidden] and down [E, hidden, Im]; the shared
      * expert's gate, up, down, and its gate's one row [1, hidden] */
     CIS2_T_EXPERTS_GATE_UP, CIS2_T_EXPERTS_DOWN, CIS2_T_SHARED_GATE, CIS2_T_SHARED_UP, CIS2_T_SHARED_DOWN,
-    CIS2_T_SHARED_ROUTER
+    CIS2_T_SHARED_ROUTER,
+    /* qwen3_next's (§M10.11): in_proj_qkvz [2 KD + 2 VD, hidden] and in_proj_ba [2 Hv, hidden], grouped per key head */
+    CIS2_T_LIN_QKVZ, CIS2_T_LIN_BA
 } cis2_tensor_role;
 
 typedef struct cis2_tensor_spec {

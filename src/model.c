@@ -195,6 +195,8 @@ static int plan_one(void *ctx, const cis2_tensor_spec *t)
     case CIS2_T_EXPERT_UP: mat = &ly->experts[3 * t->expert + 1]; break;
     case CIS2_T_EXPERT_DOWN: mat = &ly->experts[3 * t->expert + 2]; break;
     case CIS2_T_LIN_QKV: mat = &ly->lin_qkv; break; /* docs/models.md §M10.2 */
+    case CIS2_T_LIN_QKVZ: mat = &ly->lin_qkv; break; /* §M10.11: its outputs regrouped by deltanet.c */
+    case CIS2_T_LIN_BA: mat = &ly->lin_b; break;
     case CIS2_T_LIN_Z: mat = &ly->lin_z; break;
     case CIS2_T_LIN_B: mat = &ly->lin_b; break;
     case CIS2_T_LIN_A: mat = &ly->lin_a; break;
@@ -552,6 +554,7 @@ static int model_load(const cis2_ctx *cx, cis2_model *m, const char *dir,
     m->lin_hk = (size_t)c->lin_k_heads, m->lin_hv = (size_t)c->lin_v_heads; /* §M10.2 */
     m->lin_dk = (size_t)c->lin_k_dim, m->lin_dv = (size_t)c->lin_v_dim, m->lin_kernel = (size_t)c->conv_kernel;
     m->lin_c = 2 * m->lin_hk * m->lin_dk + m->lin_hv * m->lin_dv;
+    m->lin_fused = f->linear == CIS2_LIN_FUSED; /* §M10.11 */
     m->lin_qscale = f->linear != CIS2_LIN_NONE ? rsqrt_cr((float)c->lin_k_dim) : 0.0f; /* §M10.3 */
     m->qk_whole = f->qk_norm == CIS2_QKN_WHOLE; /* olmo2, docs/models.md §M4 */
     m->gelu = !strcmp(f->activation, "gelu_pytorch_tanh"); /* §M7.5 */

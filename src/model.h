@@ -93,6 +93,8 @@ typedef struct cis2_model {
     float rope_mscale;      /* YaRN's attention factor on cos and sin (§M9.4); 0 = none */
     size_t rot_half;        /* half the rotated dims of a head: head_dim / 2, or rotary_dim / 2 (§M10.5) */
     int attn_gate;          /* q_proj gives each head's query and its output gate (§M10.5) */
+    int lin_fused;          /* qwen3_next: lin_qkv is in_proj_qkvz and lin_b in_proj_ba, grouped per key head
+                               (§M10.11); lin_z and lin_a unused */
     /* the Gated DeltaNet layers (docs/models.md §M10): key heads, value heads, their dims, the conv's
      * kernel and channels (C = 2 Hk dk + Hv dv), and the q scale rsqrt_cr(dk) (§M10.3) */
     size_t lin_hk, lin_hv, lin_dk, lin_dv, lin_kernel, lin_c;

@@ -190,6 +190,7 @@ static int list_one(void *ctx, const cis2_tensor_spec *t)
     case CIS2_T_EXPERTS_GU_SCALES: case CIS2_T_EXPERTS_DOWN_SCALES: kd = K_SCALES; break;
     /* a Gated DeltaNet layer's (docs/models.md §M10.2) */
     case CIS2_T_LIN_QKV: case CIS2_T_LIN_Z: case CIS2_T_LIN_B: case CIS2_T_LIN_A: sd = L->lin_h; break;
+    case CIS2_T_LIN_QKVZ: case CIS2_T_LIN_BA: sd = L->lin_h; break; /* §M10.11 */
     case CIS2_T_LIN_OUT: sd = L->lin_v; break;
     case CIS2_T_LIN_CONV: sd = 0.5f; break;
     case CIS2_T_LIN_NORM: kd = K_NORM; break; /* a plain weight, near 1 */

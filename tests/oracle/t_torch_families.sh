@@ -108,7 +108,7 @@ family() {
         "$PY" "$ORACLE" check --model-dir "$d" --json "$d/run.json" --logits "$d/lg.f32" > "$d/oracle.log" \
             || { cat "$d/oracle.log"; fail_later "$fam: the oracle rejects cis2's run"; }
         tail -n 1 "$d/oracle.log"
-        case $fam in qwen3_moe|gpt_oss|qwen3_5|qwen3_5_moe) # the mixtures of experts and the hybrids also in float64
+        case $fam in qwen3_moe|gpt_oss|qwen3_5|qwen3_5_moe|qwen3_next) # the mixtures of experts and hybrids in f64 too
             "$PY" "$ORACLE" check --f64 --model-dir "$d" --json "$d/run.json" --logits "$d/lg.f32" > "$d/f64.log" \
                 || { cat "$d/f64.log"; fail_later "$fam: the float64 reference rejects cis2's run"; }
             echo "$fam in float64: $(tail -n 1 "$d/f64.log")" ;;
@@ -272,6 +272,24 @@ if [ $oracle = 1 ]; then
     "$PY" "$ORACLE" check --model-dir "$d" --json "$d/run.json" --logits "$d/lg.f32" > "$d/oracle.log" \
         || { cat "$d/oracle.log"; fail_later "qwen3_5_moe: the oracle rejects cis2 on synth_hybrid.py's checkpoint"; }
     echo "qwen3_5_moe on synth_hybrid.py's checkpoint: $(tail -n 1 "$d/oracle.log")"
+fi
+# qwen3_next (§M10.11): in_proj_qkvz / in_proj_ba grouped per key head (2
+# key heads, so the flat reading differs), experts one tensor each and the
+# shared expert, layer 1 dense (mlp_only_layers); synth_hybrid.py's
+# checkpoint (BF16 A_log and gated-norm weights, mtp.* tensors)
+cp tests/families/q3next.json "$T/qwen3_next.json"
+family qwen3_next qkvz_flat no_shared_expert no_shared_gate no_norm_topk kv_head_tile no_output_gate full_rotary
+ties qwen3_next 69
+if [ $oracle = 1 ]; then
+    d=$T/qwen3_next_hy
+    "$PY" tests/oracle/synth_hybrid.py --family-config "$SHARED/models/families/Qwen3-Next-80B-A3B.json" --out "$d" \
+        --seed 5 --layers 4 --vocab 512 > /dev/null || fail "synth_hybrid.py qwen3_next"
+    cp "$T/tiny/tokenizer.json" "$d/tokenizer.json"
+    $CIS2 run --model-dir "$d" --prompt-ids "$LONG" --gen-toks 12 --json --dump-logits "$d/lg.f32" > "$d/run.json" \
+        || fail "qwen3_next: cis2 run on synth_hybrid.py's checkpoint"
+    "$PY" "$ORACLE" check --model-dir "$d" --json "$d/run.json" --logits "$d/lg.f32" > "$d/oracle.log" \
+        || { cat "$d/oracle.log"; fail_later "qwen3_next: the oracle rejects cis2 on synth_hybrid.py's checkpoint"; }
+    echo "qwen3_next on synth_hybrid.py's checkpoint: $(tail -n 1 "$d/oracle.log")"
 fi
 end_fails
 echo ok

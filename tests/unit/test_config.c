@@ -512,7 +512,7 @@ static void families(void **s)
         {"gpt-oss-20b", NULL},
         {"Qwen3.5-0.8B", NULL},
         {"Qwen3.5-35B-A3B", NULL},
-        {"Qwen3-Next-80B-A3B", "model_type 'qwen3_next' not supported"},
+        {"Qwen3-Next-80B-A3B", NULL},
     };
     char p[1024];
     snprintf(p, sizeof p, "%s/models/families/%s.json", shared(), F[0].file);
@@ -1185,6 +1185,54 @@ static void qwen3_5_moe_family(void **s)
                 "shared_expert_intermediate_size is not implemented for model_type llama");
 }
 
+/* qwen3_next (docs/models.md §M10.11): the real Qwen3-Next-80B-A3B config
+ * reads as written down here from the file; the defaults of
+ * Qwen3NextConfig; norm_topk_prob is read. */
+static void qwen3_next_family(void **s)
+{
+    (void)s;
+    char p[1024];
+    snprintf(p, sizeof p, "%s/models/families/Qwen3-Next-80B-A3B.json", shared());
+    cis2_config c;
+    cis2_error e = {0};
+    if (access(p, R_OK) == 0) {
+        if (cis2_config_load(&c, p, &e)) fail_msg("%s", e.msg);
+        assert_string_equal(c.family->model_type, "qwen3_next");
+        assert_int_equal(c.num_experts, 512);
+        assert_int_equal(c.num_experts_per_tok, 10);
+        assert_int_equal(c.shared_inter, 512);
+        assert_int_equal(c.norm_topk_prob, 1);
+        assert_int_equal(c.rotary_dim, 64);
+        assert_int_equal(bits(c.rope_theta), 0x4A989680); /* 5e6 */
+        for (int l = 0; l < 48; l++)
+            if (!c.sparse[l] || c.linear[l] != (l % 4 != 3)) fail_msg("Qwen3-Next-80B-A3B layer %d", l);
+        /* per layer 2 norms, the router 512 x 2048, 512 experts of 3 x 512 x 2048, the shared expert 3 x 512 x
+         * 2048 and its gate 2048; 36 linear layers (in_proj_qkvz 12288 x 2048, in_proj_ba 64 x 2048, conv 8192 x 4,
+         * A_log, dt_bias 32 each, norm 128, out_proj 2048 x 4096); 12 full (q_proj 8192 x 2048, k/v 512 x 2048,
+         * o_proj 2048 x 4096, q/k norms 256); the embedding and lm_head 151936 x 2048, the final norm */
+        uint64_t moe = 512ull * 2048 + 512ull * 3 * 512 * 2048 + 3 * 512ull * 2048 + 2048;
+        uint64_t lin = 12288ull * 2048 + 64 * 2048 + 8192 * 4 + 2 * 32 + 128 + 2048ull * 4096;
+        uint64_t full = 8192ull * 2048 + 2 * 512ull * 2048 + 2048ull * 4096 + 2 * 256;
+        uint64_t want = 48 * (2 * 2048 + moe) + 36 * lin + 12 * full + 2 * 151936ull * 2048 + 2048;
+        assert_true(cis2_config_param_count(&c) == want);
+    }
+    const char *t = "{\"model_type\":\"qwen3_next\",\"hidden_size\":64,\"intermediate_size\":96,\"num_hidden_layers\":4,"
+                    "\"num_attention_heads\":4,\"vocab_size\":300,\"mlp_only_layers\":[0],\"norm_topk_prob\":false}";
+    if (cis2_config_parse(&c, t, strlen(t), "q3next", &e)) fail_msg("%s", e.msg);
+    assert_int_equal(c.num_experts, 512);
+    assert_int_equal(c.num_experts_per_tok, 10);
+    assert_int_equal(c.moe_intermediate_size, 512);
+    assert_int_equal(c.shared_inter, 512);
+    assert_int_equal(c.norm_topk_prob, 0);
+    assert_int_equal(c.head_dim, 256);
+    assert_int_equal(c.rotary_dim, 64);
+    assert_true(!c.sparse[0] && c.sparse[1] && c.sparse[2] && c.sparse[3]);
+    assert_true(c.linear[0] && c.linear[1] && c.linear[2] && !c.linear[3]);
+    t = "{\"model_type\":\"qwen3_next\",\"hidden_size\":64,\"intermediate_size\":96,\"num_hidden_layers\":4,"
+        "\"num_attention_heads\":4,\"vocab_size\":300,\"rope_parameters\":{\"mrope_section\":[1,1,2]}}";
+    expect_raw_fails(t, CIS2_E_UNSUPPORTED, "rope_parameters.mrope_section");
+}
+
 /* ---- synth configs read back (values written down here, not read from synth.c) ---- */
 
 static void check_synth_cfg(const char *shape, int64_t H, int64_t I, int64_t L, int64_t nh, int64_t kv, int64_t V,
@@ -1286,7 +1334,7 @@ int main(void)
         cmocka_unit_test(rope_parameters_base), cmocka_unit_test(rope_types_refused),
         cmocka_unit_test(rope_members), cmocka_unit_test(layer_types), cmocka_unit_test(sliding_window),
         cmocka_unit_test(neutral_keys), cmocka_unit_test(pretraining_tp_accepted),
-        cmocka_unit_test(transformers5_config), cmocka_unit_test(families), cmocka_unit_test(smollm3_nope), cmocka_unit_test(olmo2_family), cmocka_unit_test(mistral_family), cmocka_unit_test(phi3_family), cmocka_unit_test(gemma3_family), cmocka_unit_test(qwen3_5_family), cmocka_unit_test(qwen3_5_moe_family),
+        cmocka_unit_test(transformers5_config), cmocka_unit_test(families), cmocka_unit_test(smollm3_nope), cmocka_unit_test(olmo2_family), cmocka_unit_test(mistral_family), cmocka_unit_test(phi3_family), cmocka_unit_test(gemma3_family), cmocka_unit_test(qwen3_5_family), cmocka_unit_test(qwen3_5_moe_family), cmocka_unit_test(qwen3_next_family),
         cmocka_unit_test(llama3_rope), cmocka_unit_test(qwen3_family),
         cmocka_unit_test(synth_shape_table),
     };
