@@ -41,6 +41,14 @@
 #include <string.h>
 
 #define CONV_BLK 64             /* channels per conv task */
+
+/* Four lanes of binary32 (GCC/Clang vector extensions, as pmath.c's): each
+ * lane one element e of a row, its own chain of the same IEEE operations
+ * as the scalar loop (-ffp-contract=off: no fusing), so the bits are the
+ * scalar code's. */
+typedef float v4f __attribute__((vector_size(16)));
+static inline v4f ld4(const float *p) { v4f r; memcpy(&r, p, sizeof r); return r; }
+static inline void st4(float *p, v4f v) { memcpy(p, &v, sizeof v); }
 #define MAX_DIM 1024            /* dk, dv at most this (config.c) */
 #define L2_EPS 0x358637BDu      /* (f32) 1e-6, the l2 norm's (§M10.3) */
 
@@ -117,17 +125,17 @@ static void conv_task(void *ctx, size_t idx)
     for (size_t i = 0; i < nr; i++) {
         float *x = W.mixed + rows[i] * C + c0;
         for (size_t c = 0; c < nc; c++) acc[c] = 0.0f;
-        for (size_t j = 0; j + 1 < K; j++) { /* the taps on the window, oldest first */
-            const float *w = ly->lin_conv + j * C + c0, *xin = win + j * C;
-            for (size_t c = 0; c < nc; c++) {
+        for (size_t j = 0; j < K; j++) { /* the taps, oldest first: the window's K-1, then the row's own input */
+            const float *w = ly->lin_conv + j * C + c0, *xin = j + 1 < K ? win + j * C : x;
+            size_t c = 0;
+            for (; c + 4 <= nc; c += 4) {
+                v4f p = ld4(w + c) * ld4(xin + c);
+                st4(acc + c, ld4(acc + c) + p);
+            }
+            for (; c < nc; c++) {
                 float p = w[c] * xin[c];
                 acc[c] = acc[c] + p;
             }
-        }
-        const float *w = ly->lin_conv + (K - 1) * C + c0; /* the last tap on the row's own input */
-        for (size_t c = 0; c < nc; c++) {
-            float p = w[c] * x[c];
-            acc[c] = acc[c] + p;
         }
         for (size_t j = 0; j + 2 < K; j++) memcpy(win + j * C, win + (j + 1) * C, nc * sizeof(float));
         if (K > 1) memcpy(win + (K - 2) * C, x, nc * sizeof(float)); /* the window moves on */
@@ -192,10 +200,20 @@ static void delta_task(void *ctx, size_t idx)
         const float *v = W.mixed + r * C + 2 * KD + h * dv;
         float decay = W.a[r * Hv + h], beta = W.b[r * Hv + h];
         float *o = W.o + r * Hv * dv + h * dv;
+        size_t j4 = dv / 4 * 4; /* the lanes' part of a row; the scalar tail after it */
+        v4f dec4 = {decay, decay, decay, decay};
         for (size_t j = 0; j < dv; j++) kvm[j] = 0.0f;
         for (size_t d = 0; d < dk; d++) { /* S = S * decay; kv = S^T k */
             float *Sd = S + d * dv, kd = k[d];
-            for (size_t j = 0; j < dv; j++) {
+            v4f k4 = {kd, kd, kd, kd};
+            for (size_t j = 0; j < j4; j += 4) {
+                v4f sd = ld4(Sd + j);
+                sd = sd * dec4;
+                st4(Sd + j, sd);
+                v4f p = sd * k4;
+                st4(kvm + j, ld4(kvm + j) + p);
+            }
+            for (size_t j = j4; j < dv; j++) {
                 Sd[j] = Sd[j] * decay;
                 float p = Sd[j] * kd;
                 kvm[j] = kvm[j] + p;
@@ -208,7 +226,15 @@ static void delta_task(void *ctx, size_t idx)
         for (size_t j = 0; j < dv; j++) o[j] = 0.0f;
         for (size_t d = 0; d < dk; d++) { /* S = S + k u^T; o = S^T q */
             float *Sd = S + d * dv, kd = k[d], qd = q[d];
-            for (size_t j = 0; j < dv; j++) {
+            v4f k4 = {kd, kd, kd, kd}, q4 = {qd, qd, qd, qd};
+            for (size_t j = 0; j < j4; j += 4) {
+                v4f p = k4 * ld4(u + j);
+                v4f sd = ld4(Sd + j) + p;
+                st4(Sd + j, sd);
+                v4f p2 = sd * q4;
+                st4(o + j, ld4(o + j) + p2);
+            }
+            for (size_t j = j4; j < dv; j++) {
                 float p = kd * u[j];
                 Sd[j] = Sd[j] + p;
                 float p2 = Sd[j] * qd;
