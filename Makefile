@@ -126,7 +126,7 @@ $(BUILD)/obj/src/%.o: src/%.c $(BUILD)/.flags $(wildcard src/*.h src/*/*.h) $(wi
 $(BUILD)/obj/cli/%.o: cli/%.c $(BUILD)/.flags cli/cli.h $(wildcard include/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(XFLAGS) -c $< -o $@
-$(BUILD)/obj/serve/%.o: serve/%.c $(BUILD)/.flags serve/serve.h cli/cli.h $(wildcard include/*.h)
+$(BUILD)/obj/serve/%.o: serve/%.c $(BUILD)/.flags $(wildcard serve/*.h) cli/cli.h $(wildcard include/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) $(XFLAGS) -c $< -o $@
 
@@ -168,8 +168,9 @@ $(BUILD)/cis2: $(CLI_OBJ) $(BUILD)/libcis2.a
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libcis2-internal.a $(wildcard tests/unit/*.h)
 	$(CC) $(CFLAGS_ALL) -Isrc -Itests/unit -o $@ $< $(BUILD)/libcis2-internal.a $(LDFLAGS_ALL) -lcmocka $(LDLIBS_ALL) -lm
 
-# the server's buffer is compiled into its unit test (the server is not in the library)
+# the server's modules are compiled into their unit tests (the server is not in the library)
 $(BUILD)/tests/test_serve_buf: serve/serve_buf.c serve/serve.h
+$(BUILD)/tests/test_serve_parse: serve/serve_parse.c serve/serve_parse.h serve/serve_buf.c serve/serve.h
 
 tests: all $(TEST_BIN)
 

@@ -68,7 +68,8 @@ const cli_command cli_commands[] = {
      "  --seed N  --sequence N            the Philox key and sample index (default 0)\n"
      "  --logprobs N        report each token's logprob and its top N alternatives (0..20),\n"
      "                      as the server's logprobs / top_logprobs N; also --top-logprobs N\n"
-     "  --stop-at-eos       stop at config.json's eos_token_id\n"
+     "  --stop-at-eos       stop at config.json's eos_token_id and, when DIR has a\n"
+     "                      generation_config.json, its eos_token_id too\n"
      "  --stop-id IDS       stop at any of these token ids (also --stop-token-ids IDS)\n"
      "  --stop TEXT         stop when the output bytes contain TEXT (up to 16 times)\n" ENGINE_USAGE},
     {"tokenize", cmd_tokenize, "text -> token ids (§3.1)",

@@ -176,7 +176,9 @@ typedef struct cis2_engine_opts {
  * §1.3 self-test first (CIS2_E_FPENV).  A tokenizer.json the tokenizer
  * cannot load does not fail the open (it is still hashed, §12.1): the
  * engine then runs prompts given as ids, and cis2_engine_tokenize reports
- * the loader's error. */
+ * the loader's error.  A generation_config.json in model_dir adds its
+ * eos_token_id to the eos list (cis2_model_info.eos_ids); one that is
+ * malformed fails the open (CIS2_E_FORMAT, naming the file). */
 CIS2_API int cis2_engine_open(cis2_engine **out, const char *model_dir, const cis2_engine_opts *opts,
                               cis2_error *err);
 CIS2_API void cis2_engine_close(cis2_engine *e);
@@ -194,7 +196,10 @@ typedef struct cis2_model_info {
     uint8_t weights_sha256[32], config_sha256[32], tokenizer_sha256[32]; /* §2.1 */
     uint8_t table_digest[32];       /* §6.6 */
     uint8_t inv_freq_table_digest[32]; /* §7.2 */
-    size_t n_eos;                   /* config.json eos_token_id(s) (docs/sampling.md §S5.1) */
+    size_t n_eos;                   /* the eos list (docs/sampling.md §S5.1): config.json's
+                                       eos_token_id(s), then the new ones of
+                                       generation_config.json's when the
+                                       directory has one */
     uint32_t eos_ids[64];
     int eos_malformed;              /* eos_token_id is there but not u32s: stop-at-eos is refused */
     int has_tokenizer;              /* tokenizer.json loaded */
@@ -335,7 +340,8 @@ CIS2_API int cis2_decimal_to_f32(const char *s, size_t len, float *out, cis2_err
 /* Stop rules (docs/sampling.md).  NULL: none (exactly max_tokens tokens,
  * EOS not special, §3.4). */
 typedef struct cis2_stop {
-    int eos;                          /* stop at config.json's eos_token_id(s) */
+    int eos;                          /* stop at the eos list (cis2_model_info.eos_ids:
+                                         config.json's and generation_config.json's) */
     const uint32_t *ids;              /* stop token ids */
     size_t n_ids;
     const char *const *strings;       /* stop strings (raw bytes) */
@@ -725,6 +731,13 @@ CIS2_API void cis2_score_results_free(cis2_score_result *results, size_t n);
  * part given as ids (its bytes are recorded). */
 CIS2_API int cis2_score_receipts(cis2_engine *e, const cis2_score_request *reqs, size_t n,
                                  cis2_score_result **results, cis2_receipt **receipts, cis2_error *err);
+/* cis2_score_receipts with options (cis2_score_opts: should_stop is asked
+ * before every weight pass, so a long score stops within one pass; a
+ * cancelled call returns CIS2_E_CANCELLED with no results and no
+ * receipts): the same results and receipts, byte for byte. */
+CIS2_API int cis2_score_receipts_ex(cis2_engine *e, const cis2_score_request *reqs, size_t n,
+                                    const cis2_score_opts *opts, cis2_score_result **results,
+                                    cis2_receipt **receipts, cis2_error *err);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,8 @@
  *   3. The tokenizer on its own (§3.1), without weights
  *   4. Synthetic checkpoints (for tests and benchmarks)
  *   5. UTF-8: the library's one decoder
+ *   6. Chat templates: a checkpoint's Jinja chat template rendered as
+ *      Hugging Face transformers renders it
  *
  * The conventions of cis2.h hold (status codes, cis2_error, cis2_free,
  * the floating-point environment restored on return).
@@ -20,6 +22,8 @@
 #define CIS2_TOOLKIT_H
 
 #include "cis2.h"
+
+#include <time.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -200,7 +204,9 @@ CIS2_API const cis2_synth_shape *cis2_synth_shape_at(size_t i);
 CIS2_API const cis2_synth_shape *cis2_synth_find_shape(const char *name); /* NULL if unknown */
 /* Writes out_dir/{model.safetensors,config.json,tokenizer.json} (making
  * out_dir).  tokenizer_src: a tokenizer.json to copy, or NULL for a minimal
- * byte-level one whose ids 0..255 are the bytes. */
+ * byte-level one whose ids 0..255 are the bytes.  A shape modelled on a
+ * real checkpoint (smollm2-135m, smollm2-360m, qwen2.5-0.5b) has its real
+ * config.json's bos/eos (and pad) token ids. */
 CIS2_API int cis2_synth_write(const char *shape, uint64_t seed, const char *out_dir, const char *tokenizer_src,
                               cis2_error *err);
 /* The same for the shape a real config.json describes (copied byte for byte). */
@@ -219,6 +225,35 @@ CIS2_API int cis2_synth_write_config(const char *config_path, uint64_t seed, con
 CIS2_API size_t cis2_utf8_unit(const unsigned char *s, size_t n, uint32_t *cp, int *valid);
 /* Code points of valid UTF-8 text (the bytes that are not continuations). */
 CIS2_API size_t cis2_utf8_chars(const char *s, size_t n);
+
+/* ======================================================================
+ * 6. Chat templates (docs/chat.md): the Jinja2 subset published chat
+ * templates use, rendered byte for byte as transformers'
+ * apply_chat_template renders them with python3-jinja2 (its sandbox,
+ * trim_blocks, lstrip_blocks, loopcontrols, {% generation %}, its tojson,
+ * raise_exception, strftime_now).  Which template, which variables and
+ * what a server does with the text are the caller's (docs/serving.md
+ * "Chat templates").  Bounded: docs/chat.md "Limits" (the defaults).
+ * ====================================================================== */
+
+typedef struct cis2_chat_template cis2_chat_template;
+/* Parses a template (UTF-8, at most 1 MiB) once; the result is immutable
+ * and may be rendered by any number of threads at once.  CIS2_E_FORMAT
+ * "template line L:C: ..." for a syntax error, CIS2_E_NOMEM over a limit. */
+CIS2_API int cis2_chat_template_parse(const char *src, size_t len, cis2_chat_template **out, cis2_error *err);
+CIS2_API void cis2_chat_template_free(cis2_chat_template *t);
+/* Renders t with the variables of a JSON object's text (vars_json, len
+ * bytes: messages, tools, add_generation_prompt, bos_token, ... as the
+ * caller builds them; its objects keep their key order).  now is the time
+ * strftime_now formats (NULL: the local time at the call).  *out (free
+ * with cis2_free) is NUL-terminated, *out_len its length.  Codes:
+ *   CIS2_E_USAGE   the template called raise_exception(message): msg is
+ *                  the template's message (one line);
+ *   CIS2_E_FORMAT  the render failed ("template line L:C: what"), or
+ *                  vars_json is not a JSON object;
+ *   CIS2_E_NOMEM   a limit was reached (the message names it). */
+CIS2_API int cis2_chat_template_render(const cis2_chat_template *t, const char *vars_json, size_t len,
+                                       const struct tm *now, char **out, size_t *out_len, cis2_error *err);
 
 #ifdef __cplusplus
 }

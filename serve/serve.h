@@ -19,8 +19,8 @@
  *   serve_engine.c   the one engine thread that owns the cis2_session
  *                    (continuous batching) and the bounded job queue the
  *                    HTTP threads submit to
- *   serve_chat.c     chat templates: recognizing the ChatML family and
- *                    rendering it exactly as the model's Jinja template does
+ *   serve_chat.c     chat templates: finding the checkpoint's, and rendering
+ *                    a request's messages with it (the library's renderer)
  *   serve_body.c     a body's text beneath jansson: exact decimals
  *                    (docs/sampling.md §S2.3), numbers jansson refuses, NULs
  *   serve_request.c  the OpenAI schema's requests: parameters -> a
@@ -50,7 +50,7 @@
  *   serve_rlog      -> (none)
  *   serve_logprobs  -> (none)
  *   serve_engine    -> serve_err, serve_metrics
- *   serve_chat      -> serve_err, serve_buf
+ *   serve_chat      -> serve_err
  *   serve_body      -> serve_err
  *   serve_verify    -> serve_err, serve_engine (serve_now)
  *   serve_request   -> serve_err, serve_body, serve_chat, serve_engine,
@@ -307,30 +307,34 @@ double serve_now(void);
 /* ------------------------------------------ chat templates (serve_chat.c) */
 
 typedef struct serve_chat serve_chat;
-/* Recognizes a chat template (Jinja source).  CIS2_OK with *out, or
- * CIS2_E_UNSUPPORTED with `why` naming what is not implemented. */
-int serve_chat_load(const char *src, size_t len, serve_chat **out, char *why, size_t why_cap);
-void serve_chat_free(serve_chat *c);
-/* "chatml", "chatml-default-system", "qwen2.5" */
-const char *serve_chat_family(const serve_chat *c);
-/* The default system prompt the template inserts (NULL: none). */
-const char *serve_chat_default_system(const serve_chat *c);
-/* Renders messages (a JSON array of {role, content}) as the template
- * would; *out malloc'ed.  400 in e for what cannot be rendered. */
-int serve_chat_render(const serve_chat *c, const json_t *messages, int add_generation_prompt, const json_t *tools,
-                      char **out, size_t *len, serve_err *e);
 /* DIR/tokenizer_config.json read once, as published (its memory bounded
  * before parsing, integers beyond 64 bits read as the numbers they are:
  * docs/inputs.md "JSON numbers"): *root NULL (CIS2_OK) when there is no
  * such file; a file that is there but unreadable, not a regular file or
  * not a JSON object fails (CIS2_E_IO, CIS2_E_FORMAT). */
 int serve_tokcfg_load(const char *model_dir, json_t **root, cis2_error *err);
-/* Finds the template of a checkpoint: FILE if given, else
- * DIR/chat_template.jinja, else tcfg's chat_template (tcfg: the parsed
- * tokenizer_config.json, NULL for none).  *src NULL (CIS2_OK) when there
- * is none; *origin says where it was. */
-int serve_chat_find(const char *model_dir, const char *file, const json_t *tcfg, char **src, size_t *len,
-                    char *origin, size_t origin_cap, cis2_error *err);
+/* The checkpoint's chat template (docs/serving.md "Chat templates"): FILE
+ * if given, else DIR/chat_template.jinja, else tcfg's chat_template (tcfg:
+ * the parsed tokenizer_config.json, NULL for none; its special tokens are
+ * the templates' bos_token, eos_token, ...), parsed and rendered once with
+ * a one-message conversation.  *out NULL (CIS2_OK) when there is none; a
+ * file that cannot be read, or a template that cannot render, fails with
+ * one line naming it (CIS2_E_IO, CIS2_E_FORMAT). */
+int serve_chat_open(const char *model_dir, const char *file, const json_t *tcfg, serve_chat **out, cis2_error *err);
+void serve_chat_free(serve_chat *c);
+/* Where it was found (a path), which source that is ("--chat-template",
+ * "chat_template.jinja", "tokenizer_config.json"), the sha256 (hex) and
+ * text of the default template. */
+const char *serve_chat_origin(const serve_chat *c);
+const char *serve_chat_kind(const serve_chat *c);
+const char *serve_chat_sha256(const serve_chat *c);
+const char *serve_chat_text(const serve_chat *c, size_t *len);
+/* The prompt of a chat body (its messages, tools, tool_choice, documents,
+ * chat_template_kwargs, add_generation_prompt; other keys are the
+ * caller's): *out (cis2_free) the rendered text, exactly what is
+ * tokenized; else a 400 in e (the template's raise_exception message, a
+ * render error, a limit, a malformed field). */
+int serve_chat_render(const serve_chat *c, const json_t *body, char **out, size_t *len, serve_err *e);
 
 /* -------- the server (filled by serve_main.c, read by every request path) */
 
@@ -365,8 +369,8 @@ typedef struct serve_ctx {
     size_t tok_info_len;
     serve_chat *chat;          /* NULL: chat_error says why */
     char chat_error[600];
-    int has_im_end;
-    uint32_t im_end;           /* <|im_end|>'s id: the chat stop id */
+    uint32_t chat_stop[2];     /* chat's stop ids (serve_main.c: <|im_end|>, eos_token) */
+    size_t n_chat_stop;
     long long created;         /* start time, for /v1/models */
     pthread_mutex_t vmu;       /* verify slots */
     size_t verifying, verify_max;
@@ -439,15 +443,17 @@ struct serve_call {
     int echo;
     int prompt_lp;             /* prompt_logprobs given */
     unsigned prompt_lp_top;    /* its alternatives per token */
-    cis2_score_result *scores; /* n_prompts (NULL: nothing to score, or scored with receipts) */
+    cis2_score_result *scores; /* n_prompts (NULL: nothing to score) */
     /* score receipts (`score_receipt`, or the server's --receipt-log):
-     * each prompt scored by cis2_score_receipts on its own, its result
-     * and its receipt's text */
+     * the prompts scored by cis2_score_receipts_ex, each receipt's text */
     int score_receipt;         /* asked for in the response */
-    cis2_score_result **score_each; /* n_prompts results of one each (NULL: none) */
-    char **score_text;         /* n_prompts receipts' text (cis2_free) */
+    char **score_text;         /* n_prompts receipts' text (cis2_free; NULL: none) */
     size_t *score_len;
     serve_metrics *met;        /* counts the prompt tokens once the engine admits the job */
+    /* chat: what the answer's parsing needs (docs/serving.md "Chat
+     * templates"); the rendered prompt is prompts[0].text */
+    json_t *tools;             /* the request's tools (a reference), NULL: none */
+    int tools_on;              /* tools given and tool_choice not "none" */
 };
 
 /* --------------------------------------------- requests (serve_request.c) */
@@ -502,8 +508,8 @@ int serve_sse_format(serve_sse *s, serve_buf *out, int *done);
 
 /* GET /tokenizer_info's body, built once into sc->tok_info (after the
  * engine is open and sc->chat set): tcfg the parsed tokenizer_config.json
- * (NULL: none), chat_src the template the server found (NULL: none). */
-int serve_tok_info_build(serve_ctx *sc, const json_t *tcfg, const char *chat_src, size_t chat_len, cis2_error *err);
+ * (NULL: none). */
+int serve_tok_info_build(serve_ctx *sc, const json_t *tcfg, cis2_error *err);
 /* POST /tokenize and /detokenize: the response object, or NULL with e. */
 json_t *serve_tokenize(const serve_ctx *sc, const char *body, size_t len, serve_err *e);
 json_t *serve_detokenize(const serve_ctx *sc, const char *body, size_t len, serve_err *e);
@@ -543,9 +549,9 @@ int serve_guard_should_stop(void *guard);
  * (status 499: the client left, nothing to send).  serve_verify.c. */
 json_t *serve_verify(serve_ctx *sc, const char *body, size_t len, int fd, serve_err *e);
 /* echo / prompt_logprobs: c's prompts scored into c->scores (docs/sampling.md
- * §S11), or with score receipts (c->score_receipt, or the receipt log,
- * where serve_call_response writes them) one by one into c->score_each
- * and c->score_text; 0, or e's status.
+ * §S11), with score receipts (c->score_receipt, or the receipt log,
+ * where serve_call_response writes them) also into c->score_text; 0, or
+ * e's status.
  * serve_verify.c. */
 int serve_score_prompts(const serve_ctx *sc, serve_call *c, int fd, serve_err *e);
 void serve_http_stop(serve_http *h);

@@ -1,635 +1,70 @@
 /*
- * serve_chat.c - chat templates for /v1/chat/completions (docs/serving.md
- * "Chat templates").
+ * serve_chat.c - chat templates for /v1/chat/completions, /tokenize's
+ * messages and `--render-chat` (docs/serving.md "Chat templates"): the
+ * checkpoint's own Jinja template, rendered by the library
+ * (cis2_chat_template_*, cis2_toolkit.h section 6, docs/chat.md) with the
+ * variables transformers' apply_chat_template passes it.
  *
- * A checkpoint's chat template is a Jinja program (tokenizer_config.json's
- * `chat_template`) that Hugging Face renders with
- * ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).
- * cis2 does not interpret Jinja: it recognizes the templates it can render
- * exactly and renders those in C, and refuses every other template (HTTP
- * 400 unsupported_chat_template naming it: a 4xx, since no retry can
- * succeed), never guessing.
+ * Where the template comes from, first found wins (serve_chat_open):
+ * `--chat-template FILE`; DIR/chat_template.jinja; tokenizer_config.json's
+ * `chat_template`, a string or transformers' named list
+ * [{"name": "default", "template": ...}, {"name": "tool_use", ...}] (the
+ * tool_use one for a request with tools, when there is one, as
+ * transformers picks).  A file that is there but unreadable fails the
+ * start rather than falling through to the next source.  Each template is
+ * parsed once and rendered with a one-message conversation at start-up,
+ * so a template that cannot render refuses the start in one line.
  *
- * Recognition is structural.  The template is lexed as Jinja lexes it
- * (newlines normalized, one trailing newline dropped, `-` trim markers,
- * trim_blocks, lstrip_blocks, comments dropped), giving a stream of
- * literal text and tag tokens (names, operators, numbers, and string
- * literals by their decoded value); so indentation, spacing inside tags,
- * quote style and escapes do not matter, and everything else does.  The
- * stream must equal one of the patterns below token for token, where a
- * pattern string holding "@SYS@" matches any literal with the same text
- * around it and captures the default system prompt.  Families:
+ * The variables of a render (serve_chat_render), as transformers builds
+ * them: tokenizer_config.json's special tokens as text (bos_token,
+ * eos_token, unk_token, sep_token, pad_token, cls_token, mask_token: a
+ * string or an AddedToken object's "content", left out when null or
+ * empty; additional_special_tokens as a list of texts); then the request's
+ * chat_template_kwargs spread over them (enable_thinking,
+ * reasoning_effort, ...); then messages, tools (null when absent),
+ * documents (null when absent) and add_generation_prompt (default true).
+ * The messages as OpenAI's API sends them become what templates expect:
+ * an assistant tool call's function.arguments, a JSON string in the API,
+ * is parsed into the object it holds (as vLLM and transformers' own
+ * examples do), and content given as a list of text parts is their texts
+ * joined with "\n" (vLLM's "string" content format); every other key
+ * (tool_call_id, name, reasoning_content, ...) passes as given, and any
+ * role passes (the template decides).  strftime_now formats the time of
+ * SOURCE_DATE_EPOCH (UTC) when the environment sets it, so a receipt's
+ * prompt can be reproduced; the local time otherwise.
  *
- *   chatml                 every message as <|im_start|>ROLE\nCONTENT<|im_end|>\n
- *   chatml-default-system  the same, a default system turn first unless the
- *                          first message is a system one (SmolLM2-Instruct,
- *                          Qwen1.5-Chat)
- *   qwen2.5                Qwen2.5-Instruct's template, without its tools
- *                          branch: requests with tools or tool_calls get 400
- *                          unsupported_parameter
+ * Errors are 400s (no retry can succeed): the template's raise_exception
+ * gives its message itself (code chat_template_refused); a render that
+ * fails (code chat_template_error) or reaches a limit (chat_template_limit)
+ * says where.
  *
- * Messages must be objects with a string role (system, developer, user,
- * assistant, tool) and string content; the rendering is byte for byte
- * what the template renders (tests/server/t_serve_chat.sh compares it with
- * python3-jinja2 rendering the template itself).
- *
- * Who calls it: serve_main.c (reading tokenizer_config.json once:
- * serve_tokcfg_load; finding and loading the template), serve_request.c
- * (rendering a chat request's messages), serve_tok.c (/tokenize of
+ * Who calls it: serve_main.c (serve_tokcfg_load, serve_chat_open),
+ * serve_request.c (a chat request's prompt), serve_tok.c (/tokenize of
  * messages, /tokenizer_info), serve_http.c (/v1/models).  It calls
- * serve_err.c and serve_buf.c only.
+ * serve_err.c only.
  */
 #include "serve.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-/* ---------------------------------------------------------------- lexer */
-
-enum { K_TEXT, K_STMT, K_EXPR, K_END, K_NAME, K_STR, K_NUM, K_OP };
-
-typedef struct jtok { int kind; char *s; size_t n; } jtok;
-typedef struct jstream { jtok *t; size_t n, cap; } jstream;
-
-static void js_free(jstream *s)
-{
-    for (size_t i = 0; i < s->n; i++) free(s->t[i].s);
-    free(s->t);
-    memset(s, 0, sizeof *s);
-}
-
-static int js_push(jstream *s, int kind, const char *p, size_t n)
-{
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 64;
-        jtok *nt = realloc(s->t, cap * sizeof *nt);
-        if (!nt) return -1;
-        s->t = nt;
-        s->cap = cap;
-    }
-    char *c = malloc(n + 1);
-    if (!c) return -1;
-    memcpy(c, p, n);
-    c[n] = 0;
-    s->t[s->n++] = (jtok){kind, c, n};
-    return 0;
-}
-
-static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-
-static void utf8_put(serve_buf *b, unsigned long cp)
-{
-    char o[4];
-    size_t k;
-    if (cp < 0x80) { o[0] = (char)cp; k = 1; }
-    else if (cp < 0x800) { o[0] = (char)(0xC0 | (cp >> 6)); o[1] = (char)(0x80 | (cp & 63)); k = 2; }
-    else if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | (cp >> 12)); o[1] = (char)(0x80 | ((cp >> 6) & 63)); o[2] = (char)(0x80 | (cp & 63)); k = 3;
-    } else {
-        o[0] = (char)(0xF0 | (cp >> 18)); o[1] = (char)(0x80 | ((cp >> 12) & 63));
-        o[2] = (char)(0x80 | ((cp >> 6) & 63)); o[3] = (char)(0x80 | (cp & 63)); k = 4;
-    }
-    serve_buf_put(b, o, k);
-}
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-/* A Jinja string literal's value (Python unicode-escape).  p points at the
- * opening quote; *end receives the index after the closing one.  -1 for
- * what cis2 does not decode (\N{...}, surrogates, an unterminated literal). */
-static int lex_string(const char *p, size_t len, size_t *end, serve_buf *out)
-{
-    char q = p[0];
-    size_t i = 1;
-    while (i < len && p[i] != q) {
-        if (p[i] != '\\') { serve_buf_put(out, p + i, 1); i++; continue; }
-        if (i + 1 >= len) return -1;
-        char c = p[i + 1];
-        i += 2;
-        const char *simple = strchr("\\'\"abfnrtv", c);
-        if (c && simple) {
-            static const char map[] = "\\'\"\a\b\f\n\r\t\v";
-            serve_buf_put(out, &map[simple - "\\'\"abfnrtv"], 1);
-        } else if (c == '\n') {
-            /* a backslash-newline continues the line */
-        } else if (c == 'x' || c == 'u' || c == 'U') {
-            int nd = c == 'x' ? 2 : c == 'u' ? 4 : 8;
-            unsigned long cp = 0;
-            for (int k = 0; k < nd; k++) {
-                int h = i < len ? hexval(p[i]) : -1;
-                if (h < 0) return -1;
-                cp = cp * 16 + (unsigned long)h;
-                i++;
-            }
-            if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return -1;
-            utf8_put(out, cp);
-        } else if (c >= '0' && c <= '7') {
-            unsigned long cp = (unsigned long)(c - '0');
-            for (int k = 0; k < 2 && i < len && p[i] >= '0' && p[i] <= '7'; k++) cp = cp * 8 + (unsigned long)(p[i++] - '0');
-            utf8_put(out, cp);
-        } else if (c == 'N') {
-            return -1;
-        } else {
-            char two[2] = {'\\', c};
-            serve_buf_put(out, two, 2);
-        }
-    }
-    if (i >= len) return -1;
-    *end = i + 1;
-    return out->oom ? -1 : 0;
-}
-
-/* Tokens inside a tag, up to its end delimiter ("%}" or "}}", with an
- * optional '-' or '+' right before).  *pos moves past the delimiter;
- * *trim_right gets 1 for '-', 2 for '+'. */
-static int lex_tag(const char *p, size_t len, size_t *pos, const char *close, jstream *out, int *trim_right)
-{
-    size_t i = *pos;
-    int depth = 0;
-    for (;;) {
-        while (i < len && is_ws(p[i])) i++;
-        if (i >= len) return -1;
-        if (depth == 0) {
-            size_t k = i;
-            int mark = 0;
-            if (p[k] == '-' || p[k] == '+') { mark = p[k] == '-' ? 1 : 2; k++; }
-            if (k + 2 <= len && p[k] == close[0] && p[k + 1] == close[1]) {
-                *trim_right = mark;
-                *pos = k + 2;
-                return js_push(out, K_END, "", 0);
-            }
-        }
-        char c = p[i];
-        if (c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
-            size_t s = i;
-            while (i < len && (p[i] == '_' || (p[i] >= 'a' && p[i] <= 'z') || (p[i] >= 'A' && p[i] <= 'Z') ||
-                               (p[i] >= '0' && p[i] <= '9')))
-                i++;
-            if (js_push(out, K_NAME, p + s, i - s)) return -1;
-        } else if (c >= '0' && c <= '9') {
-            size_t s = i;
-            while (i < len && ((p[i] >= '0' && p[i] <= '9') || p[i] == '_' || p[i] == '.')) i++;
-            if (js_push(out, K_NUM, p + s, i - s)) return -1;
-        } else if (c == '\'' || c == '"') {
-            serve_buf v = {0};
-            size_t e = 0;
-            if (lex_string(p + i, len - i, &e, &v)) { free(v.p); return -1; }
-            int rc = js_push(out, K_STR, v.p ? v.p : "", v.n);
-            free(v.p);
-            if (rc) return -1;
-            i += e;
-        } else {
-            static const char *two[] = {"==", "!=", "<=", ">=", "//", "**"};
-            size_t n = 1;
-            for (size_t k = 0; k < 6; k++)
-                if (i + 1 < len && p[i] == two[k][0] && p[i + 1] == two[k][1]) n = 2;
-            if (n == 1 && (c == '(' || c == '[' || c == '{')) depth++;
-            if (n == 1 && (c == ')' || c == ']' || c == '}')) {
-                if (depth == 0) return -1;
-                depth--;
-            }
-            if ((unsigned char)c >= 0x80) return -1;
-            if (js_push(out, K_OP, p + i, n)) return -1;
-            i += n;
-        }
-    }
-}
-
-/* Raw pieces of the template: text, or a tag with its whitespace marks. */
-typedef struct piece {
-    int kind;          /* K_TEXT, K_STMT, K_EXPR, or -1 for a comment */
-    size_t a, b;       /* text: [a, b) of the normalized source */
-    int trim_l, trim_r;/* 1 '-', 2 '+' */
-    jstream toks;      /* tag tokens (ends with K_END) */
-} piece;
-
-static void pieces_free(piece *ps, size_t n)
-{
-    for (size_t i = 0; i < n; i++) js_free(&ps[i].toks);
-    free(ps);
-}
-
-/* \r\n and \r to \n, one trailing \n dropped (keep_trailing_newline=False). */
-static char *normalize_newlines(const char *src, size_t len, size_t *out_len)
-{
-    char *s = malloc(len + 1);
-    if (!s) return NULL;
-    size_t k = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (src[i] == '\r') {
-            s[k++] = '\n';
-            if (i + 1 < len && src[i + 1] == '\n') i++;
-        } else {
-            s[k++] = src[i];
-        }
-    }
-    if (k && s[k - 1] == '\n') k--;
-    s[k] = 0;
-    *out_len = k;
-    return s;
-}
-
-static int split_pieces(const char *s, size_t len, piece **out, size_t *np)
-{
-    size_t cap = 64, n = 0, i = 0;
-    piece *ps = calloc(cap, sizeof *ps);
-    if (!ps) return -1;
-    while (i <= len) {
-        size_t j = i;
-        while (j + 1 < len && !(s[j] == '{' && (s[j + 1] == '%' || s[j + 1] == '{' || s[j + 1] == '#'))) j++;
-        if (j + 1 >= len) j = len;
-        if (n + 2 > cap) {
-            cap *= 2;
-            piece *nps = realloc(ps, cap * sizeof *ps);
-            if (!nps) goto fail;
-            ps = nps;
-        }
-        ps[n++] = (piece){.kind = K_TEXT, .a = i, .b = j};
-        if (j >= len) break;
-        piece *t = &ps[n];
-        memset(t, 0, sizeof *t);
-        char open = s[j + 1];
-        size_t k = j + 2;
-        if (k < len && (s[k] == '-' || s[k] == '+')) { t->trim_l = s[k] == '-' ? 1 : 2; k++; }
-        if (open == '#') {
-            const char *e = NULL;
-            for (size_t m = k; m + 1 < len; m++)
-                if (s[m] == '#' && s[m + 1] == '}') { e = s + m; break; }
-            if (!e) goto fail;
-            size_t m = (size_t)(e - s);
-            if (m > k && (s[m - 1] == '-' || s[m - 1] == '+')) t->trim_r = s[m - 1] == '-' ? 1 : 2;
-            t->kind = -1;
-            i = m + 2;
-        } else {
-            t->kind = open == '%' ? K_STMT : K_EXPR;
-            if (lex_tag(s, len, &k, open == '%' ? "%}" : "}}", &t->toks, &t->trim_r)) { js_free(&t->toks); goto fail; }
-            i = k;
-        }
-        n++;
-    }
-    *out = ps;
-    *np = n;
-    return 0;
-fail:
-    pieces_free(ps, n);
-    return -1;
-}
-
-/* Applies `-`, trim_blocks and lstrip_blocks to the text pieces, then
- * flattens everything into one token stream (comments dropped, adjacent
- * texts merged, empty texts gone). */
-static int flatten(const char *s, piece *ps, size_t n, jstream *out)
-{
-    for (size_t i = 0; i < n; i++) {
-        piece *t = &ps[i];
-        if (t->kind == K_TEXT) continue;
-        int block = t->kind != K_EXPR; /* statements and comments */
-        piece *before = i > 0 ? &ps[i - 1] : NULL, *after = i + 1 < n ? &ps[i + 1] : NULL;
-        if (before && before->kind == K_TEXT) {
-            if (t->trim_l == 1) {
-                while (before->b > before->a && is_ws(s[before->b - 1])) before->b--;
-            } else if (block && t->trim_l == 0) { /* lstrip_blocks */
-                size_t e = before->b, k = e;
-                while (k > before->a && (s[k - 1] == ' ' || s[k - 1] == '\t')) k--;
-                int line_start = (k > before->a && s[k - 1] == '\n') || (k == before->a && (i == 1 || ps[i - 2].trim_r == 3));
-                if (line_start) before->b = k;
-            }
-        }
-        if (after && after->kind == K_TEXT) {
-            if (t->trim_r == 1) {
-                while (after->a < after->b && is_ws(s[after->a])) after->a++;
-            } else if (block && t->trim_r == 0 && after->a < after->b && s[after->a] == '\n') { /* trim_blocks */
-                after->a++;
-                t->trim_r = 3; /* the next line starts here (lstrip_blocks) */
-            }
-        }
-    }
-    serve_buf text = {0};
-    for (size_t i = 0; i < n; i++) {
-        piece *t = &ps[i];
-        if (t->kind == K_TEXT) { serve_buf_put(&text, s + t->a, t->b - t->a); continue; }
-        if (t->kind < 0) continue;
-        if (text.n) {
-            if (js_push(out, K_TEXT, text.p, text.n)) { free(text.p); return -1; }
-            text.n = 0;
-        }
-        if (js_push(out, t->kind, "", 0)) { free(text.p); return -1; }
-        for (size_t k = 0; k < t->toks.n; k++)
-            if (js_push(out, t->toks.t[k].kind, t->toks.t[k].s, t->toks.t[k].n)) { free(text.p); return -1; }
-    }
-    int rc = text.oom ? -1 : 0;
-    if (!rc && text.n) rc = js_push(out, K_TEXT, text.p, text.n);
-    free(text.p);
-    return rc;
-}
-
-static int lex_template(const char *src, size_t len, jstream *out)
-{
-    size_t n = 0, np = 0;
-    char *s = normalize_newlines(src, len, &n);
-    if (!s) return -1;
-    piece *ps = NULL;
-    int rc = split_pieces(s, n, &ps, &np);
-    if (!rc) rc = flatten(s, ps, np, out);
-    if (!rc) pieces_free(ps, np);
-    free(s);
-    return rc;
-}
-
-/* -------------------------------------------------------------- patterns */
-
-#define SYS "@SYS@"
-
-static const char P_CHATML[] =
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
-    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
-/* the same behind `add_generation_prompt` defaulting to false */
-static const char P_CHATML_AGP[] =
-    "{% if not add_generation_prompt is defined %}{% set add_generation_prompt = false %}{% endif %}"
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
-    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
-/* SmolLM2-Instruct (../shared/models/smollm2-135m-instruct/chat_template.jinja), Qwen1.5-Chat */
-static const char P_DEFAULT_SYSTEM[] =
-    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
-    "{{ '<|im_start|>system\\n" SYS "<|im_end|>\\n' }}{% endif %}"
-    "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
-/* Qwen2.5-Instruct's tokenizer_config.json chat_template */
-static const char P_QWEN25[] =
-    "{%- if tools %}\n"
-    "    {{- '<|im_start|>system\\n' }}\n"
-    "    {%- if messages[0]['role'] == 'system' %}\n"
-    "        {{- messages[0]['content'] }}\n"
-    "    {%- else %}\n"
-    "        {{- '" SYS "' }}\n"
-    "    {%- endif %}\n"
-    "    {{- \"\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are provided "
-    "with function signatures within <tools></tools> XML tags:\\n<tools>\" }}\n"
-    "    {%- for tool in tools %}\n"
-    "        {{- \"\\n\" }}\n"
-    "        {{- tool | tojson }}\n"
-    "    {%- endfor %}\n"
-    "    {{- \"\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within "
-    "<tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\\"name\\\": <function-name>, \\\"arguments\\\": "
-    "<args-json-object>}\\n</tool_call><|im_end|>\\n\" }}\n"
-    "{%- else %}\n"
-    "    {%- if messages[0]['role'] == 'system' %}\n"
-    "        {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}\n"
-    "    {%- else %}\n"
-    "        {{- '<|im_start|>system\\n" SYS "<|im_end|>\\n' }}\n"
-    "    {%- endif %}\n"
-    "{%- endif %}\n"
-    "{%- for message in messages %}\n"
-    "    {%- if (message.role == \"user\") or (message.role == \"system\" and not loop.first) or (message.role == "
-    "\"assistant\" and not message.tool_calls) %}\n"
-    "        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}\n"
-    "    {%- elif message.role == \"assistant\" %}\n"
-    "        {{- '<|im_start|>' + message.role }}\n"
-    "        {%- if message.content %}\n"
-    "            {{- '\\n' + message.content }}\n"
-    "        {%- endif %}\n"
-    "        {%- for tool_call in message.tool_calls %}\n"
-    "            {%- if tool_call.function is defined %}\n"
-    "                {%- set tool_call = tool_call.function %}\n"
-    "            {%- endif %}\n"
-    "            {{- '\\n<tool_call>\\n{\"name\": \"' }}\n"
-    "            {{- tool_call.name }}\n"
-    "            {{- '\", \"arguments\": ' }}\n"
-    "            {{- tool_call.arguments | tojson }}\n"
-    "            {{- '}\\n</tool_call>' }}\n"
-    "        {%- endfor %}\n"
-    "        {{- '<|im_end|>\\n' }}\n"
-    "    {%- elif message.role == \"tool\" %}\n"
-    "        {%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != \"tool\") %}\n"
-    "            {{- '<|im_start|>user' }}\n"
-    "        {%- endif %}\n"
-    "        {{- '\\n<tool_response>\\n' }}\n"
-    "        {{- message.content }}\n"
-    "        {{- '\\n</tool_response>' }}\n"
-    "        {%- if loop.last or (messages[loop.index0 + 1].role != \"tool\") %}\n"
-    "            {{- '<|im_end|>\\n' }}\n"
-    "        {%- endif %}\n"
-    "    {%- endif %}\n"
-    "{%- endfor %}\n"
-    "{%- if add_generation_prompt %}\n"
-    "    {{- '<|im_start|>assistant\\n' }}\n"
-    "{%- endif %}\n";
-
-enum { F_CHATML, F_DEFAULT_SYSTEM, F_QWEN25 };
-static const struct { const char *src; int family; } patterns[] = {
-    {P_CHATML, F_CHATML},
-    {P_CHATML_AGP, F_CHATML},
-    {P_DEFAULT_SYSTEM, F_DEFAULT_SYSTEM},
-    {P_QWEN25, F_QWEN25},
-};
-static const char *family_names[] = {"chatml", "chatml-default-system", "qwen2.5"};
+#include <time.h>
 
 struct serve_chat {
-    int family;
-    char *system;        /* the captured default system prompt, or NULL */
-    size_t system_len;
+    cis2_chat_template *dflt, *tool_use; /* tool_use NULL: the default serves tools too */
+    char *src;                 /* the default template's text (/tokenizer_info) */
+    size_t len;
+    char origin[4400];         /* where it was found */
+    const char *kind;          /* "--chat-template", "chat_template.jinja", "tokenizer_config.json" */
+    char sha256[65];
+    json_t *specials;          /* the special tokens' text, as transformers' special_tokens_map */
+    int pinned;                /* SOURCE_DATE_EPOCH: now is its time */
+    struct tm now;
 };
 
-/* Does template token c match pattern token p?  A pattern string with
- * @SYS@ captures the middle into *cap (all captures must agree). */
-static int tok_match(const jtok *p, const jtok *c, serve_buf *cap, int *have)
-{
-    if (p->kind != c->kind) return 0;
-    const char *m = p->kind == K_STR ? strstr(p->s, SYS) : NULL;
-    if (!m) return p->n == c->n && !memcmp(p->s, c->s, p->n);
-    size_t pre = (size_t)(m - p->s), post = p->n - pre - strlen(SYS);
-    if (c->n < pre + post || memcmp(c->s, p->s, pre) || memcmp(c->s + c->n - post, p->s + p->n - post, post))
-        return 0;
-    size_t k = c->n - pre - post;
-    if (*have) return cap->n == k && !memcmp(cap->p, c->s + pre, k);
-    serve_buf_put(cap, c->s + pre, k);
-    *have = 1;
-    return !cap->oom;
-}
-
-static int stream_match(const jstream *pat, const jstream *t, serve_buf *cap, int *have)
-{
-    if (pat->n != t->n) return 0;
-    for (size_t i = 0; i < pat->n; i++)
-        if (!tok_match(&pat->t[i], &t->t[i], cap, have)) return 0;
-    return 1;
-}
-
-int serve_chat_load(const char *src, size_t len, serve_chat **out, char *why, size_t why_cap)
-{
-    *out = NULL;
-    jstream t = {0};
-    if (lex_template(src, len, &t)) {
-        js_free(&t);
-        snprintf(why, why_cap, "it does not lex as the Jinja cis2 reads");
-        return CIS2_E_UNSUPPORTED;
-    }
-    for (size_t i = 0; i < sizeof patterns / sizeof patterns[0]; i++) {
-        jstream p = {0};
-        if (lex_template(patterns[i].src, strlen(patterns[i].src), &p)) { js_free(&p); continue; }
-        serve_buf cap = {0};
-        int have = 0;
-        int ok = stream_match(&p, &t, &cap, &have);
-        js_free(&p);
-        if (!ok) { free(cap.p); continue; }
-        serve_chat *c = calloc(1, sizeof *c);
-        if (!c) { free(cap.p); js_free(&t); return CIS2_E_NOMEM; }
-        c->family = patterns[i].family;
-        if (have) {
-            c->system = cap.p ? cap.p : strdup("");
-            c->system_len = cap.n;
-        } else {
-            free(cap.p);
-        }
-        js_free(&t);
-        *out = c;
-        return CIS2_OK;
-    }
-    js_free(&t);
-    snprintf(why, why_cap,
-             "it is not one of the templates cis2 renders exactly (the ChatML family: plain ChatML, "
-             "SmolLM2-Instruct's with its default system prompt, Qwen2.5-Instruct's without tools)");
-    return CIS2_E_UNSUPPORTED;
-}
-
-void serve_chat_free(serve_chat *c)
-{
-    if (!c) return;
-    free(c->system);
-    free(c);
-}
-
-const char *serve_chat_family(const serve_chat *c) { return family_names[c->family]; }
-const char *serve_chat_default_system(const serve_chat *c) { return c->system; }
-
-/* -------------------------------------------------------------- messages */
-
-typedef struct msg { const char *role, *content; size_t role_len, content_len; } msg;
-
-static int check_messages(const serve_chat *c, const json_t *messages, const json_t *tools, msg **out, size_t *n,
-                          serve_err *e)
-{
-    if (tools && !json_is_null(tools) && !(json_is_array(tools) && json_array_size(tools) == 0))
-        return serve_fail(e, 400, "unsupported_parameter", "tools",
-                          c->family == F_QWEN25 ? "tools: this server renders Qwen2.5's chat template without its "
-                                                  "tools branch"
-                                                : "tools: this model's chat template (%s) has no tool calling",
-                          family_names[c->family]);
-    if (!json_is_array(messages)) return serve_fail(e, 400, "invalid_type", "messages", "messages must be an array");
-    size_t k = json_array_size(messages);
-    if (k == 0) return serve_fail(e, 400, "invalid_value", "messages", "messages must not be empty");
-    msg *m = calloc(k, sizeof *m);
-    if (!m) return serve_fail(e, 500, NULL, NULL, "out of memory");
-    static const char *roles[] = {"system", "developer", "user", "assistant", "tool"};
-    for (size_t i = 0; i < k; i++) {
-        json_t *o = json_array_get(messages, i), *r = json_object_get(o, "role"), *ct = json_object_get(o, "content");
-        char param[64];
-        snprintf(param, sizeof param, "messages[%zu]", i);
-        int bad = 0;
-        if (!json_is_object(o)) bad = serve_fail(e, 400, "invalid_type", param, "%s must be an object", param);
-        else if (!json_is_string(r)) bad = serve_fail(e, 400, "invalid_type", param, "%s.role must be a string", param);
-        else {
-            int known = 0;
-            for (size_t q = 0; q < 5; q++) known |= !strcmp(json_string_value(r), roles[q]) && strlen(roles[q]) == json_string_length(r);
-            json_t *tc = json_object_get(o, "tool_calls"), *fc = json_object_get(o, "function_call");
-            if (!known)
-                bad = serve_fail(e, 400, "invalid_value", param,
-                                 "%s.role '%.40s' is not one of system, developer, user, assistant, tool", param,
-                                 json_string_value(r));
-            else if ((tc && !json_is_null(tc) && !(json_is_array(tc) && json_array_size(tc) == 0)) ||
-                     (fc && !json_is_null(fc)))
-                bad = serve_fail(e, 400, "unsupported_parameter", param,
-                                 "%s: tool calls are not supported by this server's chat templates", param);
-            else if (!json_is_string(ct))
-                bad = serve_fail(e, 400, "invalid_type", param,
-                                 "%s.content must be a string (cis2 renders text messages only)", param);
-        }
-        if (bad) { free(m); return bad; }
-        m[i] = (msg){json_string_value(r), json_string_value(ct), json_string_length(r), json_string_length(ct)};
-    }
-    *out = m;
-    *n = k;
-    return 0;
-}
-
-static int role_is(const msg *m, const char *r) { return m->role_len == strlen(r) && !memcmp(m->role, r, m->role_len); }
-
-static void turn(serve_buf *b, const char *role, size_t rl, const char *content, size_t cl)
-{
-    serve_buf_str(b, "<|im_start|>");
-    serve_buf_put(b, role, rl);
-    serve_buf_str(b, "\n");
-    serve_buf_put(b, content, cl);
-    serve_buf_str(b, "<|im_end|>\n");
-}
-
-/* chatml and chatml-default-system: P_CHATML, P_DEFAULT_SYSTEM */
-static void render_chatml(const serve_chat *c, const msg *m, size_t n, serve_buf *b)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (i == 0 && c->family == F_DEFAULT_SYSTEM && !role_is(&m[0], "system"))
-            turn(b, "system", 6, c->system, c->system_len);
-        turn(b, m[i].role, m[i].role_len, m[i].content, m[i].content_len);
-    }
-}
-
-/* qwen2.5 without tools: P_QWEN25's else-branch and message loop */
-static void render_qwen25(const serve_chat *c, const msg *m, size_t n, serve_buf *b)
-{
-    if (role_is(&m[0], "system")) turn(b, "system", 6, m[0].content, m[0].content_len);
-    else turn(b, "system", 6, c->system, c->system_len);
-    for (size_t i = 0; i < n; i++) {
-        if (role_is(&m[i], "user") || (role_is(&m[i], "system") && i > 0) || role_is(&m[i], "assistant")) {
-            turn(b, m[i].role, m[i].role_len, m[i].content, m[i].content_len);
-        } else if (role_is(&m[i], "tool")) {
-            if (i == 0 || !role_is(&m[i - 1], "tool")) serve_buf_str(b, "<|im_start|>user");
-            serve_buf_str(b, "\n<tool_response>\n");
-            serve_buf_put(b, m[i].content, m[i].content_len);
-            serve_buf_str(b, "\n</tool_response>");
-            if (i + 1 == n || !role_is(&m[i + 1], "tool")) serve_buf_str(b, "<|im_end|>\n");
-        } /* other roles (developer, a first system turn) render nothing */
-    }
-}
-
-int serve_chat_render(const serve_chat *c, const json_t *messages, int add_generation_prompt, const json_t *tools,
-                      char **out, size_t *len, serve_err *e)
-{
-    msg *m = NULL;
-    size_t n = 0;
-    int rc = check_messages(c, messages, tools, &m, &n, e);
-    if (rc) return rc;
-    serve_buf b = {0};
-    if (c->family == F_QWEN25) render_qwen25(c, m, n, &b);
-    else render_chatml(c, m, n, &b);
-    if (add_generation_prompt) serve_buf_str(&b, "<|im_start|>assistant\n");
-    free(m);
-    if (b.oom || !b.p) { free(b.p); return serve_fail(e, 500, NULL, NULL, "out of memory"); }
-    *out = b.p;
-    *len = b.n;
-    return 0;
-}
-
 /* ------------------------------------------------------------ finding it */
-
-/* A malloc'ed copy (the caller frees with free()). */
-static int copy_out(const char *p, size_t n, char **src, size_t *len, cis2_error *err)
-{
-    if (!(*src = malloc(n + 1))) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
-    memcpy(*src, p, n);
-    (*src)[n] = 0;
-    *len = n;
-    return CIS2_OK;
-}
 
 /* Whether a name exists in the model directory (a dangling link does: it
  * is read, and refused, rather than skipped).  Only an absent file passes
@@ -677,47 +112,365 @@ int serve_tokcfg_load(const char *model_dir, json_t **root, cis2_error *err)
     return CIS2_OK;
 }
 
-int serve_chat_find(const char *model_dir, const char *file, const json_t *tcfg, char **src, size_t *len,
-                    char *origin, size_t origin_cap, cis2_error *err)
+/* A template file, at most 1 MiB (docs/chat.md "Limits"), into *src
+ * (malloc'ed). */
+static int read_template(const char *path, const char *what, char **src, size_t *len, cis2_error *err)
 {
-    *src = NULL;
-    *len = 0;
-    char path[4200];
     char *buf = NULL;
     size_t n = 0;
-    int rc;
-    if (file) {
-        snprintf(origin, origin_cap, "%s", file);
-        if ((rc = cis2_read_file(file, (size_t)1 << 20, "--chat-template", &buf, &n, err))) return rc;
-        rc = copy_out(buf, n, src, len, err);
-        cis2_free(buf);
-        return rc;
+    int rc = cis2_read_file(path, (size_t)1 << 20, what, &buf, &n, err);
+    if (rc) return rc;
+    if (!(*src = malloc(n + 1))) { cis2_free(buf); return cis2_fail(err, CIS2_E_NOMEM, "out of memory"); }
+    memcpy(*src, buf, n + 1);
+    *len = n;
+    cis2_free(buf);
+    return CIS2_OK;
+}
+
+/* tokenizer_config.json's chat_template: a string (*dflt), or the named
+ * list (*dflt its "default", *tool_use its "tool_use"; either may be
+ * NULL).  Texts point into tcfg. */
+static int config_templates(const json_t *ct, const char *path, json_t **dflt, json_t **tool_use, cis2_error *err)
+{
+    *dflt = *tool_use = NULL;
+    if (json_is_string(ct)) { *dflt = (json_t *)ct; return CIS2_OK; }
+    if (!json_is_array(ct))
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: chat_template is neither a string nor a list of named templates", path);
+    for (size_t i = 0; i < json_array_size(ct); i++) {
+        json_t *o = json_array_get(ct, i), *nm = json_object_get(o, "name"), *t = json_object_get(o, "template");
+        if (!json_is_string(nm) || !json_is_string(t))
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: chat_template[%zu] is not {\"name\": TEXT, \"template\": TEXT}",
+                             path, i);
+        if (!strcmp(json_string_value(nm), "default")) *dflt = t;
+        else if (!strcmp(json_string_value(nm), "tool_use")) *tool_use = t;
     }
+    if (!*dflt)
+        return cis2_fail(err, CIS2_E_FORMAT,
+                         "%s: chat_template is a list without a \"default\" template (transformers refuses it too); "
+                         "start the server with --chat-template FILE",
+                         path);
+    return CIS2_OK;
+}
+
+/* --------------------------------------------------------- the variables */
+
+/* A special token as tokenizer_config.json gives it: a string, or an
+ * AddedToken object {"content": ...}; NULL otherwise. */
+static json_t *token_text(const json_t *v)
+{
+    if (json_is_object(v)) v = json_object_get(v, "content");
+    return json_is_string(v) ? (json_t *)v : NULL;
+}
+
+/* transformers' special_tokens_map: the special tokens that are set (a
+ * non-empty text), by their attribute names. */
+static json_t *special_tokens(const json_t *tcfg)
+{
+    static const char *const keys[] = {"bos_token", "eos_token", "unk_token", "sep_token",
+                                       "pad_token", "cls_token", "mask_token"};
+    json_t *o = json_object();
+    for (size_t k = 0; tcfg && k < sizeof keys / sizeof keys[0]; k++) {
+        json_t *t = token_text(json_object_get(tcfg, keys[k]));
+        if (t && json_string_length(t)) json_object_set(o, keys[k], t);
+    }
+    json_t *add = tcfg ? json_object_get(tcfg, "additional_special_tokens") : NULL, *list = json_array();
+    for (size_t i = 0; json_is_array(add) && i < json_array_size(add); i++) {
+        json_t *t = token_text(json_array_get(add, i));
+        if (t) json_array_append(list, t);
+    }
+    if (json_array_size(list)) json_object_set(o, "additional_special_tokens", list);
+    json_decref(list);
+    return o;
+}
+
+/* --------------------------------------------------------------- loading */
+
+static const char *code_name(int rc)
+{
+    return rc == CIS2_E_USAGE ? "it raised" : rc == CIS2_E_NOMEM ? "a limit" : "an error";
+}
+
+/* Parses one template and renders a one-message conversation with it. */
+static int load_one(serve_chat *c, const char *src, size_t len, const char *which, cis2_chat_template **out,
+                    cis2_error *err)
+{
+    cis2_error e = {0};
+    int rc = cis2_chat_template_parse(src, len, out, &e);
+    if (rc) return cis2_fail(err, CIS2_E_FORMAT, "the chat template%s of %.300s does not parse: %s", which, c->origin, e.msg);
+    json_t *vars = json_deep_copy(c->specials);
+    json_object_set_new(vars, "messages", json_pack("[{s:s,s:s}]", "role", "user", "content", "Hello"));
+    json_object_set_new(vars, "tools", json_null());
+    json_object_set_new(vars, "documents", json_null());
+    json_object_set_new(vars, "add_generation_prompt", json_true());
+    char *v = json_dumps(vars, JSON_COMPACT);
+    json_decref(vars);
+    char *text = NULL;
+    size_t n = 0;
+    rc = v ? cis2_chat_template_render(*out, v, strlen(v), c->pinned ? &c->now : NULL, &text, &n, &e)
+           : cis2_fail(&e, CIS2_E_NOMEM, "out of memory");
+    free(v);
+    cis2_free(text);
+    if (rc)
+        return cis2_fail(err, CIS2_E_FORMAT,
+                         "the chat template%s of %.300s cannot render a one-message conversation (%s): %s", which,
+                         c->origin, code_name(rc), e.msg);
+    return CIS2_OK;
+}
+
+/* SOURCE_DATE_EPOCH: seconds since the epoch, the time strftime_now
+ * formats (in UTC); unset or empty: the local time of each render. */
+static int source_date(serve_chat *c, cis2_error *err)
+{
+    const char *s = getenv("SOURCE_DATE_EPOCH");
+    if (!s || !*s) return CIS2_OK;
+    char *end = NULL;
+    errno = 0;
+    long long t = strtoll(s, &end, 10);
+    time_t tt = (time_t)t;
+    if (errno || *end || t < 0 || !gmtime_r(&tt, &c->now))
+        return cis2_fail(err, CIS2_E_USAGE, "SOURCE_DATE_EPOCH=%.40s is not a number of seconds since 1970", s);
+    c->pinned = 1;
+    return CIS2_OK;
+}
+
+int serve_chat_open(const char *model_dir, const char *file, const json_t *tcfg, serve_chat **out, cis2_error *err)
+{
+    *out = NULL;
+    char path[4300];
+    char *src = NULL, *tool_src = NULL;
+    size_t len = 0, tool_len = 0;
+    int rc = CIS2_OK;
+    serve_chat *c = calloc(1, sizeof *c);
+    if (!c) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
     snprintf(path, sizeof path, "%s/chat_template.jinja", model_dir);
-    if (present(path)) {
-        if ((rc = cis2_read_file(path, (size_t)1 << 20, "chat_template.jinja", &buf, &n, err))) return rc;
-        snprintf(origin, origin_cap, "%s", path);
-        rc = copy_out(buf, n, src, len, err);
-        cis2_free(buf);
-        return rc;
-    }
-    if (!tcfg) return CIS2_OK;
-    snprintf(path, sizeof path, "%s/tokenizer_config.json", model_dir);
-    json_t *ct = json_object_get(tcfg, "chat_template"), *pick = NULL;
-    if (json_is_array(ct)) { /* [{"name": "default", "template": ...}, ...] */
-        for (size_t i = 0; i < json_array_size(ct); i++) {
-            json_t *o = json_array_get(ct, i), *nm = json_object_get(o, "name");
-            if (json_is_string(nm) && !strcmp(json_string_value(nm), "default")) pick = json_object_get(o, "template");
-        }
+    json_t *ct = tcfg ? json_object_get(tcfg, "chat_template") : NULL;
+    if (file) {
+        snprintf(c->origin, sizeof c->origin, "%s", file);
+        c->kind = "--chat-template";
+        rc = read_template(file, "--chat-template", &src, &len, err);
+    } else if (present(path)) {
+        snprintf(c->origin, sizeof c->origin, "%s", path);
+        c->kind = "chat_template.jinja";
+        rc = read_template(path, "chat_template.jinja", &src, &len, err);
+    } else if (ct && !json_is_null(ct)) {
+        json_t *d = NULL, *tu = NULL;
+        snprintf(c->origin, sizeof c->origin, "%s/tokenizer_config.json", model_dir);
+        c->kind = "tokenizer_config.json";
+        rc = config_templates(ct, c->origin, &d, &tu, err);
+        if (!rc && !(src = strdup(json_string_value(d)))) rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+        len = d ? json_string_length(d) : 0;
+        if (!rc && tu && !(tool_src = strdup(json_string_value(tu)))) rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+        tool_len = tu ? json_string_length(tu) : 0;
     } else {
-        pick = ct;
+        free(c);
+        return CIS2_OK; /* none: chat requests say how to give one */
     }
-    rc = CIS2_OK;
-    if (ct && !json_is_string(pick)) {
-        rc = cis2_fail(err, CIS2_E_FORMAT, "%s: chat_template is not a string (nor a list with a \"default\" one)", path);
-    } else if (pick) {
-        rc = copy_out(json_string_value(pick), json_string_length(pick), src, len, err);
-        snprintf(origin, origin_cap, "%s (chat_template)", path);
+    c->specials = special_tokens(tcfg);
+    if (!rc) rc = source_date(c, err);
+    if (!rc) {
+        c->src = src;
+        c->len = len;
+        src = NULL;
+        uint8_t d[32];
+        cis2_sha256(c->src, c->len, d);
+        cis2_hex(d, 32, c->sha256);
+        rc = load_one(c, c->src, c->len, "", &c->dflt, err);
     }
-    return rc;
+    if (!rc && tool_src) rc = load_one(c, tool_src, tool_len, " \"tool_use\"", &c->tool_use, err);
+    free(src);
+    free(tool_src);
+    if (rc) { serve_chat_free(c); return rc; }
+    *out = c;
+    return CIS2_OK;
+}
+
+void serve_chat_free(serve_chat *c)
+{
+    if (!c) return;
+    cis2_chat_template_free(c->dflt);
+    cis2_chat_template_free(c->tool_use);
+    json_decref(c->specials);
+    free(c->src);
+    free(c);
+}
+
+const char *serve_chat_origin(const serve_chat *c) { return c->origin; }
+const char *serve_chat_kind(const serve_chat *c) { return c->kind; }
+const char *serve_chat_sha256(const serve_chat *c) { return c->sha256; }
+const char *serve_chat_text(const serve_chat *c, size_t *len)
+{
+    *len = c->len;
+    return c->src;
+}
+
+/* -------------------------------------------------------------- messages */
+
+/* content as templates expect it: a string or null as given; a list of
+ * text parts joined with "\n" (vLLM's "string" content format). */
+static int norm_content(json_t *m, const char *param, serve_err *e)
+{
+    json_t *ct = json_object_get(m, "content");
+    if (!ct || json_is_null(ct) || json_is_string(ct)) return 0;
+    if (!json_is_array(ct))
+        return serve_fail(e, 400, "invalid_type", param,
+                          "%s.content must be a string, null or a list of text parts", param);
+    size_t total = 0, n = json_array_size(ct);
+    for (size_t j = 0; j < n; j++) {
+        json_t *p = json_array_get(ct, j), *ty = json_object_get(p, "type"), *tx = json_object_get(p, "text");
+        if (!json_is_object(p) || !json_is_string(ty))
+            return serve_fail(e, 400, "invalid_type", param, "%s.content[%zu] must be an object with a type", param, j);
+        if (strcmp(json_string_value(ty), "text"))
+            return serve_fail(e, 400, "unsupported_parameter", param,
+                              "%s.content[%zu]: '%.40s' parts are not supported (text only)", param, j,
+                              json_string_value(ty));
+        if (!json_is_string(tx))
+            return serve_fail(e, 400, "invalid_type", param, "%s.content[%zu].text must be a string", param, j);
+        total += json_string_length(tx) + 1;
+    }
+    char *s = malloc(total + 1), *q = s;
+    if (!s) return serve_fail(e, 503, NULL, NULL, "out of memory");
+    for (size_t j = 0; j < n; j++) {
+        json_t *tx = json_object_get(json_array_get(ct, j), "text");
+        if (j) *q++ = '\n';
+        memcpy(q, json_string_value(tx), json_string_length(tx));
+        q += json_string_length(tx);
+    }
+    json_object_set_new(m, "content", json_stringn(s, (size_t)(q - s)));
+    free(s);
+    return 0;
+}
+
+/* An assistant's tool_calls: function.arguments, a JSON string in
+ * OpenAI's API, becomes the value it holds. */
+static int norm_tool_calls(json_t *m, const char *param, serve_err *e)
+{
+    json_t *tc = json_object_get(m, "tool_calls");
+    if (!tc || json_is_null(tc)) return 0;
+    if (!json_is_array(tc)) return serve_fail(e, 400, "invalid_type", param, "%s.tool_calls must be a list", param);
+    for (size_t j = 0; j < json_array_size(tc); j++) {
+        json_t *call = json_array_get(tc, j), *fn = json_object_get(call, "function");
+        if (!json_is_object(call) || !json_is_object(fn) || !json_is_string(json_object_get(fn, "name")))
+            return serve_fail(e, 400, "invalid_type", param,
+                              "%s.tool_calls[%zu] must be {\"type\": \"function\", \"function\": {\"name\": ..., "
+                              "\"arguments\": ...}}", param, j);
+        json_t *args = json_object_get(fn, "arguments");
+        if (!json_is_string(args)) continue; /* already an object (or absent): as given */
+        json_error_t je;
+        json_t *v = json_loadb(json_string_value(args), json_string_length(args), JSON_DECODE_ANY, &je);
+        if (!v)
+            return serve_fail(e, 400, "invalid_value", param,
+                              "%s.tool_calls[%zu].function.arguments is not valid JSON (%s)", param, j, je.text);
+        json_object_set_new(fn, "arguments", v);
+    }
+    return 0;
+}
+
+/* The request's messages, checked, as the template reads them (a new
+ * array; the body is left as it is). */
+static json_t *norm_messages(const json_t *messages, serve_err *e)
+{
+    if (!messages || json_is_null(messages))
+        return serve_fail(e, 400, "missing_parameter", "messages", "you must provide messages"), NULL;
+    if (!json_is_array(messages))
+        return serve_fail(e, 400, "invalid_type", "messages", "messages must be an array"), NULL;
+    if (json_array_size(messages) == 0)
+        return serve_fail(e, 400, "invalid_value", "messages", "messages must not be empty"), NULL;
+    json_t *out = json_deep_copy(messages);
+    if (!out) return serve_fail(e, 503, NULL, NULL, "out of memory"), NULL;
+    for (size_t i = 0; i < json_array_size(out); i++) {
+        json_t *m = json_array_get(out, i);
+        char param[64];
+        snprintf(param, sizeof param, "messages[%zu]", i);
+        int bad = 0;
+        if (!json_is_object(m)) bad = serve_fail(e, 400, "invalid_type", param, "%s must be an object", param);
+        else if (!json_is_string(json_object_get(m, "role")))
+            bad = serve_fail(e, 400, "invalid_type", param, "%s.role must be a string", param);
+        if (!bad) bad = norm_content(m, param, e);
+        if (!bad) bad = norm_tool_calls(m, param, e);
+        if (bad) { json_decref(out); return NULL; }
+    }
+    return out;
+}
+
+/* --------------------------------------------------------------- render */
+
+/* The value of key, NULL when absent or null. */
+static json_t *opt(const json_t *body, const char *key)
+{
+    json_t *v = json_object_get(body, key);
+    return json_is_null(v) ? NULL : v;
+}
+
+/* tools, tool_choice, documents, chat_template_kwargs, add_generation_prompt. */
+static int check_fields(const json_t *body, int *agp, serve_err *e)
+{
+    json_t *tools = opt(body, "tools"), *tc = opt(body, "tool_choice"), *docs = opt(body, "documents"),
+           *kw = opt(body, "chat_template_kwargs"), *a = opt(body, "add_generation_prompt");
+    *agp = 1;
+    if (a && !json_is_boolean(a))
+        return serve_fail(e, 400, "invalid_type", "add_generation_prompt", "add_generation_prompt must be a boolean");
+    if (a) *agp = json_is_true(a);
+    if (tools && !json_is_array(tools)) return serve_fail(e, 400, "invalid_type", "tools", "tools must be a list");
+    for (size_t i = 0; tools && i < json_array_size(tools); i++)
+        if (!json_is_object(json_array_get(tools, i)))
+            return serve_fail(e, 400, "invalid_type", "tools", "tools[%zu] must be an object", i);
+    if (docs && !json_is_array(docs)) return serve_fail(e, 400, "invalid_type", "documents", "documents must be a list");
+    /* tool_choice: "none" and "auto" are what the template and the model
+     * decide alone (the tools are in the prompt either way, as vLLM does
+     * by default); "required" and a named function need constrained
+     * decoding, which cis2 does not do */
+    if (tc && !(json_is_string(tc) && (!strcmp(json_string_value(tc), "none") || !strcmp(json_string_value(tc), "auto"))))
+        return serve_fail(e, 400, "unsupported_parameter", "tool_choice",
+                          "tool_choice: only \"none\" and \"auto\" are supported (\"required\" and a named function "
+                          "need constrained decoding)");
+    if (tc && !strcmp(json_string_value(tc), "auto") && !(tools && json_array_size(tools)))
+        return serve_fail(e, 400, "invalid_value", "tool_choice", "tool_choice \"auto\" needs tools");
+    if (kw && !json_is_object(kw))
+        return serve_fail(e, 400, "invalid_type", "chat_template_kwargs", "chat_template_kwargs must be an object");
+    static const char *const own[] = {"messages", "tools", "documents", "add_generation_prompt"};
+    for (size_t i = 0; kw && i < 4; i++)
+        if (json_object_get(kw, own[i]))
+            return serve_fail(e, 400, "invalid_value", "chat_template_kwargs",
+                              "chat_template_kwargs.%s: give %s as the request's own field", own[i], own[i]);
+    return 0;
+}
+
+int serve_chat_render(const serve_chat *c, const json_t *body, char **out, size_t *len, serve_err *e)
+{
+    *out = NULL;
+    *len = 0;
+    int agp;
+    if (check_fields(body, &agp, e)) return e->status;
+    json_t *msgs = norm_messages(json_object_get(body, "messages"), e);
+    if (!msgs) return e->status;
+    json_t *tools = opt(body, "tools"), *docs = opt(body, "documents"), *kw = opt(body, "chat_template_kwargs");
+    json_t *vars = json_deep_copy(c->specials);
+    if (kw) json_object_update(vars, kw);
+    json_object_set_new(vars, "messages", msgs);
+    json_object_set(vars, "tools", tools ? tools : json_null());
+    json_object_set(vars, "documents", docs ? docs : json_null());
+    json_object_set_new(vars, "add_generation_prompt", json_boolean(agp));
+    char *v = json_dumps(vars, JSON_COMPACT | JSON_ALLOW_NUL);
+    json_decref(vars);
+    if (!v) return serve_fail(e, 503, NULL, NULL, "out of memory");
+    const cis2_chat_template *t = tools && c->tool_use ? c->tool_use : c->dflt;
+    cis2_error err = {0};
+    char *text = NULL;
+    size_t n = 0;
+    int rc = cis2_chat_template_render(t, v, strlen(v), c->pinned ? &c->now : NULL, &text, &n, &err);
+    free(v);
+    if (rc == CIS2_E_USAGE) return serve_fail(e, 400, "chat_template_refused", "messages", "%s", err.msg);
+    if (rc == CIS2_E_NOMEM)
+        return serve_fail(e, 400, "chat_template_limit", "messages", "the chat template cannot render these messages "
+                          "within its limits (docs/chat.md \"Limits\"): %s", err.msg);
+    if (rc)
+        return serve_fail(e, 400, "chat_template_error", "messages", "the chat template failed on these messages: %s",
+                          err.msg);
+    if (n == 0) {
+        cis2_free(text);
+        return serve_fail(e, 400, "invalid_value", "messages", "the chat template rendered no text for these messages");
+    }
+    *out = text;
+    *len = n;
+    return 0;
 }

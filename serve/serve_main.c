@@ -19,9 +19,11 @@
  * is left (their clients get 503 or a final error event), stop, exit 0.
  *
  * `--render-chat` renders chat requests read from stdin (one JSON object
- * per line: {"messages": [...], "add_generation_prompt": true}) and prints
- * one JSON line each, {"text": "..."} or {"error": {...}}: what the server
- * would feed the model (tests/server/t_serve_chat.sh compares it with Jinja).
+ * per line, a chat body: {"messages": [...], "tools": [...],
+ * "chat_template_kwargs": {...}, ...}) with the template the server would
+ * use and prints one JSON line each, {"text": "..."} or {"error": {...}}:
+ * exactly the text the server tokenizes (tests/server/t_serve_chat.sh
+ * compares it with python3-jinja2).
  */
 #include "../cli/cli.h"
 #include "serve.h"
@@ -102,38 +104,23 @@ static int parse_serve(int argc, char **argv, serve_opts *o)
 /* ------------------------------------------------------------ templates */
 
 /* Reads DIR/tokenizer_config.json once (*tcfg, NULL when absent) and
- * loads the template into sc (chat NULL with chat_error when none or not
- * recognized); *src keeps the template's text (NULL: none) for
- * /tokenizer_info.  Fails only for unreadable or malformed files. */
-static int load_chat(serve_ctx *sc, const char *dir, const char *file, json_t **tcfg, char **src_out, size_t *len_out,
-                     cis2_error *err)
+ * the chat template into sc (chat NULL with chat_error when there is
+ * none).  Fails for unreadable or malformed files and for a template that
+ * cannot render (serve_chat_open). */
+static int load_chat(serve_ctx *sc, const char *dir, const char *file, json_t **tcfg, cis2_error *err)
 {
-    char *src = NULL, origin[4400];
-    size_t len = 0;
-    *src_out = NULL;
-    *len_out = 0;
     int rc = serve_tokcfg_load(dir, tcfg, err);
-    if (!rc) rc = serve_chat_find(dir, file, *tcfg, &src, &len, origin, sizeof origin, err);
-    if (rc) return rc;
-    if (!src) {
+    if (!rc) rc = serve_chat_open(dir, file, *tcfg, &sc->chat, err);
+    if (!rc && !sc->chat)
         snprintf(sc->chat_error, sizeof sc->chat_error,
                  "this model has no chat template (%.200s has no chat_template.jinja nor a chat_template in "
-                 "tokenizer_config.json; start the server with --chat-template FILE)", dir);
-        return CIS2_OK;
-    }
-    char why[300];
-    uint8_t d[32];
-    char h[65];
-    cis2_sha256(src, len, d);
-    cis2_hex(d, 32, h);
-    if (serve_chat_load(src, len, &sc->chat, why, sizeof why))
-        snprintf(sc->chat_error, sizeof sc->chat_error, "the chat template of %.200s (sha256 %.16s...) is not supported: %s",
-                 origin, h, why);
-    *src_out = src;
-    *len_out = len;
-    return CIS2_OK;
+                 "tokenizer_config.json): start the server with --chat-template FILE, or use /v1/completions",
+                 dir);
+    return rc;
 }
 
+/* --render-chat: each stdin line a chat body, each stdout line what the
+ * server would tokenize for it, {"text": ...}, or its error. */
 static int render_chat_lines(const serve_opts *o)
 {
     serve_ctx sc;
@@ -141,15 +128,12 @@ static int render_chat_lines(const serve_opts *o)
     cis2_error err = {0};
     const char *dir = o->eng.model_dir ? o->eng.model_dir : "models/SmolLM2-135M";
     json_t *tcfg = NULL;
-    char *src = NULL;
-    size_t src_len = 0;
-    int lrc = load_chat(&sc, dir, o->chat_template, &tcfg, &src, &src_len, &err);
+    int lrc = load_chat(&sc, dir, o->chat_template, &tcfg, &err);
     json_decref(tcfg);
-    free(src);
     if (lrc) return cli_report(&err);
     if (!sc.chat) {
         fprintf(stderr, "cis2 serve: %s\n", sc.chat_error);
-        return CIS2_E_UNSUPPORTED;
+        return CIS2_E_USAGE;
     }
     char *line = NULL;
     size_t cap = 0;
@@ -160,13 +144,8 @@ static int render_chat_lines(const serve_opts *o)
         serve_err e = {0};
         char *text = NULL;
         size_t len = 0;
-        if (!json_is_object(req)) {
-            serve_fail(&e, 400, "invalid_json", NULL, "line is not a JSON object");
-        } else {
-            json_t *agp = json_object_get(req, "add_generation_prompt");
-            serve_chat_render(sc.chat, json_object_get(req, "messages"), agp ? json_is_true(agp) : 1,
-                              json_object_get(req, "tools"), &text, &len, &e);
-        }
+        if (!json_is_object(req)) serve_fail(&e, 400, "invalid_json", NULL, "line is not a JSON object");
+        else serve_chat_render(sc.chat, req, &text, &len, &e);
         if (e.status) {
             out = serve_err_json(&e);
             json_object_set_new(json_object_get(out, "error"), "status", json_integer(e.status));
@@ -177,7 +156,7 @@ static int render_chat_lines(const serve_opts *o)
         char *s = json_dumps(out, JSON_COMPACT | JSON_ENSURE_ASCII);
         printf("%s\n", s ? s : "null");
         free(s);
-        free(text);
+        cis2_free(text);
         json_decref(out);
         json_decref(req);
     }
@@ -226,23 +205,35 @@ static void default_name(const char *dir, char *out, size_t cap)
     if (!out[0]) snprintf(out, cap, "cis2");
 }
 
-static int setup_chat_stop(serve_ctx *sc)
+/* The id of a text that is one token, or -1. */
+static long long single_id(const serve_ctx *sc, const char *text, size_t len)
 {
-    if (!sc->chat) return 0;
     uint32_t *ids = NULL;
     size_t n = 0;
-    if (cis2_engine_tokenize(sc->e, "<|im_end|>", 10, &ids, &n, NULL) == CIS2_OK && n == 1) {
-        sc->has_im_end = 1;
-        sc->im_end = ids[0];
-    }
+    long long id = -1;
+    if (len && cis2_engine_tokenize(sc->e, text, len, &ids, &n, NULL) == CIS2_OK && n == 1) id = ids[0];
     cis2_free(ids);
-    if (!sc->has_im_end) {
-        snprintf(sc->chat_error, sizeof sc->chat_error,
-                 "the chat template is ChatML but the tokenizer has no single <|im_end|> token to stop at");
-        serve_chat_free(sc->chat);
-        sc->chat = NULL;
-    }
-    return 0;
+    return id;
+}
+
+/* Chat's stop ids (docs/serving.md "Chat templates"): <|im_end|> when the
+ * template writes it and it is one token (ChatML's end of turn), then
+ * tokenizer_config.json's eos_token when it is one token. */
+static void setup_chat_stop(serve_ctx *sc, const json_t *tcfg)
+{
+    if (!sc->chat) return;
+    size_t tl = 0;
+    const char *tpl = serve_chat_text(sc->chat, &tl);
+    long long im = strstr(tpl, "<|im_end|>") ? single_id(sc, "<|im_end|>", 10) : -1;
+    if (im >= 0) sc->chat_stop[sc->n_chat_stop++] = (uint32_t)im;
+    json_t *eos = tcfg ? json_object_get(tcfg, "eos_token") : NULL;
+    if (json_is_object(eos)) eos = json_object_get(eos, "content");
+    long long id = json_is_string(eos) ? single_id(sc, json_string_value(eos), json_string_length(eos)) : -1;
+    if (id >= 0 && id != im) sc->chat_stop[sc->n_chat_stop++] = (uint32_t)id;
+    if (!sc->n_chat_stop)
+        fprintf(stderr, "cis2 serve: note: the chat template has no end-of-turn token this server knows (no "
+                        "<|im_end|>, no eos_token in tokenizer_config.json): chat answers run to max_tokens unless "
+                        "a request's stop rules end them\n");
 }
 
 /* Waits for SIGTERM/SIGINT (blocked in every thread): the signal, or 0
@@ -315,8 +306,6 @@ int cmd_serve(int argc, char **argv)
     int fd = -1;
     char name[256];
     json_t *tcfg = NULL;       /* DIR/tokenizer_config.json, until /tokenizer_info is built */
-    char *chat_src = NULL;
-    size_t chat_len = 0;
     if (!o.eng.model_dir) o.eng.model_dir = "models/SmolLM2-135M"; /* cli_engine_open's default */
     sc.cfg = (serve_config){.host = o.host, .port = (unsigned)o.port, .max_batch = o.max_batch,
                             .max_queue = o.max_queue, .prefill_chunk = o.prefill_chunk,
@@ -367,7 +356,7 @@ int cmd_serve(int argc, char **argv)
             (rc = cli_check_not_weights(&o.eng, man, &err)))
             goto out;
     }
-    if ((rc = load_chat(&sc, o.eng.model_dir, o.chat_template, &tcfg, &chat_src, &chat_len, &err))) goto out;
+    if ((rc = load_chat(&sc, o.eng.model_dir, o.chat_template, &tcfg, &err))) goto out;
     unsigned port = 0;
     if ((rc = serve_http_bind(&sc.cfg, &fd, &port, &err))) goto out;
     int v6 = strchr(o.host, ':') != NULL;
@@ -387,8 +376,8 @@ int cmd_serve(int argc, char **argv)
     }
     default_name(o.eng.model_dir, name, sizeof name);
     sc.cfg.model_name = o.model_name ? o.model_name : name;
-    setup_chat_stop(&sc);
-    if ((rc = serve_tok_info_build(&sc, tcfg, chat_src, chat_len, &err))) goto out;
+    setup_chat_stop(&sc, tcfg);
+    if ((rc = serve_tok_info_build(&sc, tcfg, &err))) goto out;
     json_decref(tcfg);
     tcfg = NULL;
     if (!(sc.met = serve_metrics_new())) { rc = cis2_fail(&err, CIS2_E_NOMEM, "out of memory"); goto out; }
@@ -405,7 +394,7 @@ int cmd_serve(int argc, char **argv)
     if (rc) goto out;
     printf("cis2 serve: listening on http://%s%s%s:%u (model %s, chat template %s, max batch %zu; loaded in %.1f s)\n",
            v6 ? "[" : "", o.host, v6 ? "]" : "", port, sc.cfg.model_name,
-           sc.chat ? serve_chat_family(sc.chat) : "none", o.max_batch, serve_now() - t_load);
+           sc.chat ? serve_chat_kind(sc.chat) : "none", o.max_batch, serve_now() - t_load);
     fflush(stdout);
     if (!sc.chat) fprintf(stderr, "cis2 serve: note: chat completions are off: %s\n", sc.chat_error);
     int s = wait_signal(&set, -1);
@@ -421,7 +410,6 @@ out:
     serve_log_close(sc.log);
     serve_rlog_close(sc.rlog);
     json_decref(tcfg);
-    free(chat_src);
     free(sc.tok_info);
     cis2_engine_close(sc.e);
     pthread_mutex_destroy(&sc.vmu);

@@ -13,7 +13,7 @@
  * requests"):
  *   - unknown parameters are refused (400), as OpenAI does; known ones with
  *     a value cis2 does not implement (echo with stream, best_of > n, penalties, a
- *     logit_bias, suffix, tools) are refused naming them: 400
+ *     logit_bias, suffix, tool_choice "required") are refused naming them: 400
  *     unsupported_parameter with `param`, never a 5xx that clients retry;
  *   - temperature absent or 0 is greedy (§11.2), so a default request is
  *     bit for bit `cis2 run`; temperature/top_p/min_p are read from the
@@ -28,8 +28,12 @@
  *     are;
  *   - stop (strings), stop_token_ids and stop_at_eos (cis2 extensions) go
  *     to cis2_stop; EOS is not special unless asked (§3.4, as `cis2 run`);
- *     chat adds <|im_end|>'s id to the stop ids (after the request's own),
- *     so a chat receipt is `cis2 run --stop-id ...` of the rendered prompt;
+ *     chat adds the chat's stop ids (serve_main.c: <|im_end|>, the
+ *     eos_token) after the request's own, so a chat receipt is `cis2 run
+ *     --prompt-ids ... --stop-id ...` of the rendered prompt's ids;
+ *   - chat: the checkpoint's chat template renders the messages, tools,
+ *     documents and chat_template_kwargs (serve_chat.c), and the text is
+ *     tokenized as transformers tokenizes a chat (chat_prompt);
  *   - logprobs (completions: 0..5 alternatives; chat: logprobs true and
  *     top_logprobs 0..20) go to cis2_request;
  *   - echo (completions, whole responses) puts the prompt before the
@@ -72,13 +76,10 @@ static void call_free_owner(void *p)
     }
     free(c->prompts);
     cis2_score_results_free(c->scores, c->n_prompts);
-    for (size_t i = 0; i < c->n_prompts; i++) {
-        if (c->score_each) cis2_score_results_free(c->score_each[i], 1);
-        if (c->score_text) cis2_free(c->score_text[i]);
-    }
-    free(c->score_each);
+    for (size_t i = 0; c->score_text && i < c->n_prompts; i++) cis2_free(c->score_text[i]);
     free(c->score_text);
     free(c->score_len);
+    json_decref(c->tools);
     for (size_t i = 0; i < c->n_stop_str; i++) free(c->stop_str[i]);
     free(c);
 }
@@ -113,9 +114,7 @@ int serve_call_stream(const serve_call *c) { return c->stream; }
 
 const cis2_score_result *serve_call_score(const serve_call *c, size_t p)
 {
-    if (p >= c->n_prompts) return NULL;
-    if (c->scores) return &c->scores[p];
-    return c->score_each ? c->score_each[p] : NULL;
+    return p < c->n_prompts && c->scores ? &c->scores[p] : NULL;
 }
 
 /* ------------------------------------------------------------ validation */
@@ -129,8 +128,10 @@ static const char *chat_keys[] = {
     "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "stream",
     "stream_options", "stop", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs",
     "user", "seed", "tools", "tool_choice", "parallel_tool_calls", "response_format", "store", "metadata",
+    /* vLLM's */
+    "chat_template_kwargs", "documents", "add_generation_prompt",
     /* cis2 extensions */
-    "top_k", "min_p", "stop_token_ids", "stop_at_eos", "add_generation_prompt", NULL};
+    "top_k", "min_p", "stop_token_ids", "stop_at_eos", NULL};
 
 static int known_keys(json_t *body, const char **keys, serve_err *e)
 {
@@ -218,8 +219,6 @@ static int neutral_params(json_t *body, size_t n, serve_err *e)
             return serve_fail(e, 400, "unsupported_parameter", "response_format",
                               "response_format: only {\"type\": \"text\"} is supported");
     }
-    if ((v = opt(body, "tool_choice")) && !(json_is_string(v) && !strcmp(json_string_value(v), "none")))
-        return serve_fail(e, 400, "unsupported_parameter", "tool_choice", "tool_choice: only \"none\" is supported");
     if ((v = opt(body, "parallel_tool_calls")) && !json_is_boolean(v))
         return serve_fail(e, 400, "invalid_type", "parallel_tool_calls", "parallel_tool_calls must be a boolean");
     if ((v = opt(body, "store")) && !json_is_false(v))
@@ -327,24 +326,43 @@ static int completion_prompts(const serve_ctx *sc, json_t *body, serve_call *c, 
     return 0;
 }
 
+/* A chat request's prompt (docs/serving.md "Chat templates"): the
+ * template's text, tokenized as transformers tokenizes a rendered chat
+ * (apply_chat_template: add_special_tokens false): the special tokens the
+ * text holds are matched as special tokens, and none is added, so a
+ * template that writes the BOS gets one BOS.  The job runs on these ids;
+ * the text is kept for the response's cis2.prompt. */
 static int chat_prompt(const serve_ctx *sc, json_t *body, serve_call *c, serve_err *e)
 {
-    if (!sc->chat)
-        return serve_fail(e, 400, "unsupported_chat_template", NULL, "%s",
-                          sc->chat_error);
-    json_t *m = json_object_get(body, "messages");
-    if (!m) return serve_fail(e, 400, "missing_parameter", "messages", "you must provide messages");
-    int agp = 1;
-    if (get_bool(body, "add_generation_prompt", 1, &agp, e)) return e->status;
+    if (!sc->chat) return serve_fail(e, 400, "unsupported_chat_template", "messages", "%s", sc->chat_error);
     char *text = NULL;
     size_t len = 0;
-    int rc = serve_chat_render(sc->chat, m, agp, opt(body, "tools"), &text, &len, e);
-    if (rc) return rc;
-    if (!(c->prompts = calloc(1, sizeof *c->prompts))) { free(text); return serve_fail(e, 500, NULL, NULL, "out of memory"); }
+    if (serve_chat_render(sc->chat, body, &text, &len, e)) return e->status;
+    if (!(c->prompts = calloc(1, sizeof *c->prompts))) {
+        cis2_free(text);
+        return serve_fail(e, 500, NULL, NULL, "out of memory");
+    }
     c->n_prompts = 1;
-    rc = text_prompt(sc, text, len, &c->prompts[0], "messages", e);
-    free(text);
-    return rc;
+    serve_prompt *p = &c->prompts[0];
+    p->text = text;
+    p->len = len;
+    uint32_t *ids = NULL;
+    size_t n = 0;
+    cis2_error err = {0};
+    if (cis2_engine_tokenize(sc->e, text, len, &ids, &n, &err))
+        return serve_fail(e, serve_status_for(err.code), NULL, "messages", "messages: %s", err.msg);
+    if (n == 0 || !(p->ids = malloc(n * sizeof *ids))) {
+        cis2_free(ids);
+        return n ? serve_fail(e, 500, NULL, NULL, "out of memory")
+                 : serve_fail(e, 400, "invalid_value", "messages", "messages: the prompt encodes to no tokens");
+    }
+    memcpy(p->ids, ids, n * sizeof *ids);
+    cis2_free(ids);
+    p->n_ids = p->n_tokens = n;
+    json_t *tools = opt(body, "tools"), *tc = opt(body, "tool_choice");
+    if (tools) c->tools = json_incref(tools);
+    c->tools_on = tools && json_array_size(tools) && !(json_is_string(tc) && !strcmp(json_string_value(tc), "none"));
+    return 0;
 }
 
 /* ---------------------------------------------------------------- rules */
@@ -375,17 +393,17 @@ static int stop_strings(json_t *body, serve_call *c, serve_err *e)
     return 0;
 }
 
-/* stop_token_ids: u32s, at most 64 with chat's <|im_end|> (§S5.1). */
-static int stop_ids(json_t *body, serve_call *c, serve_err *e)
+/* stop_token_ids: u32s, at most 64 with chat's own (§S5.1). */
+static int stop_ids(const serve_ctx *sc, json_t *body, serve_call *c, serve_err *e)
 {
     json_t *ids = opt(body, "stop_token_ids");
-    size_t max_ids = c->kind == CALL_CHAT ? SERVE_MAX_STOP_IDS - 1 : SERVE_MAX_STOP_IDS; /* chat adds <|im_end|>'s */
+    size_t max_ids = SERVE_MAX_STOP_IDS - (c->kind == CALL_CHAT ? sc->n_chat_stop : 0); /* chat adds its own */
     if (!ids) return 0;
     if (!json_is_array(ids))
         return serve_fail(e, 400, "invalid_type", "stop_token_ids", "stop_token_ids must be an array of ids");
     if (json_array_size(ids) > max_ids)
         return serve_fail(e, 400, "invalid_value", "stop_token_ids", "at most %zu stop_token_ids%s", max_ids,
-                          c->kind == CALL_CHAT ? " in chat (<|im_end|> is the 64th)" : "");
+                          c->kind == CALL_CHAT && sc->n_chat_stop ? " in chat (the chat's own stop ids are the rest)" : "");
     for (size_t i = 0; i < json_array_size(ids); i++) {
         json_t *x = json_array_get(ids, i);
         if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > UINT32_MAX)
@@ -410,13 +428,13 @@ static void stop_words(serve_call *c)
 
 static int parse_stop(const serve_ctx *sc, json_t *body, serve_call *c, serve_err *e)
 {
-    if (stop_strings(body, c, e) || stop_ids(body, c, e)) return e->status;
+    if (stop_strings(body, c, e) || stop_ids(sc, body, c, e)) return e->status;
     if (get_bool(body, "stop_at_eos", 0, &c->stop_eos, e)) return e->status;
     if (c->stop_eos && (sc->mi->eos_malformed || sc->mi->n_eos == 0))
         return serve_fail(e, 400, "invalid_value", "stop_at_eos",
                           "stop_at_eos: this model's config.json has %s eos_token_id", sc->mi->eos_malformed ? "a malformed" : "no");
-    if (c->kind == CALL_CHAT && sc->has_im_end)
-        c->stop_ids[c->n_stop_ids++] = sc->im_end; /* the end of the assistant's turn (chat needs it, serve_main.c) */
+    for (size_t i = 0; c->kind == CALL_CHAT && i < sc->n_chat_stop; i++)
+        c->stop_ids[c->n_stop_ids++] = sc->chat_stop[i]; /* the end of the assistant's turn (serve_main.c) */
     c->any_stop = c->stop_eos || c->n_stop_ids || c->n_stop_str;
     stop_words(c);
     return 0;
@@ -526,9 +544,9 @@ static void fill_seq(serve_call *c, serve_seq *q, size_t p, size_t k)
     serve_prompt *pr = &c->prompts[p];
     q->prompt_idx = p;
     q->choice = p * c->n_choices + k;
-    q->req.text = pr->text;
-    q->req.text_len = pr->len;
-    q->req.ids = pr->text ? NULL : pr->ids;
+    q->req.text = pr->ids ? NULL : pr->text; /* a chat prompt runs on its ids, its text kept beside */
+    q->req.text_len = pr->ids ? 0 : pr->len;
+    q->req.ids = pr->ids;
     q->req.n_ids = pr->n_ids;
     q->req.max_tokens = c->max_tokens;
     q->samp = c->samp;

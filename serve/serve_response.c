@@ -98,8 +98,8 @@ json_t *serve_call_cis2(const serve_ctx *sc, const serve_call *c, size_t choice,
     json_object_set_new(o, "finish", json_string(cis2_finish_name(r->finish)));
     if (c->stop_desc[0]) json_object_set_new(o, "stop_rule", json_string(c->stop_desc));
     else json_object_set_new(o, "stop_rule", json_null());
-    if (c->kind == CALL_CHAT)
-        json_object_set_new(o, "prompt", json_stringn(r->prompt ? r->prompt : "", r->prompt ? r->prompt_len : 0));
+    if (c->kind == CALL_CHAT) /* the chat template's text, exactly what was tokenized (prompt_token_ids) */
+        json_object_set_new(o, "prompt", json_stringn(c->prompts[0].text, c->prompts[0].len));
     serve_lp_bits(o, r);
     return o;
 }

@@ -207,6 +207,27 @@ static size_t stop_hold(const serve_call *c, const char *raw, size_t n)
     return n;
 }
 
+/* raw[0..n) as display text, the rule of the result's text (cis2.h
+ * cis2_result.text): each valid UTF-8 unit as it is, each maximal invalid
+ * subpart U+FFFD, by the library's decoder (cis2_utf8_unit).  malloc'ed. */
+static char *lossy(const char *raw, size_t n, size_t *len)
+{
+    char *o = malloc(3 * n + 1);
+    size_t k = 0;
+    if (!o) return NULL;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        int v;
+        size_t u = cis2_utf8_unit((const unsigned char *)raw + i, n - i, &cp, &v);
+        if (v > 0) memcpy(o + k, raw + i, u), k += u;
+        else memcpy(o + k, "\xEF\xBF\xBD", 3), k += 3;
+        i += u;
+    }
+    o[k] = 0;
+    *len = k;
+    return o;
+}
+
 /* Appends the raw bytes of the tokens that arrived to t->raw, noting
  * where each ends. */
 static int learn_tokens(const cis2_engine *e, sse_seq *t)
@@ -233,8 +254,10 @@ static int learn_tokens(const cis2_engine *e, sse_seq *t)
 /* The text of the tokens that can be shown now: every new token's raw
  * bytes are appended (learn_tokens); the longest token prefix that ends
  * on a complete UTF-8 sequence and before any bytes that may begin a stop
- * string (stop_hold) is rendered by the library (U+FFFD for invalid
- * bytes, which never changes at such a boundary) and sent.  *from and
+ * string (stop_hold) is sent as the result's text is made: its raw bytes,
+ * U+FFFD for each maximal invalid subpart (lossy; never changes at such a
+ * boundary), not a tokenizer decoder's text (SentencePiece's would strip
+ * the first space of every piece).  *from and
  * *k: the tokens sent (ids[*from..*from+*k)); *base: the code points sent
  * before them. */
 static int stream_text(serve_sse *s, sse_seq *t, char **out, size_t *olen, size_t *from, size_t *k_out,
@@ -254,11 +277,11 @@ static int stream_text(serve_sse *s, sse_seq *t, char **out, size_t *olen, size_
     while (k < t->n_known && t->ends[k] <= limit) k++;
     if (k == 0) return 0;
     size_t cut = t->ends[k - 1];
-    char *txt = NULL;
     size_t tl = 0;
-    if (cis2_engine_detokenize(e, &t->ids[t->clean], k, 1, &txt, &tl, NULL)) return -1;
+    char *txt = lossy(t->raw.p, cut, &tl);
+    if (!txt) return -1;
     serve_buf_put(&t->sent, txt, tl);
-    if (t->sent.oom) { cis2_free(txt); return -1; }
+    if (t->sent.oom) { free(txt); return -1; }
     t->sent_chars += cis2_utf8_chars(txt, tl);
     serve_buf_cut(&t->raw, cut);
     for (size_t m = k; m < t->n_known; m++) t->ends[m - k] = t->ends[m] - cut;
@@ -316,7 +339,7 @@ static int format_running(serve_sse *s, size_t i, sse_seq *t, serve_buf *out)
     if (stream_text(s, t, &txt, &tl, &from, &k, &base)) return -1;
     json_t *lp = span_logprobs(s, t, NULL, from, k, base, SIZE_MAX);
     int rc = (tl || lp) && emit(out, chunk(s, i, txt, tl, 0, NULL, NULL, lp)) ? -1 : 0;
-    cis2_free(txt);
+    free(txt);
     return rc;
 }
 

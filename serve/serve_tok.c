@@ -82,7 +82,7 @@ static char *eos_from_config(const serve_ctx *sc, size_t *len)
     return out;
 }
 
-int serve_tok_info_build(serve_ctx *sc, const json_t *tcfg, const char *chat_src, size_t chat_len, cis2_error *err)
+int serve_tok_info_build(serve_ctx *sc, const json_t *tcfg, cis2_error *err)
 {
     static const char *const keys[] = {"bos_token", "eos_token", "pad_token", "unk_token"};
     json_t *o = json_object(), *x = json_object();
@@ -107,7 +107,11 @@ int serve_tok_info_build(serve_ctx *sc, const json_t *tcfg, const char *chat_src
     json_int_t ctx = (json_int_t)sc->mi->max_position_embeddings;
     json_object_set_new(o, "model_max_length", json_integer(ctx));
     json_object_set_new(o, "max_model_len", json_integer(ctx));
-    if (chat_src) json_object_set_new(o, "chat_template", json_stringn(chat_src, chat_len));
+    if (sc->chat) {
+        size_t chat_len = 0;
+        const char *chat_src = serve_chat_text(sc->chat, &chat_len);
+        json_object_set_new(o, "chat_template", json_stringn(chat_src, chat_len));
+    }
     json_t *eos = json_array();
     for (size_t i = 0; i < sc->mi->n_eos; i++) json_array_append_new(eos, json_integer(sc->mi->eos_ids[i]));
     json_object_set_new(x, "eos_token_ids", eos);
@@ -115,7 +119,8 @@ int serve_tok_info_build(serve_ctx *sc, const json_t *tcfg, const char *chat_src
     cis2_hex(sc->mi->tokenizer_sha256, 32, h);
     json_object_set_new(x, "tokenizer_sha256", json_string(h));
     json_object_set_new(x, "vocab_size", json_integer((json_int_t)sc->mi->vocab_size));
-    json_object_set_new(x, "chat_template", sc->chat ? json_string(serve_chat_family(sc->chat)) : json_null());
+    json_object_set_new(x, "chat_template", sc->chat ? json_string(serve_chat_kind(sc->chat)) : json_null());
+    json_object_set_new(x, "chat_template_sha256", sc->chat ? json_string(serve_chat_sha256(sc->chat)) : json_null());
     json_object_set_new(o, "cis2", x);
     char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(o);
@@ -182,7 +187,7 @@ json_t *serve_tokenize(const serve_ctx *sc, const char *raw, size_t len, serve_e
 {
     static const char *const keys[] = {"model", "prompt", "messages", "add_special_tokens", "add_generation_prompt",
                                        "continue_final_message", "return_token_strs", "chat_template",
-                                       "chat_template_kwargs", "tools", NULL};
+                                       "chat_template_kwargs", "tools", "documents", NULL};
     json_t *body = load_body(sc, raw, len, keys, e), *out = NULL, *v;
     char *text = NULL;
     uint32_t *ids = NULL;
@@ -193,9 +198,8 @@ json_t *serve_tokenize(const serve_ctx *sc, const char *raw, size_t len, serve_e
     if (json_is_null(msgs)) msgs = NULL;
     if (prompt && msgs) FAIL(400, "invalid_value", "messages", "give prompt or messages, not both");
     if (!prompt && !msgs) FAIL(400, "missing_parameter", "prompt", "you must provide a prompt (or messages)");
-    int special, agp, strs, cont;
-    if (flag(body, "add_special_tokens", prompt != NULL, &special, e) ||
-        flag(body, "add_generation_prompt", 1, &agp, e) || flag(body, "return_token_strs", 0, &strs, e) ||
+    int special, strs, cont; /* add_generation_prompt: serve_chat_render's */
+    if (flag(body, "add_special_tokens", prompt != NULL, &special, e) || flag(body, "return_token_strs", 0, &strs, e) ||
         flag(body, "continue_final_message", 0, &cont, e))
         goto out;
     if (strs)
@@ -204,13 +208,12 @@ json_t *serve_tokenize(const serve_ctx *sc, const char *raw, size_t len, serve_e
     if ((v = json_object_get(body, "chat_template")) && !json_is_null(v))
         FAIL(400, "unsupported_parameter", "chat_template",
              "chat_template: this server renders its own chat template only (GET /tokenizer_info has it)");
-    if ((v = json_object_get(body, "chat_template_kwargs")) && !json_is_null(v) &&
-        !(json_is_object(v) && json_object_size(v) == 0))
-        FAIL(400, "unsupported_parameter", "chat_template_kwargs", "chat_template_kwargs: only an empty object is supported");
     if (prompt && (json_object_get(body, "add_generation_prompt") || json_object_get(body, "continue_final_message") ||
-                   json_object_get(body, "tools")))
+                   json_object_get(body, "tools") || json_object_get(body, "documents") ||
+                   json_object_get(body, "chat_template_kwargs")))
         FAIL(400, "invalid_value", "prompt",
-             "add_generation_prompt, continue_final_message and tools go with messages, not with prompt");
+             "add_generation_prompt, continue_final_message, tools, documents and chat_template_kwargs go with "
+             "messages, not with prompt");
     if (cont) FAIL(400, "unsupported_parameter", "continue_final_message", "continue_final_message: only false is supported");
     const char *param = prompt ? "prompt" : "messages";
     const char *s;
@@ -221,7 +224,7 @@ json_t *serve_tokenize(const serve_ctx *sc, const char *raw, size_t len, serve_e
         sl = json_string_length(prompt);
     } else {
         if (!sc->chat) FAIL(400, "unsupported_chat_template", "messages", "%s", sc->chat_error);
-        if (serve_chat_render(sc->chat, msgs, agp, json_object_get(body, "tools"), &text, &sl, e)) goto out;
+        if (serve_chat_render(sc->chat, body, &text, &sl, e)) goto out; /* as a chat completion renders it */
         s = text;
     }
     cis2_error err = {0};
@@ -237,7 +240,7 @@ json_t *serve_tokenize(const serve_ctx *sc, const char *raw, size_t len, serve_e
     json_object_set_new(out, "token_strs", json_null());
 out:
     cis2_free(ids);
-    free(text);
+    cis2_free(text);
     json_decref(body);
     return out;
 }

@@ -247,14 +247,12 @@ json_t *serve_verify(serve_ctx *sc, const char *body_text, size_t body_len, int 
  * unscored) when logprobs are asked with echo, or prompt_logprobs.
  *
  * With score receipts (the request's score_receipt, or --receipt-log:
- * docs/serving.md "Score receipts"), each prompt is scored on its own by
- * cis2_score_receipts, which has no should_stop: the guard is asked
- * between prompts, so a scoring stops at the next prompt (not the next
- * weight pass) when the client leaves, the drain ends or
- * --verify-timeout is spent; the bits are the same either way (results
- * never depend on batching, §S11).  The receipts go to the receipt log
- * with the answer (serve_response.c), not before: a request refused
- * after its scoring (429, 503) leaves none. */
+ * docs/serving.md "Score receipts") the prompts are scored by
+ * cis2_score_receipts_ex, without by cis2_score_ex: either asks the guard
+ * before every weight pass, so a scoring stops within one pass when the
+ * client leaves, the drain ends or --verify-timeout is spent.  The
+ * receipts go to the receipt log with the answer (serve_response.c), not
+ * before: a request refused after its scoring (429, 503) leaves none. */
 static int score_fail(const serve_ctx *sc, const serve_call *c, const serve_guard *g, int rc, const cis2_error *err,
                       serve_err *e)
 {
@@ -269,23 +267,21 @@ static int score_fail(const serve_ctx *sc, const serve_call *c, const serve_guar
     return serve_fail(e, serve_status_for(rc), NULL, "prompt", "scoring the prompt failed: %s", err->msg);
 }
 
-/* Prompt by prompt, each with its score receipt (its text kept). */
-static int score_with_receipts(const serve_ctx *sc, serve_call *c, const cis2_score_request *rq, serve_guard *g,
-                               cis2_error *err)
+/* Every prompt with its score receipt (each receipt's text kept). */
+static int score_with_receipts(const serve_ctx *sc, serve_call *c, const cis2_score_request *rq,
+                               const cis2_score_opts *so, cis2_error *err)
 {
     size_t n = c->n_prompts;
-    if (!(c->score_each = calloc(n, sizeof *c->score_each)) || !(c->score_text = calloc(n, sizeof *c->score_text)) ||
-        !(c->score_len = calloc(n, sizeof *c->score_len)))
+    cis2_receipt **rs = calloc(n, sizeof *rs);
+    if (!rs || !(c->score_text = calloc(n, sizeof *c->score_text)) || !(c->score_len = calloc(n, sizeof *c->score_len))) {
+        free(rs);
         return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        if (serve_guard_should_stop(g)) return cis2_fail(err, CIS2_E_CANCELLED, "scoring stopped");
-        cis2_receipt *r = NULL;
-        int rc = cis2_score_receipts(sc->e, &rq[i], 1, &c->score_each[i], &r, err);
-        if (!rc) rc = cis2_receipt_render(r, &c->score_text[i], &c->score_len[i], err);
-        cis2_receipt_free(r);
-        if (rc) return rc;
     }
-    return CIS2_OK;
+    int rc = cis2_score_receipts_ex(sc->e, rq, n, so, &c->scores, rs, err); /* concurrent with the engine, as /v1/verify */
+    for (size_t i = 0; i < n && !rc; i++) rc = cis2_receipt_render(rs[i], &c->score_text[i], &c->score_len[i], err);
+    for (size_t i = 0; i < n; i++) cis2_receipt_free(rs[i]);
+    free(rs);
+    return rc;
 }
 
 int serve_score_prompts(const serve_ctx *sc, serve_call *c, int fd, serve_err *e)
@@ -310,13 +306,9 @@ int serve_score_prompts(const serve_ctx *sc, serve_call *c, int fd, serve_err *e
     }
     cis2_error err = {0};
     serve_guard g = serve_guard_begin(sc, fd); /* as /v1/verify's */
-    int rc;
-    if (c->score_receipt || sc->rlog) {
-        rc = score_with_receipts(sc, c, rq, &g, &err);
-    } else {
-        cis2_score_opts so = {.should_stop = serve_guard_should_stop, .should_stop_ctx = &g};
-        rc = cis2_score_ex(sc->e, rq, c->n_prompts, &so, &c->scores, &err); /* concurrent with the engine, as /v1/verify */
-    }
+    cis2_score_opts so = {.should_stop = serve_guard_should_stop, .should_stop_ctx = &g};
+    int rc = c->score_receipt || sc->rlog ? score_with_receipts(sc, c, rq, &so, &err)
+                                          : cis2_score_ex(sc->e, rq, c->n_prompts, &so, &c->scores, &err);
     free(rq);
     return rc ? score_fail(sc, c, &g, rc, &err, e) : 0;
 }

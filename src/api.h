@@ -31,6 +31,11 @@ typedef struct cis2_frame {
  * cis2_api_leave must be called either way. */
 int cis2_api_enter(cis2_frame *f);
 void cis2_api_leave(cis2_frame *f);
+/* A frame with the IEEE default instead of the pin (subnormals kept,
+ * nearest-even, traps masked): the chat-template renderer's double
+ * arithmetic is Python's (docs/chat.md "The environment").  Left with
+ * cis2_api_leave. */
+int cis2_api_enter_ieee(cis2_frame *f);
 uint64_t cis2_api_callout_begin(void);
 void cis2_api_callout_end(uint64_t pinned);
 /* Nonzero while the calling thread is inside a frame (also in a callback

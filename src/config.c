@@ -163,22 +163,28 @@ static int eos_value(const json_t *v, uint32_t *out)
     return 0;
 }
 
+int cis2_config_eos_list(const json_t *v, uint32_t ids[64], size_t *n)
+{
+    *n = 0;
+    if (!v || json_is_null(v)) return 0;
+    if (json_is_array(v)) {
+        size_t k = json_array_size(v);
+        if (k > 64) return -1;
+        for (size_t i = 0; i < k; i++)
+            if (eos_value(json_array_get(v, i), &ids[i])) return -1;
+        *n = k;
+        return 0;
+    }
+    if (eos_value(v, &ids[0])) return -1;
+    *n = 1;
+    return 0;
+}
+
 /* eos_token_id (docs/sampling.md §S5.1), kept for stop-at-eos. */
 static void parse_eos(cis2_config *c, const json_t *v)
 {
-    c->n_eos = 0;
-    c->eos_malformed = 0;
-    if (!v || json_is_null(v)) return;
-    if (json_is_array(v)) {
-        size_t n = json_array_size(v);
-        if (n > 64) { c->eos_malformed = 1; return; }
-        for (size_t i = 0; i < n; i++)
-            if (eos_value(json_array_get(v, i), &c->eos_ids[i])) { c->n_eos = 0; c->eos_malformed = 1; return; }
-        c->n_eos = n;
-        return;
-    }
-    if (eos_value(v, &c->eos_ids[0])) c->eos_malformed = 1;
-    else c->n_eos = 1;
+    c->eos_malformed = cis2_config_eos_list(v, c->eos_ids, &c->n_eos) != 0;
+    if (c->eos_malformed) c->n_eos = 0;
 }
 
 /* ---- the key table (docs/inputs.md "The key table") ----
@@ -1272,13 +1278,9 @@ int cis2_config_parse(cis2_config *c, const char *json, size_t len, const char *
 {
     memset(c, 0, sizeof *c);
     if (!name) name = "config.json";
-    int rc = cis2_json_cost_check(json, len, CIS2_CFG_MAX_JSON_COST, name, "a config.json", err);
+    json_t *root;
+    int rc = cis2_json_load_model_file(json, len, CIS2_CFG_MAX_JSON_COST, name, "a config.json", &root, err);
     if (rc) return rc;
-    json_error_t je;
-    json_t *root = cis2_json_loadb_wide(json, len, JSON_REJECT_DUPLICATES, &je); /* inputs.md "JSON numbers" */
-    if (!root)
-        return cis2_fail(err, CIS2_E_FORMAT, "%s: invalid JSON (%s, line %d column %d)", name, je.text, je.line,
-                         je.column);
     rc = parse_root(c, root, name, err);
     json_decref(root);
     if (rc) memset(c, 0, sizeof *c);

@@ -83,7 +83,8 @@ typedef struct cis2_config {
     /* eos_token_id, for stop-at-eos (docs/sampling.md §S5.1): an integer or
      * a list of at most 64, each a u32; absent, null or [] give n_eos 0;
      * anything else sets eos_malformed (refused only when stop-at-eos is
-     * asked for). */
+     * asked for).  A model directory's generation_config.json appends its
+     * own (genconfig.h). */
     uint32_t eos_ids[64];
     size_t n_eos;
     int eos_malformed;
@@ -96,6 +97,11 @@ int cis2_config_load(cis2_config *c, const char *path, cis2_error *err);
 /* The same, also giving the sha256 of exactly the bytes parsed (§2.1);
  * sha may be NULL. */
 int cis2_config_load_sha(cis2_config *c, const char *path, uint8_t sha[32], cis2_error *err);
+/* An eos_token_id value (docs/sampling.md §S5.1) as ids: NULL or null give
+ * none; an integer 0..2^32-1 one; a list of at most 64 such integers its
+ * ids in order.  0, or -1 for anything else. */
+struct json_t;
+int cis2_config_eos_list(const struct json_t *v, uint32_t ids[64], size_t *n);
 /* Parses `len` bytes of JSON; name_for_errors prefixes every message. */
 int cis2_config_parse(cis2_config *c, const char *json, size_t len, const char *name_for_errors, cis2_error *err);
 /* The family's tensor semantics (its row, family.h):

@@ -18,6 +18,8 @@
  * the caller the caller's register is put back for the call's duration).
  * A frame is the floating-point environment and nothing else: which pool
  * and kernel a call computes with is its explicit context (kernels.h).
+ * One entry point computes as Python does instead of pinned: the chat-
+ * template renderer (cis2_api_enter_ieee: FTZ/DAZ off, nearest-even).
  *
  * The adversarial self-test passes every operand through `volatile` so the
  * compiler cannot fold the arithmetic at compile time (where FTZ does not
@@ -116,6 +118,20 @@ uint64_t cis2_api_callout_begin(void)
 }
 
 int cis2_api_in_frame(void) { return tls_frame != NULL; }
+
+/* The IEEE default (no FTZ/DAZ, nearest-even, traps masked): what
+ * Python's float arithmetic runs under, for the chat-template renderer
+ * (docs/chat.md "The environment"); left with cis2_api_leave. */
+int cis2_api_enter_ieee(cis2_frame *f)
+{
+    ctl_t c = read_ctl();
+    f->ctl = (uint64_t)c;
+    f->prev = tls_frame;
+    tls_frame = f;
+    ctl_t want = (c | (CANON_SET & ~(ctl_t)PIN_BITS)) & ~(ctl_t)(CANON_CLEAR | PIN_BITS);
+    if (c != want) write_ctl(want);
+    return read_ctl() == want ? CIS2_OK : CIS2_E_FPENV;
+}
 
 #if defined(__x86_64__)
 unsigned cis2_libc_round_begin(void)

@@ -1,9 +1,9 @@
 /*
  * jinja.h - the chat-template renderer: the part of Jinja2 that published
  * chat templates use, rendered as Hugging Face transformers renders them
- * (docs/chat.md, "The API").  Library-internal: the server reaches it
- * through whatever entry point its integration adds; the unit test
- * (tests/unit/test_jinja.c) calls it directly.
+ * (docs/chat.md, "The API").  Library-internal: clients (the server)
+ * reach it through cis2_chat_template_* (cis2_toolkit.h section 6,
+ * jinja_api.c); the unit test (tests/unit/test_jinja.c) calls it directly.
  *
  * The environment is transformers' apply_chat_template one: Jinja2's
  * ImmutableSandboxedEnvironment with trim_blocks and lstrip_blocks, the

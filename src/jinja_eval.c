@@ -1,8 +1,8 @@
 /*
  * jinja_eval.c - the chat-template renderer's evaluator and its API
  * (jinja.h): scopes, statements, expressions, calls, macros.  Callers:
- * whoever renders chat templates (the server's chat integration, the unit
- * test).  docs/chat.md ("The API", "Semantics") is the contract; the
+ * jinja_api.c (the public entry points the server uses) and the unit
+ * test.  docs/chat.md ("The API", "Semantics") is the contract; the
  * semantics are the Jinja2 template designer documentation's
  * ("Assignments", "Scoping Behavior", "For", "Macros", "Call",
  * "Expressions") as Debian's python3-jinja2 renders them in transformers'

@@ -145,6 +145,20 @@ json_t *cis2_json_loadb_wide(const char *buf, size_t len, size_t flags, json_err
     return root;
 }
 
+int cis2_json_load_model_file(const char *buf, size_t len, uint64_t budget, const char *name, const char *what,
+                              json_t **root, cis2_error *err)
+{
+    *root = NULL;
+    int rc = cis2_json_cost_check(buf, len, budget, name, what, err);
+    if (rc) return rc;
+    json_error_t je;
+    *root = cis2_json_loadb_wide(buf, len, JSON_REJECT_DUPLICATES, &je); /* inputs.md "JSON numbers" */
+    if (!*root)
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: invalid JSON (%s, line %d column %d)", name, je.text, je.line,
+                         je.column);
+    return CIS2_OK;
+}
+
 uint64_t cis2_json_cost_bytes(const char *buf, size_t len)
 {
     cis2_json_cost c;

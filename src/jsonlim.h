@@ -14,7 +14,8 @@
  *   string 96 + its raw length (keys too, held in the hash table),
  *   number 48, true/false/null 0 (shared singletons).
  * The scan does not validate: malformed JSON is jansson's to reject.
- * Callers: config.c, tokenizer_load.c, safetensors.c; the CLI's prompt files.
+ * Callers: config.c, genconfig.c, tokenizer_load.c, safetensors.c; the
+ * CLI's prompt files.
  *
  * cis2_json_loadb_wide is json_loadb for the files of a model directory
  * (config.json, tokenizer.json, the shard index; serve reads
@@ -48,5 +49,13 @@ void cis2_json_cost_of(const char *buf, size_t len, cis2_json_cost *c);
  * applied; NULL with je->text "out of memory" when the copy cannot be
  * made. */
 json_t *cis2_json_loadb_wide(const char *buf, size_t len, size_t flags, json_error_t *je);
+
+/* A model directory's JSON file (config.json, generation_config.json):
+ * cis2_json_cost_check against budget, then cis2_json_loadb_wide with
+ * duplicate keys refused, into *root (the caller's to json_decref);
+ * CIS2_OK, or the cost check's error or CIS2_E_FORMAT "NAME: invalid JSON
+ * (...)" with *root NULL. */
+int cis2_json_load_model_file(const char *buf, size_t len, uint64_t budget, const char *name, const char *what,
+                              json_t **root, cis2_error *err);
 
 #endif

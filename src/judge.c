@@ -1,12 +1,14 @@
 /*
  * judge.c - the judgments that need no weights (include/cis2.h section
  * 7): cis2_check (a receipt against itself and, when given, its
- * tokenizer.json and config.json) and cis2_compare (two receipts against
+ * tokenizer.json and config.json, with the generation_config.json beside
+ * that) and cis2_compare (two receipts against
  * each other).  Spec §2.1, §3.1, §6.6, §7.1-§7.2, §12.2; docs/sampling.md
  * §S7.4-§S8 for extension receipts.
  */
 #include "api.h"
 #include "config.h"
+#include "genconfig.h"
 #include "pmath.h"
 #include "receipt.h"
 #include "sample.h"
@@ -39,6 +41,17 @@ static int read_config(const char *path, check_in *c, cis2_error *err)
     cis2_sha256(buf, len, c->cfg_sha); /* the bytes parsed are the bytes hashed */
     rc = cis2_config_parse(&c->cfg, buf, len, path, err);
     free(buf);
+    if (rc) return rc;
+    /* the eos list of stop-eos: with generation_config.json's ids when the
+     * file is beside config.json, as the engine reads it (§S5.1) */
+    size_t dl = strrchr(path, '/') ? (size_t)(strrchr(path, '/') - path) : 0;
+    char *dir = malloc(dl + 2);
+    if (!dir) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    if (dl) memcpy(dir, path, dl);
+    else dir[dl++] = path[0] == '/' ? '/' : '.';
+    dir[dl] = 0;
+    rc = cis2_genconfig_merge_dir(&c->cfg, dir, err);
+    free(dir);
     if (rc) return rc;
     size_t n_inv = cis2_config_inv_freq_len(&c->cfg);
     float *inv = malloc((n_inv ? n_inv : 1) * sizeof(float));

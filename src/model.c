@@ -18,7 +18,8 @@
  * draft.c (cis2_forward).
  *
  * Loading reads every input exactly once (fileio.h; docs/inputs.md "Every
- * input file", "Memory"): config.json
+ * input file", "Memory"): config.json (and generation_config.json when
+ * the directory has one: its eos ids, genconfig.h)
  * and tokenizer.json into owned buffers that are both hashed and parsed
  * (the tokenizer's bytes stay in the model for the caller to parse, see
  * model.h); model.safetensors, or a sharded checkpoint's shards one after
@@ -32,6 +33,7 @@
  * rewritten during the load is a clean CIS2_E_IO, never SIGBUS.
  */
 #include "model.h"
+#include "genconfig.h"
 #include "forward.h"
 #include "bigbuf.h"
 #include "digest.h"
@@ -523,6 +525,7 @@ static int model_load(const cis2_ctx *cx, cis2_model *m, const char *dir,
     int rc;
     if ((rc = path_join(path, sizeof path, dir, "config.json", err))) return rc;
     if ((rc = cis2_config_load_sha(&m->cfg, path, m->config_sha, err))) return rc;
+    if ((rc = cis2_genconfig_merge_dir(&m->cfg, dir, err))) return rc; /* its eos ids (docs/sampling.md §S5.1) */
     if ((rc = path_join(path, sizeof path, dir, "tokenizer.json", err))) return rc;
     if ((rc = cis2_read_file(path, CIS2_TOK_MAX_FILE, "a tokenizer.json", &m->tokenizer_json,
                              &m->tokenizer_json_len, err)))

@@ -308,16 +308,16 @@ out:
     return rc; /* a failed fwrite leaves ferror set: the commit reports it */
 }
 
-/* The bos/eos ids of the real checkpoints some shapes are modelled on
- * (their config.json, ../shared/models/NAME/config.json), written into the
- * shape's config.json so that stop-at-eos, a server's eos_token and an
- * eval harness's end of text work on the synthetic checkpoint as on the
- * real one.  smollm2-135m is left without them: its config.json's sha256
- * and a CIS2_REF that hashes it are quoted in the README's quick start,
- * and adding the keys would change both. */
-static const struct { const char *shape; int64_t bos, eos; } real_ids[] = {
-    {"smollm2-360m", 0, 0},            /* HuggingFaceTB/SmolLM2-360M */
-    {"qwen2.5-0.5b", 151643, 151643},  /* Qwen/Qwen2.5-0.5B */
+/* The bos/eos (and pad, where it has one) ids of the real checkpoints
+ * some shapes are modelled on (their config.json,
+ * ../shared/models/NAME/config.json), written into the shape's
+ * config.json so that stop-at-eos, a server's eos_token and an eval
+ * harness's end of text work on the synthetic checkpoint as on the real
+ * one.  pad -1: the real config.json has no pad_token_id. */
+static const struct { const char *shape; int64_t bos, eos, pad; } real_ids[] = {
+    {"smollm2-135m", 0, 0, -1},           /* HuggingFaceTB/SmolLM2-135M */
+    {"smollm2-360m", 0, 0, -1},           /* HuggingFaceTB/SmolLM2-360M */
+    {"qwen2.5-0.5b", 151643, 151643, -1}, /* Qwen/Qwen2.5-0.5B */
 };
 
 /* A built-in shape's config.json (llama or qwen2: families whose MLP is
@@ -328,9 +328,11 @@ static void write_config(const cis2_synth_shape *s, const cis2_family *fam, FILE
     fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n  \"hidden_act\": \"silu\",\n",
             fam->architecture, fam->model_type);
     for (size_t i = 0; i < sizeof real_ids / sizeof real_ids[0]; i++)
-        if (!strcmp(real_ids[i].shape, s->name))
+        if (!strcmp(real_ids[i].shape, s->name)) {
             fprintf(f, "  \"bos_token_id\": %lld,\n  \"eos_token_id\": %lld,\n", (long long)real_ids[i].bos,
                     (long long)real_ids[i].eos);
+            if (real_ids[i].pad >= 0) fprintf(f, "  \"pad_token_id\": %lld,\n", (long long)real_ids[i].pad);
+        }
     fprintf(f, "  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n  \"num_hidden_layers\": %lld,\n"
                "  \"num_attention_heads\": %lld,\n  \"num_key_value_heads\": %lld,\n",
             (long long)s->hidden, (long long)s->inter, (long long)s->layers, (long long)s->heads,
@@ -425,19 +427,31 @@ static int read_tokenizer_src(const char *src, char **buf, size_t *len, cis2_err
     return cis2_read_file(src, CIS2_TOK_MAX_FILE, "a tokenizer.json", buf, len, err);
 }
 
+char *cis2_synth_shape_config(const char *shape, size_t *len)
+{
+    const cis2_synth_shape *s = cis2_synth_find_shape(shape);
+    const cis2_family *fam = s ? cis2_family_find(s->model_type) : NULL;
+    if (!fam) return NULL;
+    char *cfg = NULL;
+    size_t cl = 0;
+    FILE *mf = open_memstream(&cfg, &cl);
+    if (!mf) return NULL;
+    write_config(s, fam, mf);
+    if (fclose(mf)) { free(cfg); return NULL; }
+    *len = cl;
+    return cfg;
+}
+
 int cis2_synth_write(const char *shape, uint64_t seed, const char *out_dir, const char *tokenizer_src,
                      cis2_error *err)
 {
     const cis2_synth_shape *s = cis2_synth_find_shape(shape);
     if (!s) return cis2_fail(err, CIS2_E_USAGE, "synth: unknown shape '%s'", shape);
-    const cis2_family *fam = cis2_family_find(s->model_type);
-    if (!fam) return cis2_fail(err, CIS2_E_INTERNAL, "synth: shape '%s' has no family", shape);
-    char *cfg = NULL, *tok = NULL;
+    if (!cis2_family_find(s->model_type)) return cis2_fail(err, CIS2_E_INTERNAL, "synth: shape '%s' has no family", shape);
+    char *tok = NULL;
     size_t cl = 0, tl;
-    FILE *mf = open_memstream(&cfg, &cl); /* the shape's config.json, parsed back for its tensors */
-    if (!mf) return cis2_fail(err, CIS2_E_NOMEM, "synth: out of memory");
-    write_config(s, fam, mf);
-    int rc = fclose(mf) ? cis2_fail(err, CIS2_E_NOMEM, "synth: out of memory") : CIS2_OK;
+    char *cfg = cis2_synth_shape_config(shape, &cl); /* parsed back for its tensors */
+    int rc = cfg ? CIS2_OK : cis2_fail(err, CIS2_E_NOMEM, "synth: out of memory");
     cis2_config c;
     if (!rc) rc = cis2_config_parse(&c, cfg, cl, "synth", err);
     if (!rc) rc = read_tokenizer_src(tokenizer_src, &tok, &tl, err);

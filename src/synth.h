@@ -32,6 +32,11 @@ int cis2_synth_write(const char *shape, uint64_t seed, const char *out_dir, cons
 int cis2_synth_write_config(const char *config_path, uint64_t seed, const char *out_dir, const char *tokenizer_src,
                             cis2_error *err);
 
+/* The config.json text cis2_synth_write writes for a built-in shape
+ * (malloc'ed, NUL-terminated, *len its length), or NULL (unknown shape,
+ * out of memory). */
+char *cis2_synth_shape_config(const char *shape, size_t *len);
+
 /* The minimal tokenizer.json (NUL-terminated, caller frees), or NULL. */
 char *cis2_synth_min_tokenizer_json(void);
 

@@ -118,12 +118,18 @@ static int make_one(const cis2_engine *e, const cis2_score_request *q, const cis
 int cis2_score_receipts(cis2_engine *e, const cis2_score_request *reqs, size_t n, cis2_score_result **results,
                         cis2_receipt **receipts, cis2_error *err)
 {
+    return cis2_score_receipts_ex(e, reqs, n, NULL, results, receipts, err);
+}
+
+int cis2_score_receipts_ex(cis2_engine *e, const cis2_score_request *reqs, size_t n, const cis2_score_opts *opts,
+                           cis2_score_result **results, cis2_receipt **receipts, cis2_error *err)
+{
     if (results) *results = NULL;
     if (!receipts) return cis2_fail(err, CIS2_E_USAGE, "score receipts: no place for the receipts");
     for (size_t i = 0; i < n; i++) receipts[i] = NULL;
     uint8_t (*w)[32] = malloc((n ? n : 1) * sizeof *w);
     if (!w) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
-    int rc = cis2_score_run(e, reqs, n, w, NULL, results, err);
+    int rc = cis2_score_run(e, reqs, n, w, opts, results, err); /* should_stop: before every weight pass */
     for (size_t i = 0; i < n && !rc; i++) rc = make_one(e, &reqs[i], &(*results)[i], w[i], &receipts[i], err);
     free(w);
     if (rc) {

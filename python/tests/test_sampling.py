@@ -70,6 +70,33 @@ def test_stop_at_eos(engine, models):
         raise AssertionError("stop_at_eos without eos ids was accepted")
 
 
+def test_generation_config_eos(models, tmp_path):
+    """A generation_config.json beside config.json adds its eos_token_id to
+    the eos list (docs/sampling.md §S5.1): stop_at_eos stops at its first
+    id met, as explicit stop ids do, and the receipt records the list."""
+    import json
+    import shutil
+    d = tmp_path / "m"
+    shutil.copytree(models["tiny"], d)
+    with cis2.Engine(str(d)) as e:
+        assert e.config.eos_token_ids == ()
+        base = run_or_skip(lambda: e.generate(PROMPT, gen_toks=12, temperature=1.0, seed=3))
+    seen = base.token_ids
+    k = next(i for i in range(2, len(seen)) if seen[i] not in seen[:i])   # a first appearance, not at once
+    a, b = seen[k], 600   # b: an id the vocabulary (512) cannot draw
+    (d / "generation_config.json").write_text(json.dumps({"eos_token_id": [a, b], "temperature": 0.3}))
+    with cis2.Engine(str(d)) as e:
+        assert e.config.eos_token_ids == (a, b)
+        r = e.generate(PROMPT, gen_toks=12, temperature=1.0, seed=3, stop_at_eos=True)
+        x = e.generate(PROMPT, gen_toks=12, temperature=1.0, seed=3, stop=[a, b])
+        assert r.finish == "eos" and r.token_ids == seen[:k + 1] == x.token_ids and x.finish == "stop-id"
+        assert "\nstop-eos %d,%d\n" % (a, b) in r.receipt
+        assert cis2.Receipt.parse(r.receipt).verify(e).ok
+    (d / "generation_config.json").write_text('{"eos_token_id": "x"}')
+    with pytest.raises(cis2.FormatError, match="generation_config.json: eos_token_id"):
+        cis2.Engine(str(d))
+
+
 def test_logprobs(engine, sampling):
     r = engine.generate(PROMPT, gen_toks=4, logits=True, logprobs=True, top_logprobs=3)
     assert len(r.logprobs) == 4 and len(r.top_logprobs) == 4 and all(len(t) == 3 for t in r.top_logprobs)

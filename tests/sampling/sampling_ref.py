@@ -660,17 +660,34 @@ class StopRules:
         return self.eos_ids is not None or bool(self.stop_ids) or bool(self.stop_strings)
 
 
-def eos_ids_from_config(cfg):
-    """§S5.1: config.json's eos_token_id (parsed JSON object) -> list."""
-    v = cfg.get('eos_token_id')
-    if v is None or v == []:
-        raise UsageError('stop-at-eos: the config has no eos_token_id')
+def _eos_value(v, name):
+    """An eos_token_id's ids: None -> [], an int -> [it], a list of ints -> it."""
+    if v is None:
+        return []
     lst = v if isinstance(v, list) else [v]
     for e in lst:
         if not isinstance(e, int) or isinstance(e, bool) or not 0 <= e <= M32:
-            raise ValueError('config.json: eos_token_id is not a u32 or a list of u32')
+            raise ValueError(name + ': eos_token_id is not a u32 or a list of u32')
     if len(lst) > 64:
-        raise ValueError('config.json: more than 64 eos ids')
+        raise ValueError(name + ': more than 64 eos ids')
+    return list(lst)
+
+
+def eos_ids_from_config(cfg, gen=None):
+    """§S5.1: config.json's eos_token_id (parsed JSON object) -> list; with
+    gen (generation_config.json's parsed JSON, when the model directory has
+    one) its eos ids not yet listed follow, in its order."""
+    lst = _eos_value(cfg.get('eos_token_id'), 'config.json')
+    if gen is not None:
+        if not isinstance(gen, dict):
+            raise ValueError('generation_config.json: not a JSON object')
+        for e in _eos_value(gen.get('eos_token_id'), 'generation_config.json'):
+            if e not in lst:
+                lst.append(e)
+        if len(lst) > 64:
+            raise ValueError('generation_config.json: more than 64 eos ids in all')
+    if not lst:
+        raise UsageError('stop-at-eos: the config has no eos_token_id')
     return lst
 
 

@@ -335,6 +335,30 @@ def test_stop_rules_by_hand():
         except R.UsageError:
             continue
         raise AssertionError(cfg)
+    # generation_config.json's ids follow config.json's, each once, in its order
+    assert R.eos_ids_from_config({'eos_token_id': 2}, {'eos_token_id': [5, 2, 7, 5]}) == [2, 5, 7]
+    assert R.eos_ids_from_config({'eos_token_id': [2, 2]}, {'eos_token_id': 2}) == [2, 2]
+    assert R.eos_ids_from_config({}, {'eos_token_id': [200002, 199999]}) == [200002, 199999]
+    assert R.eos_ids_from_config({'eos_token_id': 1}, {'do_sample': True}) == [1]
+    for cfg, gen in (({}, {}), ({}, {'eos_token_id': None})):
+        try:
+            R.eos_ids_from_config(cfg, gen)
+        except R.UsageError:
+            continue
+        raise AssertionError(gen)
+    for gen in ([1], {'eos_token_id': '1'}, {'eos_token_id': [True]}, {'eos_token_id': -1},
+                {'eos_token_id': list(range(65))}):
+        try:
+            R.eos_ids_from_config({'eos_token_id': 0}, gen)
+        except ValueError:
+            continue
+        raise AssertionError(gen)
+    try:
+        R.eos_ids_from_config({'eos_token_id': list(range(60))}, {'eos_token_id': list(range(100, 105))})
+    except ValueError:
+        pass
+    else:
+        raise AssertionError('65 eos ids in all')
 
 
 # ----------------------------------------------------------------- receipts

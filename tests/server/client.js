@@ -25,6 +25,12 @@
 //   node client.js join BASE MODEL C L           a prompt of ~L tokens joins C decoding streams
 //   node client.js echo BASE MODEL OUT           echo with logprobs (lm-eval's request, max_tokens 0):
 //                                                OUT/echo-K.json for t_serve_echo.sh
+//   node client.js templates BASE MODEL OUT      chat as OpenAI clients send it, with the checkpoint's
+//                                                own template (t_serve_chat_families.sh): plain, tools,
+//                                                a tool round (arguments as JSON strings, tool_call_id,
+//                                                reasoning_content), chat_template_kwargs (enable_thinking,
+//                                                reasoning_effort), each whole and streamed (equal): cases;
+//                                                a request the template refuses: OUT/NAME.refused.json
 //
 // A case file is one choice: {kind, params (the request body as sent, JSON
 // text), index (its choice index), text, finish, cis2, logprobs (the OpenAI
@@ -360,6 +366,7 @@ async function refusals() {
   const c = new OpenAI({ baseURL: base + '/v1', apiKey: 'unused', timeout: 60000 }); // default retries
   check(c.maxRetries === 2, `the client's default maxRetries is ${c.maxRetries}, not 2`);
   const msgs = [{ role: 'user', content: 'a' }];
+  const tools = [{ type: 'function', function: { name: 'f', parameters: {} } }];
   const cases = [
     ['frequency_penalty', () => c.completions.create({ model, prompt: 'a', max_tokens: 1, frequency_penalty: 0.5 })],
     ['presence_penalty', () => c.completions.create({ model, prompt: 'a', max_tokens: 1, presence_penalty: -1 })],
@@ -369,12 +376,12 @@ async function refusals() {
     ['suffix', () => c.completions.create({ model, prompt: 'a', max_tokens: 1, suffix: 'z' })],
     ['frequency_penalty', () => c.chat.completions.create({ model, messages: msgs, frequency_penalty: 0.5 })],
     ['response_format', () => c.chat.completions.create({ model, messages: msgs, response_format: { type: 'json_object' } })],
-    ['tool_choice', () => c.chat.completions.create({ model, messages: msgs, tool_choice: 'auto' })],
+    ['tool_choice', () => c.chat.completions.create({ model, messages: msgs, tool_choice: 'required', tools })],
     ['store', () => c.chat.completions.create({ model, messages: msgs, store: true })],
-    ['tools', () => c.chat.completions.create({ model, messages: msgs,
-      tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] })],
-    ['messages[0]', () => c.chat.completions.create({ model, messages: [{ role: 'assistant', content: null,
-      tool_calls: [{ id: '1', type: 'function', function: { name: 'f', arguments: '{}' } }] }] })],
+    ['tool_choice', () => c.chat.completions.create({ model, messages: msgs, tools,
+      tool_choice: { type: 'function', function: { name: 'f' } } })],
+    ['messages[0]', () => c.chat.completions.create({ model, messages: [{ role: 'user', content: [
+      { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] }] })],
   ];
   for (const [param, make] of cases) { // one at a time, so each one's time is its own
     const t0 = Date.now();
@@ -530,6 +537,52 @@ async function echo() {
   console.log(`echo: ${cases.length} requests of ${prompts.length} prompts`);
 }
 
-const cmds = { concurrent, choices, chat, stops, stopcut, errors, refusals, auth, load, bench, join, echo };
+// Chat with the checkpoint's own template: each request whole and
+// streamed (chatBoth: the same text, receipt and logprobs) into a case
+// file; a 400 from the template's raise_exception (Gemma-3 refuses a tool
+// turn, roles that do not alternate) is a BadRequestError at once, its
+// message saved for the test to hold against the oracle's.
+async function templates() {
+  const out = args[0];
+  const c = client();
+  const weather = { type: 'function', function: { name: 'get_weather', description: 'Get the weather in a city.',
+    parameters: { type: 'object', properties: { city: { type: 'string' }, unit: { type: 'string', enum: ['c', 'f'] } },
+      required: ['city'] } } };
+  const round = [
+    { role: 'system', content: 'You are a helpful assistant.' },
+    { role: 'user', content: 'What is 2+2?' },
+    { role: 'assistant', content: '4', reasoning_content: 'Two and two make four.' },
+    { role: 'user', content: 'Weather in Paris?' },
+    { role: 'assistant', content: '', tool_calls: [{ id: 'call_7', type: 'function',
+      function: { name: 'get_weather', arguments: '{"city": "Paris", "unit": "c"}' } }] },
+    { role: 'tool', tool_call_id: 'call_7', content: '{"temp": 21}' },
+  ];
+  const hi = [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'Say hi — héllo 日本 🎉' }];
+  const cases = [
+    ['plain', { messages: hi }],
+    ['tools', { messages: [{ role: 'user', content: 'Weather in Oslo?' }], tools: [weather], tool_choice: 'auto' }],
+    ['round', { messages: round, tools: [weather] }],
+    ['think-on', { messages: hi, chat_template_kwargs: { enable_thinking: true } }],
+    ['think-off', { messages: hi, chat_template_kwargs: { enable_thinking: false }, tools: [weather] }],
+    ['effort', { messages: hi, chat_template_kwargs: { reasoning_effort: 'high' }, logprobs: true, top_logprobs: 2 }],
+  ];
+  let done = 0, refused = 0;
+  for (const [name, p] of cases) {
+    const params = { model, max_tokens: 6, ...p };
+    try {
+      await chatBoth(c, params, name, out);
+      done++;
+    } catch (e) {
+      check(e instanceof OpenAI.BadRequestError && e.status === 400 && e.code === 'chat_template_refused' &&
+        e.param === 'messages', `${name}: ${e.constructor.name} ${e.status} ${e.code}: ${e.message}`);
+      fs.writeFileSync(path.join(out, name + '.refused.json'), JSON.stringify({ params: JSON.stringify(params),
+        message: e.error && e.error.message }));
+      refused++;
+    }
+  }
+  console.log(`templates: ${done} chats whole and streamed alike, ${refused} refused by the template`);
+}
+
+const cmds = { concurrent, choices, chat, stops, stopcut, errors, refusals, auth, load, bench, join, echo, templates };
 if (!cmds[cmd]) die('unknown command ' + cmd);
 cmds[cmd]().catch((e) => die(`${cmd}: ${e.status || ''} ${e.message}`));

@@ -21,8 +21,9 @@ index among its prompt's n as --sequence, max_tokens as --gen-toks, stop strings
 stop_token_ids (and, for chat, the id of <|im_end|> after them) as
 --stop-id, stop_at_eos, and logprobs N (completions) or top_logprobs N
 (chat) as --logprobs N (the same N: docs/receipts.md "Names across
-surfaces").  A chat case's prompt is the rendered prompt the server reports
-(tests/server/t_serve_chat.sh checks the rendering).
+surfaces").  A chat case's prompt is the ids the server tokenized its
+rendered prompt to (`--prompt-ids`: the receipt records the same bytes as
+the text's; tests/server/t_serve_chat.sh checks the rendering).
 """
 import json
 import os
@@ -61,7 +62,10 @@ def chat_stop_id():
 def cli_args(case, p, receipt):
     chat = case["kind"] == "chat"
     a = [cis2, "run", "--model-dir", model, "--json", "--receipt", receipt]
-    a += ["--prompt", case["cis2"]["prompt"] if chat else p["prompt"]]
+    if chat:  # the ids the server tokenized the rendered prompt to (docs/serving.md "Chat templates")
+        a += ["--prompt-ids", ",".join(map(str, case["cis2"]["prompt_token_ids"]))]
+    else:
+        a += ["--prompt", p["prompt"]]
     a += ["--gen-toks", str(p.get("max_tokens", p.get("max_completion_tokens", 16 if not chat else 256)))]
     for k, flag in (("temperature", "--temperature"), ("top_p", "--top-p"), ("min_p", "--min-p")):
         if p.get(k) is not None:

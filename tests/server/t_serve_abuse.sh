@@ -17,6 +17,12 @@
 #   C  SIGTERM while a long verification runs: the drain ends it, the
 #      server exits 0, the client gets 503; a second SIGTERM ends the
 #      drain at once
+#   D  one long prompt (4000 ids) scored with its score receipt
+#      (score_receipt, as --receipt-log scores them too): the scoring asks
+#      between weight passes whether to stop, not only between prompts, so
+#      a client that leaves gets its 499 within half the whole answer's
+#      time, and --verify-timeout 1 answers 413 score_timeout within 2.5 s
+#      (the whole scoring takes several seconds on one thread)
 # serial: slots must free up within seconds of a client leaving
 set -u
 . tests/lib.sh
@@ -115,4 +121,18 @@ kill -TERM "$pid_C2"
 stopped "$pid_C2" 4 || fail "server C2 still runs 3.5 s after a second SIGTERM (drain 60 s)"
 wait $hold
 grep -q "verify-hold: status 503" "$d/hold2.out" || fail "the waiting client got: $(cat "$d/hold2.out")"
+echo "== D: a long prompt scored with its receipt stops within a weight pass"
+sed 's/"hidden_size": 128/"hidden_size": 384/; s/"intermediate_size": 320/"intermediate_size": 1024/;
+     s/"num_hidden_layers": 4/"num_hidden_layers": 6/' "$d/long.json" > "$d/wide.json"
+"$CIS2" synth --config "$d/wide.json" --seed 3 --out "$d/wide" > /dev/null || fail "synth wide"
+$PY - "$d" <<'EOF' || fail "wide body"
+import json, sys
+ids = [(i * 7919 + 13) % 512 for i in range(4000)]  # ids as lm-eval sends them: one prompt, no bytes needed
+json.dump({"model": "m", "prompt": ids, "echo": True, "logprobs": 1, "max_tokens": 0, "score_receipt": True},
+          open(sys.argv[1] + "/wide.body", "w"))
+EOF
+start D "$d/wide" --max-body 8388608 --model-name m --threads 1
+$ABUSE "$port_D" echo-gone "$d/wide.body" || fail "a long prompt's scoring (with its receipt) went on after its client left"
+start E "$d/wide" --max-body 8388608 --model-name m --threads 1 --verify-timeout 1
+$ABUSE "$port_E" echo-status "$d/wide.body" 413 score_timeout 2.5 || fail "score_timeout within a long prompt scored with its receipt"
 echo "t_serve_abuse: all passed"

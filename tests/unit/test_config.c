@@ -20,6 +20,8 @@
 
 #include "config.h"
 #include "synth.h"
+#include "genconfig.h"
+#include "fileio.h"
 
 static uint32_t bits(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }
 
@@ -1272,6 +1274,142 @@ static void synth_configs(void **s)
     check_synth_cfg("odd", 72, 200, 2, 3, 1, 300, 24, 128, 0x3727C5AC, 0x48F42400, 0, "llama");
 }
 
+/* ---- generation_config.json (genconfig.h; docs/sampling.md §S5.1) ---- */
+
+/* BASE with eos_token_id = cfg_eos (JSON; NULL: absent), then gen merged:
+ * rc, and the list in c. */
+static int gen_merge(cis2_config *c, cis2_error *e, const char *cfg_eos, const char *gen)
+{
+    assert_int_equal(parse_mod(c, e, cfg_eos ? "eos_token_id" : NULL, cfg_eos), CIS2_OK);
+    return cis2_genconfig_merge(c, gen, strlen(gen), "DIR/generation_config.json", e);
+}
+
+static void expect_eos(const char *cfg_eos, const char *gen, const uint32_t *want, size_t n)
+{
+    cis2_config c;
+    cis2_error e = {0};
+    if (gen_merge(&c, &e, cfg_eos, gen)) fail_msg("%s + %s: %s", cfg_eos ? cfg_eos : "-", gen, e.msg);
+    if (c.n_eos != n) fail_msg("%s + %s: %zu ids, want %zu", cfg_eos ? cfg_eos : "-", gen, c.n_eos, n);
+    for (size_t i = 0; i < n; i++) assert_int_equal(c.eos_ids[i], want[i]);
+}
+
+static void expect_gen_fails(const char *cfg_eos, const char *gen, const char *substr)
+{
+    cis2_config c;
+    cis2_error e = {0};
+    int rc = gen_merge(&c, &e, cfg_eos, gen);
+    if (rc != CIS2_E_FORMAT || !strstr(e.msg, "DIR/generation_config.json: ") || !strstr(e.msg, substr) ||
+        strchr(e.msg, '\n'))
+        fail_msg("%s: rc=%d msg='%s' (want '%s')", gen, rc, e.msg, substr);
+}
+
+static void genconfig_eos(void **s)
+{
+    (void)s;
+    /* config.json's ids first, then the file's new ones in its order */
+    expect_eos("2", "{\"eos_token_id\": [5, 2, 7, 5]}", (const uint32_t[]){2, 5, 7}, 3);
+    expect_eos("[2, 2]", "{\"eos_token_id\": 2}", (const uint32_t[]){2, 2}, 2); /* config.json's list as written */
+    expect_eos(NULL, "{\"eos_token_id\": [200002, 199999], \"do_sample\": true}", (const uint32_t[]){200002, 199999}, 2);
+    expect_eos("0", "{\"eos_token_id\": 4294967295}", (const uint32_t[]){0, 4294967295u}, 2);
+    /* no eos_token_id, null, []: config.json's alone; other keys are not read */
+    expect_eos("1", "{}", (const uint32_t[]){1}, 1);
+    expect_eos("1", "{\"eos_token_id\": null, \"temperature\": \"hot\", \"pad_token_id\": [1]}",
+               (const uint32_t[]){1}, 1);
+    expect_eos("1", "{\"eos_token_id\": []}", (const uint32_t[]){1}, 1);
+    expect_eos(NULL, "{}", NULL, 0);
+    /* malformed: one line naming the file */
+    expect_gen_fails("1", "{\"eos", "invalid JSON");
+    expect_gen_fails("1", "[1]", "not a JSON object");
+    expect_gen_fails("1", "{\"eos_token_id\": 1, \"eos_token_id\": 2}", "invalid JSON"); /* duplicate key */
+    static const char *const bad[] = {"\"1\"", "-1", "1.5", "true", "[true]", "[1, \"x\"]", "[[1]]",
+                                      "4294967296", "{}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char g[96];
+        snprintf(g, sizeof g, "{\"eos_token_id\": %s}", bad[i]);
+        expect_gen_fails("1", g, "eos_token_id must be an id or a list of at most 64 ids");
+    }
+    char big[1024], cfg60[512];
+    int k = snprintf(big, sizeof big, "{\"eos_token_id\": [");
+    for (int i = 0; i < 65; i++) k += snprintf(big + k, sizeof big - (size_t)k, "%s%d", i ? "," : "", i);
+    snprintf(big + k, sizeof big - (size_t)k, "]}");
+    expect_gen_fails(NULL, big, "at most 64 ids");
+    k = snprintf(cfg60, sizeof cfg60, "[");
+    for (int i = 0; i < 60; i++) k += snprintf(cfg60 + k, sizeof cfg60 - (size_t)k, "%s%d", i ? "," : "", i);
+    snprintf(cfg60 + k, sizeof cfg60 - (size_t)k, "]");
+    expect_gen_fails(cfg60, "{\"eos_token_id\": [0, 100, 101, 102, 103, 104]}", "more than 64 eos ids");
+    cis2_config c;
+    cis2_error e = {0};
+    assert_int_equal(gen_merge(&c, &e, cfg60, "{\"eos_token_id\": [0, 100, 101, 102, 103]}"), CIS2_OK);
+    assert_int_equal(c.n_eos, 64);
+    assert_int_equal(c.eos_ids[63], 103);
+    /* config.json's own value malformed: the file is still checked, nothing added, stop-at-eos stays refused */
+    assert_int_equal(gen_merge(&c, &e, "\"x\"", "{\"eos_token_id\": [3]}"), CIS2_OK);
+    assert_true(c.eos_malformed && c.n_eos == 0);
+    expect_gen_fails("\"x\"", "{\"eos_token_id\": \"y\"}", "eos_token_id must be");
+}
+
+/* The real gpt-oss-20b files: config.json's 200002, then the generation
+ * config's new 199999 (<|return|>, <|endoftext|>). */
+static void genconfig_gpt_oss(void **s)
+{
+    (void)s;
+    char p[1024], *buf;
+    size_t len;
+    cis2_config c;
+    cis2_error e = {0};
+    snprintf(p, sizeof p, "%s/models/families/gpt-oss-20b.json", shared());
+    if (access(p, R_OK) != 0) skip();
+    if (cis2_config_load(&c, p, &e)) fail_msg("%s", e.msg);
+    assert_true(c.n_eos == 1 && c.eos_ids[0] == 200002);
+    snprintf(p, sizeof p, "%s/models/families/gpt-oss-20b.generation_config.json", shared());
+    if (cis2_read_file(p, CIS2_CFG_MAX_FILE, "a generation_config.json", &buf, &len, &e)) skip();
+    if (cis2_genconfig_merge(&c, buf, len, p, &e)) fail_msg("%s", e.msg);
+    free(buf);
+    assert_int_equal(c.n_eos, 2);
+    assert_int_equal(c.eos_ids[0], 200002);
+    assert_int_equal(c.eos_ids[1], 199999);
+}
+
+/* A key of a JSON text: NULL when absent (the root decref'ed by the caller) */
+static json_t *key_of(json_t *root, const char *k) { return root ? json_object_get(root, k) : NULL; }
+
+/* The shapes modelled on real checkpoints write the real config.json's
+ * bos/eos/pad token ids (each present exactly when the real one has it,
+ * equal to it); the test shapes write none.  Against $SHARED's files. */
+static void synth_real_ids(void **s)
+{
+    (void)s;
+    static const char *const keys[] = {"bos_token_id", "eos_token_id", "pad_token_id"};
+    static const char *const real[] = {"smollm2-135m", "smollm2-360m", "qwen2.5-0.5b"};
+    int compared = 0;
+    for (size_t i = 0; i < cis2_synth_shape_count(); i++) {
+        const char *name = cis2_synth_shape_at(i)->name;
+        size_t len = 0;
+        char *text = cis2_synth_shape_config(name, &len);
+        assert_non_null(text);
+        json_error_t je;
+        json_t *syn = json_loadb(text, len, 0, &je), *ref = NULL;
+        assert_non_null(syn);
+        for (size_t r = 0; r < 3; r++)
+            if (!strcmp(real[r], name)) {
+                char p[1024];
+                snprintf(p, sizeof p, "%s/models/%s/config.json", shared(), name);
+                if (access(p, R_OK) != 0) { json_decref(syn); free(text); skip(); }
+                if (!(ref = json_load_file(p, 0, &je))) fail_msg("%s: %s", p, je.text);
+            }
+        for (size_t k = 0; k < 3; k++) {
+            json_t *a = key_of(syn, keys[k]), *b = key_of(ref, keys[k]);
+            if (!b) { if (a) fail_msg("%s: %s written, the real config.json has none", name, keys[k]); continue; }
+            if (!a || !json_equal(a, b)) fail_msg("%s: %s differs from the real config.json's", name, keys[k]);
+            compared++;
+        }
+        json_decref(syn);
+        json_decref(ref);
+        free(text);
+    }
+    assert_int_equal(compared, 6); /* bos and eos of the three; none has a pad id */
+}
+
 static void synth_shape_table(void **s)
 {
     (void)s;
@@ -1301,7 +1439,7 @@ static void synth_shape_table(void **s)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(real_smollm2_135m), cmocka_unit_test(real_smollm2_360m),
+        cmocka_unit_test(real_smollm2_135m), cmocka_unit_test(synth_real_ids), cmocka_unit_test(genconfig_eos), cmocka_unit_test(genconfig_gpt_oss), cmocka_unit_test(real_smollm2_360m),
         cmocka_unit_test(real_qwen25_05b), cmocka_unit_test(load_missing_file),
         cmocka_unit_test(eps_cast), cmocka_unit_test(theta_spellings),
         cmocka_unit_test(defaults),

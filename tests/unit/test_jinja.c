@@ -30,7 +30,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "cis2_toolkit.h"
 #include "jinja.h"
+
+#include <fenv.h>
 
 static struct tm pinned(void)
 {
@@ -369,6 +372,49 @@ static void test_api(void **state)
     cis2_jinja_free(NULL);
 }
 
+/* The public entry points (cis2_toolkit.h section 6): variables as JSON
+ * text, the codes, and Python's float arithmetic whatever the caller's
+ * environment: a caller with FTZ/DAZ set (the §1.3 pin) still gets the
+ * subnormal Python prints (2.5e-308 / 1e10 is 2.5e-318 in CPython, 0.0
+ * under FTZ), and its environment back. */
+static void test_public(void **state)
+{
+    (void)state;
+    cis2_error err = {0};
+    cis2_chat_template *t = NULL;
+    const char *src = "{% if boom %}{{ raise_exception('no ' ~ boom) }}{% endif %}{{ 2.5e-308 / 1e10 }} {{ x | tojson }}";
+    assert_int_equal(cis2_chat_template_parse(src, strlen(src), &t, &err), CIS2_OK);
+    fenv_t saved;
+    fegetenv(&saved);
+    assert_int_equal(cis2_fpenv_pin(&err), CIS2_OK);
+    char *out = NULL;
+    size_t n = 0;
+    const char *vars = "{\"x\": {\"b\": 1, \"a\": [0.1, \"\u00e9\"]}}";
+    int rc = cis2_chat_template_render(t, vars, strlen(vars), NULL, &out, &n, &err);
+    int still = cis2_fpenv_is_pinned();
+    fesetenv(&saved);
+    assert_int_equal(rc, CIS2_OK);
+    assert_true(still);
+    assert_string_equal(out, "2.5e-318 {\"b\": 1, \"a\": [0.1, \"\u00e9\"]}");
+    assert_int_equal(n, strlen(out));
+    cis2_free(out);
+    const char *boom = "{\"boom\": \"way\"}";
+    memset(&err, 0, sizeof err); /* an error keeps its first code and message (cis2_fail) */
+    assert_int_equal(cis2_chat_template_render(t, boom, strlen(boom), NULL, &out, &n, &err), CIS2_E_USAGE);
+    assert_string_equal(err.msg, "no way");
+    assert_null(out);
+    memset(&err, 0, sizeof err);
+    assert_int_equal(cis2_chat_template_render(t, "[1]", 3, NULL, &out, &n, &err), CIS2_E_FORMAT);
+    memset(&err, 0, sizeof err);
+    assert_int_equal(cis2_chat_template_render(t, "{\"x\":", 5, NULL, &out, &n, &err), CIS2_E_FORMAT);
+    cis2_chat_template_free(t);
+    cis2_chat_template_free(NULL);
+    memset(&err, 0, sizeof err);
+    assert_int_equal(cis2_chat_template_parse("{% if %}", 8, &t, &err), CIS2_E_FORMAT);
+    assert_null(t);
+    assert_non_null(strstr(err.msg, "template line 1:"));
+}
+
 /* This thread's CPU time. */
 static double cpu_now(void)
 {
@@ -548,6 +594,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),  cmocka_unit_test(test_errors), cmocka_unit_test(test_raise),
         cmocka_unit_test(test_api),    cmocka_unit_test(test_hostile), cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_public),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
