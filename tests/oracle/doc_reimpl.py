@@ -601,6 +601,28 @@ def tensor_plan(c, fam, hidden, layers, Q, KV, hd, sparse, names):
     return P
 
 
+def topk_scan(p, k, renormalise):
+    """§M8.3: k scans in expert order (strict >, so an exact tie goes to
+    the lower index); with renormalise, the k values divided by their sum
+    from +0.0 in the order chosen.  Returns sel[0..k) and w[0..k)."""
+    taken = [False] * len(p)
+    sel, w = [], []
+    for j in range(k):
+        best = None
+        for e in range(len(p)):
+            if not taken[e] and (best is None or p[e] > p[best]):
+                best = e
+        taken[best] = True
+        sel.append(best)
+        w.append(p[best])
+    if renormalise:
+        s = f32(0)
+        for j in range(k):                                  # in the order chosen
+            s = s + w[j]
+        w = [wj / s for wj in w]
+    return sel, w
+
+
 def int_key(c, key, default, lo, hi):
     """§M8.1: an integer in [lo, hi], else refused."""
     v = c.get(key, default)
@@ -732,22 +754,7 @@ class Model:
         chosen when norm_topk_prob.  Returns sel[0..k) and w[0..k)."""
         r = matvec(self.T["model.layers.%d.mlp.gate.weight" % l], x)
         p = softmax(r)                                      # §9.3 exactly (doc §7 step 5)
-        taken = [False] * self.E
-        sel, w = [], []
-        for j in range(self.k):
-            best = None
-            for e in range(self.E):
-                if not taken[e] and (best is None or p[e] > p[best]):
-                    best = e
-            taken[best] = True
-            sel.append(best)
-            w.append(p[best])
-        if self.norm_topk:
-            s = f32(0)
-            for j in range(self.k):                         # in the order chosen
-                s = s + w[j]
-            w = [wj / s for wj in w]
-        return sel, w
+        return topk_scan(p, self.k, self.norm_topk)
 
     def moe(self, l, ln2):
         """§M8.3-§M8.5: route, each chosen expert's gated MLP (§M8.4), the
@@ -996,16 +1003,7 @@ class GptOss:
         T = self.T
         r = matvec(T[p + "router.weight"], x)
         r = r + T[p + "router.bias"]
-        taken = [False] * self.E
-        sel, w = [], []
-        for j in range(self.k):
-            best = None
-            for e in range(self.E):
-                if not taken[e] and (best is None or r[e] > r[best]):
-                    best = e
-            taken[best] = True
-            sel.append(best)
-            w.append(r[best])
+        sel, w = topk_scan(r, self.k, False)
         w = softmax(np.array(w, dtype=f32))                 # §9.3 over the k, in the order chosen
         LIM, ALPHA, one = self.LIM, from_bits(0x3FD9DB23), f32(1)
         o = np.zeros(self.hidden, dtype=f32)
@@ -1470,22 +1468,7 @@ class Hybrid:
             return self.gated(W[m + "gate_proj.weight"], W[m + "up_proj.weight"],
                               W[m + "down_proj.weight"], x)
         r = matvec(W[m + "gate.weight"], x)                 # §M8.3
-        p = softmax(r)
-        taken = [False] * self.E
-        sel, w = [], []
-        for j in range(self.k):
-            best = None
-            for e in range(self.E):
-                if not taken[e] and (best is None or p[e] > p[best]):
-                    best = e
-            taken[best] = True
-            sel.append(best)
-            w.append(p[best])
-        if self.norm_topk:
-            s = f32(0)
-            for j in range(self.k):
-                s = s + w[j]
-            w = [wj / s for wj in w]
+        sel, w = topk_scan(softmax(r), self.k, self.norm_topk)
         o = np.zeros(self.hidden, dtype=f32)
         for j in sorted(range(self.k), key=lambda j: sel[j]):   # §M8.5
             e = sel[j]
