@@ -106,6 +106,8 @@ CIS2_API float cis2_cos_pinned(float x);                                  /* §6
 CIS2_API float cis2_rsqrt_cr(float x);                                    /* §6.1 */
 CIS2_API float cis2_silu_pinned(float x);                                 /* §6.4 */
 CIS2_API float cis2_gelu_tanh_pinned(float x);       /* docs/models.md §M7.5 (Gemma-3) */
+CIS2_API float cis2_sigmoid_pinned(float x);         /* docs/models.md §M10.6 (Qwen3.5) */
+CIS2_API float cis2_softplus_pinned(float x);        /* docs/models.md §M10.6 (Qwen3.5) */
 /* The same functions over arrays, four lanes at a time: the scalar bits. */
 CIS2_API void cis2_exp_pinned_n(const float *x, float *out, size_t n);
 CIS2_API void cis2_silu_pinned_n(const float *x, float *out, size_t n);

@@ -38,6 +38,8 @@ float cis2_cos_pinned(float x) { float r; WRAP(r =, cos_pinned(x)); return r; }
 float cis2_rsqrt_cr(float x) { float r; WRAP(r =, rsqrt_cr(x)); return r; }
 float cis2_silu_pinned(float x) { float r; WRAP(r =, silu_pinned(x)); return r; }
 float cis2_gelu_tanh_pinned(float x) { float r; WRAP(r =, gelu_tanh_pinned(x)); return r; }
+float cis2_sigmoid_pinned(float x) { float r; WRAP(r =, sigmoid_pinned(x)); return r; }
+float cis2_softplus_pinned(float x) { float r; WRAP(r =, softplus_pinned(x)); return r; }
 void cis2_exp_pinned_n(const float *x, float *out, size_t n) { WRAP((void), exp_pinned_n(x, out, n)); }
 void cis2_silu_pinned_n(const float *x, float *out, size_t n) { WRAP((void), silu_pinned_n(x, out, n)); }
 size_t cis2_argmax(const float *v, size_t n) { size_t r; WRAP(r =, argmax(v, n)); return r; }

@@ -8,6 +8,8 @@
  * In the pinned order (docs/arithmetic.md §7, §9; docs/models.md §M2-§M7):
  *   1. q, k, v = the input times q_proj, k_proj, v_proj (§9.1, one weight
  *      pass for the three), plus their biases where the family has them;
+ *      with qwen3_5's output gate (docs/models.md §M10.5) q_proj gives each
+ *      head's query then its gate, and the queries are gathered into q;
  *   2. the q/k norms (per head §M2, §M7; over the whole projection §M4),
  *      then RoPE (§7.4; none in smollm3's NoPE layers §M3; gemma3_text's
  *      local table in its sliding layers §M7.4) on every q and k head,
@@ -16,8 +18,12 @@
  *      over the cached keys in the window, softmax (with gpt_oss's sink
  *      logit in its denominator, §M9.3), the weighted values (§9.2-§9.4,
  *      cis2_attend_group);
- *   4. o_proj (§9.5) into F->g, plus gpt_oss's o_proj bias (§M9.2).
- */
+ *   4. qwen3_5's gate: each attention output times sigmoid_pinned of its
+ *      gate (§M10.5);
+ *   5. o_proj (§9.5) into F->g, plus gpt_oss's o_proj bias (§M9.2).
+ * RoPE rotates the first 2 rot_half dimensions of every head (all of them
+ * but for qwen3_5's partial rotary, §M10.5).  The KV cache holds the
+ * attention layers only (cis2_layer.kv_layer). */
 #include "forward.h"
 #include "pmath.h"
 
@@ -35,13 +41,26 @@ static void r_bias(cis2_fwd *F, size_t r0, size_t r1) /* §9.1 */
     }
 }
 
+/* docs/models.md §M10.5: q_proj's output holds, per head, its query
+ * (head_dim values) then its output gate (head_dim values); the queries
+ * into q, head after head, the gates staying in qg */
+static void r_gate_split(cis2_fwd *F, size_t r0, size_t r1)
+{
+    const cis2_model *m = F->m;
+    size_t hd = m->head_dim;
+    for (size_t r = r0; r < r1; r++)
+        for (size_t h = 0; h < m->n_heads; h++)
+            memcpy(F->q + r * m->q_dim + h * hd, F->qg + (r * m->n_heads + h) * 2 * hd, hd * sizeof(float));
+}
+
 /* the q/k norms (docs/models.md §M2, §M4, §M7), §7.4 on every q and k head
  * (none in smollm3's NoPE layers, §M3; gemma3_text's local table in its
- * sliding layers, §M7.4), then §3.5 */
+ * sliding layers, §M7.4; the first 2 rot_half dims of a head, §M10.5),
+ * then §3.5 */
 static void r_rope_store(cis2_fwd *F, size_t r0, size_t r1)
 {
     const cis2_model *m = F->m;
-    size_t Q = m->q_dim, KV = m->kv_dim, hd = m->head_dim, half = hd / 2, l = F->layer;
+    size_t Q = m->q_dim, KV = m->kv_dim, hd = m->head_dim, half = m->rot_half, l = F->ly->kv_layer;
     for (size_t r = r0; r < r1; r++) {
         float *q = F->q + r * Q, *k = F->k + r * KV;
         const float *cosv = F->cs + r * F->cs_w + (F->ly->rope_local ? 2 * half : 0), *sinv = cosv + half;
@@ -81,8 +100,9 @@ static void attend_task(void *ctx, size_t idx)
     size_t hd = m->head_dim, len = row->pos + 1;
     /* docs/models.md §M5, §M7.1: a window of W keys, the row's own and the W - 1 before it */
     size_t W = F->ly->window, lo = W && len > W ? len - W : 0;
-    const float *kt = kv->k + (F->layer * kv->cap) * m->kv_dim + kvh * hd * kv->cap;
-    const float *vc = kv->v + (F->layer * m->n_kv + kvh) * kv->cap * hd;
+    size_t l = F->ly->kv_layer; /* the cache holds the attention layers only (model.h) */
+    const float *kt = kv->k + (l * kv->cap) * m->kv_dim + kvh * hd * kv->cap;
+    const float *vc = kv->v + (l * m->n_kv + kvh) * kv->cap * hd;
     float stackbuf[4096];
     float *s = G * len <= 4096 ? stackbuf : malloc(G * len * sizeof(float));
     if (!s) { F->oom = 1; return; }
@@ -97,6 +117,24 @@ static void attend_task(void *ctx, size_t idx)
     if (s != stackbuf) free(s);
 }
 
+/* docs/models.md §M10.5: attn[i] = attn[i] * sigmoid_pinned(gate[i]) */
+static void r_out_gate(cis2_fwd *F, size_t r0, size_t r1)
+{
+    const cis2_model *m = F->m;
+    size_t hd = m->head_dim;
+    float sg[512];
+    for (size_t r = r0; r < r1; r++)
+        for (size_t h = 0; h < m->n_heads; h++) {
+            float *a = F->att + r * m->q_dim + h * hd;
+            const float *g = F->qg + (r * m->n_heads + h) * 2 * hd + hd;
+            for (size_t i = 0; i < hd; i += 512) {
+                size_t k = hd - i < 512 ? hd - i : 512;
+                sigmoid_pinned_n(g + i, sg, k);
+                mul_n(a + i, sg, k);
+            }
+        }
+}
+
 static void r_o_bias(cis2_fwd *F, size_t r0, size_t r1) /* gpt_oss (docs/models.md §M9.2) */
 {
     size_t H = F->m->hidden;
@@ -109,11 +147,12 @@ int cis2_attention(cis2_fwd *F, const float *in, cis2_error *err)
     const cis2_layer *ly = F->ly;
     size_t n = F->n;
     const cis2_pmat *qkv_w[3] = {&ly->q, &ly->k, &ly->v};
-    float *const qkv_y[3] = {F->q, F->k, F->v};
+    float *const qkv_y[3] = {m->attn_gate ? F->qg : F->q, F->k, F->v};
     cis2_matmul_n(F->cx, qkv_w, 3, in, n, qkv_y); /* §9.1 */
-    if (!F->trace) cis2_fwd_rows(F, r_bias, r_rope_store);
+    cis2_row_fn first = m->attn_gate ? r_gate_split : r_bias; /* §M10.5's q_proj has no bias */
+    if (!F->trace) cis2_fwd_rows(F, first, r_rope_store);
     else {
-        cis2_fwd_rows(F, r_bias, NULL);
+        cis2_fwd_rows(F, first, NULL);
         cis2_fwd_trace(F, "q", F->q, m->q_dim);
         cis2_fwd_trace(F, "k", F->k, m->kv_dim);
         cis2_fwd_trace(F, "v", F->v, m->kv_dim);
@@ -129,6 +168,7 @@ int cis2_attention(cis2_fwd *F, const float *in, cis2_error *err)
             if (F->rows[r].traced)
                 F->trace(F->trace_ctx, F->rows[r].step, F->rows[r].pos, (int)F->layer, "scores",
                          F->probs + r * F->probs_stride, m->n_heads * (F->rows[r].pos + 1));
+    if (m->attn_gate) cis2_fwd_rows(F, r_out_gate, NULL); /* §M10.5 */
     cis2_fwd_trace(F, "attn_out", F->att, m->q_dim);
     cis2_matmul(F->cx, &ly->o, F->att, n, F->g); /* §9.5 */
     if (ly->bo) cis2_fwd_rows(F, r_o_bias, NULL);

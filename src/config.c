@@ -68,6 +68,13 @@
  * query_pre_attn_scalar 256, sliding_window 4096, pattern 6), and
  * attention_bias / mlp_bias true refused.
  * Both must be booleans when present.
+ * qwen3_5 (docs/models.md §M10) is a multimodal wrapper: the text model's
+ * keys are in text_config (parse_wrapper; vision_config and the vision
+ * token ids are not read: text only), its layers are Gated DeltaNet
+ * ("linear_attention") or gated full attention (parse_hybrid), RoPE turns
+ * the first partial_rotary_factor of each head (parse_rotary), and
+ * rope_parameters' mrope_section / mrope_interleaved are checked and inert
+ * for text.
  *
  * Memory: the file is read once (fileio.h, at most 16 MiB) and its JSON
  * cost bounded before parsing (jsonlim.h, CIS2_CFG_MAX_JSON_COST).
@@ -75,7 +82,7 @@
  * Size limits (CIS2_E_FORMAT beyond them) keep every later product within
  * size_t and every allocation sane: hidden <= 65536, intermediate <= 2^20,
  * layers <= 1024, vocab <= 2^22, max_position_embeddings <= 2^20, total
- * parameters <= 64e9.  With these, hidden*inter < 2^37, vocab*hidden < 2^38
+ * parameters <= 1e12 (Qwen3-Next-80B-A3B has 80e9).  With these, hidden*inter < 2^37, vocab*hidden < 2^38
  * and the parameter sum stays far below 2^63.
  */
 #include "config.h"
@@ -196,7 +203,7 @@ static void parse_eos(cis2_config *c, const json_t *v)
  * real configs in $SHARED/models/families are refused, if at all, for a
  * reason of substance, never for an unknown key. */
 typedef enum { KEY_READ, KEY_INERT, KEY_NEUTRAL } key_class;
-typedef int (*neutral_fn)(const json_t *root, const json_t *v); /* 1: the implemented value */
+typedef int (*neutral_fn)(const cis2_family *f, const json_t *root, const json_t *v); /* 1: the implemented value */
 typedef struct key_rule {
     const char *key;
     key_class cls;
@@ -204,31 +211,39 @@ typedef struct key_rule {
     const char *why;    /* KEY_NEUTRAL: what another value would ask for */
 } key_rule;
 
-static int is_false(const json_t *root, const json_t *v) { (void)root; return json_is_false(v); }
-static int is_one(const json_t *root, const json_t *v) { (void)root; return json_is_number(v) && json_number_value(v) == 1.0; }
-static int is_never(const json_t *root, const json_t *v) { (void)root; (void)v; return 0; }
-/* Whether the config's family reads no_rope_layers (smollm3, docs/models.md §M3). */
-static int reads_nope(const json_t *root)
+static int is_false(const cis2_family *f, const json_t *root, const json_t *v)
 {
-    const json_t *mt = json_object_get(root, "model_type");
-    const cis2_family *f = json_is_string(mt) ? cis2_family_find(json_string_value(mt)) : NULL;
-    return f && f->nope;
+    (void)f, (void)root;
+    return json_is_false(v);
+}
+static int is_one(const cis2_family *f, const json_t *root, const json_t *v)
+{
+    (void)f, (void)root;
+    return json_is_number(v) && json_number_value(v) == 1.0;
+}
+static int is_never(const cis2_family *f, const json_t *root, const json_t *v) { (void)f, (void)root, (void)v; return 0; }
+/* partial_rotary_factor: 1 (§7 rotates every dimension), or any value in a
+ * family that reads it (parse_rope, docs/models.md §M10.5). */
+static int rotary_one(const cis2_family *f, const json_t *root, const json_t *v)
+{
+    return f->partial_rotary != 0.0 || is_one(f, root, v);
 }
 /* SmolLM3's no_rope_layers: 1 = this layer uses RoPE; all 1 is §7 everywhere.
  * A family with `nope` reads it (parse_nope, docs/models.md §M3). */
-static int all_rope(const json_t *root, const json_t *v)
+static int all_rope(const cis2_family *f, const json_t *root, const json_t *v)
 {
-    if (reads_nope(root)) return 1;
+    (void)root;
+    if (f->nope) return 1;
     if (!json_is_array(v)) return 0;
     for (size_t i = 0; i < json_array_size(v); i++)
         if (!json_is_integer(json_array_get(v, i)) || json_integer_value(json_array_get(v, i)) != 1) return 0;
     return 1;
 }
 /* no_rope_layer_interval only derives no_rope_layers when that is absent. */
-static int interval_unused(const json_t *root, const json_t *v)
+static int interval_unused(const cis2_family *f, const json_t *root, const json_t *v)
 {
     (void)v;
-    if (reads_nope(root)) return 1; /* parse_nope reads it */
+    if (f->nope) return 1; /* parse_nope reads it */
     const json_t *l = json_object_get(root, "no_rope_layers");
     return l && !json_is_null(l);
 }
@@ -268,13 +283,32 @@ static const key_rule KEYS[] = {
     {"num_experts_per_tok", KEY_READ, NULL, NULL},
     {"moe_intermediate_size", KEY_READ, NULL, NULL},
     {"norm_topk_prob", KEY_READ, NULL, NULL},
+    {"shared_expert_intermediate_size", KEY_READ, NULL, NULL}, /* qwen3_5_moe's shared expert (§M10.10) */
     {"decoder_sparse_step", KEY_READ, NULL, NULL},
     {"mlp_only_layers", KEY_READ, NULL, NULL},
     {"eos_token_id", KEY_READ, NULL, NULL},
+    /* a multimodal wrapper's (parse_wrapper, docs/models.md §M10.1): refused in a text model's config */
+    {"text_config", KEY_READ, NULL, NULL},
+    {"vision_config", KEY_READ, NULL, NULL},
+    {"image_token_id", KEY_READ, NULL, NULL},
+    {"video_token_id", KEY_READ, NULL, NULL},
+    {"vision_start_token_id", KEY_READ, NULL, NULL},
+    {"vision_end_token_id", KEY_READ, NULL, NULL},
+    /* the Gated DeltaNet layers of a hybrid family (parse_hybrid, docs/models.md §M10.1) */
+    {"full_attention_interval", KEY_READ, NULL, NULL},
+    {"linear_conv_kernel_dim", KEY_READ, NULL, NULL},
+    {"linear_key_head_dim", KEY_READ, NULL, NULL},
+    {"linear_num_key_heads", KEY_READ, NULL, NULL},
+    {"linear_num_value_heads", KEY_READ, NULL, NULL},
+    {"linear_value_head_dim", KEY_READ, NULL, NULL},
+    {"attn_output_gate", KEY_READ, NULL, NULL},
+    {"mamba_ssm_dtype", KEY_READ, NULL, NULL},
+    {"mtp_num_hidden_layers", KEY_READ, NULL, NULL},
+    {"mtp_use_dedicated_embeddings", KEY_READ, NULL, NULL},
     /* neutral: refused unless the value is the one cis2 implements */
     {"rope_interleaved", KEY_NEUTRAL, is_false, "interleaved RoPE is not §7's rotate-half"},
     {"use_mrope", KEY_NEUTRAL, is_false, "multimodal RoPE is not §7"},
-    {"partial_rotary_factor", KEY_NEUTRAL, is_one, "§7 rotates every dimension of a head"},
+    {"partial_rotary_factor", KEY_NEUTRAL, rotary_one, "§7 rotates every dimension of a head"},
     {"attn_logit_softcapping", KEY_NEUTRAL, is_never, "§9 has no score soft-capping"},
     {"final_logit_softcapping", KEY_NEUTRAL, is_never, "§11 has no logit soft-capping"},
     {"no_rope_layers", KEY_NEUTRAL, all_rope, "§7 rotates q and k in every layer"},
@@ -373,7 +407,7 @@ static void show(const json_t *v, char out[48])
 }
 
 /* Every key is in the table; a neutral one has its implemented value. */
-static int check_keys(json_t *root, const char *name, cis2_error *err)
+static int check_keys(const cis2_config *c, json_t *root, const char *name, cis2_error *err)
 {
     const char *key;
     json_t *v;
@@ -384,7 +418,7 @@ static int check_keys(json_t *root, const char *name, cis2_error *err)
             return cis2_fail(err, CIS2_E_UNSUPPORTED,
                              "%s: key '%.60s' is not known to cis2 (a key that may change the forward pass is "
                              "refused, never ignored)", name, key);
-        if (r->cls != KEY_NEUTRAL || json_is_null(v) || r->neutral(root, v)) continue;
+        if (r->cls != KEY_NEUTRAL || json_is_null(v) || r->neutral(c->family, root, v)) continue;
         show(v, val);
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s = %s is not implemented (%s)", name, key, val, r->why);
     }
@@ -524,6 +558,10 @@ static int rope_object(cis2_config *c, json_t *root, const char *key, theta_src 
         spelling = k;
     }
     int llama3 = type && !strcmp(type, "llama3");
+    if (llama3 && c->family->partial_rotary != 0.0)
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s.%s \"llama3\" is not implemented for model_type %s (its "
+                         "RoPE is the default one over part of each head, docs/models.md §M10.5)", name, key, spelling,
+                         c->family->model_type);
     int yarn = type && !strcmp(type, "yarn") && c->family->rope_yarn; /* docs/models.md §M9.4 */
     if ((yarn && c->rope_yarn) || (yarn && c->rope_llama3) || (llama3 && c->rope_yarn))
         return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: rope_parameters and rope_scaling both ask for scaling: which "
@@ -542,7 +580,9 @@ static int rope_object(cis2_config *c, json_t *root, const char *key, theta_src 
             if (rc) return rc;
             continue;
         }
-        if (!strcmp(sub, "partial_rotary_factor") && is_one(root, v)) continue;
+        if (!strcmp(sub, "partial_rotary_factor") && rotary_one(c->family, root, v)) continue; /* parse_rope */
+        if (c->family->mrope && (!strcmp(sub, "mrope_section") || !strcmp(sub, "mrope_interleaved")))
+            continue; /* parse_rotary */
         if (llama3 && is_llama3_member(sub)) continue; /* llama3_params */
         if (yarn && is_yarn_member(sub)) continue;     /* yarn_params */
         show(v, val);
@@ -567,6 +607,60 @@ static int parse_rope(cis2_config *c, json_t *root, const char *name, cis2_error
     if (!finite_pos(c->rope_theta_f64) || !finite_pos((double)c->rope_theta))
         return cis2_fail(err, CIS2_E_FORMAT, "%s: %s must be finite and > 0 (also as f32)", name,
                          th.from ? th.from : "rope_theta");
+    return CIS2_OK;
+}
+
+/* The rotated dimensions of a head (docs/models.md §M10.5):
+ * partial_rotary_factor at the top level, in rope_parameters or in
+ * rope_scaling (each one given must agree), by default the family's (0.25
+ * for qwen3_5; 1 elsewhere, where the key table and rope_object accept only
+ * 1); rotary_dim = int(head_dim * factor) as Python computes it (one f64
+ * product, truncated toward zero), even and in [2, head_dim].  A family
+ * with M-RoPE (qwen3_5) has rope_parameters' mrope_section (three
+ * non-negative integers) and mrope_interleaved (a boolean) checked and
+ * unused: text positions give its three position streams one value, which
+ * is §7's RoPE (§M10.5). */
+static int parse_rotary(cis2_config *c, json_t *root, const char *name, cis2_error *err)
+{
+    static const char *const where[3] = {"partial_rotary_factor", "rope_parameters", "rope_scaling"};
+    const cis2_family *f = c->family;
+    double prf = f->partial_rotary != 0.0 ? f->partial_rotary : 1.0;
+    int given = 0;
+    for (int i = 0; i < 3; i++) {
+        json_t *o = i ? opt(root, where[i]) : root;
+        if (!json_is_object(o)) continue;
+        json_t *v = opt(o, "partial_rotary_factor");
+        if (v) {
+            if (!json_is_number(v))
+                return cis2_fail(err, CIS2_E_FORMAT, "%s: %s%spartial_rotary_factor must be a number", name,
+                                 i ? where[i] : "", i ? "." : "");
+            if (given && json_number_value(v) != prf)
+                return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: partial_rotary_factor is given twice with different "
+                                 "values: which is meant?", name);
+            prf = json_number_value(v);
+            given = 1;
+        }
+        json_t *ms = i && f->mrope ? opt(o, "mrope_section") : NULL, *mi = i && f->mrope ? opt(o, "mrope_interleaved") : NULL;
+        if (mi && !json_is_boolean(mi))
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: %s.mrope_interleaved must be true or false", name, where[i]);
+        if (ms && (!json_is_array(ms) || json_array_size(ms) != 3))
+            return cis2_fail(err, CIS2_E_FORMAT, "%s: %s.mrope_section must be a list of three integers", name,
+                             where[i]);
+        for (size_t k = 0; ms && k < 3; k++) {
+            json_t *e = json_array_get(ms, k);
+            if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > CIS2_CFG_MAX_HIDDEN)
+                return cis2_fail(err, CIS2_E_FORMAT, "%s: %s.mrope_section[%zu] must be an integer in [0, %d]", name,
+                                 where[i], k, CIS2_CFG_MAX_HIDDEN);
+        }
+    }
+    if (!(prf > 0.0 && prf <= 1.0))
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: partial_rotary_factor must be in (0, 1]", name);
+    c->partial_rotary_f64 = prf;
+    c->rotary_dim = (int64_t)((double)c->head_dim * prf); /* Python's int(head_dim * factor) */
+    if (c->rotary_dim < 2 || c->rotary_dim % 2)
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: head_dim %lld x partial_rotary_factor %.17g gives %lld rotated "
+                         "dimensions: RoPE needs an even number >= 2 (§7.4 rotates halves)", name,
+                         (long long)c->head_dim, prf, (long long)c->rotary_dim);
     return CIS2_OK;
 }
 
@@ -649,7 +743,15 @@ static int parse_layout(cis2_config *c, json_t *root, const char *name, cis2_err
         json_t *t = json_array_get(lt, i);
         if (!json_is_string(t))
             return cis2_fail(err, CIS2_E_FORMAT, "%s: layer_types[%zu] must be a string", name, i);
-        int full = !strcmp(json_string_value(t), "full_attention");
+        const char *ty = json_string_value(t);
+        if (f->linear != CIS2_LIN_NONE) { /* docs/models.md §M10.1, with transformers' legacy names */
+            int lin = !strcmp(ty, "linear_attention") || !strcmp(ty, "mamba");
+            if (lin || !strcmp(ty, "full_attention") || !strcmp(ty, "attention")) {
+                c->linear[i] = (uint8_t)lin;
+                continue;
+            }
+        }
+        int full = !strcmp(ty, "full_attention");
         if (gemma && (full || !strcmp(json_string_value(t), "sliding_attention"))) {
             c->slides[i] = !full;
             continue;
@@ -657,7 +759,8 @@ static int parse_layout(cis2_config *c, json_t *root, const char *name, cis2_err
         if (!full)
             return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: layer_types[%zu] \"%.40s\" is not implemented (§9 is "
                              "full attention: \"full_attention\" only%s)", name, i, json_string_value(t),
-                             gemma ? ", and gemma3_text's and gpt_oss's \"sliding_attention\"" : "");
+                             gemma ? ", and gemma3_text's and gpt_oss's \"sliding_attention\""
+                             : f->linear != CIS2_LIN_NONE ? ", and qwen3_5's \"linear_attention\"" : "");
     }
     return gemma ? layer_pattern(c, root, 1, name, err) : CIS2_OK;
 }
@@ -792,9 +895,12 @@ static int parse_features(cis2_config *c, json_t *root, const char *name, cis2_e
 /* §2.2 sizes and the derived head_dim. */
 static int parse_sizes(cis2_config *c, json_t *root, const char *name, cis2_error *err)
 {
-    int rc;
+    int rc, dense = !c->family->moe_every_layer; /* qwen3_5_moe has no dense MLP, and no key for one (§M10.10) */
+    if (!dense && opt(root, "intermediate_size"))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: intermediate_size is not read for model_type %s (every layer "
+                         "is a mixture of experts, docs/models.md §M10.10)", name, c->family->model_type);
     if ((rc = get_size(root, "hidden_size", 1, CIS2_CFG_MAX_HIDDEN, &c->hidden_size, name, err)) ||
-        (rc = get_size(root, "intermediate_size", 1, CIS2_CFG_MAX_INTER, &c->intermediate_size, name, err)) ||
+        (rc = get_size(root, "intermediate_size", dense, CIS2_CFG_MAX_INTER, &c->intermediate_size, name, err)) ||
         (rc = get_size(root, "num_hidden_layers", 1, CIS2_CFG_MAX_LAYERS, &c->num_hidden_layers, name, err)) ||
         (rc = get_size(root, "num_attention_heads", 1, CIS2_CFG_MAX_HIDDEN, &c->num_attention_heads, name, err)) ||
         (rc = get_size(root, "vocab_size", 1, CIS2_CFG_MAX_VOCAB, &c->vocab_size, name, err)))
@@ -849,19 +955,38 @@ static int parse_moe(cis2_config *c, json_t *root, const char *name, cis2_error 
                                             "num_experts_per_tok"};
     const cis2_family *f = c->family;
     int rc, oss = f->moe == CIS2_MOE_TOPK_SOFTMAX, qwen = f->moe == CIS2_MOE_SOFTMAX_TOPK;
+    json_t *mol = opt(root, "mlp_only_layers");
+    int empty_mol = f->linear != CIS2_LIN_NONE && json_is_array(mol) && json_array_size(mol) == 0; /* §M10.1 */
     for (int i = 0; i < 6; i++) /* the last entries are shared: refused only in a family without experts */
-        if (((!qwen && i < 5) || f->moe == CIS2_MOE_NONE) && opt(root, qwen_keys[i]))
+        if (((!qwen && i < 5) || f->moe == CIS2_MOE_NONE) && opt(root, qwen_keys[i]) && !(i == 4 && empty_mol))
             return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s is not implemented for model_type %s (a mixture "
                              "of experts, docs/models.md §M8: qwen3_moe)", name, qwen_keys[i], f->model_type);
     for (int i = 0; i < 3; i++)
         if (!oss && opt(root, oss_keys[i]))
             return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s is not implemented for model_type %s (gpt_oss's, "
                              "docs/models.md §M9)", name, oss_keys[i], f->model_type);
+    if (!f->shared_expert && opt(root, "shared_expert_intermediate_size"))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: shared_expert_intermediate_size is not implemented for "
+                         "model_type %s (a shared expert: qwen3_5_moe's, docs/models.md §M10.10)", name, f->model_type);
     if (f->moe == CIS2_MOE_NONE) return CIS2_OK;
     int64_t step = 1, L = c->num_hidden_layers;
-    c->num_experts = 128;
-    c->num_experts_per_tok = oss ? 4 : 8;
-    c->moe_intermediate_size = oss ? c->intermediate_size : 768;
+    c->num_experts = f->moe_def.experts; /* the config class's defaults (the family's row) */
+    c->num_experts_per_tok = f->moe_def.per_tok;
+    c->moe_intermediate_size = f->moe_def.inter ? f->moe_def.inter : c->intermediate_size;
+    c->shared_inter = f->shared_expert ? f->moe_def.shared_inter : 0;
+    c->norm_topk_prob = f->moe_def.norm_topk;
+    if (f->shared_expert &&
+        (rc = get_size(root, "shared_expert_intermediate_size", 0, CIS2_CFG_MAX_INTER, &c->shared_inter, name, err)))
+        return rc;
+    if (f->moe_every_layer) { /* Qwen3_5MoeTextConfig's defaults, and its rules (§M10.10) */
+        json_t *ntp = opt(root, "norm_topk_prob"), *ds = opt(root, "decoder_sparse_step");
+        if (ntp && !json_is_true(ntp))
+            return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: norm_topk_prob must be true for model_type %s (its router "
+                             "always renormalises, docs/models.md §M10.10)", name, f->model_type);
+        if (ds && !(json_is_integer(ds) && json_integer_value(ds) == 1))
+            return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: decoder_sparse_step must be 1 for model_type %s (every "
+                             "layer is sparse, docs/models.md §M10.10)", name, f->model_type);
+    }
     if ((rc = get_size(root, oss ? "num_local_experts" : "num_experts", 0, CIS2_CFG_MAX_EXPERTS, &c->num_experts,
                        name, err)) ||
         (rc = get_size(root, "num_experts_per_tok", 0, CIS2_CFG_MAX_EXPERTS, &c->num_experts_per_tok, name, err)) ||
@@ -895,6 +1020,9 @@ static int parse_moe(cis2_config *c, json_t *root, const char *name, cis2_error 
     json_t *dense = opt(root, "mlp_only_layers");
     if (dense && !json_is_array(dense))
         return cis2_fail(err, CIS2_E_FORMAT, "%s: mlp_only_layers must be a list of layer indices", name);
+    if (f->moe_every_layer && dense && json_array_size(dense))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: mlp_only_layers must be [] for model_type %s (every layer is "
+                         "sparse, docs/models.md §M10.10)", name, f->model_type);
     for (size_t i = 0; dense && i < json_array_size(dense); i++) {
         json_t *e = json_array_get(dense, i);
         if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) >= L)
@@ -902,6 +1030,132 @@ static int parse_moe(cis2_config *c, json_t *root, const char *name, cis2_error 
                              i, (long long)L);
         c->sparse[json_integer_value(e)] = 0;
     }
+    return CIS2_OK;
+}
+
+/* A hybrid family's Gated DeltaNet layers (docs/models.md §M10.1), with
+ * Qwen3_5TextConfig's defaults: linear_num_key_heads 16,
+ * linear_num_value_heads 32 (a multiple of the key heads), linear_key_head_dim
+ * and linear_value_head_dim 128 (each at most CIS2_CFG_MAX_LIN_DIM),
+ * linear_conv_kernel_dim 4 (at most 64); which layers: layer_types
+ * (parse_layout), or without it every layer but each
+ * full_attention_interval-th (default 4), and both given must agree.
+ * attn_output_gate must be true when given (transformers' attention always
+ * gates, §M10.5), mamba_ssm_dtype "float32" (the state is f32, §M10.4);
+ * mtp_num_hidden_layers and mtp_use_dedicated_embeddings are inert (the
+ * multi-token prediction head is not read, §M10.2).  Every family without
+ * such layers refuses the keys. */
+#define CIS2_CFG_MAX_LIN_DIM 1024
+static int parse_hybrid(cis2_config *c, json_t *root, const char *name, cis2_error *err)
+{
+    static const char *const keys[10] = {"full_attention_interval", "linear_conv_kernel_dim", "linear_key_head_dim",
+                                         "linear_num_key_heads", "linear_num_value_heads", "linear_value_head_dim",
+                                         "attn_output_gate", "mamba_ssm_dtype", "mtp_num_hidden_layers",
+                                         "mtp_use_dedicated_embeddings"};
+    const cis2_family *f = c->family;
+    int rc;
+    if (f->linear == CIS2_LIN_NONE) {
+        for (int i = 0; i < 10; i++)
+            if (opt(root, keys[i]))
+                return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s is not implemented for model_type %s (Gated "
+                                 "DeltaNet layers and their attention: qwen3_5's, docs/models.md §M10)", name,
+                                 keys[i], f->model_type);
+        return CIS2_OK;
+    }
+    int64_t every = 4, L = c->num_hidden_layers;
+    c->lin_k_heads = 16, c->lin_v_heads = 32, c->lin_k_dim = 128, c->lin_v_dim = 128, c->conv_kernel = 4;
+    if ((rc = get_size(root, "linear_num_key_heads", 0, CIS2_CFG_MAX_HIDDEN, &c->lin_k_heads, name, err)) ||
+        (rc = get_size(root, "linear_num_value_heads", 0, CIS2_CFG_MAX_HIDDEN, &c->lin_v_heads, name, err)) ||
+        (rc = get_size(root, "linear_key_head_dim", 0, CIS2_CFG_MAX_LIN_DIM, &c->lin_k_dim, name, err)) ||
+        (rc = get_size(root, "linear_value_head_dim", 0, CIS2_CFG_MAX_LIN_DIM, &c->lin_v_dim, name, err)) ||
+        (rc = get_size(root, "linear_conv_kernel_dim", 0, 64, &c->conv_kernel, name, err)) ||
+        (rc = get_size(root, "full_attention_interval", 0, CIS2_CFG_MAX_LAYERS, &every, name, err)))
+        return rc;
+    if (c->lin_v_heads % c->lin_k_heads)
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: linear_num_value_heads %lld is not a multiple of "
+                         "linear_num_key_heads %lld", name, (long long)c->lin_v_heads, (long long)c->lin_k_heads);
+    /* a layer's state, (K-1) C + Hv dk dv floats (docs/models.md §M10.4), at most 2^26 (256 MiB): Qwen3.5's are
+     * under 2^20; with heads and dims each within their limits the products stay far inside 64 bits */
+    uint64_t C = 2 * (uint64_t)c->lin_k_heads * (uint64_t)c->lin_k_dim + (uint64_t)c->lin_v_heads * (uint64_t)c->lin_v_dim;
+    uint64_t state = (uint64_t)(c->conv_kernel - 1) * C + (uint64_t)c->lin_v_heads * (uint64_t)c->lin_k_dim *
+                     (uint64_t)c->lin_v_dim;
+    if (state > ((uint64_t)1 << 26))
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: a linear layer's recurrent state of %llu floats exceeds the limit "
+                         "of 2^26", name, (unsigned long long)state);
+    json_t *g = opt(root, "attn_output_gate");
+    if (g && !json_is_boolean(g)) return cis2_fail(err, CIS2_E_FORMAT, "%s: attn_output_gate must be true or false", name);
+    if (g && !json_is_true(g))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: attn_output_gate false is not implemented (a %s model's "
+                         "attention always has its output gate, docs/models.md §M10.5)", name, f->model_type);
+    json_t *dt = opt(root, "mamba_ssm_dtype");
+    if (dt && (!json_is_string(dt) || strcmp(json_string_value(dt), "float32")))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: mamba_ssm_dtype must be \"float32\" (the recurrent state is "
+                         "f32, docs/models.md §M10.4)", name);
+    json_t *lt = opt(root, "layer_types");
+    for (int64_t i = 0; i < L; i++) {
+        uint8_t lin = (i + 1) % every != 0; /* Qwen3_5TextConfig's layer_types without the key */
+        if (lt && opt(root, "full_attention_interval") && c->linear[i] != lin)
+            return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: layer_types[%lld] and full_attention_interval %lld "
+                             "disagree: which layers are linear?", name, (long long)i, (long long)every);
+        if (!lt) c->linear[i] = lin;
+    }
+    return CIS2_OK;
+}
+
+/* A multimodal wrapper (docs/models.md §M10.1: qwen3_5): the text model's
+ * config is the object text_config, whose model_type (if given) is the
+ * family's text_config name; *text is it.  The wrapper's own keys: the
+ * vision tower's vision_config and its token ids, which cis2 does not read
+ * (text only: the vision tower's tensors are skipped, §M10.2), and
+ * tie_word_embeddings, which must agree with text_config's where both are
+ * given; any key but those, model_type, architectures and the key table's
+ * inert keys is refused.  Any other family: *text is root, and the
+ * wrapper's keys are refused. */
+static const char *const wrapper_keys[6] = {"text_config", "vision_config", "image_token_id", "video_token_id",
+                                            "vision_start_token_id", "vision_end_token_id"};
+static int parse_wrapper(cis2_config *c, json_t *root, json_t **text, int *tie, const char *name, cis2_error *err)
+{
+    const cis2_family *f = c->family;
+    *text = root;
+    *tie = -1;
+    if (!f->text_config) {
+        for (int i = 0; i < 6; i++)
+            if (opt(root, wrapper_keys[i]))
+                return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: %s is not implemented for model_type %s (a multimodal "
+                                 "wrapper's key: qwen3_5's, docs/models.md §M10.1)", name, wrapper_keys[i],
+                                 f->model_type);
+        return CIS2_OK;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) {
+        int ok = !strcmp(key, "model_type") || !strcmp(key, "architectures") || !strcmp(key, "tie_word_embeddings");
+        for (int i = 0; i < 6 && !ok; i++) ok = !strcmp(key, wrapper_keys[i]);
+        const key_rule *r = key_find(key);
+        if (!ok && !(r && r->cls == KEY_INERT))
+            return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: key '%.60s' of the %s wrapper is not known to cis2 (the "
+                             "text model's keys belong in text_config)", name, key, f->model_type);
+    }
+    json_t *t = opt(root, "text_config");
+    if (!json_is_object(t))
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: a %s config needs the object text_config (the text model's keys)",
+                         name, f->model_type);
+    json_t *mt = opt(t, "model_type");
+    if (mt && (!json_is_string(mt) || strcmp(json_string_value(mt), f->text_config)))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: text_config.model_type must be \"%s\" in a %s config", name,
+                         f->text_config, f->model_type);
+    for (int i = 0; i < 6; i++)
+        if (opt(t, wrapper_keys[i]))
+            return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: text_config.%s is not implemented (a wrapper's key)", name,
+                             wrapper_keys[i]);
+    json_t *a = opt(root, "tie_word_embeddings"), *b = opt(t, "tie_word_embeddings");
+    if ((a && !json_is_boolean(a)) || (b && !json_is_boolean(b)))
+        return cis2_fail(err, CIS2_E_FORMAT, "%s: tie_word_embeddings must be true or false", name);
+    if (a && b && json_is_true(a) != json_is_true(b))
+        return cis2_fail(err, CIS2_E_UNSUPPORTED, "%s: tie_word_embeddings differs between the wrapper and "
+                         "text_config: which is meant?", name);
+    if (a) *tie = json_is_true(a);
+    *text = t;
     return CIS2_OK;
 }
 
@@ -942,10 +1196,15 @@ static int parse_root(cis2_config *c, json_t *root, const char *name, cis2_error
 {
     int rc;
     if (!json_is_object(root)) return cis2_fail(err, CIS2_E_FORMAT, "%s: not a JSON object", name);
-    /* The family first, then every key against the table, then each part. */
-    if ((rc = parse_family(c, root, name, err)) || (rc = check_keys(root, name, err)) ||
+    /* The family first, then a wrapper's text model (§M10.1), then every key
+     * against the table, then each part. */
+    json_t *wrap = root;
+    int wrap_tie; /* the wrapper's tie_word_embeddings (-1: none) */
+    if ((rc = parse_family(c, root, name, err)) || (rc = parse_wrapper(c, wrap, &root, &wrap_tie, name, err)) ||
+        (rc = check_keys(c, root, name, err)) ||
         (rc = parse_features(c, root, name, err)) || (rc = parse_sizes(c, root, name, err)) ||
         (rc = parse_layout(c, root, name, err)) || (rc = parse_rope(c, root, name, err)) ||
+        (rc = parse_rotary(c, root, name, err)) || (rc = parse_hybrid(c, root, name, err)) ||
         (rc = parse_nope(c, root, name, err)) || (rc = parse_gemma3(c, root, name, err)) ||
         (rc = parse_moe(c, root, name, err)) || (rc = parse_quant(c, root, name, err)))
         return rc;
@@ -961,6 +1220,7 @@ static int parse_root(cis2_config *c, json_t *root, const char *name, cis2_error
         return cis2_fail(err, CIS2_E_FORMAT, "%s: rms_norm_eps must be finite and > 0 (also as f32)", name);
 
     c->tie_word_embeddings = c->family->tie_word_embeddings; /* LlamaConfig's false; Gemma3TextConfig's true */
+    if (wrap_tie >= 0) c->tie_word_embeddings = wrap_tie;      /* a wrapper's (§M10.1), as text_config's if both */
     if ((rc = get_bool(root, "tie_word_embeddings", &c->tie_word_embeddings, name, err))) return rc;
     parse_eos(c, json_object_get(root, "eos_token_id"));
 
@@ -986,10 +1246,11 @@ int cis2_config_post_norm(const cis2_config *c) { return c->family->norms == CIS
 int cis2_config_fused(const cis2_config *c) { return c->family->fused; }
 int cis2_config_gemma3(const cis2_config *c) { return c->family->gemma3_keys; }
 
-/* head_dim / 2 entries, two tables of them for gemma3_text (§M7.4) */
+/* rotary_dim / 2 entries (head_dim / 2 but for a partial rotary, §M10.5),
+ * two tables of them for gemma3_text (§M7.4) */
 size_t cis2_config_inv_freq_len(const cis2_config *c)
 {
-    return (size_t)c->head_dim / 2 * (c->family->gemma3_keys ? 2 : 1);
+    return (size_t)c->rotary_dim / 2 * (c->family->gemma3_keys ? 2 : 1);
 }
 
 /* §7.1's table, then docs/models.md §M1 for "llama3": the f32 parameters
@@ -998,7 +1259,7 @@ size_t cis2_config_inv_freq_len(const cis2_config *c)
  * computes them before torch casts them to the table's f32. */
 void cis2_config_inv_freq(const cis2_config *c, float *inv_freq)
 {
-    rope_inv_freq(c->rope_theta, (size_t)c->head_dim, inv_freq); /* §7.1 */
+    rope_inv_freq(c->rope_theta, (size_t)c->rotary_dim, inv_freq); /* §7.1 (over the rotated dims: §M10.5) */
     if (c->family->gemma3_keys) /* docs/models.md §M7.4: the local layers' §7.1 table follows */
         rope_inv_freq(c->rope_local_theta, (size_t)c->head_dim, inv_freq + c->head_dim / 2);
     if (c->rope_yarn) { /* docs/models.md §M9.4 */
@@ -1010,7 +1271,7 @@ void cis2_config_inv_freq(const cis2_config *c, float *inv_freq)
     double old = (double)c->l3_old_ctx;
     rope_llama3 p = {(float)c->l3_factor, (float)c->l3_low_ff, (float)old, (float)(old / c->l3_low_ff),
                      (float)(old / c->l3_high_ff), (float)(c->l3_high_ff - c->l3_low_ff)};
-    rope_llama3_scale(inv_freq, (size_t)c->head_dim / 2, &p);
+    rope_llama3_scale(inv_freq, (size_t)c->rotary_dim / 2, &p);
 }
 
 int cis2_config_parse(cis2_config *c, const char *json, size_t len, const char *name, cis2_error *err)

@@ -18,7 +18,7 @@
 #define CIS2_CFG_MAX_VOCAB (1 << 22)
 #define CIS2_CFG_MAX_POS (1 << 20)
 #define CIS2_CFG_MAX_EXPERTS 1024
-#define CIS2_CFG_MAX_PARAMS 64000000000ull
+#define CIS2_CFG_MAX_PARAMS 1000000000000ull
 #define CIS2_CFG_MAX_FILE (16u << 20)
 /* jansson heap budget for config.json (jsonlim.h); real files need < 64 KiB. */
 #define CIS2_CFG_MAX_JSON_COST (64ull << 20)
@@ -57,6 +57,7 @@ typedef struct cis2_config {
      * weights are renormalised; sparse[L] = 1 where layer L's feed-forward
      * is the mixture (else §10's dense MLP of intermediate_size) */
     int64_t num_experts, num_experts_per_tok, moe_intermediate_size;
+    int64_t shared_inter;      /* qwen3_5_moe's shared_expert_intermediate_size (§M10.10), else 0 */
     int norm_topk_prob;
     double swiglu_limit_f64;   /* gpt_oss (§M9.5): the experts' clamp, as parsed and as f32 */
     float swiglu_limit;
@@ -65,6 +66,16 @@ typedef struct cis2_config {
     double yarn_factor, yarn_beta_fast, yarn_beta_slow;
     int64_t yarn_old_ctx;
     uint8_t sparse[CIS2_CFG_MAX_LAYERS];
+    /* RoPE rotates the first rotary_dim dimensions of a head: head_dim, or
+     * in a family with partial_rotary (docs/models.md §M10.5)
+     * int(head_dim * partial_rotary_factor), even and in [2, head_dim] */
+    double partial_rotary_f64;
+    int64_t rotary_dim;
+    /* a hybrid family's Gated DeltaNet layers (docs/models.md §M10.1):
+     * linear[L] = 1 where layer L is "linear_attention"; the key and value
+     * heads and their dims, the causal conv's kernel */
+    uint8_t linear[CIS2_CFG_MAX_LAYERS];
+    int64_t lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim, conv_kernel;
     char model_type[32];       /* as written: a row of family.c, or "" (= llama) */
     const cis2_family *family; /* its row (family.h); never NULL once parsed */
     int attention_bias;        /* as written (false if absent); Qwen2 ignores it */

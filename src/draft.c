@@ -116,6 +116,7 @@ size_t cis2_dmodel_draft(const cis2_ctx *cx, const cis2_dmodel *d, cis2_dstate *
      * token is fed again in any case (its logits start the draft) */
     size_t keep = 0;
     while (keep < st->nfed && keep < n - 1 && st->fed[keep] == (keep < na ? a[keep] : b[keep - na])) keep++;
+    if (d->m.state_floats && keep != st->kv.state_pos) keep = 0; /* a recurrent state holds all it was fed: from 0 */
     for (size_t p = keep; p < n; p++) { /* the context's rest, in two pieces: prompt part, generated part */
         size_t q = p < na ? (na < n ? na : n) : n;
         if (feed(cx, d, st, p < na ? a + p : b + (p - na), p, q)) goto broken;

@@ -59,6 +59,24 @@ typedef enum {
                               clamped SwiGLU with biases, in MXFP4 (§M9.5, §M9.6) */
 } cis2_moe_rule;
 
+/* The Gated DeltaNet layers of a hybrid family (docs/models.md §M10). */
+typedef enum {
+    CIS2_LIN_NONE,      /* every layer is attention */
+    CIS2_LIN_SPLIT,     /* qwen3_5: layer_types' "linear_attention" layers, with in_proj_qkv, in_proj_z,
+                           in_proj_b and in_proj_a (§M10.2) */
+    CIS2_LIN_FUSED      /* qwen3_next: the same layers with in_proj_qkvz and in_proj_ba, grouped per key head
+                           (§M10.11) */
+} cis2_linear_rule;
+
+/* A mixture of experts' defaults for absent keys (its transformers config
+ * class's): num_experts, num_experts_per_tok, moe_intermediate_size (0:
+ * intermediate_size, gpt_oss), shared_expert_intermediate_size,
+ * norm_topk_prob. */
+typedef struct cis2_moe_defaults {
+    int64_t experts, per_tok, inter, shared_inter;
+    int norm_topk;
+} cis2_moe_defaults;
+
 typedef struct cis2_family {
     const char *model_type;     /* config.json's model_type ("llama" also stands for none) */
     const char *architecture;   /* the transformers class `cis2 synth` names in "architectures" */
@@ -89,15 +107,39 @@ typedef struct cis2_family {
     int gemma3_keys;            /* query_pre_attn_scalar and rope_local_base_freq read, a second RoPE table
                                    for the sliding layers (§M7.1, §M7.4) */
     cis2_moe_rule moe;          /* the sparse layers' routing, and the MoE keys read (§M8.1, §M9.1) */
+    cis2_moe_defaults moe_def;  /* with moe: the defaults of its keys */
     int attention_bias_default; /* attention_bias when absent (GptOssConfig's true) */
     int o_bias;                 /* attention_bias also gives o_proj a bias, which the family runs (§M9.2) */
     int sinks;                  /* a learned logit per head in every softmax of attention (§M9.3) */
     int rope_yarn;              /* rope_type "yarn" is read (§M9.4) */
     int mxfp4;                  /* the experts are published in MXFP4 (quantization_config, §M9.6) */
+    /* a multimodal wrapper (docs/models.md §M10.1): the text model's keys are in text_config, whose
+     * model_type is this (NULL: the config is the text model's own), and its tensors are named
+     * text_prefix + what follows "model." (NULL: "model.") */
+    const char *text_config;
+    const char *text_prefix;
+    const char *const *skip;    /* NULL-terminated tensor-name prefixes read (hashed) but not used: the vision
+                                   tower, multi-token prediction (§M10.2); NULL: none */
+    cis2_linear_rule linear;    /* linear-attention layers (§M10) and their keys */
+    int attn_gate;              /* q_proj gives each head's query and an output gate (§M10.5) */
+    double partial_rotary;      /* partial_rotary_factor when absent, RoPE over the first head_dim * it dims of a
+                                   head (§M10.5); 0: the key must be 1 (§7 rotates every dimension) */
+    int mrope;                  /* rope_parameters' mrope_section, mrope_interleaved read: inert for text (§M10.5) */
+    /* qwen3_5_moe's mixture of experts (docs/models.md §M10.10): every layer sparse and its k weights always
+     * renormalised (norm_topk_prob, decoder_sparse_step and mlp_only_layers not read, no intermediate_size);
+     * the experts as two tensors of all E (gate_up [E, 2 Im, hidden]: each expert's gate rows, then its up
+     * rows; down [E, hidden, Im]); a shared expert of shared_expert_intermediate_size added, times the
+     * sigmoid of its gate */
+    int moe_every_layer;
+    int experts_fused;
+    int shared_expert;
 } cis2_family;
 
 /* The row of `model_type`, or NULL when cis2 does not run it. */
 const cis2_family *cis2_family_find(const char *model_type);
+/* Whether the loader reads tensor `name` without using it (the row's skip
+ * prefixes: docs/models.md §M10.2). */
+int cis2_family_skips(const cis2_family *f, const char *name);
 /* The row a config.json without model_type gets: llama's. */
 const cis2_family *cis2_family_default(void);
 /* "llama, qwen2, ... or gemma3_text" into out (cap > 0 bytes, truncated
@@ -121,7 +163,17 @@ typedef enum {
      * gate/up and down as MXFP4 blocks and scales, and their biases, one tensor each for all experts */
     CIS2_T_O_BIAS, CIS2_T_SINKS, CIS2_T_ROUTER_BIAS,
     CIS2_T_EXPERTS_GU_BLOCKS, CIS2_T_EXPERTS_GU_SCALES, CIS2_T_EXPERTS_GU_BIAS,
-    CIS2_T_EXPERTS_DOWN_BLOCKS, CIS2_T_EXPERTS_DOWN_SCALES, CIS2_T_EXPERTS_DOWN_BIAS
+    CIS2_T_EXPERTS_DOWN_BLOCKS, CIS2_T_EXPERTS_DOWN_SCALES, CIS2_T_EXPERTS_DOWN_BIAS,
+    /* a Gated DeltaNet layer's (docs/models.md §M10.2): in_proj_qkv, in_proj_z, in_proj_b, in_proj_a,
+     * conv1d [C, 1, K], A_log, dt_bias, the gated norm's weight, out_proj */
+    CIS2_T_LIN_QKV, CIS2_T_LIN_Z, CIS2_T_LIN_B, CIS2_T_LIN_A, CIS2_T_LIN_CONV, CIS2_T_LIN_A_LOG,
+    CIS2_T_LIN_DT_BIAS, CIS2_T_LIN_NORM, CIS2_T_LIN_OUT,
+    /* qwen3_5_moe's (§M10.10): all experts' gate_up [E, 2 Im, hidden] and down [E, hidden, Im]; the shared
+     * expert's gate, up, down, and its gate's one row [1, hidden] */
+    CIS2_T_EXPERTS_GATE_UP, CIS2_T_EXPERTS_DOWN, CIS2_T_SHARED_GATE, CIS2_T_SHARED_UP, CIS2_T_SHARED_DOWN,
+    CIS2_T_SHARED_ROUTER,
+    /* qwen3_next's (§M10.11): in_proj_qkvz [2 KD + 2 VD, hidden] and in_proj_ba [2 Hv, hidden], grouped per key head */
+    CIS2_T_LIN_QKVZ, CIS2_T_LIN_BA
 } cis2_tensor_role;
 
 typedef struct cis2_tensor_spec {

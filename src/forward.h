@@ -2,8 +2,9 @@
  * forward.h - what the rooms of the forward pass share: the state of one
  * cis2_forward call and the way a room runs per-row work across the pool.
  * Internal to model.c (the decoder: embedding, norms, residuals, the LM
- * head, and the dispatch on each layer's kinds), attention.c (the token
- * mixers) and ffn.c (the feed-forwards).  Nothing here computes a float.
+ * head, and the dispatch on each layer's kinds), attention.c and
+ * deltanet.c (the token mixers), ffn.c and moe.c (the feed-forwards).
+ * Nothing here computes a float.
  *
  * A decoder layer is a token mixer and a feed-forward (model.h,
  * cis2_mixer_kind and cis2_ffn_kind).  model.c norms each block's input
@@ -38,6 +39,12 @@ typedef struct cis2_fwd {
     size_t probs_stride;
     size_t *lrow;          /* per row: its index among the rows that want logits */
     float *moe;            /* the mixture of experts' scratch (cis2_moe_scratch floats), or NULL */
+    float *qg;             /* q_proj's output with the output gate (docs/models.md §M10.5), n x 2 q_dim, or NULL */
+    float *dn;             /* the Gated DeltaNet layers' scratch (cis2_deltanet_scratch floats), or NULL */
+    /* a model with recurrent state (model.h state_floats): the rows grouped
+     * by sequence, each sequence's in position order: seq_rows[seq_start[s]
+     * .. seq_start[s + 1]) are sequence s's row indices (model.c), nseq of them */
+    size_t *seq_rows, *seq_start, nseq;
     cis2_trace_fn trace;   /* the observer (model.h), or NULL */
     void *trace_ctx;
     _Atomic int oom;
@@ -63,6 +70,14 @@ void cis2_fwd_trace(const cis2_fwd *F, const char *name, const float *base, size
  * families' changes).  Reads `in`, fills the rows' KV caches, writes the
  * o_proj output to F->g; uses q, k, v, att, cs, probs. */
 int cis2_attention(cis2_fwd *F, const float *in, cis2_error *err);
+
+/* CIS2_MIXER_DELTANET (deltanet.c), docs/models.md §M10.3-§M10.4.  Reads
+ * `in`, advances the rows' sequences' recurrent states (cis2_kv.state, at
+ * the layer's state_off) in position order, writes out_proj's output to
+ * F->g; uses F->dn, whose size for n rows is cis2_deltanet_scratch(m, n)
+ * floats (0 without such layers), and seq_rows. */
+void cis2_deltanet(cis2_fwd *F, const float *in);
+size_t cis2_deltanet_scratch(const cis2_model *m, size_t n);
 
 /* Feed-forwards (ffn.c): CIS2_FFN_DENSE, §10 (docs/models.md §M7.5's
  * GELU for gemma3_text).  Reads `in`, writes down_proj's output to `out`

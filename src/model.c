@@ -62,8 +62,10 @@ static int path_join(char *out, size_t cap, const char *dir, const char *file, c
 }
 
 /* J_MXB, J_MXS: the MXFP4 blocks / scales of every expert's matrix
- * (docs/models.md §M9.6), packed into the experts' matrices (kernels.h). */
-enum { J_NONE = 0, J_MAT, J_VEC, J_MXB, J_MXS };
+ * (docs/models.md §M9.6), packed into the experts' matrices (kernels.h).
+ * J_SKIP: a tensor the family reads (hashes) and never uses (family.h
+ * skip: docs/models.md §M10.2). */
+enum { J_NONE = 0, J_MAT, J_VEC, J_MXB, J_MXS, J_SKIP };
 typedef struct job {
     int kind;               /* J_NONE: the config does not call for this tensor */
     void *dest;             /* J_VEC: float ** */
@@ -80,9 +82,14 @@ typedef struct job {
     size_t nparts;
     cis2_pmat *part_base;
     size_t part_step;
+    int part_pair;          /* docs/models.md §M10.10: parts 2e and 2e+1 at part_base + e * part_step + 0 and + 1 */
 } job;
 
-static cis2_pmat *job_part(const job *j, size_t p) { return j->part_base ? j->part_base + p * j->part_step : j->part[p]; }
+static cis2_pmat *job_part(const job *j, size_t p)
+{
+    if (!j->part_base) return j->part[p];
+    return j->part_base + (j->part_pair ? p / 2 * j->part_step + p % 2 : p * j->part_step);
+}
 static size_t job_part_rows(const job *j, size_t p) { return j->part_base ? j->part_rows[0] : j->part_rows[p]; }
 /* The file bytes of one matrix row of the job's tensor. */
 static size_t job_rowbytes(const job *j, const cis2_st_tensor *t)
@@ -137,7 +144,7 @@ static const cis2_st_tensor *want(loader *L, const char *name, uint64_t d0, uint
                                   void *dest, cis2_error *err)
 {
     uint64_t d[2] = {d0, d1};
-    return want_u8(L, name, d, ndim, 0, kind, dest, err);
+    return want_u8(L, name, d, ndim < 2 ? ndim : 2, 0, kind, dest, err);
 }
 
 /* A fused matrix (docs/models.md §M6): `name` of [sum of rows[], cols],
@@ -189,6 +196,17 @@ static int plan_one(void *ctx, const cis2_tensor_spec *t)
     case CIS2_T_EXPERT_GATE: mat = &ly->experts[3 * t->expert]; break;
     case CIS2_T_EXPERT_UP: mat = &ly->experts[3 * t->expert + 1]; break;
     case CIS2_T_EXPERT_DOWN: mat = &ly->experts[3 * t->expert + 2]; break;
+    case CIS2_T_LIN_QKV: mat = &ly->lin_qkv; break; /* docs/models.md §M10.2 */
+    case CIS2_T_LIN_QKVZ: mat = &ly->lin_qkv; break; /* §M10.11: its outputs regrouped by deltanet.c */
+    case CIS2_T_LIN_BA: mat = &ly->lin_b; break;
+    case CIS2_T_LIN_Z: mat = &ly->lin_z; break;
+    case CIS2_T_LIN_B: mat = &ly->lin_b; break;
+    case CIS2_T_LIN_A: mat = &ly->lin_a; break;
+    case CIS2_T_LIN_OUT: mat = &ly->lin_out; break;
+    case CIS2_T_LIN_CONV: vec = &ly->lin_conv; break;      /* [C, 1, K]: transposed after the load */
+    case CIS2_T_LIN_A_LOG: vec = &ly->lin_na; break;       /* A_log: -exp_pinned(A_log) after the load */
+    case CIS2_T_LIN_DT_BIAS: vec = &ly->lin_dt_bias; break;
+    case CIS2_T_LIN_NORM: vec = &ly->lin_norm; break;
     case CIS2_T_QKV: { /* docs/models.md §M6: q, k, v rows in turn */
         cis2_pmat *d[3] = {&ly->q, &ly->k, &ly->v};
         size_t r[3] = {m->q_dim, m->kv_dim, m->kv_dim};
@@ -212,16 +230,37 @@ static int plan_one(void *ctx, const cis2_tensor_spec *t)
                    .part_step = 3};
         return CIS2_OK;
     }
+    case CIS2_T_SHARED_GATE: mat = &ly->sh_gate; break; /* §M10.10 */
+    case CIS2_T_SHARED_UP: mat = &ly->sh_up; break;
+    case CIS2_T_SHARED_DOWN: mat = &ly->sh_down; break;
+    case CIS2_T_SHARED_ROUTER: mat = &ly->sh_router; break;
+    case CIS2_T_EXPERTS_GATE_UP: case CIS2_T_EXPERTS_DOWN: { /* §M10.10: all experts in one tensor, one part each */
+        int gu = t->role == CIS2_T_EXPERTS_GATE_UP;
+        uint64_t d[3] = {t->d0, t->d1, t->d2};
+        const cis2_st_tensor *st = want_u8(P->L, t->name, d, 3, 0, J_MAT, NULL, P->err);
+        if (!st) return P->err->code;
+        job *j = &P->L->jobs[st - P->L->w.st.t];
+        /* gate_up [E, 2 Im, H]: expert e's gate rows, then its up rows, parts 2e and 2e+1; down [E, H, Im] */
+        *j = (job){.kind = J_MAT, .rows = (size_t)(t->d0 * t->d1), .cols = (size_t)t->d2,
+                   .part_rows = {(size_t)(gu ? t->d1 / 2 : t->d1)}, .nparts = (size_t)(gu ? 2 * t->d0 : t->d0),
+                   .part_base = &ly->experts[gu ? 0 : 2], .part_step = 3, .part_pair = gu};
+        return CIS2_OK;
+    }
     case CIS2_T_GATE_UP: { /* gate's rows, then up's */
         cis2_pmat *d[2] = {&ly->gate, &ly->up};
         size_t r[2] = {m->inter, m->inter};
         return want_fused(P->L, t->name, d, r, 2, (size_t)t->d1, P->err);
     }
     }
-    const cis2_st_tensor *st = want(P->L, t->name, t->d0, t->d1, t->ndim, mat ? J_MAT : J_VEC,
-                                    mat ? (void *)mat : (void *)vec, P->err);
+    uint64_t d[4] = {t->d0, t->d1, t->d2, t->d3};
+    const cis2_st_tensor *st = want_u8(P->L, t->name, d, t->ndim, 0, mat ? J_MAT : J_VEC,
+                                       mat ? (void *)mat : (void *)vec, P->err);
     if (!st) return P->err->code;
-    if (vec) P->L->jobs[st - P->L->w.st.t].rows = (size_t)(t->ndim > 1 ? t->d0 * t->d1 : t->d0); /* every element */
+    if (vec) { /* every element */
+        uint64_t all = t->d0;
+        for (int i = 1; i < t->ndim; i++) all *= d[i];
+        P->L->jobs[st - P->L->w.st.t].rows = (size_t)all;
+    }
     return CIS2_OK;
 }
 
@@ -250,9 +289,17 @@ static int plan_tensors(cis2_model *m, loader *L, cis2_error *err)
     int rc = cis2_family_tensors(&m->cfg, plan_one, &P);
     if (rc) return rc;
     char name[128];
+    m->n_kv_layers = m->state_floats = 0;
     for (size_t i = 0; i < m->n_layers; i++) {
         cis2_layer *ly = &m->layers[i];
         ly->mixer = m->cfg.slides[i] ? CIS2_MIXER_ATTENTION_WINDOW : CIS2_MIXER_ATTENTION; /* §M5, §M7.1 */
+        if (m->cfg.linear[i]) { /* §M10.4: its state, the conv window then S, after the earlier layers' */
+            ly->mixer = CIS2_MIXER_DELTANET;
+            ly->state_off = m->state_floats;
+            m->state_floats += (m->lin_kernel - 1) * m->lin_c + m->lin_hv * m->lin_dk * m->lin_dv;
+        } else {
+            ly->kv_layer = m->n_kv_layers++;
+        }
         ly->ffn = m->cfg.sparse[i] ? CIS2_FFN_MOE : CIS2_FFN_DENSE;
         ly->no_rope = m->cfg.no_rope[i]; /* docs/models.md §M3 */
         ly->window = m->cfg.slides[i] ? (size_t)m->cfg.sliding_window : 0;
@@ -264,6 +311,9 @@ static int plan_tensors(cis2_model *m, loader *L, cis2_error *err)
                              "output-projection bias", L->path, name);
     }
     int qkv = cis2_config_qkv_bias(&m->cfg);
+    for (size_t i = 0; i < L->w.st.n; i++)
+        if (L->jobs[i].kind == J_NONE && cis2_family_skips(f, L->w.st.t[i].name))
+            L->jobs[i].kind = J_SKIP; /* §M10.2: read (hashed), not used */
     for (size_t i = 0; i < L->w.st.n; i++)
         if (L->jobs[i].kind == J_NONE)
             return cis2_fail(err, CIS2_E_FORMAT, "%s: unexpected tensor %s (not part of a %zu-layer %s model%s)",
@@ -349,12 +399,14 @@ static int stream_tensors(cis2_model *m, loader *L, cis2_error *err)
     size_t cap = STAGE_BYTES, nseg = 0;
     for (size_t i = 0; i < st->n; i++) {
         const job *j = &L->jobs[i];
+        if (j->kind == J_SKIP) continue; /* read in pieces of the buffer's size */
         size_t need = j->kind == J_VEC ? (size_t)st->t[i].nbytes : CIS2_KG * job_rowbytes(j, &st->t[i]);
         if (need > cap) cap = need; /* <= 16 x 2^20 x 4 bytes (config.c limits) */
     }
     for (size_t i = 0; i < st->n; i++) {
         const job *j = &L->jobs[i];
         if (j->kind == J_VEC) { nseg++; continue; }
+        if (j->kind == J_SKIP) { nseg += (size_t)(st->t[i].nbytes / cap) + (st->t[i].nbytes % cap != 0); continue; }
         size_t batch = cap / job_rowbytes(j, &st->t[i]) / CIS2_KG * CIS2_KG;
         for (size_t p = 0; p < j->nparts; p++) nseg += (job_part_rows(j, p) + batch - 1) / batch;
     }
@@ -370,6 +422,11 @@ static int stream_tensors(cis2_model *m, loader *L, cis2_error *err)
         size_t i = st->order[o];
         const job *j = &L->jobs[i];
         if (j->kind == J_VEC) { sg[k++] = (seg){i, 0, 0, j->rows, (size_t)st->t[i].nbytes}; continue; }
+        if (j->kind == J_SKIP) { /* §M10.2: its bytes read and hashed, nothing kept */
+            for (uint64_t b = 0; b < st->t[i].nbytes; b += cap)
+                sg[k++] = (seg){i, 0, 0, 0, st->t[i].nbytes - b < cap ? (size_t)(st->t[i].nbytes - b) : cap};
+            continue;
+        }
         size_t rowbytes = job_rowbytes(j, &st->t[i]), batch = cap / rowbytes / CIS2_KG * CIS2_KG;
         for (size_t p = 0; p < j->nparts; p++) /* the parts' rows follow one another in the file */
             for (size_t r0 = 0, rows = job_part_rows(j, p); r0 < rows; r0 += batch) {
@@ -384,7 +441,9 @@ static int stream_tensors(cis2_model *m, loader *L, cis2_error *err)
         const cis2_st_tensor *t = &st->t[cur->t];
         step S = {.L = L, .cur = cur, .next = s + 1 < nseg ? &sg[s + 1] : NULL, .cur_buf = buf[s & 1],
                   .next_buf = buf[(s + 1) & 1], .wide = wide};
-        if (j->kind == J_VEC) {
+        if (j->kind == J_SKIP) {
+            step_item(&S, 0);
+        } else if (j->kind == J_VEC) {
             float **v = j->dest;
             if (!(*v = malloc(j->rows * sizeof(float)))) { rc = cis2_fail(err, CIS2_E_NOMEM, "out of memory"); break; }
             cis2_st_widen_f32(t->dtype, S.cur_buf, j->rows, *v);
@@ -423,7 +482,7 @@ static int stream_tensors(cis2_model *m, loader *L, cis2_error *err)
  * rmsnorm is unchanged.  The weights' sha256 is of the file, as stored. */
 static void plus_one(float *w, size_t n)
 {
-    for (size_t i = 0; i < n; i++) w[i] = f32_from_bits(0x3F800000u) + w[i];
+    for (size_t i = 0; w && i < n; i++) w[i] = f32_from_bits(0x3F800000u) + w[i]; /* a norm the layer lacks: NULL */
 }
 
 static void plus_one_norms(cis2_model *m)
@@ -435,6 +494,28 @@ static void plus_one_norms(cis2_model *m)
         plus_one(ly->ln2, m->hidden); plus_one(ly->ln_mo, m->hidden);
         plus_one(ly->qn, m->head_dim); plus_one(ly->kn, m->head_dim);
     }
+}
+
+/* A Gated DeltaNet layer's vectors once loaded (docs/models.md §M10.2,
+ * §M10.3): the conv's weights [C][K] transposed to [K][C], so that a
+ * position's C channels are contiguous, and A_log[h] replaced by
+ * -exp_pinned(A_log[h]), the factor of every decay of head h.  The weights'
+ * sha256 is of the file, as stored. */
+static int deltanet_prepare(cis2_model *m, cis2_error *err)
+{
+    size_t C = m->lin_c, K = m->lin_kernel;
+    float *t = malloc(C * K * sizeof(float) + 1);
+    if (!t) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
+    for (size_t l = 0; l < m->n_layers; l++) {
+        cis2_layer *ly = &m->layers[l];
+        if (ly->mixer != CIS2_MIXER_DELTANET) continue;
+        for (size_t c = 0; c < C; c++)
+            for (size_t j = 0; j < K; j++) t[j * C + c] = ly->lin_conv[c * K + j];
+        memcpy(ly->lin_conv, t, C * K * sizeof(float));
+        for (size_t h = 0; h < m->lin_hv; h++) ly->lin_na[h] = -exp_pinned(ly->lin_na[h]);
+    }
+    free(t);
+    return CIS2_OK;
 }
 
 static int model_load(const cis2_ctx *cx, cis2_model *m, const char *dir,
@@ -464,12 +545,20 @@ static int model_load(const cis2_ctx *cx, cis2_model *m, const char *dir,
     m->top_k = (size_t)c->num_experts_per_tok;
     m->moe_inter = (size_t)c->moe_intermediate_size;
     m->norm_topk = c->norm_topk_prob;
+    m->shared_inter = (size_t)c->shared_inter;
     m->moe = c->family->moe;
     m->swiglu_limit = c->swiglu_limit;
     m->rope_mscale = c->rope_yarn ? cis2_config_rope_mscale(c) : 0.0f;
     m->q_dim = m->n_heads * m->head_dim;
     m->kv_dim = m->n_kv * m->head_dim;
     const cis2_family *f = c->family;
+    m->rot_half = (size_t)c->rotary_dim / 2; /* head_dim / 2 but for a partial rotary (§M10.5) */
+    m->attn_gate = f->attn_gate;             /* §M10.5 */
+    m->lin_hk = (size_t)c->lin_k_heads, m->lin_hv = (size_t)c->lin_v_heads; /* §M10.2 */
+    m->lin_dk = (size_t)c->lin_k_dim, m->lin_dv = (size_t)c->lin_v_dim, m->lin_kernel = (size_t)c->conv_kernel;
+    m->lin_c = 2 * m->lin_hk * m->lin_dk + m->lin_hv * m->lin_dv;
+    m->lin_fused = f->linear == CIS2_LIN_FUSED; /* §M10.11 */
+    m->lin_qscale = f->linear != CIS2_LIN_NONE ? rsqrt_cr((float)c->lin_k_dim) : 0.0f; /* §M10.3 */
     m->qk_whole = f->qk_norm == CIS2_QKN_WHOLE; /* olmo2, docs/models.md §M4 */
     m->gelu = !strcmp(f->activation, "gelu_pytorch_tanh"); /* §M7.5 */
     /* §9.2's rsqrt(head_dim as f32); gemma3_text's of query_pre_attn_scalar (§M7.3), exact in f32 */
@@ -477,7 +566,7 @@ static int model_load(const cis2_ctx *cx, cis2_model *m, const char *dir,
     m->embed_scale = f->embed_scaled ? __builtin_sqrtf((float)c->hidden_size) : 0.0f; /* §M7.2: correctly rounded */
 
     size_t n_inv = cis2_config_inv_freq_len(c);
-    m->n_rope_tables = n_inv / (m->head_dim / 2);
+    m->n_rope_tables = n_inv / m->rot_half;
     m->inv_freq = malloc(n_inv * sizeof(float));
     m->layers = calloc(m->n_layers, sizeof *m->layers);
     if (!m->inv_freq || !m->layers) return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
@@ -494,7 +583,8 @@ static int model_load(const cis2_ctx *cx, cis2_model *m, const char *dir,
     free(L.jobs);
     cis2_wset_close(&L.w);
     if (rc) return rc;
-    if (f->norm_plus_one) plus_one_norms(m); /* §M7.2 */
+    if (f->norm_plus_one) plus_one_norms(m); /* §M7.2, §M10.2 */
+    if (m->state_floats && (rc = deltanet_prepare(m, err))) return rc;
 
     m->weight_bytes = cis2_pmat_bytes(m->tied ? &m->embed : &m->lm_head);
     for (size_t i = 0; i < m->n_layers; i++) {
@@ -502,6 +592,10 @@ static int model_load(const cis2_ctx *cx, cis2_model *m, const char *dir,
         m->weight_bytes += cis2_pmat_bytes(&ly->q) + cis2_pmat_bytes(&ly->k) + cis2_pmat_bytes(&ly->v) +
                            cis2_pmat_bytes(&ly->o) + cis2_pmat_bytes(&ly->gate) + cis2_pmat_bytes(&ly->up) +
                            cis2_pmat_bytes(&ly->down);
+        m->weight_bytes += cis2_pmat_bytes(&ly->lin_qkv) + cis2_pmat_bytes(&ly->lin_z) + cis2_pmat_bytes(&ly->lin_b) +
+                           cis2_pmat_bytes(&ly->lin_a) + cis2_pmat_bytes(&ly->lin_out) + /* §M10.2 */
+                           cis2_pmat_bytes(&ly->sh_gate) + cis2_pmat_bytes(&ly->sh_up) +   /* §M10.10 */
+                           cis2_pmat_bytes(&ly->sh_down) + cis2_pmat_bytes(&ly->sh_router);
         if (ly->experts) /* a token reads the router and its k experts (all of one size) */
             m->weight_bytes += cis2_pmat_bytes(&ly->router) +
                                m->top_k * (cis2_pmat_bytes(&ly->experts[0]) + cis2_pmat_bytes(&ly->experts[1]) +
@@ -538,6 +632,11 @@ void cis2_model_free(cis2_model *m)
             cis2_pmat_free(&ly->router);
             free(ly->bo); free(ly->sinks); free(ly->router_bias); free(ly->eb_gu); free(ly->eb_down);
             for (size_t e = 0; ly->experts && e < 3 * m->n_experts; e++) cis2_pmat_free(&ly->experts[e]);
+            cis2_pmat_free(&ly->lin_qkv); cis2_pmat_free(&ly->lin_z); cis2_pmat_free(&ly->lin_b);
+            cis2_pmat_free(&ly->lin_a); cis2_pmat_free(&ly->lin_out);
+            cis2_pmat_free(&ly->sh_gate); cis2_pmat_free(&ly->sh_up); cis2_pmat_free(&ly->sh_down);
+            cis2_pmat_free(&ly->sh_router);
+            free(ly->lin_conv); free(ly->lin_na); free(ly->lin_dt_bias); free(ly->lin_norm);
             free(ly->experts);
         }
     free(m->layers);
@@ -560,9 +659,9 @@ size_t cis2_kv_bytes(const cis2_model *m, size_t positions)
 {
     if (positions > SIZE_MAX - 15) return SIZE_MAX;
     size_t cap = (positions + 15) / 16 * 16; /* whole key blocks */
-    size_t per_pos = 2 * sizeof(float) * m->kv_dim; /* k and v of one position of one layer */
-    if (m->n_layers && cap > SIZE_MAX / m->n_layers) return SIZE_MAX;
-    size_t lc = m->n_layers * cap;
+    size_t per_pos = 2 * sizeof(float) * m->kv_dim; /* k and v of one position of one attention layer */
+    if (m->n_kv_layers && cap > SIZE_MAX / m->n_kv_layers) return SIZE_MAX;
+    size_t lc = m->n_kv_layers * cap;
     if (per_pos && lc > SIZE_MAX / per_pos) return SIZE_MAX;
     size_t state = m->state_floats * sizeof(float); /* the recurrent mixers' (model.h), whatever the length */
     if (m->state_floats > SIZE_MAX / sizeof(float) || lc * per_pos > SIZE_MAX - state) return SIZE_MAX;
@@ -605,7 +704,7 @@ void cis2_kv_copy_prefix(cis2_kv *dst, const cis2_kv *src, const cis2_model *m, 
         dst->state_pos = n;
     }
     size_t hd = m->head_dim, KV = m->kv_dim, whole = n / 16 * 16;
-    for (size_t l = 0; l < m->n_layers; l++)
+    for (size_t l = 0; l < m->n_kv_layers; l++)
         for (size_t h = 0; h < m->n_kv; h++) {
             const float *ks = src->k + l * src->cap * KV + h * hd * src->cap;
             float *kd = dst->k + l * dst->cap * KV + h * hd * dst->cap;
@@ -628,7 +727,7 @@ void cis2_kv_copy_prefix(cis2_kv *dst, const cis2_kv *src, const cis2_model *m, 
 static void r_embed(cis2_fwd *F, size_t r0, size_t r1)
 {
     const cis2_model *m = F->m;
-    size_t half = m->head_dim / 2;
+    size_t half = m->rot_half; /* head_dim / 2, or half the rotated dims (§M10.5) */
     for (size_t r = r0; r < r1; r++) {
         float *x = F->x + r * m->hidden;
         cis2_pmat_row(&m->embed, F->rows[r].token, x);
@@ -748,10 +847,48 @@ static float *carve(char **at, size_t n)
     return p;
 }
 
+/* docs/models.md §M10.4: a model with recurrent state takes each
+ * sequence's rows in position order from where its state stands: its
+ * first row in the pass at the state's state_pos, or at 0, which zeroes
+ * the state (a recomputation from the start: cis2 run --recompute,
+ * speculation's and verification's rewinds), and each next row at the
+ * position after.  Advances each state_pos, and groups the rows by
+ * sequence for the rooms (F->seq_rows, seq_start): `tmp` holds 2n. */
+static int group_rows(cis2_fwd *F, size_t *tmp, cis2_error *err)
+{
+    const cis2_model *m = F->m;
+    _Static_assert(sizeof(cis2_kv *) <= sizeof(size_t), "tmp + n holds n pointers");
+    size_t n = F->n, ns = 0, *sid = tmp;
+    cis2_kv **kvs = (cis2_kv **)(tmp + n);
+    for (size_t r = 0; r < n; r++) {
+        cis2_kv *kv = F->rows[r].kv;
+        size_t s = r && F->rows[r - 1].kv == kv ? sid[r - 1] : ns, pos = F->rows[r].pos;
+        for (size_t i = 0; s == ns && i < ns; i++)
+            if (kvs[i] == kv) s = i;
+        if (s == ns) { /* the sequence's first row here */
+            kvs[ns++] = kv;
+            if (pos == 0) { memset(kv->state, 0, m->state_floats * sizeof(float)); kv->state_pos = 0; }
+        }
+        if (pos != kv->state_pos)
+            return cis2_fail(err, CIS2_E_INTERNAL, "a row at position %zu of a sequence whose recurrent state stands "
+                             "at %zu", pos, kv->state_pos);
+        kv->state_pos = pos + 1;
+        sid[r] = s;
+    }
+    F->nseq = ns;
+    memset(F->seq_start, 0, (ns + 1) * sizeof(size_t));
+    for (size_t r = 0; r < n; r++) F->seq_start[sid[r] + 1]++;
+    for (size_t s = 0; s < ns; s++) F->seq_start[s + 1] += F->seq_start[s];
+    size_t *fill = tmp + n; /* kvs no longer needed */
+    memcpy(fill, F->seq_start, ns * sizeof(size_t));
+    for (size_t r = 0; r < n; r++) F->seq_rows[fill[sid[r]]++] = r;
+    return CIS2_OK;
+}
+
 int cis2_forward(const cis2_ctx *cx, const cis2_model *m, cis2_ws *ws, cis2_row *rows, size_t n,
                  cis2_trace_fn trace, void *tctx, cis2_error *err)
 {
-    const size_t H = m->hidden, Q = m->q_dim, KV = m->kv_dim, I = m->inter, half = m->head_dim / 2;
+    const size_t H = m->hidden, Q = m->q_dim, KV = m->kv_dim, I = m->inter, half = m->rot_half;
     size_t maxlen = 0, nlog = 0;
     float *lg = NULL; /* the first logits row; the LM head writes all of them in place */
     for (size_t r = 0; r < n; r++) {
@@ -772,10 +909,12 @@ int cis2_forward(const cis2_ctx *cx, const cis2_model *m, cis2_ws *ws, cis2_row 
     wide = wide > Q ? wide : Q;
     /* every buffer as a count of floats, in carving order */
     size_t cs_w = 2 * half * m->n_rope_tables;
-    size_t sizes[12] = {n * H, n * H, n * Q, n * KV, n * KV, n * Q, n * wide, n * I, n * cs_w,
-                        (nlog ? nlog : 1) * H, trace ? n * m->n_heads * maxlen : 0, cis2_moe_scratch(m, n)};
-    size_t bytes = 64 + n * sizeof(size_t);
-    for (int i = 0; i < 12; i++) {
+    size_t sizes[14] = {n * H, n * H, n * Q, n * KV, n * KV, n * Q, n * wide, n * I, n * cs_w,
+                        (nlog ? nlog : 1) * H, trace ? n * m->n_heads * maxlen : 0, cis2_moe_scratch(m, n),
+                        m->attn_gate ? 2 * n * Q : 0, cis2_deltanet_scratch(m, n)};
+    size_t nsz = m->state_floats ? 5 * n + 1 : n; /* lrow; and seq_rows, seq_start, group_rows' 2n */
+    size_t bytes = 64 + nsz * sizeof(size_t);
+    for (int i = 0; i < 14; i++) {
         if (sizes[i] > (SIZE_MAX - bytes) / sizeof(float) / 2)
             return cis2_fail(err, CIS2_E_NOMEM, "forward pass of %zu rows is too large", n);
         bytes += (sizes[i] * sizeof(float) + 63) / 64 * 64;
@@ -797,9 +936,16 @@ int cis2_forward(const cis2_ctx *cx, const cis2_model *m, cis2_ws *ws, cis2_row 
     F.fin = carve(&at, sizes[9]);
     F.probs = trace ? carve(&at, sizes[10]) : NULL;
     F.moe = sizes[11] ? carve(&at, sizes[11]) : NULL;
+    F.qg = sizes[12] ? carve(&at, sizes[12]) : NULL;
+    F.dn = sizes[13] ? carve(&at, sizes[13]) : NULL;
     F.lrow = (size_t *)at;
     int rc = CIS2_OK;
     for (size_t r = 0, j = 0; r < n; r++) F.lrow[r] = rows[r].logits ? j++ : 0;
+    if (m->state_floats) { /* §M10.4 */
+        F.seq_rows = F.lrow + n;
+        F.seq_start = F.seq_rows + n;
+        if ((rc = group_rows(&F, F.seq_start + n + 1, err))) goto out;
+    }
     F.ly = &m->layers[0];
     cis2_fwd_rows(&F, r_embed, r_ln1); /* layer 0's ln1; the later ones follow each layer's residual */
     for (size_t l = 0; l < m->n_layers; l++) {
@@ -812,6 +958,7 @@ int cis2_forward(const cis2_ctx *cx, const cis2_model *m, cis2_ws *ws, cis2_row 
         switch (ly->mixer) { /* the token mixer's room: its output in F.g */
         case CIS2_MIXER_ATTENTION:
         case CIS2_MIXER_ATTENTION_WINDOW: rc = cis2_attention(&F, in, err); break;
+        case CIS2_MIXER_DELTANET: cis2_deltanet(&F, in); break; /* docs/models.md §M10.3 */
         }
         if (rc) goto out;
         rows_traced(&F, r_resid_mixer, "resid_attn", F.x, H, r_ln2);

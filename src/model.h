@@ -21,7 +21,9 @@
  * with its own room (forward.h): cis2_forward dispatches on the kinds. */
 typedef enum {
     CIS2_MIXER_ATTENTION,       /* §9: every earlier position (attention.c) */
-    CIS2_MIXER_ATTENTION_WINDOW /* docs/models.md §M5, §M7.1: the last `window` keys (attention.c) */
+    CIS2_MIXER_ATTENTION_WINDOW, /* docs/models.md §M5, §M7.1: the last `window` keys (attention.c) */
+    CIS2_MIXER_DELTANET         /* docs/models.md §M10.3-§M10.4: Gated DeltaNet, a recurrent state per
+                                   sequence (deltanet.c) */
 } cis2_mixer_kind;
 typedef enum {
     CIS2_FFN_DENSE,             /* §10's gated MLP (ffn.c) */
@@ -59,11 +61,24 @@ typedef struct cis2_layer {
     int no_rope;            /* smollm3: this layer skips RoPE (docs/models.md §M3) */
     size_t window;          /* docs/models.md §M5, §M7.1: each row attends to its last `window` keys; 0 = all (§9) */
     int rope_local;         /* gemma3_text's sliding layers rotate with the local table (§M7.4) */
+    /* a Gated DeltaNet layer's (docs/models.md §M10.2): in_proj_qkv [C, hidden], in_proj_z [Hv*dv, hidden],
+     * in_proj_b and in_proj_a [Hv, hidden], out_proj [hidden, Hv*dv]; the conv's weights transposed to
+     * [K][C] (lin_conv[j*C + c] = conv1d.weight[c, 0, j]); lin_na[h] = -exp_pinned(A_log[h]) (§M10.3);
+     * dt_bias [Hv]; the gated norm's plain weight [dv]; where its state begins in a sequence's
+     * cis2_kv.state (floats: the conv window [K-1][C], then S [Hv][dk][dv], §M10.4) */
+    cis2_pmat lin_qkv, lin_z, lin_b, lin_a, lin_out;
+    /* qwen3_5_moe's shared expert (docs/models.md §M10.10): gate, up [SI, hidden], down [hidden, SI], and its
+     * gate's row [1, hidden] */
+    cis2_pmat sh_gate, sh_up, sh_down, sh_router;
+    float *lin_conv, *lin_na, *lin_dt_bias, *lin_norm;
+    size_t state_off;
+    size_t kv_layer;        /* an attention layer's index among the layers with a KV cache (cis2_kv) */
 } cis2_layer;
 
 typedef struct cis2_model {
     cis2_config cfg;
     size_t hidden, inter, n_layers, n_heads, n_kv, head_dim, vocab, q_dim, kv_dim;
+    size_t n_kv_layers;     /* the layers with a KV cache: the attention ones (all but §M10's linear layers) */
     int qk_whole;           /* olmo2: qn/kn span the whole projection (§M4), not a head */
     float attn_scale;       /* §9.2's scale: rsqrt_cr(head_dim), gemma3_text's rsqrt_cr(query_pre_attn_scalar) */
     float embed_scale;      /* gemma3_text's embedding scale (docs/models.md §M7.2); 0 = none */
@@ -73,26 +88,36 @@ typedef struct cis2_model {
     size_t n_experts, top_k, moe_inter;
     int norm_topk;
     cis2_moe_rule moe;      /* family.h: how the sparse layers route */
+    size_t shared_inter;    /* qwen3_5_moe's shared expert's width (§M10.10); 0 = none */
     float swiglu_limit;     /* gpt_oss's experts' clamp (§M9.5) */
     float rope_mscale;      /* YaRN's attention factor on cos and sin (§M9.4); 0 = none */
+    size_t rot_half;        /* half the rotated dims of a head: head_dim / 2, or rotary_dim / 2 (§M10.5) */
+    int attn_gate;          /* q_proj gives each head's query and its output gate (§M10.5) */
+    int lin_fused;          /* qwen3_next: lin_qkv is in_proj_qkvz and lin_b in_proj_ba, grouped per key head
+                               (§M10.11); lin_z and lin_a unused */
+    /* the Gated DeltaNet layers (docs/models.md §M10): key heads, value heads, their dims, the conv's
+     * kernel and channels (C = 2 Hk dk + Hv dv), and the q scale rsqrt_cr(dk) (§M10.3) */
+    size_t lin_hk, lin_hv, lin_dk, lin_dv, lin_kernel, lin_c;
+    float lin_qscale;
     cis2_layer *layers;
     cis2_wmem wmem;         /* every packed matrix below (kernels.h: huge pages) */
     cis2_pmat embed;        /* [vocab, hidden] */
     cis2_pmat lm_head;      /* untied head; unused when tied */
     int tied;               /* §11.1: LM head = embed */
     float *norm;            /* model.norm.weight */
-    float *inv_freq;        /* §7.1 (and docs/models.md §M1 for llama3), head_dim/2; gemma3_text: then the
-                               local table, head_dim/2 more (§M7.4) */
+    float *inv_freq;        /* §7.1 (and docs/models.md §M1 for llama3), rot_half; gemma3_text: then the
+                               local table, rot_half more (§M7.4) */
     size_t n_rope_tables;   /* 1, or 2 for gemma3_text */
     uint8_t weights_sha[32], config_sha[32], tokenizer_sha[32];
     uint8_t table_digest[32], inv_freq_digest[32];
     size_t weight_bytes;    /* packed bytes read per decoded token */
     /* Floats of per-sequence state that is not a KV cache: the fixed-size
      * state recurrent mixers carry from position to position (their rooms
-     * say its layout).  0 for every family cis2 runs today; sessions,
+     * say its layout; docs/models.md §M10.4).  0 but for the families
+     * with Gated DeltaNet layers; sessions,
      * scoring, verification and speculation budget it through
      * cis2_kv_bytes and keep it beside the sequence's KV cache (cis2_kv). */
-    size_t state_floats;
+    size_t state_floats;    /* §M10.4: per linear layer (K-1) C + Hv dk dv */
     /* tokenizer.json exactly as read and hashed into tokenizer_sha (NUL-
      * terminated; len excludes the NUL): parse it from here
      * (cis2_tokenizer_load_mem, tokenizer.h), not from the path again, so
@@ -121,7 +146,8 @@ void cis2_model_free(cis2_model *m);
 /* Per-sequence KV cache of post-RoPE keys and values (§3.5), each KV
  * head's contiguous: v[layer][kv_head][pos][dim], and keys blocked for SIMD
  * across positions: k[layer][kv_head][pos / 16][dim][pos % 16]
- * (cis2_attend_head_kt). */
+ * (cis2_attend_head_kt); `layer` counts the attention layers only
+ * (cis2_layer.kv_layer: a linear layer keeps a state instead, §M10.4). */
 typedef struct cis2_kv {
     size_t cap;             /* positions, a multiple of 16 */
     float *k, *v;
@@ -135,7 +161,7 @@ typedef struct cis2_kv {
     size_t state_pos;
 } cis2_kv;
 /* The bytes of a cache of `positions` positions, rounded up to whole key
- * blocks of 16, k and v: 2 * layers * cap * kv_dim * 4, plus the recurrent
+ * blocks of 16, k and v: 2 * n_kv_layers * cap * kv_dim * 4, plus the recurrent
  * state's state_floats * 4; SIZE_MAX when that is beyond size_t.  The one
  * formula behind every KV budget (sessions, scoring, verification) and
  * cis2_kv_init (docs/inputs.md "Memory"). */
@@ -176,7 +202,14 @@ typedef struct cis2_row {
  * gemma3_text), o_proj and down are reported before that norm and act is
  * the activation the family uses (silu, or gemma3_text's GELU).  A layer
  * with a mixture of experts reports router (its E logits) and down (the
- * combined output, docs/models.md §M8.6) in place of gate up act down. */
+ * combined output, docs/models.md §M8.6) in place of gate up act down.
+ * With qwen3_5's output gate (§M10.5) q is each head's query (the gate
+ * split off) and attn_out is after the gate.  A Gated DeltaNet layer
+ * (§M10.3) reports, in place of q .. attn_out: lin_qkv lin_z lin_b lin_a
+ * (the projections), lin_conv (after the conv and SiLU), lin_qk (after
+ * the l2 norms and q's scale), lin_beta, lin_decay, lin_core (the delta
+ * rule's read-out), lin_gnorm (after the gated norm), then o_proj (its
+ * out_proj). */
 
 /* Scratch memory of the forward pass, kept across calls (the steps of a
  * decode) so that a step neither allocates nor faults in fresh pages.

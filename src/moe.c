@@ -17,7 +17,9 @@
  *      g = W_gate_e·x, u = W_up_e·x, hid = silu_pinned(g) * u,
  *      y_e = W_down_e·hid; gpt_oss's clamped SwiGLU with biases (§M9.5);
  *   4. the combination (§M8.5): out = +0.0, then for the chosen experts in
- *      increasing expert index: out = out + w_e * y_e, element by element.
+ *      increasing expert index: out = out + w_e * y_e, element by element;
+ *      qwen3_5_moe's shared expert last (§M10.10): out = out + s * y_s,
+ *      y_s its gated MLP of x and s = sigmoid_pinned(W_sgate·x).
  *
  * Step 3 runs by expert, not by row: the rows that chose expert e are
  * gathered into one block and go through e's matrices together, so a
@@ -40,6 +42,8 @@ typedef struct moe_ws {
     uint32_t *list;         /* n x k: entries row * k + rank, by expert, rows increasing */
     float *xg, *g, *u;      /* the gathered rows of one expert: n x hidden, n x 2 moe_inter, n x moe_inter */
     float *y;               /* n x k x hidden: y_e of each (row, rank) */
+    float *sg, *su, *ys, *sgl; /* qwen3_5_moe's shared expert (§M10.10): its gate and up (n x SI each, then the
+                                  product in sg), its output (n x hidden), its gate's value then its sigmoid (n) */
 } moe_ws;
 
 static size_t up16(size_t n) { return (n + 15) / 16 * 16; } /* keeps each part 64-byte aligned */
@@ -49,7 +53,7 @@ size_t cis2_moe_scratch(const cis2_model *m, size_t n)
     size_t E = m->n_experts, k = m->top_k, H = m->hidden, I = m->moe_inter;
     if (!E) return 0;
     return up16(n * E) + 2 * up16(n * k) + up16(n * k) + up16(E + 1) + up16(n * H) + up16(2 * n * I) +
-           up16(n * I) + up16(n * k * H);
+           up16(n * I) + up16(n * k * H) + 2 * up16(n * m->shared_inter) + up16(n * H) + up16(n);
 }
 
 static moe_ws carve(const cis2_fwd *F)
@@ -66,7 +70,11 @@ static moe_ws carve(const cis2_fwd *F)
     W.xg = at; at += up16(n * H);
     W.g = at; at += up16(2 * n * I);
     W.u = at; at += up16(n * I);
-    W.y = at;
+    W.y = at; at += up16(n * k * H);
+    W.sg = at; at += up16(n * m->shared_inter);
+    W.su = at; at += up16(n * m->shared_inter);
+    W.ys = at; at += up16(n * H);
+    W.sgl = at;
     return W;
 }
 
@@ -124,6 +132,14 @@ static void r_combine(cis2_fwd *F, size_t r0, size_t r1)
                 out[i] = out[i] + t;
             }
             done = sel[j] + 1;
+        }
+        if (m->shared_inter) { /* §M10.10: then the shared expert's output times its gate */
+            const float *ys = W.ys + r * H;
+            float s = W.sgl[r];
+            for (size_t i = 0; i < H; i++) {
+                float t = s * ys[i];
+                out[i] = out[i] + t;
+            }
         }
     }
 }
@@ -196,6 +212,17 @@ void cis2_ffn_moe(cis2_fwd *F, const float *in)
             cis2_matmul(F->cx, &ly->experts[3 * e + 2], W.g, cnt, W.xg);
         }
         for (size_t i = 0; i < cnt; i++) memcpy(W.y + W.list[a + i] * H, W.xg + i * H, H * sizeof(float));
+    }
+    if (m->shared_inter) { /* §M10.10: the shared expert on every row, and its gate */
+        size_t SI = m->shared_inter;
+        const cis2_pmat *sw[3] = {&ly->sh_gate, &ly->sh_up, &ly->sh_router};
+        float *const sy[3] = {W.sg, W.su, W.sgl};
+        cis2_matmul_n(F->cx, sw, 3, in, n, sy);
+        cis2_silu_n(F->cx, W.sg, W.sg, n * SI); /* §6.4, in place */
+        mul_n(W.sg, W.su, n * SI);                /* silu(gate) * up */
+        cis2_matmul(F->cx, &ly->sh_down, W.sg, n, W.ys);
+        sigmoid_pinned_n(W.sgl, W.sgl, n);        /* §M10.6 */
+        cis2_fwd_trace(F, "shared_gate", W.sgl, 1);
     }
     cis2_fwd_rows(F, r_combine, NULL); /* step 4 */
     cis2_fwd_trace(F, "down", F->xn, H);

@@ -284,6 +284,47 @@ float gelu_tanh_pinned(float x) /* GELU_B, GELU_K: pmath_lanes.h */
 }
 
 
+/* docs/models.md §M10.6: transformers' sigmoid, as §6.4 builds silu:
+ * 1 / (1 + exp_pinned(-x)), one correctly rounded division. */
+float sigmoid_pinned(float x)
+{
+    float neg = -x;
+    float e = exp_pinned(neg);
+    float denom = f32_from_bits(F_ONE) + e;
+    float r = f32_from_bits(F_ONE) / denom;
+    return r != r ? f32_from_bits(CIS2_QNAN_BITS) : r; /* a NaN x: canonical */
+}
+
+/* docs/models.md §M10.6: torch's softplus (beta 1, threshold 20): x above
+ * 20, else ln(1 + exp(x)), with ln(1 + e) computed as ln(u) * (e / (u - 1))
+ * for u = 1 + e (exactly e where u rounds to 1), so that small e keep
+ * their digits; exp_pinned and ln_pinned the transcendental functions. */
+#define SOFTPLUS_THRESHOLD 0x41A00000u /* 20.0 */
+float softplus_pinned(float x)
+{
+    if (x != x) return f32_from_bits(CIS2_QNAN_BITS);
+    if (x > f32_from_bits(SOFTPLUS_THRESHOLD)) return x;
+    float e = exp_pinned(x);
+    float u = f32_from_bits(F_ONE) + e;
+    if (u == f32_from_bits(F_ONE)) return e;
+    float d = u - f32_from_bits(F_ONE);
+    float l = ln_pinned(u);
+    float q = e / d;
+    return l * q;
+}
+
+/* sigmoid_pinned of n values: exp_pinned_n's lanes, then the scalar steps */
+void sigmoid_pinned_n(const float *x, float *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++) out[i] = -x[i];
+    exp_pinned_n(out, out, n);
+    for (size_t i = 0; i < n; i++) {
+        float denom = f32_from_bits(F_ONE) + out[i];
+        float r = f32_from_bits(F_ONE) / denom;
+        out[i] = r != r ? f32_from_bits(CIS2_QNAN_BITS) : r;
+    }
+}
+
 /* The lanes' tails: one element at a time, the scalar functions. */
 static void exp_tail(const float *x, float *out, size_t n)
 {

@@ -34,6 +34,9 @@ float cos_pinned(float x);                                       /* §6.3 */
 float silu_pinned(float x);                                      /* §6.4 */
 float gelu_tanh_pinned(float x);                                 /* docs/models.md §M7.5 */
 float ln_pinned(float x);                                        /* §6.5 */
+float sigmoid_pinned(float x);                                   /* docs/models.md §M10.6 */
+float softplus_pinned(float x);                                  /* docs/models.md §M10.6 */
+void sigmoid_pinned_n(const float *x, float *out, size_t n);     /* the same bits, exp in 4 lanes */
 float frexp_exact(float x, int *exponent);                       /* §6.5.1 */
 void exp_pinned_n(const float *x, float *out, size_t n);         /* 4 lanes, scalar bits */
 void silu_pinned_n(const float *x, float *out, size_t n);

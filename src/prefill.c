@@ -24,6 +24,11 @@
  *      jobs take the prefixes their donors now hold, then reads the
  *      logits rows and may move each job's next and end.
  *
+ * A job of a model with recurrent state (docs/models.md §M10.4) whose
+ * next moved back behind what its state has absorbed (verification's
+ * decode after a claim that differs) feeds positions [0, next) again
+ * first, without logits: a state cannot be cut back to a prefix.
+ *
  * A round with no rows (every running job waits on a donor, or has none
  * to feed: a score's one-token continuation after no context) retires
  * what it can, and then every job, admitted or not, computes its prefix
@@ -140,7 +145,16 @@ static void fill(cis2_prefill *p)
         if (j->state != CIS2_PREFILL_RUN || j->sh.donor) continue; /* waiting, done, or waiting for its prefix */
         cis2_prefill_slot *s = &p->slots[p->nslots];
         *s = (cis2_prefill_slot){.job = j->job, .lrow0 = p->nlog};
-        while (j->next < j->end && p->nrows < p->c.rows) {
+        if (p->c.m->state_floats && j->rnext == j->rend && j->next > 0 && j->next < j->kv.state_pos) {
+            j->rnext = 0; /* the state holds positions past next (verify's claims after a mismatch): again from 0 */
+            j->rend = j->next;
+        }
+        while (j->rnext < j->rend && p->nrows < p->c.rows) {
+            p->rows[p->nrows++] = (cis2_row){.kv = &j->kv, .pos = j->rnext, .token = p->c.token(j->job, j->rnext)};
+            s->nrows++;
+            j->rnext++;
+        }
+        while (j->rnext == j->rend && j->next < j->end && p->nrows < p->c.rows) {
             size_t pos = j->next;
             int wants = pos >= j->lfrom;
             if (wants && p->nlog == p->max_log) break;

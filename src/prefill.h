@@ -59,6 +59,8 @@ typedef struct cis2_prefill_job {
     size_t lfrom;              /* the rows at positions >= lfrom want logits */
     /* the planner's */
     int state;                 /* CIS2_PREFILL_WAIT, _RUN (its cache held), _DONE */
+    size_t rnext, rend;        /* a model with recurrent state whose next moved back: positions [rnext, rend)
+                                * fed again first, without logits (docs/models.md §M10.4) */
     cis2_kv kv;
     size_t kv_bytes;
 } cis2_prefill_job;

@@ -89,6 +89,12 @@ typedef struct sseq {
     unsigned misses, rest;     /* drafting steps in a row that kept no draft; plain steps still to run */
     size_t kcap;               /* at most this many drafts next time (0: K): 2 kept + 1 after a wrong draft */
     cis2_dstate ds;            /* a draft model's state for this sequence (draft.h), when one drafts */
+    /* a model with recurrent state (docs/models.md §M10.4): the state as
+     * it stood before this step's rows (taken when it drafts), and after
+     * drafts were rejected the position the next step feeds from again */
+    float *snap;
+    size_t snap_pos, rewind_pos;
+    int rewound;
 } sseq;
 
 struct cis2_session {
@@ -230,6 +236,7 @@ static void seq_free(sseq *q)
     free(q->prompt_bytes);
     cis2_rule_clear(&q->rule);
     cis2_kv_free(&q->kv);
+    free(q->snap);
     cis2_dstate_free(&q->ds);
     if (q->w_open) {
         uint8_t junk[32];
@@ -272,6 +279,8 @@ static int seq_finish(cis2_session *s, sseq *q, int reason, cis2_error *err)
     if (cis2_argmax_digest(q->prompt, q->n_prompt, q->gen, q->n_gen, q->argmax)) /* §12.2 */
         return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
     cis2_kv_free(&q->kv);
+    free(q->snap);
+    q->snap = NULL;
     cis2_dstate_free(&q->ds);
     s->kv_used -= q->kv_bytes;
     q->kv_bytes = 0;
@@ -567,6 +576,26 @@ static size_t draft(const cis2_ctx *cx, const cis2_engine *e, sseq *q, size_t k)
 
 static float wants_logits;
 
+/* A model with recurrent state (docs/models.md §M10.4; docs/speculate.md
+ * "Models with recurrent state"): the state as this step's rows find it,
+ * copied before drafted rows advance it, so that rejected drafts can be
+ * undone (a state, unlike keys and values, holds every position it has
+ * absorbed).  The copy's memory is the sequence's, made once and counted
+ * in the session's KV bytes.  Nonzero: out of memory. */
+static int snapshot(cis2_session *s, sseq *q)
+{
+    const cis2_model *m = &s->e->m;
+    size_t bytes = m->state_floats * sizeof(float);
+    if (!q->snap) {
+        if (!(q->snap = malloc(bytes))) return -1;
+        q->kv_bytes += bytes;
+        s->kv_used += bytes;
+    }
+    memcpy(q->snap, q->kv.state, bytes);
+    q->snap_pos = q->kv.state_pos;
+    return 0;
+}
+
 int cis2_session_step_framed(cis2_session *s, const cis2_ctx *cx, size_t *running, cis2_error *err)
 {
     const cis2_model *m = &s->e->m;
@@ -578,8 +607,10 @@ int cis2_session_step_framed(cis2_session *s, const cis2_ctx *cx, size_t *runnin
     for (size_t i = 0; i < s->n && nrun < s->o.max_batch; i++) {
         sseq *q = s->seqs[i];
         if (q->state != S_QUEUED) continue;
-        size_t pos = q->n_prompt + q->rule.max_tokens;
+        size_t pos = q->n_prompt + q->rule.max_tokens, snap = m->state_floats * sizeof(float);
         size_t need = pos < q->n_prompt ? SIZE_MAX : cis2_kv_bytes(m, pos);
+        if (s->e->spec_kind != CIS2_SPEC_OFF && need != SIZE_MAX) /* with speculation, a state's copy (snapshot) */
+            need = need <= SIZE_MAX - snap ? need + snap : SIZE_MAX;
         if (nrun > 0 && !cis2_kv_fits(s->kv_used, need, s->in.kv_budget)) break;
         if ((rc = seq_start(s, q, err))) return rc;
         nrun++;
@@ -610,6 +641,10 @@ int cis2_session_step_framed(cis2_session *s, const cis2_ctx *cx, size_t *runnin
         } else {
             from = q->n_prompt + q->n_gen - 1;
             to = from + 1;
+            if (q->rewound) { /* the state put back before rejected drafts: the kept tokens fed again (snapshot) */
+                from = q->rewind_pos;
+                q->rewound = 0;
+            }
             /* drafts: step n_gen + ndraft is at most the last (max_tokens - 1), so
              * every row's position is inside the cache; a traced run has none */
             size_t room = q->rule.max_tokens - 1 - q->n_gen;
@@ -617,6 +652,7 @@ int cis2_session_step_framed(cis2_session *s, const cis2_ctx *cx, size_t *runnin
             if (q->kcap && k > q->kcap) k = q->kcap; /* the draft length the last drafts earned */
             if (k && !q->traced && q->rest) q->rest--; /* backing off after wrong drafts (time only) */
             else if (k && !q->traced) q->ndraft = draft(cx, s->e, q, k);
+            if (q->ndraft && m->state_floats && snapshot(s, q)) q->ndraft = 0; /* no room for the copy: no drafts */
         }
         if (grow((void **)&s->rows, &s->rows_cap, nrows + (to - from) + q->ndraft, sizeof *s->rows))
             return cis2_fail(err, CIS2_E_NOMEM, "out of memory");
@@ -675,6 +711,12 @@ int cis2_session_step_framed(cis2_session *s, const cis2_ctx *cx, size_t *runnin
              * else twice the drafts kept plus one (1 after a miss) */
             size_t kept = q->ndec - 1;
             q->kcap = kept == q->ndraft ? 0 : 2 * kept + 1;
+            if (kept < q->ndraft && q->snap) { /* rejected drafts live in the state: back to before the step */
+                memcpy(q->kv.state, q->snap, m->state_floats * sizeof(float));
+                q->kv.state_pos = q->snap_pos;
+                q->rewind_pos = q->snap_pos;
+                q->rewound = 1;
+            }
         }
         for (size_t d = 0; d < q->ndec && !reason; d++) { /* each decided step in order, as plain decoding */
             size_t step = q->n_gen;

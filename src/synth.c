@@ -9,7 +9,11 @@
  * shapes (§M4) drop input_layernorm, add post_feedforward_layernorm and
  * q_norm/k_norm of heads*head_dim and kv_heads*head_dim; SmolLM3's (§M3)
  * are llama's; Gemma-3's (§M7) have four norms per layer and q/k norms of
- * head_dim, every norm weight stored as w of (1 + w): uniform 0 +- 0.1.
+ * head_dim, every norm weight stored as w of (1 + w): uniform 0 +- 0.1;
+ * Qwen3.5's (§M10) add Gated DeltaNet layers: their conv weights std 0.5,
+ * A_log uniform in [0, 2.75) (A = exp(A_log) in [1, 15.6)), dt_bias
+ * uniform in [-6.875, -2.375) (softplus of it from 1e-3 to 0.09: decays
+ * neither 1 nor 0), the gated norm's plain weight 1 +- 0.1.
  * One 64-bit draw makes one element:
  *   normal-ish: S = sum of its four 16-bit fields - 131070 (an integer,
  *               Irwin-Hall, std 65536/sqrt(3)), value = (float)S * k;
@@ -91,7 +95,7 @@ static uint16_t bf16_rne(float f)
 /* K_NORM0: Gemma-3's stored w of (1 + w), docs/models.md §M7.2; K_CODES:
  * MXFP4 blocks, two random e2m1 codes a byte; K_SCALES: MXFP4 scale bytes
  * scale - 1, scale or scale + 1 (docs/models.md §M9.6) */
-enum kind { K_NORMAL, K_NORM, K_NORM0, K_CODES, K_SCALES };
+enum kind { K_NORMAL, K_NORM, K_NORM0, K_CODES, K_SCALES, K_UNIFORM };
 
 typedef struct tdesc {
     char name[96];
@@ -100,6 +104,7 @@ typedef struct tdesc {
     enum kind kind;
     float std;
     int scale;              /* K_SCALES: the middle scale byte */
+    float lo, span;         /* K_UNIFORM: lo + [0, span) */
 } tdesc;
 
 static uint64_t numel(const tdesc *t)
@@ -130,6 +135,12 @@ static void fill(uint64_t *state, const tdesc *t, uint16_t *out, size_t n)
             float p = (float)m * k;
             out[i] = bf16_rne(t->kind == K_NORM ? 1.0f + p : p); /* K_NORM0: Gemma-3's w of (1 + w) */
         }
+    } else if (t->kind == K_UNIFORM) {
+        const float k = t->span / 16777216.0f; /* exact: span * 2^-24 */
+        for (size_t i = 0; i < n; i++) {
+            float p = (float)(splitmix64(state) >> 40) * k;
+            out[i] = bf16_rne(t->lo + p);
+        }
     } else {
         /* (float)S is exact (|S| < 2^18); one RNE multiply; no contraction (-ffp-contract=off). */
         const float k = t->std * (1.7320508f / 65536.0f);
@@ -147,7 +158,7 @@ typedef struct list_ctx {
     tdesc *out;
     size_t cap, n;
     enum kind norm;         /* K_NORM0 where the family's norms are (1 + w) (docs/models.md §M7.2) */
-    float emb, lin_h, lin_i, lin_q, lin_moe;
+    float emb, lin_h, lin_i, lin_q, lin_moe, lin_v, lin_sh;
     int scale_gu, scale_down; /* gpt_oss's MXFP4 scale bytes (tensor_list) */
 } list_ctx;
 
@@ -155,7 +166,7 @@ static int list_one(void *ctx, const cis2_tensor_spec *t)
 {
     list_ctx *L = ctx;
     enum kind kd = K_NORMAL;
-    float sd = 0.0f;
+    float sd = 0.0f, lo = 0.0f, span = 0.0f;
     switch (t->role) {
     case CIS2_T_EMBED: case CIS2_T_LM_HEAD: sd = L->emb; break;
     case CIS2_T_FINAL_NORM: case CIS2_T_ATTN_NORM: case CIS2_T_ATTN_OUT_NORM: case CIS2_T_FFN_NORM:
@@ -166,18 +177,33 @@ static int list_one(void *ctx, const cis2_tensor_spec *t)
     case CIS2_T_DOWN: sd = L->lin_i; break;
     case CIS2_T_Q_BIAS: case CIS2_T_K_BIAS: case CIS2_T_V_BIAS: sd = 0.05f; break;
     case CIS2_T_ROUTER: case CIS2_T_EXPERT_GATE: case CIS2_T_EXPERT_UP: sd = L->lin_h; break;
+    /* qwen3_5_moe's (§M10.10): all experts' gate_up and down, the shared expert and its gate */
+    case CIS2_T_EXPERTS_GATE_UP: case CIS2_T_SHARED_GATE: case CIS2_T_SHARED_UP: case CIS2_T_SHARED_ROUTER:
+        sd = L->lin_h; break;
+    case CIS2_T_EXPERTS_DOWN: sd = L->lin_moe; break;
+    case CIS2_T_SHARED_DOWN: sd = L->lin_sh; break;
     case CIS2_T_EXPERT_DOWN: sd = L->lin_moe; break;
     case CIS2_T_O_BIAS: case CIS2_T_ROUTER_BIAS: case CIS2_T_EXPERTS_GU_BIAS: case CIS2_T_EXPERTS_DOWN_BIAS:
         sd = 0.05f; break;
     case CIS2_T_SINKS: sd = 1.0f; break;
     case CIS2_T_EXPERTS_GU_BLOCKS: case CIS2_T_EXPERTS_DOWN_BLOCKS: kd = K_CODES; break;
     case CIS2_T_EXPERTS_GU_SCALES: case CIS2_T_EXPERTS_DOWN_SCALES: kd = K_SCALES; break;
+    /* a Gated DeltaNet layer's (docs/models.md §M10.2) */
+    case CIS2_T_LIN_QKV: case CIS2_T_LIN_Z: case CIS2_T_LIN_B: case CIS2_T_LIN_A: sd = L->lin_h; break;
+    case CIS2_T_LIN_QKVZ: case CIS2_T_LIN_BA: sd = L->lin_h; break; /* §M10.11 */
+    case CIS2_T_LIN_OUT: sd = L->lin_v; break;
+    case CIS2_T_LIN_CONV: sd = 0.5f; break;
+    case CIS2_T_LIN_NORM: kd = K_NORM; break; /* a plain weight, near 1 */
+    case CIS2_T_LIN_A_LOG: kd = K_UNIFORM; lo = 0.0f; span = 2.75f; break;    /* A = exp(A_log) in [1, 15.6) */
+    case CIS2_T_LIN_DT_BIAS: kd = K_UNIFORM; lo = -6.875f; span = 4.5f; break; /* softplus(dt_bias): 1e-3 .. 0.1 */
     }
     if (L->n < L->cap) {
         tdesc *d = &L->out[L->n];
         snprintf(d->name, sizeof d->name, "%s", t->name);
         d->ndim = t->ndim; d->d0 = t->d0; d->d1 = t->d1; d->d2 = t->d2; d->d3 = t->d3; d->kind = kd; d->std = sd;
         d->scale = t->role == CIS2_T_EXPERTS_GU_SCALES ? L->scale_gu : L->scale_down;
+        d->lo = lo;
+        d->span = span;
     }
     L->n++;
     return 0;
@@ -189,7 +215,9 @@ static size_t tensor_list(const cis2_config *c, tdesc *out, size_t cap)
     float lin_h = cis2_rsqrt_cr((float)H);
     list_ctx L = {out, cap, 0, c->family->norm_plus_one ? K_NORM0 : K_NORM, 1.5f * lin_h, lin_h,
                   cis2_rsqrt_cr((float)c->intermediate_size), Q == H ? lin_h : cis2_rsqrt_cr((float)Q),
-                  c->moe_intermediate_size ? cis2_rsqrt_cr((float)c->moe_intermediate_size) : 0.0f, 0, 0};
+                  c->moe_intermediate_size ? cis2_rsqrt_cr((float)c->moe_intermediate_size) : 0.0f,
+                  c->lin_v_heads ? cis2_rsqrt_cr((float)(c->lin_v_heads * c->lin_v_dim)) : 0.0f,
+                  c->shared_inter ? cis2_rsqrt_cr((float)c->shared_inter) : 0.0f, 0, 0};
     /* MXFP4 scales (docs/models.md §M9.6): an e2m1 code's RMS is about 2.9,
      * so 2^-(floor(log2 H) / 2) puts gate/up near 3 (the clamp of 7
      * acts in the tails) and four more halvings keep down's outputs near 1 */

@@ -2,8 +2,12 @@
 """doc_reimpl.py - a second implementation of cis2's greedy decode, in numpy
 float32, written from docs/arithmetic.md alone (not from cis2's C sources),
 and, for model_type qwen3 and qwen3_moe, from docs/models.md §M0, §M2 and
-§M8 (the q/k norms, the mixture of experts), and for gpt_oss from §M0,
-§M5 (windows), §M8 and §M9 (sinks, YaRN, its mixture of experts, MXFP4).
+§M8 (the q/k norms, the mixture of experts), for gpt_oss from §M0,
+§M5 (windows), §M8 and §M9 (sinks, YaRN, its mixture of experts, MXFP4),
+and for qwen3_5, qwen3_5_moe and qwen3_next from §M10 (Gated DeltaNet
+layers and their recurrent state, gated partial-RoPE attention, 1 + w
+norms, sigmoid/softplus/l2norm, the shared expert, the fused projections)
+with the §M2, §M7.2 and §M8 rules it cites.
 
 Every rule below names the docs/arithmetic.md section it follows ("doc §N")
 or the docs/models.md one ("§M<n>"); the spec/FACTS section the doc cites
@@ -13,7 +17,9 @@ decides a bit, this program and cis2 disagree.
 
     doc_reimpl.py goldens
         the known answers of doc §13 (single operations, small composite
-        vectors, table digests); exit 1 if any differs.
+        vectors, table digests) and of docs/models.md (§M1.6, §M7.9,
+        §M9.9, §M10.9: its sigmoid/softplus tables read from
+        docs/models.md itself); exit 1 if any differs.
     doc_reimpl.py run --model-dir D --prompt-ids 1,2,3 --gen-toks N --logits OUT
         the greedy decode of doc §10 on checkpoint D: writes every step's
         logits to OUT (raw f32 LE, step after step, as `cis2 run
@@ -24,7 +30,9 @@ decides a bit, this program and cis2 disagree.
     doc_reimpl.py rope CONFIG
         for a gpt_oss config.json (docs/models.md §M9.4): the YaRN table's
         inv_freq_table_digest and the attention factor's bits, as
-        `inv-freq-table-digest HEX` and `attention-factor 0xBITS`.
+        `inv-freq-table-digest HEX` and `attention-factor 0xBITS`; for a
+        qwen3_5 / qwen3_5_moe / qwen3_next one (§M10.1, §M10.5) the
+        partial table's digest alone.
     doc_reimpl.py pair-routers D
         rewrites D/model.safetensors so that each router's row 2i+1 equals
         row 2i (docs/models.md §M8.3's exact ties, at every choice).
@@ -33,9 +41,18 @@ decides a bit, this program and cis2 disagree.
         MXFP4 weight that overflows to +Inf (scale byte 254, code 6) and a
         row of weights flushed to zero (scale byte 1, codes +-0.5),
         docs/models.md §M9.6.
+    doc_reimpl.py edge-gates D
+        rewrites D/model.safetensors (§M10) so that every Gated DeltaNet
+        layer's dt_bias is +30 for value head 0 and -30 for head 1
+        (§M10.6's softplus early returns; a decay of +0).
+    doc_reimpl.py add-unused D
+        appends an mtp.* and a model.visual.* tensor to D/model.safetensors
+        (§M10.2: read, hashed, not used).
 
 Not emulated: flush-to-zero / denormals-are-zero (doc §1, [§1.3]), except
-in §M9.6's MXFP4 decoding, whose one subnormal product the document names.
+in §M9.6's MXFP4 decoding, whose one subnormal product the document names,
+and in §M10.6's sigmoid quotient (and softplus's last product), which it
+also names.
 numpy keeps subnormals, so a run that produced one could differ from cis2
 here (a false failure, never a false pass); the synthetic checkpoints of
 tests/oracle/t_doc_reimpl.sh produce none.  Python floats are f64 and numpy
@@ -584,6 +601,28 @@ def tensor_plan(c, fam, hidden, layers, Q, KV, hd, sparse, names):
     return P
 
 
+def topk_scan(p, k, renormalise):
+    """§M8.3: k scans in expert order (strict >, so an exact tie goes to
+    the lower index); with renormalise, the k values divided by their sum
+    from +0.0 in the order chosen.  Returns sel[0..k) and w[0..k)."""
+    taken = [False] * len(p)
+    sel, w = [], []
+    for j in range(k):
+        best = None
+        for e in range(len(p)):
+            if not taken[e] and (best is None or p[e] > p[best]):
+                best = e
+        taken[best] = True
+        sel.append(best)
+        w.append(p[best])
+    if renormalise:
+        s = f32(0)
+        for j in range(k):                                  # in the order chosen
+            s = s + w[j]
+        w = [wj / s for wj in w]
+    return sel, w
+
+
 def int_key(c, key, default, lo, hi):
     """§M8.1: an integer in [lo, hi], else refused."""
     v = c.get(key, default)
@@ -715,22 +754,7 @@ class Model:
         chosen when norm_topk_prob.  Returns sel[0..k) and w[0..k)."""
         r = matvec(self.T["model.layers.%d.mlp.gate.weight" % l], x)
         p = softmax(r)                                      # §9.3 exactly (doc §7 step 5)
-        taken = [False] * self.E
-        sel, w = [], []
-        for j in range(self.k):
-            best = None
-            for e in range(self.E):
-                if not taken[e] and (best is None or p[e] > p[best]):
-                    best = e
-            taken[best] = True
-            sel.append(best)
-            w.append(p[best])
-        if self.norm_topk:
-            s = f32(0)
-            for j in range(self.k):                         # in the order chosen
-                s = s + w[j]
-            w = [wj / s for wj in w]
-        return sel, w
+        return topk_scan(p, self.k, self.norm_topk)
 
     def moe(self, l, ln2):
         """§M8.3-§M8.5: route, each chosen expert's gated MLP (§M8.4), the
@@ -979,16 +1003,7 @@ class GptOss:
         T = self.T
         r = matvec(T[p + "router.weight"], x)
         r = r + T[p + "router.bias"]
-        taken = [False] * self.E
-        sel, w = [], []
-        for j in range(self.k):
-            best = None
-            for e in range(self.E):
-                if not taken[e] and (best is None or r[e] > r[best]):
-                    best = e
-            taken[best] = True
-            sel.append(best)
-            w.append(r[best])
+        sel, w = topk_scan(r, self.k, False)
         w = softmax(np.array(w, dtype=f32))                 # §9.3 over the k, in the order chosen
         LIM, ALPHA, one = self.LIM, from_bits(0x3FD9DB23), f32(1)
         o = np.zeros(self.hidden, dtype=f32)
@@ -1028,11 +1043,473 @@ class GptOss:
         return matvec(self.head, hn)
 
 
+# ---- docs/models.md §M10: Qwen3.5, Qwen3.5-MoE, Qwen3-Next ------------------
+
+ONE = from_bits(0x3F800000)
+L2EPS = from_bits(0x358637BD)          # §M10.6: (f32) 1e-6, fixed
+SP_THRESHOLD = from_bits(0x41A00000)   # §M10.6: 20.0
+F32_MIN_NORMAL = from_bits(0x00800000)
+
+
+def ftz1(y):
+    """doc §1 [§1.3] for one result: a subnormal becomes a zero of its sign."""
+    y = f32(y)
+    if y != 0 and abs(y) < F32_MIN_NORMAL:
+        return f32(np.copysign(f32(0), y))
+    return y
+
+
+def sigmoid_pinned(x):
+    """§M10.6: n = -x; e = exp_pinned(n); d = ONE + e; y = ONE / d (one
+    division, flushed to zero when subnormal, §1.3); a NaN is 0x7FC00000."""
+    x = f32(x)
+    n = -x
+    e = exp_pinned(n)
+    d = ONE + e
+    y = ftz1(ONE / d)
+    return QNAN if y != y else y
+
+
+def softplus_pinned(x):
+    """§M10.6: x above 20 (strict) is returned; else ln(1 + e) as ln(u) *
+    (e / (u - 1)), u = ONE + e, or e itself when u rounds to ONE."""
+    x = f32(x)
+    if x != x:
+        return QNAN
+    if x > SP_THRESHOLD:
+        return x
+    e = exp_pinned(x)
+    u = ONE + e
+    if u == ONE:
+        return e
+    d = u - ONE
+    l = ln_pinned(u)
+    t = e / d
+    return ftz1(l * t)
+
+
+def l2norm(x):
+    """§M10.6: the §5.3 sum of squares from +0.0, + L2EPS, rsqrt (§6.1), one
+    product each.  Returns a new vector."""
+    x = np.asarray(x, dtype=f32)
+    sq = x * x
+    ss = sum_seq(sq)
+    t = ss + L2EPS
+    inv = rsqrt(t)
+    return x * inv
+
+
+def silu_v(x):
+    """§6.4 elementwise: x / (1 + exp_pinned(-x)) (exp_vec is exp_pinned per
+    element; goldens checks it)."""
+    x = np.asarray(x, dtype=f32)
+    n = -x
+    e = exp_vec(n)
+    d = ONE + e
+    return ftz(x / d)
+
+
+def delta_step(S, q, k, v, decay, beta):
+    """§M10.4 for one value head: S [dk, dv] in place; returns o [dv].
+    Each kv[e] and o[e] is one chain over d in increasing order (the
+    vector ops run over e, each element its own chain)."""
+    dk, dv = S.shape
+    kv = np.zeros(dv, dtype=f32)
+    for d in range(dk):
+        S[d] = S[d] * decay
+        t = S[d] * k[d]
+        kv = kv + t
+    t = v - kv
+    u = t * beta
+    o = np.zeros(dv, dtype=f32)
+    for d in range(dk):
+        t = k[d] * u
+        S[d] = S[d] + t
+        t2 = S[d] * q[d]
+        o = o + t2
+    return o
+
+
+HYBRID = ("qwen3_5", "qwen3_5_moe", "qwen3_next")
+
+
+def _pos_int(t, key, default, hi=1 << 30):
+    return int_key(t, key, default, 1, hi)
+
+
+class Hybrid:
+    """model_type qwen3_5 (§M10.1-§M10.7), qwen3_5_moe (§M10.10) and
+    qwen3_next (§M10.11), on the arithmetic document's §5-§11."""
+
+    def __init__(self, c):
+        """§M10.1 (§M10.10, §M10.11): the config alone."""
+        fam = c.get("model_type")
+        self.family = fam
+        if fam in ("qwen3_5", "qwen3_5_moe"):               # §M10.1: the wrapper
+            t = c.get("text_config")
+            if not isinstance(t, dict):
+                raise ValueError("doc_reimpl: %s without a text_config (§M10.1)" % fam)
+            if t.get("model_type", fam + "_text") != fam + "_text":
+                raise ValueError("doc_reimpl: text_config.model_type is not %s_text (§M10.1)" % fam)
+            wrapper_ok = {"model_type", "text_config", "tie_word_embeddings", "architectures",
+                          "vision_config", "image_token_id", "video_token_id", "vision_start_token_id",
+                          "vision_end_token_id", "transformers_version", "dtype", "torch_dtype"}
+            if set(c) - wrapper_ok:
+                raise ValueError("doc_reimpl: wrapper keys %s (§M10.1)" % sorted(set(c) - wrapper_ok))
+            if ("tie_word_embeddings" in c and "tie_word_embeddings" in t
+                    and c["tie_word_embeddings"] != t["tie_word_embeddings"]):
+                raise ValueError("doc_reimpl: tie_word_embeddings: the wrapper and text_config disagree")
+            tied = c.get("tie_word_embeddings", t.get("tie_word_embeddings", False))
+            self.prefix = "model.language_model."           # §M10.2
+        else:                                               # §M10.11: a plain config
+            t = c
+            tied = t.get("tie_word_embeddings", False)
+            self.prefix = "model."
+            for key in ("mrope_section", "mrope_interleaved"):
+                if key in t or key in (t.get("rope_parameters") or {}) or key in (t.get("rope_scaling") or {}):
+                    raise ValueError("doc_reimpl: %s in qwen3_next (§M10.11)" % key)
+        self.hidden = t["hidden_size"]
+        self.layers = L = t["num_hidden_layers"]
+        self.heads, self.kv_heads = t["num_attention_heads"], t["num_key_value_heads"]
+        D = t.get("head_dim")
+        self.D = D = 256 if D is None else D                # §M10.1 / §M10.11 default
+        if self.heads % self.kv_heads:
+            raise ValueError("doc_reimpl: heads not a multiple of kv_heads")
+        self.group = self.heads // self.kv_heads
+        self.Q, self.KVD = self.heads * D, self.kv_heads * D
+        self.Hk = _pos_int(t, "linear_num_key_heads", 16)
+        self.Hv = _pos_int(t, "linear_num_value_heads", 32)
+        self.dk = _pos_int(t, "linear_key_head_dim", 128, 1024)
+        self.dv = _pos_int(t, "linear_value_head_dim", 128, 1024)
+        self.K = _pos_int(t, "linear_conv_kernel_dim", 4, 64)
+        if self.Hv % self.Hk:
+            raise ValueError("doc_reimpl: Hv not a multiple of Hk (§M10.1)")
+        self.r = self.Hv // self.Hk
+        self.KD, self.VD = self.Hk * self.dk, self.Hv * self.dv
+        self.C = 2 * self.KD + self.VD
+        if (self.K - 1) * self.C + self.Hv * self.dk * self.dv > 1 << 26:
+            raise ValueError("doc_reimpl: a linear layer's state over 2^26 floats (§M10.1)")
+        if t.get("attn_output_gate", True) is not True:
+            raise ValueError("doc_reimpl: attn_output_gate must be true (§M10.1)")
+        if t.get("mamba_ssm_dtype", "float32") != "float32":
+            raise ValueError("doc_reimpl: mamba_ssm_dtype must be float32 (§M10.1)")
+        if t.get("attention_bias", False) or t.get("mlp_bias", False):
+            raise ValueError("doc_reimpl: attention_bias / mlp_bias true (§M10.1)")
+        if t.get("hidden_act", "silu") != "silu":
+            raise ValueError("doc_reimpl: hidden_act must be silu (§M10.1)")
+        # §M10.1: layer types
+        lt = t.get("layer_types")
+        fai = t.get("full_attention_interval")
+        by_interval = None
+        if fai is not None or lt is None:
+            fai = _pos_int(t, "full_attention_interval", 4)
+            by_interval = [(l + 1) % fai != 0 for l in range(L)]
+        if lt is not None:
+            names = {"linear_attention": True, "mamba": True, "full_attention": False, "attention": False}
+            if not isinstance(lt, list) or len(lt) != L or any(x not in names for x in lt):
+                raise ValueError("doc_reimpl: layer_types (§M10.1)")
+            self.linear = [names[x] for x in lt]
+            if by_interval is not None and by_interval != self.linear:
+                raise ValueError("doc_reimpl: layer_types and full_attention_interval disagree (§M10.1)")
+        else:
+            self.linear = by_interval
+        # §M10.1: RoPE
+        rp, rs = t.get("rope_parameters"), t.get("rope_scaling")
+        if rp is not None and rs is not None:
+            raise ValueError("doc_reimpl: both rope_parameters and rope_scaling")
+        rp = rs if rp is None else rp
+        rp = {} if rp is None else rp
+        if rp.get("rope_type", rp.get("type", "default")) != "default":
+            raise ValueError("doc_reimpl: rope_type other than default (§M10.1)")
+        thetas = [x for x in (t.get("rope_theta"), rp.get("rope_theta")) if x is not None]
+        if len(set(thetas)) > 1:
+            raise ValueError("doc_reimpl: two RoPE bases")
+        prfs = [x for x in (t.get("partial_rotary_factor"), rp.get("partial_rotary_factor")) if x is not None]
+        if len(set(prfs)) > 1:
+            raise ValueError("doc_reimpl: two partial_rotary_factor values (§M10.1)")
+        prf = float(prfs[0]) if prfs else 0.25
+        rd = int(float(D) * prf)                            # one f64 product, truncated
+        if rd % 2 or not 2 <= rd <= D:
+            raise ValueError("doc_reimpl: rotated width %d (§M10.1)" % rd)
+        self.rd = rd
+        self.theta = f32(float(thetas[0]) if thetas else 10000.0)
+        self.inv_freq = rope_inv_freq(self.theta, rd)       # §M10.5: §7.1 with rd for head_dim
+        self.eps = f32(float(t.get("rms_norm_eps", 1e-6)))  # §2.3
+        # the feed-forward: §M10.7 (§10), §M10.10, §M10.11
+        moe_keys = ("num_experts", "num_experts_per_tok", "moe_intermediate_size",
+                    "shared_expert_intermediate_size", "norm_topk_prob", "decoder_sparse_step")
+        if fam == "qwen3_5":
+            if any(k in t for k in moe_keys) or t.get("mlp_only_layers", []) != []:
+                raise ValueError("doc_reimpl: expert keys in qwen3_5 (§M10.1)")
+            self.sparse = [False] * L
+        else:
+            self.E = int_key(t, "num_experts", 256 if fam == "qwen3_5_moe" else 512, 1, 1 << 30)
+            self.k = int_key(t, "num_experts_per_tok", 8 if fam == "qwen3_5_moe" else 10, 1, self.E)
+            self.Im = _pos_int(t, "moe_intermediate_size", 512)
+            self.SI = _pos_int(t, "shared_expert_intermediate_size", 512)
+            self.norm_topk = t.get("norm_topk_prob", True)
+            if not isinstance(self.norm_topk, bool):
+                raise ValueError("doc_reimpl: norm_topk_prob not a boolean")
+            S = _pos_int(t, "decoder_sparse_step", 1)
+            only = t.get("mlp_only_layers", [])
+            if not isinstance(only, list) or any(
+                    isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < L for x in only):
+                raise ValueError("doc_reimpl: mlp_only_layers (§M8.1)")
+            if fam == "qwen3_5_moe":                        # §M10.10: every layer sparse, renormalised
+                if "intermediate_size" in t or S != 1 or only or not self.norm_topk:
+                    raise ValueError("doc_reimpl: qwen3_5_moe's every-layer-sparse rules (§M10.10)")
+            self.sparse = [l not in only and (l + 1) % S == 0 for l in range(L)]
+        self.inter = t.get("intermediate_size")
+        self.text, self.tied = t, tied
+
+    def load(self, T):
+        """§M10.2: the tensors checked, the 1 + w norms and NA made, the
+        state zeroed (§M10.4)."""
+        t, tied, L = self.text, self.tied, self.layers
+        self.check_tensors(T, t, tied)
+        # §M10.2: at load, the 1 + w norms and NA
+        P, pre = {}, self.prefix
+        for name, w in T.items():
+            if not name.startswith(pre):
+                continue
+            tail = name[len(pre):]
+            if tail == "norm.weight" or tail.endswith((".input_layernorm.weight",
+                                                         ".post_attention_layernorm.weight",
+                                                         ".self_attn.q_norm.weight",
+                                                         ".self_attn.k_norm.weight")):
+                P[name] = ONE + w
+            elif tail.endswith(".linear_attn.A_log"):
+                P[name[:-len("A_log")] + "NA"] = -exp_vec(w)
+        self.W = dict(T)
+        self.W.update(P)
+        self.head = T[pre + "embed_tokens.weight"] if tied else T["lm_head.weight"]
+        self.QS = rsqrt(f32(self.dk))                       # §M10.3
+        self.scale = rsqrt(f32(self.D))                     # §M10.5, §9.2
+        # §M10.4: the state, +0.0 before position 0
+        self.window = [np.zeros((self.K - 1, self.C), dtype=f32) for _ in range(L)]
+        self.S = [np.zeros((self.Hv, self.dk, self.dv), dtype=f32) for _ in range(L)]
+        self.k_cache = [[] for _ in range(L)]
+        self.v_cache = [[] for _ in range(L)]
+        return self
+
+    def check_tensors(self, T, t, tied):
+        """§M10.2, §M10.10, §M10.11: name -> shape; model.visual.* and mtp.*
+        are read (hashed) and not used; anything else missing, extra or
+        misshapen is refused."""
+        pre, h = self.prefix, self.hidden
+        P = {pre + "embed_tokens.weight": [t["vocab_size"], h], pre + "norm.weight": [h]}
+        if not tied:
+            P["lm_head.weight"] = [t["vocab_size"], h]
+        for l in range(self.layers):
+            p = pre + "layers.%d." % l
+            P[p + "input_layernorm.weight"] = [h]
+            P[p + "post_attention_layernorm.weight"] = [h]
+            if self.linear[l]:
+                a = p + "linear_attn."
+                if self.family == "qwen3_next":
+                    P[a + "in_proj_qkvz.weight"] = [self.C + self.VD, h]
+                    P[a + "in_proj_ba.weight"] = [2 * self.Hv, h]
+                else:
+                    P[a + "in_proj_qkv.weight"] = [self.C, h]
+                    P[a + "in_proj_z.weight"] = [self.VD, h]
+                    P[a + "in_proj_b.weight"] = [self.Hv, h]
+                    P[a + "in_proj_a.weight"] = [self.Hv, h]
+                P[a + "conv1d.weight"] = [self.C, 1, self.K]
+                P[a + "A_log"] = [self.Hv]
+                P[a + "dt_bias"] = [self.Hv]
+                P[a + "norm.weight"] = [self.dv]
+                P[a + "out_proj.weight"] = [h, self.VD]
+            else:
+                a = p + "self_attn."
+                P[a + "q_proj.weight"] = [2 * self.Q, h]
+                P[a + "k_proj.weight"] = [self.KVD, h]
+                P[a + "v_proj.weight"] = [self.KVD, h]
+                P[a + "o_proj.weight"] = [h, self.Q]
+                P[a + "q_norm.weight"] = [self.D]
+                P[a + "k_norm.weight"] = [self.D]
+            m = p + "mlp."
+            if self.sparse[l]:
+                P[m + "gate.weight"] = [self.E, h]
+                if self.family == "qwen3_5_moe":
+                    P[m + "experts.gate_up_proj"] = [self.E, 2 * self.Im, h]
+                    P[m + "experts.down_proj"] = [self.E, h, self.Im]
+                else:
+                    for e in range(self.E):
+                        q = m + "experts.%d." % e
+                        P[q + "gate_proj.weight"] = [self.Im, h]
+                        P[q + "up_proj.weight"] = [self.Im, h]
+                        P[q + "down_proj.weight"] = [h, self.Im]
+                P[m + "shared_expert.gate_proj.weight"] = [self.SI, h]
+                P[m + "shared_expert.up_proj.weight"] = [self.SI, h]
+                P[m + "shared_expert.down_proj.weight"] = [h, self.SI]
+                P[m + "shared_expert_gate.weight"] = [1, h]
+            else:
+                I = self.inter
+                P[m + "gate_proj.weight"] = [I, h]
+                P[m + "up_proj.weight"] = [I, h]
+                P[m + "down_proj.weight"] = [h, I]
+        for name in sorted(set(T) | set(P)):
+            if name not in P:
+                if name.startswith(("model.visual.", "mtp.")):
+                    continue
+                raise ValueError("doc_reimpl: %s: a tensor §M10 does not give %s" % (name, self.family))
+            if name not in T:
+                raise ValueError("doc_reimpl: %s: missing (§M10.2)" % name)
+            if T[name].dtype == np.uint8 or list(T[name].shape) != P[name]:
+                raise ValueError("doc_reimpl: %s: shape %s, §M10 says %s"
+                                 % (name, list(T[name].shape), P[name]))
+
+    def projections(self, a, xn):
+        """§M10.3's mixed, z, b, a; §M10.11's fused reading for qwen3_next."""
+        W = self.W
+        if self.family != "qwen3_next":
+            return (matvec(W[a + "in_proj_qkv.weight"], xn), matvec(W[a + "in_proj_z.weight"], xn),
+                    matvec(W[a + "in_proj_b.weight"], xn), matvec(W[a + "in_proj_a.weight"], xn))
+        Hk, dk, dv, r, KD = self.Hk, self.dk, self.dv, self.r, self.KD
+        qkvz = matvec(W[a + "in_proj_qkvz.weight"], xn)
+        ba = matvec(W[a + "in_proj_ba.weight"], xn)
+        mixed = np.empty(self.C, dtype=f32)
+        z = np.empty(self.VD, dtype=f32)
+        b = np.empty(self.Hv, dtype=f32)
+        av = np.empty(self.Hv, dtype=f32)
+        G = 2 * dk + 2 * r * dv
+        for g in range(Hk):
+            grp = qkvz[g * G:(g + 1) * G]
+            mixed[g * dk:(g + 1) * dk] = grp[0:dk]
+            mixed[KD + g * dk:KD + (g + 1) * dk] = grp[dk:2 * dk]
+            mixed[2 * KD + g * r * dv:2 * KD + (g + 1) * r * dv] = grp[2 * dk:2 * dk + r * dv]
+            z[g * r * dv:(g + 1) * r * dv] = grp[2 * dk + r * dv:G]
+            b[g * r:(g + 1) * r] = ba[g * 2 * r:g * 2 * r + r]
+            av[g * r:(g + 1) * r] = ba[g * 2 * r + r:(g + 1) * 2 * r]
+        return mixed, z, b, av
+
+    def linear_attn(self, l, xn):
+        """§M10.3 with §M10.4's state."""
+        a = self.prefix + "layers.%d.linear_attn." % l
+        W = self.W
+        dk, dv, KD, K = self.dk, self.dv, self.KD, self.K
+        mixed, z, b, av = self.projections(a, xn)
+        # the causal conv: acc from +0.0 over the K taps, oldest first
+        inp = np.concatenate((self.window[l], mixed[None, :]))   # [K, C]
+        Wc = W[a + "conv1d.weight"][:, 0, :]                     # [C, K]
+        acc = np.zeros(self.C, dtype=f32)
+        for j in range(K):
+            t = Wc[:, j] * inp[j]
+            acc = acc + t
+        y = silu_v(acc)
+        self.window[l] = inp[1:].copy()                          # oldest dropped, mixed appended
+        qs, ks = [], []
+        for h in range(self.Hk):
+            qh = l2norm(y[h * dk:(h + 1) * dk])
+            kh = l2norm(y[KD + h * dk:KD + (h + 1) * dk])
+            qs.append(qh * self.QS)
+            ks.append(kh)
+        nw = W[a + "norm.weight"]
+        NA, dtb = W[a + "NA"], W[a + "dt_bias"]
+        outs = []
+        for j in range(self.Hv):
+            v = y[2 * KD + j * dv:2 * KD + (j + 1) * dv]
+            beta = sigmoid_pinned(b[j])
+            s = av[j] + dtb[j]
+            sp = softplus_pinned(s)
+            g = NA[j] * sp
+            decay = exp_pinned(g)
+            kh = j // self.r
+            o = delta_step(self.S[l][j], qs[kh], ks[kh], v, decay, beta)
+            o = rmsnorm(o, nw, self.eps)
+            zs = silu_v(z[j * dv:(j + 1) * dv])
+            outs.append(o * zs)
+        return matvec(W[a + "out_proj.weight"], np.concatenate(outs))
+
+    def full_attn(self, l, xn, pos):
+        """§M10.5: gated attention with §M2.3's norms and partial RoPE."""
+        a = self.prefix + "layers.%d.self_attn." % l
+        W, D, rd = self.W, self.D, self.rd
+        qg = matvec(W[a + "q_proj.weight"], xn)
+        k = matvec(W[a + "k_proj.weight"], xn)
+        v = matvec(W[a + "v_proj.weight"], xn)
+        cos_v, sin_v = rope_tables(self.inv_freq, pos)
+
+        def rot(x):
+            return np.concatenate((rope_rotate(x[:rd], cos_v, sin_v), x[rd:]))
+        qs, gates = [], []
+        for h in range(self.heads):
+            qh = rmsnorm(qg[2 * h * D:2 * h * D + D], W[a + "q_norm.weight"], self.eps)
+            qs.append(rot(qh))
+            gates.append(qg[2 * h * D + D:2 * h * D + 2 * D])
+        ks = [rot(rmsnorm(k[h * D:(h + 1) * D], W[a + "k_norm.weight"], self.eps))
+              for h in range(self.kv_heads)]
+        self.k_cache[l].append(np.concatenate(ks))
+        self.v_cache[l].append(v)
+        Kc = np.array(self.k_cache[l], dtype=f32)
+        Vc = np.array(self.v_cache[l], dtype=f32)
+        outs = []
+        for h in range(self.heads):
+            kv = h // self.group
+            d = matvec(Kc[:, kv * D:(kv + 1) * D], qs[h])
+            p = softmax(d * self.scale)
+            att = matvec(Vc[:, kv * D:(kv + 1) * D].T.copy(), p)
+            s = np.array([sigmoid_pinned(x) for x in gates[h]], dtype=f32)
+            outs.append(att * s)
+        return matvec(W[a + "o_proj.weight"], np.concatenate(outs))
+
+    def gated(self, Wg, Wu, Wd, x):
+        """§10 / §M8.4: down(silu(gate) * up)."""
+        g = matvec(Wg, x)
+        u = matvec(Wu, x)
+        hid = silu_v(g) * u
+        return matvec(Wd, hid)
+
+    def ffn(self, l, x):
+        """§10 for a dense layer; §M10.10's block for a sparse one."""
+        m = self.prefix + "layers.%d.mlp." % l
+        W = self.W
+        if not self.sparse[l]:
+            return self.gated(W[m + "gate_proj.weight"], W[m + "up_proj.weight"],
+                              W[m + "down_proj.weight"], x)
+        r = matvec(W[m + "gate.weight"], x)                 # §M8.3
+        sel, w = topk_scan(softmax(r), self.k, self.norm_topk)
+        o = np.zeros(self.hidden, dtype=f32)
+        for j in sorted(range(self.k), key=lambda j: sel[j]):   # §M8.5
+            e = sel[j]
+            if self.family == "qwen3_5_moe":
+                gu = W[m + "experts.gate_up_proj"][e]
+                y = self.gated(gu[:self.Im], gu[self.Im:], W[m + "experts.down_proj"][e], x)
+            else:
+                q = m + "experts.%d." % e
+                y = self.gated(W[q + "gate_proj.weight"], W[q + "up_proj.weight"],
+                               W[q + "down_proj.weight"], x)
+            t = w[j] * y
+            o = o + t
+        gs = matvec(W[m + "shared_expert_gate.weight"], x)[0]   # §M10.10: the shared expert, last
+        ys = self.gated(W[m + "shared_expert.gate_proj.weight"], W[m + "shared_expert.up_proj.weight"],
+                        W[m + "shared_expert.down_proj.weight"], x)
+        s = sigmoid_pinned(gs)
+        t = s * ys
+        return o + t
+
+    def forward(self, token, pos):
+        """§M10.7 for one row; returns its logits (§11.1)."""
+        W, pre = self.W, self.prefix
+        x = W[pre + "embed_tokens.weight"][token].copy()
+        for l in range(self.layers):
+            p = pre + "layers.%d." % l
+            xn = rmsnorm(x, W[p + "input_layernorm.weight"], self.eps)
+            m = self.linear_attn(l, xn) if self.linear[l] else self.full_attn(l, xn, pos)
+            x = x + m
+            xn = rmsnorm(x, W[p + "post_attention_layernorm.weight"], self.eps)
+            x = x + self.ffn(l, xn)
+        xn = rmsnorm(x, W[pre + "norm.weight"], self.eps)
+        return matvec(self.head, xn)
+
+
 def load_model(model_dir):
     """The family's model: §M9's for gpt_oss, else Model (doc §2-§10, §M2, §M8)."""
     T, c = load_checkpoint(model_dir)
     if c.get("model_type") == "gpt_oss":
         return GptOss(T, c)
+    if c.get("model_type") in HYBRID:
+        return Hybrid(c).load(T)
     return Model(model_dir, (T, c))
 
 
@@ -1296,8 +1773,76 @@ def cmd_goldens():
             bad[0] += 1
             print("FAIL YaRN %s inv_freq_table_digest = %s, §M9.9 says %s"
                   % (name, inv_freq_table_digest(inv).hex(), want))
+    # docs/models.md §M10.9: sigmoid_pinned and softplus_pinned, read from
+    # the document itself; L2EPS, QS, the hand-worked delta step, the
+    # partial RoPE tables; §M10.6's saturation edges
+    tables = m10_tables()
+    count[0] += 1
+    if len(tables.get("sigmoid", ())) < 20 or len(tables.get("softplus", ())) < 20:
+        bad[0] += 1
+        print("FAIL docs/models.md §M10.9: no sigmoid/softplus tables found")
+    for fname, fn in (("sigmoid", sigmoid_pinned), ("softplus", softplus_pinned)):
+        for a, b in tables.get(fname, ()):
+            check("%s_pinned(%s)" % (fname, a), fn(from_bits(int(a, 16))), b)
+    check("L2EPS = (f32) 1e-6", f32(float("1e-6")), "0x358637BD")
+    check("L2EPS", L2EPS, "0x358637BD")
+    for dk, want in ((128, "3DB504F3"), (24, "3E5105EB"), (16, "3E800000")):
+        check("QS(%d)" % dk, rsqrt(f32(dk)), want)
+    for x, want in (("C2AEAC50", "0"), ("C2AEAC51", "0"), ("41851592", "3F800000"),
+                    ("7F800000", "3F800000")):
+        check("sigmoid_pinned(0x%s) (§M10.6)" % x, sigmoid_pinned(from_bits(int(x, 16))), want)
+    count[0] += 1
+    if not (sigmoid_pinned(from_bits(0xC2AEAC4F)) > 0 and sigmoid_pinned(from_bits(0x41851591)) < 1):
+        bad[0] += 1
+        print("FAIL §M10.6: sigmoid_pinned saturates inside its bounds (0xC2AEAC4F, 0x41851591)")
+    for x, want in (("C2AEAC50", "0"), ("C3000000", "0"), ("FF800000", "0"), ("7F800000", "7F800000"),
+                    ("41A00001", "41A00001")):
+        check("softplus_pinned(0x%s) (§M10.6)" % x, softplus_pinned(from_bits(int(x, 16))), want)
+    S = np.array([[1, 2, 0], [0, 1, -1]], dtype=f32)
+    o = delta_step(S, np.array([0.5, 1], dtype=f32), np.array([1, 0.5], dtype=f32),
+                   np.array([1, 2, 3], dtype=f32), f32(0.5), f32(0.5))
+    check("delta_step o", o, [bits(f32(x)) for x in (0.5, 1.375, 1.125)])
+    check("delta_step S", S.ravel(), [bits(f32(x)) for x in (0.75, 1.375, 1.625, 0.125, 0.6875, 0.3125)])
+    xs = np.random.default_rng(10).standard_normal(3000).astype(f32) * f32(30)
+    check("silu_v = silu_pinned", silu_v(xs), [bits(silu_pinned(x)) for x in xs])
+    inv = rope_inv_freq(f32(1e7), 64)
+    check("Qwen3.5-0.8B inv_freq[1]", inv[1], "3F1AB32B")
+    for name, theta, rd, want in (
+            ("Qwen3.5-0.8B", 1e7, 64, "8691defc0e37b183d9a248b31a1e679d3c2c41ec30f3e4cfb3efb12b67059333"),
+            ("q35.json", 1e7, 8, "cb9e5b7c4c844b82eefebbd413e285791c87e39762489caba1d27ccbef2384f2"),
+            ("Qwen3-Next-80B-A3B", 5e6, 64, "12f2bb6a694bbe0f8942b4ea199edb0967b9d5fc97a0b9e38705df10a9702bcc"),
+            ("q3next.json", 5e6, 8, "a7fff06145dc163381d103e7c4c9c8e11998e5eeeaeed5f06802b6b0b39264db")):
+        got = inv_freq_table_digest(rope_inv_freq(f32(theta), rd)).hex()
+        count[0] += 1
+        if got != want:
+            bad[0] += 1
+            print("FAIL §M10 %s inv_freq_table_digest = %s, the document says %s" % (name, got, want))
     print("goldens: %d checked, %d wrong" % (count[0], bad[0]))
     return 1 if bad[0] else 0
+
+
+def m10_tables():
+    """docs/models.md §M10.9's sigmoid/softplus tables, from the document
+    (docs/ under the current directory, else beside this script):
+    {"sigmoid": [(in, out), ...], "softplus": [...]}."""
+    import os
+    here = os.path.dirname(os.path.abspath(__file__))
+    for path in ("docs/models.md", os.path.join(here, "..", "..", "docs", "models.md")):
+        if os.path.exists(path):
+            break
+    else:
+        return {}
+    text = open(path, encoding="utf-8").read()
+    m10 = text[text.find("\nM10.9. "):text.find("\nM10.10. ")]
+    out, cur = {}, None
+    for line in m10.splitlines():
+        if line in ("sigmoid:", "softplus:"):
+            cur = out.setdefault(line[:-1], [])
+        elif line.startswith("```"):
+            cur = None
+        elif cur is not None:
+            cur.extend(tuple(p.split("->")) for p in line.split())
+    return out
 
 
 def cmd_edge_scales(model_dir):
@@ -1360,10 +1905,69 @@ def cmd_pair_routers(model_dir):
     return 0
 
 
+def read_safetensors(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    return json.loads(raw[8:8 + n]), bytearray(raw[8 + n:])
+
+
+def write_safetensors(path, header, data):
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + bytes(data))
+
+
+def cmd_edge_gates(model_dir):
+    """Rewrite model_dir/model.safetensors (docs/models.md §M10) so that in
+    every Gated DeltaNet layer value head 0's dt_bias is 30 and value head
+    1's -30: a + dt_bias then lies above softplus_pinned's threshold 20 (x
+    returned; with NA near -7 the decay is exp_pinned of about -200, +0, so
+    that head's state restarts at every position) and below the point where
+    ONE + e rounds to ONE (e returned), §M10.6's two early returns."""
+    path = model_dir + "/model.safetensors"
+    header, data = read_safetensors(path)
+    count = 0
+    for name, v in header.items():
+        if not name.endswith(".linear_attn.dt_bias"):
+            continue
+        a = v["data_offsets"][0]
+        if v["dtype"] == "BF16":
+            data[a:a + 4] = struct.pack("<HH", 0x41F0, 0xC1F0)
+        elif v["dtype"] == "F32":
+            data[a:a + 8] = struct.pack("<ff", 30.0, -30.0)
+        else:
+            sys.exit("doc_reimpl: %s: dtype %s" % (name, v["dtype"]))
+        count += 1
+    if not count:
+        sys.exit("doc_reimpl: %s has no linear_attn.dt_bias" % path)
+    write_safetensors(path, header, data)
+    return 0
+
+
+def cmd_add_unused(model_dir):
+    """Append to model_dir/model.safetensors two tensors that §M10.2 says are
+    read, hashed and not used: one of the multi-token prediction head
+    (mtp.*) and one of the vision tower (model.visual.*)."""
+    path = model_dir + "/model.safetensors"
+    header, data = read_safetensors(path)
+    for name, dtype, shape, payload in (
+            ("mtp.fc.weight", "BF16", [2, 4], struct.pack("<8H", *range(0x3F80, 0x3F88))),
+            ("model.visual.patch_embed.proj.weight", "F32", [3], struct.pack("<3f", 1.5, -2.0, 7.0))):
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [len(data), len(data) + len(payload)]}
+        data += payload
+    write_safetensors(path, header, data)
+    return 0
+
+
 def cmd_rope(path):
     """§M9.4 from a gpt_oss config.json alone: the YaRN table's digest (§7.2)
-    and the attention factor's bits."""
+    and the attention factor's bits; for the §M10 families (§M10.1,
+    §M10.5), the partial table's digest alone."""
     c = json.load(open(path))
+    if c.get("model_type") in HYBRID:
+        print("inv-freq-table-digest", inv_freq_table_digest(Hybrid(c).inv_freq).hex())
+        return 0
     if c.get("model_type") != "gpt_oss":
         sys.exit("doc_reimpl: %s: model_type is not gpt_oss" % path)
     hd = c.get("head_dim")
@@ -1380,6 +1984,10 @@ def main(argv):
         return cmd_rope(argv[2])
     if argv[1:2] == ["edge-scales"] and len(argv) == 3:
         return cmd_edge_scales(argv[2])
+    if argv[1:2] == ["edge-gates"] and len(argv) == 3:
+        return cmd_edge_gates(argv[2])
+    if argv[1:2] == ["add-unused"] and len(argv) == 3:
+        return cmd_add_unused(argv[2])
     if argv[1:2] == ["pair-routers"] and len(argv) == 3:
         return cmd_pair_routers(argv[2])
     if argv[1:2] == ["run"] and len(argv) == 10:

@@ -1,7 +1,7 @@
 #!/bin/sh
 # t_doc_reimpl.sh - docs/arithmetic.md, with docs/models.md §M2 and §M8 for
-# qwen3 and qwen3_moe and §M5, §M8 and §M9 for gpt_oss, is enough to
-# reproduce cis2 bit for bit.
+# qwen3 and qwen3_moe, §M5, §M8 and §M9 for gpt_oss and §M10 for qwen3_5,
+# qwen3_5_moe and qwen3_next, is enough to reproduce cis2 bit for bit.
 # tests/oracle/doc_reimpl.py is a numpy float32 re-implementation of the
 # greedy decode written from those documents alone (each rule cites its
 # section there; cis2's C sources were not read).  This test:
@@ -64,14 +64,45 @@
 # layer sliding, or W + 1 keys (§M5.2; the 20b-RoPE case from step 2, the
 # edge-scales one from step 1).  The first three and the two softmax ones
 # leave every token as it is; the others change tokens too.  truncate
-# ignored fails only the truncate case and §M9.9's gpto-truncate row.  Two readings no logit here tells apart,
-# and only §M9.9's MXFP4 decodings (goldens) reject: no flush of 2^-127 (a
-# DAZ input to the product gives the same sums), and an overflowing weight
-# saturated to the largest f32 instead of Inf (the clamp makes both LIM).
+# ignored fails only the truncate case and §M9.9's gpto-truncate row.  Two
+# readings no logit here tells apart, and only §M9.9's MXFP4 decodings
+# (goldens) reject: no flush of 2^-127 (a DAZ input to the product gives
+# the same sums), and an overflowing weight saturated to the largest f32
+# instead of Inf (the clamp makes both LIM).
+#   - for the §M10 hybrids (tests/families/q35.json, q35moe.json, q3next.json,
+#     each on §M10.9-§M10.11's run, whose CIS2_REF, ids, argmax and table
+#     digests and file hashes are read from the document; q35 with an mtp.*
+#     and a model.visual.* tensor added (the same logits), with dt_bias at
+#     +-30 (edge-gates), with r = 1, a 2-tap conv and rd 10 from a factor
+#     0.33, and with no layer_types, one key head for three value heads, a
+#     6-tap conv, whole-head RoPE and rms_norm_eps 1e-5; q35moe with routers
+#     tied in pairs; q3next with 3 key heads and sparse layers by
+#     decoder_sparse_step 2, not renormalised) the same comparison; and the
+#     real Qwen3.5-0.8B, -35B-A3B and Qwen3-Next configs' partial RoPE
+#     digests, read by the re-implementation, against §M10.9's and §M10.11's.
+#     Each of these changes to doc_reimpl.py fails at step 0 on every hybrid
+#     case it can reach, leaving the tokens (§M10.9's list, checked when
+#     written): the conv's taps newest first (not with 2 taps: a sum of two
+#     commutes), l2norm as x / sqrt(t), QS folded into l2norm's inv (not with
+#     dk 16: QS a power of two), kv from the undecayed S times decay, u =
+#     v*beta - kv*beta, the read-out over d decreasing, softplus as
+#     ln_pinned(1 + e), sigmoid as e^x / (1 + e^x), the gated norm as
+#     o * (inv * w); l2norm's eps as rms_norm_eps fails only the 1e-5
+#     case; and these fail too, most with other tokens: 1 + w for the gated
+#     norm, silu(z) before the norm, key heads tiled (j mod Hk; not with r = 1
+#     or Hk = 1), no 1 + w on q_norm/k_norm, the gates as q_proj's second
+#     half, RoPE over the whole head (not the factor-1 case) or on pairs (2i,
+#     2i+1), NA = -A_log, no dt_bias, the conv's window starting from the
+#     first row instead of zeros.  For the experts: the shared expert's term
+#     first, or s applied to hs, fails every q35moe/q3next case at step 0
+#     (tokens kept); no renormalisation fails them all but the
+#     norm_topk_prob-false one; the gate_up halves swapped fails q35moe; ties
+#     to the higher index fails only the paired one; qwen3_next's flat reading
+#     of in_proj_qkvz/in_proj_ba, or a before b, fails both q3next cases.
 # To try one, point DOC_REIMPL at a modified copy:
 #     DOC_REIMPL=/tmp/wrong.py BUILD=build/x sh tests/oracle/t_doc_reimpl.sh
-# About 10 s (the gpt_oss cases about 3 s of CPU).  Skips when Debian's
-# python has no numpy.
+# About 25 s (the gpt_oss cases about 3 s of CPU, the §M10 ones about 8).
+# Skips when Debian's python has no numpy.
 # san: skip - logits against the document's re-implementation: numbers, not
 #   memory
 set -u
@@ -94,7 +125,10 @@ tmpdir tmp
 #   so that every router's rows tie in pairs (doc_reimpl.py pair-routers,
 #   docs/models.md §M8.3); edge-scales gives every gpt_oss expert MXFP4
 #   weights at the scale bytes' edges (doc_reimpl.py edge-scales,
-#   docs/models.md §M9.6).
+#   docs/models.md §M9.6); edge-gates sets two dt_bias entries of every
+#   Gated DeltaNet layer to +-30 (doc_reimpl.py edge-gates: softplus's
+#   early returns, a decay of +0, docs/models.md §M10.6); add-unused adds
+#   an mtp.* and a model.visual.* tensor (read, hashed, unused: §M10.2).
 one_case() {
     shape=$1 seed=$2 ids=$3 n=$4 flags=,${5:-},
     case $shape in
@@ -102,7 +136,8 @@ one_case() {
     *) name=$shape; src="--shape $shape" ;;
     esac
     case $flags in *,pair-routers,*) name=$name.paired ;; esac
-    case $flags in *,edge-scales,*) name=$name.edge ;; esac
+    case $flags in *,edge-scales,*|*,edge-gates,*) name=$name.edge ;; esac
+    case $flags in *,add-unused,*) name=$name.unused ;; esac
     d=$tmp/$name.$seed
     echo "=== $name (seed $seed, prompt $ids, $n tokens)"
     # $src is two words on purpose
@@ -113,6 +148,10 @@ one_case() {
         || { fail_later "doc_reimpl.py pair-routers $d"; return; } ;;
     *,edge-scales,*) "$PY" "$REIMPL" edge-scales "$d" \
         || { fail_later "doc_reimpl.py edge-scales $d"; return; } ;;
+    *,edge-gates,*) "$PY" "$REIMPL" edge-gates "$d" \
+        || { fail_later "doc_reimpl.py edge-gates $d"; return; } ;;
+    *,add-unused,*) "$PY" "$REIMPL" add-unused "$d" \
+        || { fail_later "doc_reimpl.py add-unused $d"; return; } ;;
     esac
     $CIS2 run --model-dir "$d" --prompt-ids "$ids" --gen-toks "$n" \
             --receipt "$d/receipt" --dump-logits "$d/cis2.f32" > "$d/run.out" \
@@ -248,6 +287,87 @@ grep -qxF "generated_token_ids = $m99_ids" "$tmp/gpto.3/run.out" \
     || fail_later "§M9.9: cis2 generated $(sed -n 's/^generated_token_ids = //p' "$tmp/gpto.3/run.out"), docs/models.md §M9.9 says $m99_ids"
 grep -qx "witness-digest $(echo "$m99_ref" | sed -n 's/^CIS2_REF digest=\([0-9a-f]*\) .*/\1/p')" "$tmp/gpto.3/doc.out" \
     || fail_later "§M9.9: doc_reimpl.py's witness is not docs/models.md §M9.9's"
+
+# docs/models.md §M10 (qwen3_5, qwen3_5_moe, qwen3_next): Gated DeltaNet
+# layers with their recurrent state, gated partial-RoPE attention, 1 + w
+# norms; the mixtures of experts with the shared expert; the fused
+# projections.  known_run SECTION NEXT CASE-DIR: the section's known
+# answers, read from the document (its CIS2_REF, generated ids,
+# argmax_digest and inv_freq_table_digest lines against cis2's run, the
+# witness against the re-implementation's, the two file hashes' prefixes
+# against the re-implementation's)
+known_run() {
+    sec=$(sed -n "/^$1\. /,/^$2/p" docs/models.md)
+    ref=$(echo "$sec" | grep '^CIS2_REF digest=')
+    [ -n "$ref" ] || { fail_later "docs/models.md §$1 gives no CIS2_REF line"; return; }
+    for key in inv_freq_table_digest generated_token_ids argmax_digest; do
+        line=$(echo "$sec" | grep "^$key = ")
+        [ -n "$line" ] || { fail_later "docs/models.md §$1 gives no $key line"; continue; }
+        grep -qxF "$line" "$3/run.out" \
+            || fail_later "§$1: cis2 printed $(grep "^$key = " "$3/run.out"), the document says $line"
+    done
+    grep -qxF "$ref" "$3/run.out" \
+        || fail_later "§$1: cis2 printed $(grep '^CIS2_REF' "$3/run.out"), the document says $ref"
+    grep -qx "witness-digest $(echo "$ref" | sed -n 's/^CIS2_REF digest=\([0-9a-f]*\) .*/\1/p')" "$3/doc.out" \
+        || fail_later "§$1: doc_reimpl.py's witness is not the document's"
+    hashes=$(echo "$sec" | grep -o '[0-9a-f]\{16\}\.\.\.' | tr -d . | head -2 | tr '\n' ' ')
+    got=$(for key in weights-sha256 config-sha256; do
+        sed -n "s/^$key \([0-9a-f]\{16\}\).*/\1/p" "$3/doc.out"; done | tr '\n' ' ')
+    [ "$hashes" = "$got" ] \
+        || fail_later "§$1: model.safetensors and config.json hash to $got, the document says $hashes"
+}
+P12=1,7,3,2,9,11,4,200,13,5,77,6
+one_case $F/q35.json 3 $P12 12
+known_run M10.9 M10.10 "$tmp/q35.3"
+# §M10.2: the vision tower's and the MTP head's tensors change the
+# weights' hash and no logit
+one_case $F/q35.json 3 $P12 12 add-unused
+cmp -s "$tmp/q35.3/cis2.f32" "$tmp/q35.unused.3/cis2.f32" \
+    || fail_later "q35: an mtp.* / model.visual.* tensor changed cis2's logits (§M10.2)"
+one_case $F/q35.json 5 2,11,4,6,1,9,3 6 edge-gates
+# other shapes: r = 1, a 2-tap conv, dk 16 != dv 24, partial_rotary_factor
+# 0.33 (rd = int(32 x 0.33) = 10); no layer_types (full_attention_interval
+# 2 over 5 layers), one key head for 3 value heads, a 6-tap conv, RoPE
+# over the whole head (factor 1), rms_norm_eps 1e-5 (l2norm's L2EPS stays
+# 1e-6); qwen3_next with 3 key heads of r = 2, dense and sparse layers by
+# decoder_sparse_step 2, norm_topk_prob false
+"$PY" -c 'import json, sys
+f, tmp = sys.argv[1], sys.argv[2]
+c = json.load(open(f + "/q35.json")); t = c["text_config"]
+t.update(linear_num_key_heads=4, linear_num_value_heads=4, linear_key_head_dim=16,
+         linear_value_head_dim=24, linear_conv_kernel_dim=2)
+t["rope_parameters"]["partial_rotary_factor"] = 0.33
+json.dump(c, open(tmp + "/q35-r1.json", "w"))
+c = json.load(open(f + "/q35.json")); t = c["text_config"]
+del t["layer_types"]
+t.update(full_attention_interval=2, num_hidden_layers=5, linear_num_key_heads=1, linear_num_value_heads=3,
+         linear_conv_kernel_dim=6, head_dim=24, rms_norm_eps=1e-5)
+t["rope_parameters"].update(partial_rotary_factor=1.0, rope_theta=10000)
+json.dump(c, open(tmp + "/q35-interval.json", "w"))
+c = json.load(open(f + "/q3next.json"))
+del c["layer_types"]
+c.update(full_attention_interval=4, linear_num_key_heads=3, linear_num_value_heads=6, linear_key_head_dim=8,
+         linear_value_head_dim=8, decoder_sparse_step=2, mlp_only_layers=[], norm_topk_prob=False)
+json.dump(c, open(tmp + "/q3next-hk3.json", "w"))' $F "$tmp" \
+    || fail_later "could not write the §M10 variants"
+one_case "$tmp/q35-r1.json" 7 5,1,9,7,3,12,40,8,2 8
+one_case "$tmp/q35-interval.json" 1 13,5,77,6,2,2,9 8
+one_case $F/q35moe.json 3 $P12 12
+known_run M10.10 M10.11 "$tmp/q35moe.3"
+one_case $F/q35moe.json 4 13,5,77,6 6 pair-routers
+one_case $F/q3next.json 3 $P12 12
+known_run M10.11 '## ' "$tmp/q3next.3"
+one_case "$tmp/q3next-hk3.json" 2 2,11,4,6,1,9 8
+# the real configs' partial RoPE tables, read by the re-implementation
+# (§M10.1's defaults and keys), against §M10.9's and §M10.11's digests
+# (Qwen3.5-35B-A3B has Qwen3.5-0.8B's rope_theta and rd)
+for pair in Qwen3.5-0.8B:M10.9 Qwen3.5-35B-A3B:M10.9 Qwen3-Next-80B-A3B:M10.11; do
+    cfg=$SHARED/models/families/${pair%%:*}.json
+    [ -f "$cfg" ] || continue
+    got=$("$PY" "$REIMPL" rope "$cfg" | sed -n 's/^inv-freq-table-digest //p')
+    [ -n "$got" ] && sed -n "/^${pair#*:}\. /,\$p" docs/models.md | grep -q "$got" \
+        || fail_later "${pair%%:*}: doc_reimpl.py rope gives '$got', not §${pair#*:}'s digest"
+done
 
 end_fails
 echo ok

@@ -9,7 +9,9 @@
 # blocks, q/k norm over the whole projection; GQA 4/2 so k_norm is 32 wide),
 # Mistral with a sliding window (§M5: 7 keys, so that the 24 positions of
 # a run slide past it and past a 16-key block of the cache) and Phi-3 (§M6:
-# fused qkv_proj and gate_up_proj, a window of 5).
+# fused qkv_proj and gate_up_proj, a window of 5); and, further down,
+# Gemma-3, the mixtures of experts and the hybrids (§M7-§M10: Qwen3.5,
+# Qwen3.5-MoE, Qwen3-Next, each also on synth_hybrid.py's checkpoints).
 #   1. cis2 against the torch fp32 oracle written from transformers'
 #      semantics (torch_ref.py): every greedy token with a clear margin and
 #      relative L2 <= 1e-4 per step on the logits;
@@ -108,7 +110,7 @@ family() {
         "$PY" "$ORACLE" check --model-dir "$d" --json "$d/run.json" --logits "$d/lg.f32" > "$d/oracle.log" \
             || { cat "$d/oracle.log"; fail_later "$fam: the oracle rejects cis2's run"; }
         tail -n 1 "$d/oracle.log"
-        case $fam in qwen3_moe|gpt_oss) # the mixtures of experts also against the float64 reference
+        case $fam in qwen3_moe|gpt_oss|qwen3_5|qwen3_5_moe|qwen3_next) # the mixtures of experts and hybrids in f64 too
             "$PY" "$ORACLE" check --f64 --model-dir "$d" --json "$d/run.json" --logits "$d/lg.f32" > "$d/f64.log" \
                 || { cat "$d/f64.log"; fail_later "$fam: the float64 reference rejects cis2's run"; }
             echo "$fam in float64: $(tail -n 1 "$d/f64.log")" ;;
@@ -225,5 +227,54 @@ if [ $oracle = 1 ]; then
     echo "gpt_oss at positions 90..97: $(tail -n 1 "$d/long.log")"
 fi
 ties gpt_oss 69
+# hybrid_ref FAM REAL.json: a checkpoint of FAM written independently
+# (synth_hybrid.py: the real config's sizes reduced, its own A_log and
+# gated-norm dtypes and expert layout, the mtp.* tensors a reader must
+# skip), 40 positions (the state past the conv window, the attention
+# layer's cache past a 16-key block): cis2 against the oracle
+LONG=$(python3 -c 'print(",".join(str((i * 37 + 11) % 509 + 1) for i in range(28)))')
+hybrid_ref() {
+    [ $oracle = 1 ] || return 0
+    d=$T/$1_hy
+    "$PY" tests/oracle/synth_hybrid.py --family-config "$SHARED/models/families/$2" --out "$d" --seed 5 --layers 4 \
+        --vocab 512 > /dev/null || fail "synth_hybrid.py $1"
+    cp "$T/tiny/tokenizer.json" "$d/tokenizer.json" # a synthetic byte-level tokenizer of the same 512 ids
+    $CIS2 run --model-dir "$d" --prompt-ids "$LONG" --gen-toks 12 --json --dump-logits "$d/lg.f32" > "$d/run.json" \
+        || fail "$1: cis2 run on synth_hybrid.py's checkpoint"
+    "$PY" "$ORACLE" check --model-dir "$d" --json "$d/run.json" --logits "$d/lg.f32" > "$d/oracle.log" \
+        || { cat "$d/oracle.log"; fail_later "$1: the oracle rejects cis2 on synth_hybrid.py's checkpoint"; }
+    echo "$1 on synth_hybrid.py's checkpoint: $(tail -n 1 "$d/oracle.log")"
+}
+# qwen3_5 (§M10): Gated DeltaNet layers 0, 2, 3 (conv window 4, 2 key heads
+# shared by 4 value heads, dk 24 != dv 16) and gated full attention in
+# layer 1 (partial RoPE over 8 of 32 dims, GQA 4/2, (1 + w) q/k norms),
+# behind the multimodal wrapper; each DeltaNet feature and each attention
+# feature dropped from the oracle is rejected; chunked_vs_recurrent (the
+# delta rule in transformers' chunked prefill form, the same function) is
+# the positive control, which must pass
+cp tests/families/q35.json "$T/qwen3_5.json"
+family qwen3_5 no_conv no_conv_silu no_l2norm no_q_scale no_decay no_dt_bias no_beta no_z_gate gated_norm_1p \
+    kv_head_tile no_output_gate gate_halves full_rotary norm_plain_w qk_norm
+if [ $oracle = 1 ]; then
+    d=$T/qwen3_5
+    "$PY" "$ORACLE" check --model-dir "$d" --json "$d/run.json" --logits "$d/lg.f32" --ablate chunked_vs_recurrent \
+        > "$d/chunked.log" || { cat "$d/chunked.log"; fail_later "qwen3_5: the chunked delta rule rejects cis2's run"; }
+    echo "qwen3_5 against the chunked form: $(tail -n 1 "$d/chunked.log")"
+fi
+hybrid_ref qwen3_5 Qwen3.5-0.8B.json
+# qwen3_5_moe (§M10.10): the same layers with a mixture of experts in every
+# layer (8 experts as two 3-D tensors, 3 per token, always renormalised)
+# and a shared expert behind its sigmoid gate; the routers' tie rule
+cp tests/families/q35moe.json "$T/qwen3_5_moe.json"
+family qwen3_5_moe no_shared_expert no_shared_gate no_norm_topk no_conv no_decay no_output_gate full_rotary qk_norm
+ties qwen3_5_moe 92
+hybrid_ref qwen3_5_moe Qwen3.5-35B-A3B.json
+# qwen3_next (§M10.11): in_proj_qkvz / in_proj_ba grouped per key head (2
+# key heads, so the flat reading differs), experts one tensor each and the
+# shared expert, layer 1 dense (mlp_only_layers)
+cp tests/families/q3next.json "$T/qwen3_next.json"
+family qwen3_next qkvz_flat no_shared_expert no_shared_gate no_norm_topk kv_head_tile no_output_gate full_rotary
+ties qwen3_next 69
+hybrid_ref qwen3_next Qwen3-Next-80B-A3B.json
 end_fails
 echo ok

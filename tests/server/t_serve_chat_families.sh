@@ -26,6 +26,9 @@
 #         (tests/server/chat_family_tok.py); the template writes no <s>, and
 #         a rendered chat gets none added (transformers': no <s>)
 #   sm3   SmolLM3's (tokenizer_config.json's named list), the same kind
+#   q35   Qwen3.5's (tokenizer_config.json's string) on qwen3_5's hybrid shape
+#         (a multimodal wrapper: vocab_size set in its text_config), the same
+#         kind of tokenizer with Qwen3.5's control tokens
 #   ol2   no template published here: chat is a 400 saying how to give one,
 #         completions still answer
 # Oracles: the prompt each answer reports (cis2.prompt) is
@@ -55,10 +58,10 @@ export SOURCE_DATE_EPOCH=1741356309 # strftime_now's time, as chat_oracle.py pin
 # mk NAME SHAPE VOCAB TOKENIZER|-: a synthetic checkpoint of tests/families/SHAPE.json
 # with vocab_size VOCAB and TOKENIZER (- : cis2 synth's byte-level one, with a 4096-token context)
 mk() {
-    $PY -c 'import json,sys; c=json.load(open(sys.argv[1])); c["vocab_size"]=int(sys.argv[2])
+    $PY -c 'import json,sys; w=json.load(open(sys.argv[1])); c=w.get("text_config", w); c["vocab_size"]=int(sys.argv[2])
 if int(sys.argv[2]) == 512:  # a byte-level tokenizer: the tool templates make long prompts
     c["max_position_embeddings"] = 4096
-json.dump(c, open(sys.argv[3], "w"))' \
+json.dump(w, open(sys.argv[3], "w"))' \
         "tests/families/$2.json" "$3" "$d/$1.json" || fail "$1: config"
     if [ "$4" = - ]; then "$CIS2" synth --config "$d/$1.json" --seed 5 --out "$d/$1" > /dev/null || fail "$1: synth"
     else "$CIS2" synth --config "$d/$1.json" --seed 5 --out "$d/$1" --tokenizer "$4" > /dev/null || fail "$1: synth"; fi
@@ -166,6 +169,15 @@ $PY -c 'import json,sys; t=open(sys.argv[1]).read(); json.dump({"eos_token": "<|
 chat sm3 -
 grep -q 'enable_thinking' "$d/sm3.cases/think-off.json" && grep -q '/no_think' "$d/sm3.cases/think-off.json" ||
     fail "sm3: enable_thinking false did not reach the template"
+
+echo "== q35: Qwen3.5's template in tokenizer_config.json, on the hybrid shape (Gated DeltaNet, docs/models.md §M10)"
+mk q35 q35 512 -
+$PY tests/server/chat_family_tok.py "$d/q35/tokenizer.json" 256 '<|im_start|>' '<|im_end|>' '<think>' '</think>' \
+    '<tool_call>' '</tool_call>' '<tool_response>' '</tool_response>' || fail "q35: tokenizer"
+$PY -c 'import json,sys; json.dump({"eos_token": "<|im_end|>", "pad_token": "<|im_end|>",
+ "chat_template": open(sys.argv[1]).read()}, open(sys.argv[2], "w"))' "$TPL/Qwen3.5-4B.jinja" \
+    "$d/q35/tokenizer_config.json" || fail "q35: tokenizer_config"
+chat q35 -
 
 echo "== ol2: no template: chat says how to give one, completions answer"
 mk ol2 ol2 512 -

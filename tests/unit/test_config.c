@@ -512,9 +512,9 @@ static void families(void **s)
         {"gemma-3-1b-it", NULL},
         {"Qwen3-30B-A3B", NULL},
         {"gpt-oss-20b", NULL},
-        {"Qwen3.5-0.8B", "model_type 'qwen3_5' not supported"},
-        {"Qwen3.5-35B-A3B", "model_type 'qwen3_5_moe' not supported"},
-        {"Qwen3-Next-80B-A3B", "model_type 'qwen3_next' not supported"},
+        {"Qwen3.5-0.8B", NULL},
+        {"Qwen3.5-35B-A3B", NULL},
+        {"Qwen3-Next-80B-A3B", NULL},
     };
     char p[1024];
     snprintf(p, sizeof p, "%s/models/families/%s.json", shared(), F[0].file);
@@ -990,6 +990,251 @@ static void bad_json(void **s)
     expect_raw_fails("", CIS2_E_FORMAT, "invalid JSON");
 }
 
+/* qwen3_5 (docs/models.md §M10.1): the real Qwen3.5-0.8B config (the
+ * wrapper, its text_config) reads as the values written down here from the
+ * file and Qwen3_5TextConfig; a small wrapper with one change at a time is
+ * read or refused as §M10.1 says; the hybrid's and the wrapper's keys are
+ * refused in other families. */
+static void qwen3_5_family(void **s)
+{
+    (void)s;
+    char p[1024];
+    snprintf(p, sizeof p, "%s/models/families/Qwen3.5-0.8B.json", shared());
+    cis2_config c;
+    cis2_error e = {0};
+    if (access(p, R_OK) == 0) {
+        if (cis2_config_load(&c, p, &e)) fail_msg("%s", e.msg);
+        assert_string_equal(c.family->model_type, "qwen3_5");
+        assert_int_equal(c.hidden_size, 1024);
+        assert_int_equal(c.head_dim, 256);
+        assert_int_equal(c.rotary_dim, 64);                    /* 256 x 0.25 */
+        assert_int_equal(c.lin_k_heads, 16);
+        assert_int_equal(c.lin_v_heads, 16);
+        assert_int_equal(c.lin_k_dim, 128);
+        assert_int_equal(c.lin_v_dim, 128);
+        assert_int_equal(c.conv_kernel, 4);
+        assert_int_equal(c.tie_word_embeddings, 1);
+        assert_int_equal(bits(c.rope_theta), 0x4B189680);     /* 1e7 */
+        assert_int_equal(bits(c.rms_norm_eps), 0x358637BD);   /* 1e-6 */
+        assert_int_equal(c.n_eos, 1);
+        assert_int_equal(c.eos_ids[0], 248044);
+        for (int l = 0; l < 24; l++)
+            if (c.linear[l] != (l % 4 != 3)) fail_msg("Qwen3.5-0.8B layer %d: linear %d", l, c.linear[l]);
+        assert_int_equal(cis2_config_inv_freq_len(&c), 32);
+        {   /* docs/models.md §M10.9 (doc_reimpl.py's rope_inv_freq over rd 64 gives it) */
+            float inv[32];
+            uint8_t d[32];
+            char hex[65];
+            cis2_config_inv_freq(&c, inv);
+            cis2_inv_freq_table_digest(inv, 32, d);
+            for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
+            assert_string_equal(hex, "8691defc0e37b183d9a248b31a1e679d3c2c41ec30f3e4cfb3efb12b67059333");
+        }
+        /* per layer 2 x 1024 norms and the MLP 3 x 1024 x 3584; 18 linear layers of in_proj_qkv 6144 x 1024,
+         * in_proj_z 2048 x 1024, in_proj_b and _a 16 x 1024 each, conv 6144 x 4, A_log and dt_bias 16 each,
+         * the gated norm 128 and out_proj 1024 x 2048; 6 full layers of q_proj 4096 x 1024, k and v 512 x 1024
+         * each, o_proj 1024 x 2048, q/k norms 256 each; the tied embedding 248320 x 1024 and the final norm */
+        uint64_t lin = 6144ull * 1024 + 2048ull * 1024 + 2 * 16 * 1024 + 6144 * 4 + 2 * 16 + 128 + 1024ull * 2048;
+        uint64_t full = 4096ull * 1024 + 2 * 512ull * 1024 + 1024ull * 2048 + 2 * 256;
+        uint64_t want = 24 * (2 * 1024 + 3 * 1024ull * 3584) + 18 * lin + 6 * full + 248320ull * 1024 + 1024;
+        assert_true(cis2_config_param_count(&c) == want);
+    }
+    /* a small wrapper, one change at a time */
+    static const char *const base = "{\"model_type\":\"qwen3_5\",\"architectures\":[\"Qwen3_5ForConditionalGeneration\"],"
+        "\"vision_config\":{\"depth\":2},\"image_token_id\":9%s,\"text_config\":{"
+        "\"hidden_size\":64,\"intermediate_size\":96,\"num_hidden_layers\":4,\"num_attention_heads\":4,"
+        "\"num_key_value_heads\":2,\"head_dim\":32,\"vocab_size\":300%s}}";
+    static const struct { const char *top, *text; int rc; const char *why; const char *lin; int rd; } C[] = {
+        /* Qwen3_5TextConfig's defaults: interval 4, factor 0.25, linear 16/32 heads of 128, kernel 4 */
+        {"", "", CIS2_OK, NULL, "1110", 8},
+        {"", ",\"full_attention_interval\":2", CIS2_OK, NULL, "1010", 8},
+        {"", ",\"layer_types\":[\"full_attention\",\"linear_attention\",\"mamba\",\"attention\"]", CIS2_OK, NULL,
+         "0110", 8},
+        {"", ",\"layer_types\":[\"linear_attention\",\"full_attention\",\"linear_attention\",\"full_attention\"],"
+         "\"full_attention_interval\":2", CIS2_OK, NULL, "1010", 8},
+        {"", ",\"layer_types\":[\"linear_attention\",\"linear_attention\",\"linear_attention\",\"linear_attention\"],"
+         "\"full_attention_interval\":4", CIS2_E_UNSUPPORTED, "layer_types[3] and full_attention_interval 4 disagree",
+         NULL, 0},
+        {"", ",\"layer_types\":[\"sliding_attention\",\"full_attention\",\"full_attention\",\"full_attention\"]",
+         CIS2_E_UNSUPPORTED, "layer_types[0] \"sliding_attention\" is not implemented", NULL, 0},
+        {"", ",\"partial_rotary_factor\":0.5", CIS2_OK, NULL, "1110", 16},
+        {"", ",\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":1e7,\"partial_rotary_factor\":1.0,"
+         "\"mrope_section\":[5,5,6],\"mrope_interleaved\":true}", CIS2_OK, NULL, "1110", 32},
+        {"", ",\"partial_rotary_factor\":0.5,\"rope_parameters\":{\"partial_rotary_factor\":0.25}", CIS2_E_UNSUPPORTED,
+         "partial_rotary_factor is given twice", NULL, 0},
+        {"", ",\"partial_rotary_factor\":0.03", CIS2_E_FORMAT, "gives 0 rotated dimensions", NULL, 0},
+        {"", ",\"partial_rotary_factor\":0.1", CIS2_E_FORMAT, "gives 3 rotated dimensions", NULL, 0},
+        {"", ",\"rope_parameters\":{\"mrope_section\":[1,2]}", CIS2_E_FORMAT, "mrope_section must be a list of three",
+         NULL, 0},
+        {"", ",\"rope_parameters\":{\"rope_type\":\"llama3\",\"factor\":8}", CIS2_E_UNSUPPORTED,
+         "\"llama3\" is not implemented for model_type qwen3_5", NULL, 0},
+        {"", ",\"linear_num_value_heads\":24", CIS2_E_FORMAT, "linear_num_value_heads 24 is not a multiple", NULL, 0},
+        {"", ",\"linear_key_head_dim\":2048", CIS2_E_FORMAT, "linear_key_head_dim = 2048 exceeds the limit 1024", NULL,
+         0},
+        {"", ",\"linear_num_value_heads\":4096,\"linear_value_head_dim\":1024", CIS2_E_FORMAT,
+         "recurrent state of 549466112 floats exceeds the limit", NULL, 0},
+        {"", ",\"attn_output_gate\":false", CIS2_E_UNSUPPORTED, "attn_output_gate false is not implemented", NULL, 0},
+        {"", ",\"attn_output_gate\":true,\"mamba_ssm_dtype\":\"float32\",\"mtp_num_hidden_layers\":1,"
+         "\"mtp_use_dedicated_embeddings\":false,\"mlp_only_layers\":[]", CIS2_OK, NULL, "1110", 8},
+        {"", ",\"mamba_ssm_dtype\":\"bfloat16\"", CIS2_E_UNSUPPORTED, "mamba_ssm_dtype must be \"float32\"", NULL, 0},
+        {"", ",\"mlp_only_layers\":[1]", CIS2_E_UNSUPPORTED, "mlp_only_layers is not implemented", NULL, 0},
+        {"", ",\"attention_bias\":true", CIS2_E_UNSUPPORTED, "attention biases are not implemented", NULL, 0},
+        {"", ",\"model_type\":\"qwen3_5_moe_text\"", CIS2_E_UNSUPPORTED, "text_config.model_type must be", NULL, 0},
+        {"", ",\"model_type\":\"qwen3_5_text\"", CIS2_OK, NULL, "1110", 8},
+        {"", ",\"vision_config\":{}", CIS2_E_UNSUPPORTED, "text_config.vision_config is not implemented", NULL, 0},
+        {"", ",\"no_such_key\":1", CIS2_E_UNSUPPORTED, "key 'no_such_key' is not known", NULL, 0},
+        {",\"no_such_key\":1", "", CIS2_E_UNSUPPORTED, "key 'no_such_key' of the qwen3_5 wrapper is not known", NULL,
+         0},
+        {",\"hidden_size\":64", "", CIS2_E_UNSUPPORTED, "key 'hidden_size' of the qwen3_5 wrapper", NULL, 0},
+        {",\"tie_word_embeddings\":true", ",\"tie_word_embeddings\":false", CIS2_E_UNSUPPORTED,
+         "tie_word_embeddings differs between the wrapper and text_config", NULL, 0},
+        {",\"tie_word_embeddings\":true", "", CIS2_OK, NULL, "1110", 8},
+    };
+    for (size_t i = 0; i < sizeof C / sizeof C[0]; i++) {
+        char t[2048];
+        snprintf(t, sizeof t, base, C[i].top, C[i].text);
+        memset(&e, 0, sizeof e);
+        int rc = cis2_config_parse(&c, t, strlen(t), "q35", &e);
+        if (rc != C[i].rc || (C[i].why && !strstr(e.msg, C[i].why)))
+            fail_msg("case %zu (%s | %s): rc=%d msg='%s'", i, C[i].top, C[i].text, rc, e.msg);
+        if (rc) continue;
+        for (int l = 0; l < 4; l++)
+            if (c.linear[l] != C[i].lin[l] - '0') fail_msg("case %zu: layer %d linear %d", i, l, c.linear[l]);
+        assert_int_equal(c.rotary_dim, C[i].rd);
+        assert_int_equal(c.tie_word_embeddings, i == sizeof C / sizeof C[0] - 1); /* the wrapper's; default false */
+        assert_int_equal(c.lin_k_heads, 16);
+        assert_int_equal(c.lin_v_heads, 32);
+        assert_int_equal(c.lin_k_dim, 128);
+        assert_int_equal(c.conv_kernel, 4);
+        assert_int_equal(c.max_position_embeddings, 32768);
+    }
+    /* the hybrid's and the wrapper's keys elsewhere: refused, not ignored */
+    patch_fails("{\"linear_num_key_heads\":2}", NULL, CIS2_E_UNSUPPORTED,
+                "linear_num_key_heads is not implemented for model_type llama");
+    patch_fails("{\"attn_output_gate\":true}", NULL, CIS2_E_UNSUPPORTED, "attn_output_gate is not implemented");
+    patch_fails("{\"text_config\":{}}", NULL, CIS2_E_UNSUPPORTED, "text_config is not implemented for model_type llama");
+    patch_fails("{\"vision_config\":{}}", NULL, CIS2_E_UNSUPPORTED, "vision_config is not implemented");
+    patch_fails("{\"partial_rotary_factor\":0.5}", NULL, CIS2_E_UNSUPPORTED, "partial_rotary_factor = 0.5");
+    patch_fails("{\"rope_parameters\":{\"rope_type\":\"default\",\"mrope_section\":[1,1,2]}}", NULL,
+                CIS2_E_UNSUPPORTED, "rope_parameters.mrope_section");
+    /* a qwen3_5 config without its wrapper */
+    expect_raw_fails("{\"model_type\":\"qwen3_5\",\"hidden_size\":64}", CIS2_E_UNSUPPORTED,
+                     "key 'hidden_size' of the qwen3_5 wrapper");
+    expect_raw_fails("{\"model_type\":\"qwen3_5\"}", CIS2_E_FORMAT, "needs the object text_config");
+}
+
+/* qwen3_5_moe (docs/models.md §M10.10): the real Qwen3.5-35B-A3B config
+ * reads as written down here from the file and Qwen3_5MoeTextConfig; its
+ * rules one change at a time; the shared expert's key elsewhere refused. */
+static void qwen3_5_moe_family(void **s)
+{
+    (void)s;
+    char p[1024];
+    snprintf(p, sizeof p, "%s/models/families/Qwen3.5-35B-A3B.json", shared());
+    cis2_config c;
+    cis2_error e = {0};
+    if (access(p, R_OK) == 0) {
+        if (cis2_config_load(&c, p, &e)) fail_msg("%s", e.msg);
+        assert_string_equal(c.family->model_type, "qwen3_5_moe");
+        assert_int_equal(c.num_experts, 256);
+        assert_int_equal(c.num_experts_per_tok, 8);
+        assert_int_equal(c.moe_intermediate_size, 512);
+        assert_int_equal(c.shared_inter, 512);
+        assert_int_equal(c.norm_topk_prob, 1);
+        assert_int_equal(c.intermediate_size, 0);
+        assert_int_equal(c.tie_word_embeddings, 0);
+        assert_int_equal(c.rotary_dim, 64);
+        assert_int_equal(c.lin_v_heads, 32);
+        for (int l = 0; l < 40; l++)
+            if (!c.sparse[l] || c.linear[l] != (l % 4 != 3)) fail_msg("Qwen3.5-35B-A3B layer %d", l);
+        /* per layer 2 norms, the router 256 x 2048, the experts 256 x 1024 x 2048 and 256 x 2048 x 512, the
+         * shared expert 2 x 512 x 2048 + 2048 x 512 and its gate 2048; 30 linear layers (C 8192, VD 4096), 10 full
+         * (q_proj 8192 x 2048, k/v 512 x 2048, o_proj 2048 x 4096, q/k norms 256); embedding and lm_head */
+        uint64_t moe = 256ull * 2048 + 256ull * 1024 * 2048 + 256ull * 2048 * 512 + 3 * 512ull * 2048 + 2048;
+        uint64_t lin = 8192ull * 2048 + 4096ull * 2048 + 2 * 32 * 2048 + 8192 * 4 + 2 * 32 + 128 + 2048ull * 4096;
+        uint64_t full = 8192ull * 2048 + 2 * 512ull * 2048 + 2048ull * 4096 + 2 * 256;
+        uint64_t want = 40 * (2 * 2048 + moe) + 30 * lin + 10 * full + 2 * 248320ull * 2048 + 2048;
+        assert_true(cis2_config_param_count(&c) == want);
+    }
+    static const char *const base = "{\"model_type\":\"qwen3_5_moe\",\"text_config\":{\"hidden_size\":64,"
+        "\"num_hidden_layers\":4,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"head_dim\":32,"
+        "\"vocab_size\":300%s}}";
+    static const struct { const char *text; int rc; const char *why; } C[] = {
+        {"", CIS2_OK, NULL}, /* Qwen3_5MoeTextConfig's defaults: 256 experts, 8 a token, 512 wide, shared 512 */
+        {",\"norm_topk_prob\":true,\"decoder_sparse_step\":1,\"mlp_only_layers\":[]", CIS2_OK, NULL},
+        {",\"intermediate_size\":96", CIS2_E_UNSUPPORTED, "intermediate_size is not read for model_type qwen3_5_moe"},
+        {",\"norm_topk_prob\":false", CIS2_E_UNSUPPORTED, "norm_topk_prob must be true"},
+        {",\"decoder_sparse_step\":2", CIS2_E_UNSUPPORTED, "decoder_sparse_step must be 1"},
+        {",\"mlp_only_layers\":[1]", CIS2_E_UNSUPPORTED, "mlp_only_layers must be []"},
+        {",\"num_experts_per_tok\":300", CIS2_E_FORMAT, "num_experts_per_tok 300 exceeds num_experts 256"},
+        {",\"shared_expert_intermediate_size\":0", CIS2_E_FORMAT, "shared_expert_intermediate_size must be a positive"},
+    };
+    for (size_t i = 0; i < sizeof C / sizeof C[0]; i++) {
+        char t[1024];
+        snprintf(t, sizeof t, base, C[i].text);
+        memset(&e, 0, sizeof e);
+        int rc = cis2_config_parse(&c, t, strlen(t), "q35moe", &e);
+        if (rc != C[i].rc || (C[i].why && !strstr(e.msg, C[i].why)))
+            fail_msg("case %zu (%s): rc=%d msg='%s'", i, C[i].text, rc, e.msg);
+        if (rc) continue;
+        assert_int_equal(c.num_experts, 256);
+        assert_int_equal(c.num_experts_per_tok, 8);
+        assert_int_equal(c.moe_intermediate_size, 512);
+        assert_int_equal(c.shared_inter, 512);
+        for (int l = 0; l < 4; l++) assert_int_equal(c.sparse[l], 1);
+    }
+    patch_fails("{\"shared_expert_intermediate_size\":64}", NULL, CIS2_E_UNSUPPORTED,
+                "shared_expert_intermediate_size is not implemented for model_type llama");
+}
+
+/* qwen3_next (docs/models.md §M10.11): the real Qwen3-Next-80B-A3B config
+ * reads as written down here from the file; the defaults of
+ * Qwen3NextConfig; norm_topk_prob is read. */
+static void qwen3_next_family(void **s)
+{
+    (void)s;
+    char p[1024];
+    snprintf(p, sizeof p, "%s/models/families/Qwen3-Next-80B-A3B.json", shared());
+    cis2_config c;
+    cis2_error e = {0};
+    if (access(p, R_OK) == 0) {
+        if (cis2_config_load(&c, p, &e)) fail_msg("%s", e.msg);
+        assert_string_equal(c.family->model_type, "qwen3_next");
+        assert_int_equal(c.num_experts, 512);
+        assert_int_equal(c.num_experts_per_tok, 10);
+        assert_int_equal(c.shared_inter, 512);
+        assert_int_equal(c.norm_topk_prob, 1);
+        assert_int_equal(c.rotary_dim, 64);
+        assert_int_equal(bits(c.rope_theta), 0x4A989680); /* 5e6 */
+        for (int l = 0; l < 48; l++)
+            if (!c.sparse[l] || c.linear[l] != (l % 4 != 3)) fail_msg("Qwen3-Next-80B-A3B layer %d", l);
+        /* per layer 2 norms, the router 512 x 2048, 512 experts of 3 x 512 x 2048, the shared expert 3 x 512 x
+         * 2048 and its gate 2048; 36 linear layers (in_proj_qkvz 12288 x 2048, in_proj_ba 64 x 2048, conv 8192 x 4,
+         * A_log, dt_bias 32 each, norm 128, out_proj 2048 x 4096); 12 full (q_proj 8192 x 2048, k/v 512 x 2048,
+         * o_proj 2048 x 4096, q/k norms 256); the embedding and lm_head 151936 x 2048, the final norm */
+        uint64_t moe = 512ull * 2048 + 512ull * 3 * 512 * 2048 + 3 * 512ull * 2048 + 2048;
+        uint64_t lin = 12288ull * 2048 + 64 * 2048 + 8192 * 4 + 2 * 32 + 128 + 2048ull * 4096;
+        uint64_t full = 8192ull * 2048 + 2 * 512ull * 2048 + 2048ull * 4096 + 2 * 256;
+        uint64_t want = 48 * (2 * 2048 + moe) + 36 * lin + 12 * full + 2 * 151936ull * 2048 + 2048;
+        assert_true(cis2_config_param_count(&c) == want);
+    }
+    const char *t = "{\"model_type\":\"qwen3_next\",\"hidden_size\":64,\"intermediate_size\":96,\"num_hidden_layers\":4,"
+                    "\"num_attention_heads\":4,\"vocab_size\":300,\"mlp_only_layers\":[0],\"norm_topk_prob\":false}";
+    if (cis2_config_parse(&c, t, strlen(t), "q3next", &e)) fail_msg("%s", e.msg);
+    assert_int_equal(c.num_experts, 512);
+    assert_int_equal(c.num_experts_per_tok, 10);
+    assert_int_equal(c.moe_intermediate_size, 512);
+    assert_int_equal(c.shared_inter, 512);
+    assert_int_equal(c.norm_topk_prob, 0);
+    assert_int_equal(c.head_dim, 256);
+    assert_int_equal(c.rotary_dim, 64);
+    assert_true(!c.sparse[0] && c.sparse[1] && c.sparse[2] && c.sparse[3]);
+    assert_true(c.linear[0] && c.linear[1] && c.linear[2] && !c.linear[3]);
+    t = "{\"model_type\":\"qwen3_next\",\"hidden_size\":64,\"intermediate_size\":96,\"num_hidden_layers\":4,"
+        "\"num_attention_heads\":4,\"vocab_size\":300,\"rope_parameters\":{\"mrope_section\":[1,1,2]}}";
+    expect_raw_fails(t, CIS2_E_UNSUPPORTED, "rope_parameters.mrope_section");
+}
+
 /* ---- synth configs read back (values written down here, not read from synth.c) ---- */
 
 static void check_synth_cfg(const char *shape, int64_t H, int64_t I, int64_t L, int64_t nh, int64_t kv, int64_t V,
@@ -1227,7 +1472,7 @@ int main(void)
         cmocka_unit_test(rope_parameters_base), cmocka_unit_test(rope_types_refused),
         cmocka_unit_test(rope_members), cmocka_unit_test(layer_types), cmocka_unit_test(sliding_window),
         cmocka_unit_test(neutral_keys), cmocka_unit_test(pretraining_tp_accepted),
-        cmocka_unit_test(transformers5_config), cmocka_unit_test(families), cmocka_unit_test(smollm3_nope), cmocka_unit_test(olmo2_family), cmocka_unit_test(mistral_family), cmocka_unit_test(phi3_family), cmocka_unit_test(gemma3_family),
+        cmocka_unit_test(transformers5_config), cmocka_unit_test(families), cmocka_unit_test(smollm3_nope), cmocka_unit_test(olmo2_family), cmocka_unit_test(mistral_family), cmocka_unit_test(phi3_family), cmocka_unit_test(gemma3_family), cmocka_unit_test(qwen3_5_family), cmocka_unit_test(qwen3_5_moe_family), cmocka_unit_test(qwen3_next_family),
         cmocka_unit_test(llama3_rope), cmocka_unit_test(qwen3_family),
         cmocka_unit_test(synth_shape_table),
     };

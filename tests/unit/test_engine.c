@@ -84,13 +84,14 @@ static size_t argmax_here(const float *v, size_t n) /* §11.2: strict >, first o
 }
 
 /* The one KV-size formula (docs/inputs.md "Memory"), by hand: k and v, 4
- * bytes each, per layer, per position rounded up to 16, per kv_dim. */
+ * bytes each, per attention layer, per position rounded up to 16, per
+ * kv_dim; plus a recurrent state's floats (docs/models.md §M10.4). */
 static void test_kv_bytes(void **state)
 {
     (void)state;
     cis2_model m;
     memset(&m, 0, sizeof m);
-    m.n_layers = 30;
+    m.n_layers = m.n_kv_layers = 30;
     m.kv_dim = 192; /* SmolLM2-135M: 3 kv heads of 64 */
     assert_int_equal(cis2_kv_bytes(&m, 1), 2 * 4 * 30 * 16 * 192);
     assert_int_equal(cis2_kv_bytes(&m, 16), 2 * 4 * 30 * 16 * 192);
@@ -98,9 +99,18 @@ static void test_kv_bytes(void **state)
     assert_int_equal(cis2_kv_bytes(&m, 0), 0);
     assert_true(cis2_kv_bytes(&m, SIZE_MAX) == SIZE_MAX);       /* the rounding would wrap */
     assert_true(cis2_kv_bytes(&m, SIZE_MAX / 64) == SIZE_MAX);  /* the product would */
-    m.n_layers = 1;
+    m.n_layers = m.n_kv_layers = 1;
     m.kv_dim = 1;
     assert_true(cis2_kv_bytes(&m, SIZE_MAX / 8 - 15) == (SIZE_MAX / 8 - 15 + 15) / 16 * 16 * 8);
+    /* Qwen3.5-0.8B: 24 layers of which 6 attend (kv_dim 512), and 18 linear layers' state of 280576 floats */
+    m.n_layers = 24;
+    m.n_kv_layers = 6;
+    m.kv_dim = 512;
+    m.state_floats = 18 * 280576;
+    assert_int_equal(cis2_kv_bytes(&m, 1), 2 * 4 * 6 * 16 * 512 + 4 * 18 * 280576);
+    assert_int_equal(cis2_kv_bytes(&m, 0), 4 * 18 * 280576);
+    m.state_floats = SIZE_MAX / 2;
+    assert_true(cis2_kv_bytes(&m, 1) == SIZE_MAX);
     assert_true(cis2_kv_fits(0, 10, 10) && !cis2_kv_fits(1, 10, 10) && !cis2_kv_fits(11, 0, 10));
     assert_true(!cis2_kv_fits(5, SIZE_MAX, SIZE_MAX - 1) && !cis2_kv_fits(SIZE_MAX, 1, SIZE_MAX));
 }

@@ -86,6 +86,37 @@ static void test_gelu_tanh(void **s)
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) CHECK_BITS(cis2_gelu_tanh_pinned, v[i].in, v[i].out);
 }
 
+/* docs/models.md §M10.9: Qwen3.5's sigmoid and softplus, as a numpy float32
+ * implementation of §M10.6's text (with doc_reimpl.py's exp_pinned and
+ * ln_pinned, §1.3's FTZ applied to the quotient) computes them; each finite
+ * nonzero output within 7e-8 relative of mpmath's 1 / (1 + e^-x) and
+ * log1p(e^x).  A NaN comes back canonical; a subnormal input reads as zero
+ * (DAZ). */
+static void test_sigmoid_softplus(void **s)
+{
+    (void)s;
+    static const pair sg[] = {
+        {0x00000000, 0x3F000000}, {0x80000000, 0x3F000000}, {0x3F000000, 0x3F1F597F}, {0xBF000000, 0x3EC14D03},
+        {0x3F800000, 0x3F3B26A8}, {0xBF800000, 0x3E89B2B1}, {0x40200000, 0x3F6C948F}, {0xC0200000, 0x3D9B5B88},
+        {0x41200000, 0x3F7FFD06}, {0xC1200000, 0x383E6998}, {0xC1880000, 0x3331CF19}, {0xC1F00000, 0x29D2B707},
+        {0x41A00000, 0x3F800000}, {0x41A00001, 0x3F800000}, {0xC2AE0000, 0x00B33687}, {0xC2AF0000, 0x00000000},
+        {0xC2B00000, 0x00000000}, {0x42B10000, 0x3F800000}, {0xC0DCCCCD, 0x3A83F59F}, {0xC0133333, 0x3DBA9EAD},
+        {0x3A83126F, 0x3F001062}, {0x7F800000, 0x3F800000}, {0xFF800000, 0x00000000}, {0x7FC00000, 0x7FC00000},
+        {0xFFC00001, 0x7FC00000}, {0x00000001, 0x3F000000},
+    };
+    static const pair sp[] = {
+        {0x00000000, 0x3F317218}, {0x80000000, 0x3F317218}, {0x3F000000, 0x3F795D1C}, {0xBF000000, 0x3EF2BA38},
+        {0x3F800000, 0x3FA818F5}, {0xBF800000, 0x3EA063D6}, {0x40200000, 0x40250C88}, {0xC0200000, 0x3DA190F1},
+        {0x41200000, 0x41200030}, {0xC1200000, 0x383E6AB2}, {0xC1880000, 0x3331CF18}, {0xC1F00000, 0x29D2B706},
+        {0x41A00000, 0x41A00000}, {0x41A00001, 0x41A00001}, {0xC2AE0000, 0x00B33687}, {0xC2AF0000, 0x00000000},
+        {0xC2B00000, 0x00000000}, {0x42B10000, 0x42B10000}, {0xC0DCCCCD, 0x3A8406A3}, {0xC0133333, 0x3DC3AD58},
+        {0x3A83126F, 0x3F3192DF}, {0x7F800000, 0x7F800000}, {0xFF800000, 0x00000000}, {0x7FC00000, 0x7FC00000},
+        {0xFFC00001, 0x7FC00000}, {0x00000001, 0x3F317218},
+    };
+    for (size_t i = 0; i < sizeof sg / sizeof sg[0]; i++) CHECK_BITS(cis2_sigmoid_pinned, sg[i].in, sg[i].out);
+    for (size_t i = 0; i < sizeof sp / sizeof sp[0]; i++) CHECK_BITS(cis2_softplus_pinned, sp[i].in, sp[i].out);
+}
+
 static void test_sin_cos(void **s)
 {
     (void)s;
@@ -354,7 +385,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fpenv),     cmocka_unit_test(test_exp),        cmocka_unit_test(test_ln),
-        cmocka_unit_test(test_silu),      cmocka_unit_test(test_gelu_tanh),      cmocka_unit_test(test_sin_cos),    cmocka_unit_test(test_rsqrt),
+        cmocka_unit_test(test_silu),      cmocka_unit_test(test_gelu_tanh), cmocka_unit_test(test_sigmoid_softplus),      cmocka_unit_test(test_sin_cos),    cmocka_unit_test(test_rsqrt),
         cmocka_unit_test(test_ldexp_frexp), cmocka_unit_test(test_argmax),   cmocka_unit_test(test_dot_seq),
         cmocka_unit_test(test_rmsnorm),   cmocka_unit_test(test_matvec),     cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_attention), cmocka_unit_test(test_attention_blocked), cmocka_unit_test(test_exp_silu_vector), cmocka_unit_test(test_rope_tables), cmocka_unit_test(test_digests),
