@@ -6,7 +6,11 @@
  * choice's `cis2` object, usage, a failed job's error).
  *
  * finish_reason is "stop" for any stop rule, "length" otherwise, and
- * cis2.finish says which rule.  Every choice carries a `cis2` object: the
+ * cis2.finish says which rule.  A chat answer on a server with a tool or
+ * reasoning convention is read by a parser of its choice's own
+ * (serve_call_parser; docs/serving.md "Tool calls and reasoning"): its
+ * message gains reasoning_content and tool_calls, its finish_reason may
+ * be "tool_calls", and its cis2 object names the conventions.  Every choice carries a `cis2` object: the
  * receipt text (the library's, byte for byte what `cis2 run` writes for
  * the same request; v1 or ext-sampling-1 as the library decided, §S7.1),
  * its sha256, the witness (CIS2_REF, §12.1) and argmax (§12.2) digests,
@@ -25,8 +29,9 @@
  *
  * Who calls it: serve_http.c (serve_call_response, on the HTTP thread
  * once the job is done) and serve_stream.c.  It calls serve_err.c,
- * serve_logprobs.c, serve_buf.c and serve_rlog.c; it reads the serve_call
- * that serve_request.c built (serve_call_score for its scores).
+ * serve_logprobs.c, serve_buf.c, serve_rlog.c and serve_parse.c; it
+ * reads the serve_call that serve_request.c built (serve_call_score for
+ * its scores).
  */
 #include "serve.h"
 

@@ -13,12 +13,17 @@
  * UTF-8 sequence (decided by the library's decoder, cis2_utf8_unit, so
  * "valid" means what the library's display text means); the finishing
  * token waits for the result, whose text is the truth (the streamed text
- * is always a prefix of it).
+ * is always a prefix of it).  A chat answer on a server with a tool or
+ * reasoning convention goes through its choice's parser (serve_parse.c,
+ * docs/serving.md "Tool calls and reasoning"): the text a stream would
+ * send is fed to it, each chunk's delta holds what it releases, and the
+ * logprobs of the tokens released ride with them, in an empty delta when
+ * the parser holds their text back.
  *
  * Who calls it: serve_http.c, on the HTTP thread of a streaming request:
  * serve_sse_collect under the engine lock (copies what arrived),
  * serve_sse_format outside it (renders).  It calls serve_err.c,
- * serve_response.c, serve_logprobs.c and serve_buf.c.
+ * serve_response.c, serve_logprobs.c, serve_parse.c and serve_buf.c.
  */
 #include "serve.h"
 
@@ -355,7 +360,7 @@ static int parse_piece(sse_seq *t, const char *text, size_t n, int finish, json_
  * parsed answer sends what its parser releases; the logprobs of the
  * tokens the stream released go out at once, in a chunk with an empty
  * delta when the parser holds their text back (docs/serving.md "Tool
- * calls and reasoning", Streaming). */
+ * calls and reasoning", In the server). */
 static int format_running(serve_sse *s, size_t i, sse_seq *t, serve_buf *out)
 {
     if (t->finishing) return 0; /* its last token may be cut (a stop rule): wait for the result */
