@@ -241,6 +241,11 @@ static const rcase TABLE[] = {
               "{{ 4 is divisibleby 2 }}{{ 'a' is in 'abc' }}{{ false is false }}{{ 0 is false }}", V,
      "TrueTrueTrueTrueFalseTrueTrueTrueTrueFalse"},
     {"escape and safe", "{{ '<a>&' | e }}{{ ('<b>' | safe) + '<i>' }}", NULL, "&lt;a&gt;&amp;<b>&lt;i&gt;"},
+    /* case maps of the titlecase digraphs (Lt: neither upper nor lower; capitalize and str.title
+     * give the titlecase form, the title filter and upper the uppercase one) */
+    {"titlecase digraphs", "{{ s.swapcase() }}|{{ s.isupper() }}|{{ s.islower() }}|{{ s.title() }}|{{ s.capitalize() }}|{{ s | capitalize }}|{{ s is upper }}|{{ s is lower }}|{{ s | title }}|{{ s.upper() }}|{{ t.swapcase() }}|{{ t.capitalize() }}",
+     "{\"s\": \"\\u01c5a \\u01c6x \\u01c4\", \"t\": \"\\u01c8\\u01f3 \\u01cb\"}",
+     "\xc7\x85" "A \xc7\x84X \xc7\x86|False|False|\xc7\x85" "a \xc7\x85x \xc7\x85|\xc7\x85" "a \xc7\x86x \xc7\x86|\xc7\x85" "a \xc7\x86x \xc7\x86|False|False|\xc7\x84" "a \xc7\x84x \xc7\x84|\xc7\x84" "A \xc7\x84X \xc7\x84|\xc7\x88\xc7\xb1 \xc7\x8b|\xc7\x88\xc7\xb3 \xc7\x8c"},
     /* methods of str and dict */
     {"str methods", "{{ s.upper() }} {{ s.startswith('he') }} {{ ' x '.strip() }} {{ 'a,b'.split(',') }} {{ s.replace('l', '', 1) }} "
                     "{{ s.find('l') }} {{ '-'.join(['a', 'b']) }}", V, "HELLO True x ['a', 'b'] helo 2 a-b"},
