@@ -400,10 +400,13 @@ static int repeat(jctx *c, const jnode *at, const jv *seq, int64_t k, jv *out)
         return jb_take(c, &b, out);
     }
     size_t n = seq->u.l->n;
-    if (n && (uint64_t)k > (uint64_t)c->mem.limit / (n * sizeof(jv))) return jj_nomem(c);
+    if (!n) k = 0; /* [] * k is [] at once, whatever k */
+    if (n && (uint64_t)k > (uint64_t)c->mem.limit / (n * sizeof(jv))) {
+        c->mem.over = 1; /* the message names max_memory */
+        return jj_nomem(c);
+    }
     if (jj_cost(c, JJ_ITEMS((uint64_t)k * n)) || jv_newlist(c, (size_t)k * n, out)) return -1;
-    for (int64_t i = 0; i < k; i++)
-        if (n) memcpy(out->u.l->v + (size_t)i * n, seq->u.l->v, n * sizeof(jv));
+    for (int64_t i = 0; i < k; i++) memcpy(out->u.l->v + (size_t)i * n, seq->u.l->v, n * sizeof(jv));
     out->tuple = seq->tuple;
     (void)at;
     return 0;
