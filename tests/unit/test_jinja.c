@@ -556,6 +556,13 @@ static void test_bounds(void **state)
     bounded("{{ [] * 10**18 }}{{ () * 10**18 }}{{ 10**18 * [] }}", CIS2_OK, "[]()[]");
     /* a list repeated past max_memory names the limit (it said "out of memory") */
     bounded("{% set l = [1, 2] * 10**9 %}", CIS2_E_NOMEM, "cis2_jinja_limits.max_memory");
+    /* a %-format's width or precision past what fits: refused before the C
+     * library formats it (it wrote 10^9 characters, and for %.Nf took 4 GB) */
+    bounded("{{ '%999999999d' % 1 }}", CIS2_E_FORMAT, "format too wide");
+    bounded("{{ '%.999999999f' % 1.5 }}", CIS2_E_FORMAT, "format too wide");
+    bounded("{{ '%-99999999.9e' % 1.5 }}", CIS2_E_FORMAT, "format too wide");
+    bounded("{{ '%5.2f|%-4d|%.3e|%x' % (1.5, 3, 0.5, 255) }}{{ ('%.300f' % 0.5) | length }}{{ ('%511d' % 1) | length }}",
+            CIS2_OK, " 1.50|3   |5.000e-01|ff302511");
 }
 
 /* one parsed template rendered from several threads at once */
