@@ -162,6 +162,7 @@ static int str_format(jctx *c, const jnode *at, const jv *s, jv *args, size_t na
             v = args[idx];
         } else {
             size_t j;
+            if (jj_cost(c, JJ_ITEMS(nk))) return -1;
             for (j = 0; j < nk; j++)
                 if (kw[j].name.n == fl && !memcmp(kw[j].name.p, f, fl)) break;
             if (j == nk) return jj_fail(c, at, "KeyError: '%.*s'", (int)fl, f);

@@ -547,6 +547,20 @@ static void test_hostile(void **state)
     }
 }
 
+/* "x0=1, x1=1, ..." (n of them), with prefix and suffix around */
+static char *numbered(const char *prefix, const char *fmt, int n, const char *sep, const char *suffix)
+{
+    size_t cap = strlen(prefix) + strlen(suffix) + (size_t)n * (strlen(fmt) + strlen(sep) + 12) + 1, o;
+    char *b = malloc(cap);
+    o = (size_t)sprintf(b, "%s", prefix);
+    for (int i = 0; i < n; i++) {
+        if (i) o += (size_t)sprintf(b + o, "%s", sep);
+        o += (size_t)sprintf(b + o, fmt, i, i);
+    }
+    sprintf(b + o, "%s", suffix);
+    return b;
+}
+
 /* Hostile inputs that once escaped their bounds, each fixed in
  * src/jinja_*.c (docs/chat.md "Limits"): now answered within them */
 static void test_bounds(void **state)
@@ -563,6 +577,33 @@ static void test_bounds(void **state)
     bounded("{{ '%-99999999.9e' % 1.5 }}", CIS2_E_FORMAT, "format too wide");
     bounded("{{ '%5.2f|%-4d|%.3e|%x' % (1.5, 3, 0.5, 255) }}{{ ('%.300f' % 0.5) | length }}{{ ('%511d' % 1) | length }}",
             CIS2_OK, " 1.50|3   |5.000e-01|ff302511");
+    /* names and keywords are looked up one by one: calls of thousands of
+     * keywords and scopes of thousands of names are charged for it (it
+     * took seconds without a step: every pair of keywords was compared) */
+    char *t = numbered("{{ dict(", "a%d=%d", 50000, ", ", ") | length }}");
+    bounded(t, CIS2_E_NOMEM, "cis2_jinja_limits.max_steps");
+    free(t);
+    t = numbered("{{ dict(", "a%d=%d", 1000, ", ", ") | length }}");
+    bounded(t, CIS2_OK, "1000");
+    free(t);
+    t = numbered("{% macro m(", "p%d=%d", 20000, ", ", ") %}{% endmacro %}");
+    char *call = numbered("{{ m(", "p%d=%d", 20000, ", ", ") }}"), *both = malloc(strlen(t) + strlen(call) + 1);
+    sprintf(both, "%s%s", t, call);
+    bounded(both, CIS2_E_NOMEM, "cis2_jinja_limits.max_steps");
+    free(t), free(call), free(both);
+    t = numbered("{% set ", "a%d", 30000, ", ", " = (1,) * 30000 %}");
+    bounded(t, CIS2_E_NOMEM, "cis2_jinja_limits.max_steps");
+    free(t);
+    t = numbered("", "{%% set a%d = %d %%}", 20000, "", "{% for i in range(100000) %}{{ a0 }}{% endfor %}");
+    bounded(t, CIS2_E_NOMEM, "cis2_jinja_limits.max_steps");
+    free(t);
+    char *vars = numbered("{\"d\": {", "\"k%d\": %d", 50000, ", ", "}}");
+    bounded_lim("{{ dict(**d) | length }}", vars, NULL, CIS2_E_NOMEM, "cis2_jinja_limits.max_steps");
+    free(vars);
+    vars = numbered("{", "\"k%d\": %d", 50000, ", ", "}"); /* a name not among 50,000 variables */
+    bounded_lim("{% for i in range(100000) %}{{ nothing }}{% endfor %}", vars, NULL, CIS2_E_NOMEM,
+                "cis2_jinja_limits.max_steps");
+    free(vars);
 }
 
 /* one parsed template rendered from several threads at once */
