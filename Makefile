@@ -218,12 +218,12 @@ install: all
 # each fuzz/fuzz_NAME.c links against it with -fsanitize=fuzzer (the linker
 # pulls in only the modules the target reaches).  `make fuzz` runs each for
 # FUZZ_SECONDS on a scratch copy of its seed corpus fuzz/corpus/NAME/ (the
-# repo's seeds are never modified); a finding leaves crash-* files in
-# $(FUZZ_OUT)/artifacts/.
+# repo's seeds are never modified), with the dictionary fuzz/NAME.dict where
+# there is one; a finding leaves crash-* files in $(FUZZ_OUT)/artifacts/.
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_OUT ?= $(BUILD)/fuzz
-FUZZ_NAMES := safetensors config tokenizer_load tokenizer_encode receipt prompts shards
+FUZZ_NAMES := safetensors config tokenizer_load tokenizer_encode receipt prompts shards jinja
 FUZZ_BIN := $(patsubst %,$(FUZZ_OUT)/fuzz_%,$(FUZZ_NAMES))
 FUZZ_BASE := -std=c11 -ffp-contract=off -fno-fast-math -fno-math-errno -O1 -g $(WARN) -D_DEFAULT_SOURCE \
              -Iinclude -Isrc -pthread -fno-sanitize-recover=undefined -fno-omit-frame-pointer
@@ -257,7 +257,8 @@ fuzz: fuzz-build
 	  work=$$(mktemp -d); mkdir -p $(FUZZ_OUT)/artifacts; \
 	  cp fuzz/corpus/$$n/* "$$work"/ 2>/dev/null; \
 	  echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
-	  SHARED=$${SHARED:-../shared} $(FUZZ_OUT)/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+	  dict=""; [ -f fuzz/$$n.dict ] && dict=-dict=fuzz/$$n.dict; \
+	  SHARED=$${SHARED:-../shared} $(FUZZ_OUT)/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) -timeout=10 $$dict \
 	    -rss_limit_mb=2048 -malloc_limit_mb=1024 -print_final_stats=1 \
 	    -artifact_prefix=$(FUZZ_OUT)/artifacts/$$n- "$$work" > $(FUZZ_OUT)/$$n.log 2>&1 \
 	    || { fail="$$fail $$n"; tail -n 40 $(FUZZ_OUT)/$$n.log; }; \

@@ -218,3 +218,98 @@ put("shards", "extra_key", json.dumps({"weight_map": wm, "format": "pt"}))
 put("shards", "bad_total", json.dumps({"metadata": {"total_size": -1}, "weight_map": wm}))
 put("shards", "empty_map", json.dumps({"weight_map": {}}))
 put("shards", "not_object", "[1, 2, 3]")
+
+# ---- chat templates (fuzz_jinja: a template, then optionally NUL and a
+# JSON object of variables; without one the target's fixed conversation
+# with a system prompt, tool calls, a tool result and tools).  Small
+# hand-written templates, one or a few features each (docs/chat.md "The
+# language"), and the hostile shapes of "Limits" at a small scale ----
+def jinja(name, tmpl, vars=None):
+    data = tmpl.encode("utf-8")
+    if vars is not None:
+        data += b"\0" + json.dumps(vars, ensure_ascii=False).encode("utf-8")
+    put("jinja", name, data)
+
+
+CHATML = ("{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' }}"
+          "{%- if message.content is string %}{{- message.content }}{%- else %}"
+          "{%- for part in message.content %}{{- part.text }}{%- endfor %}{%- endif %}"
+          "{%- if message.tool_calls %}{%- for tc in message.tool_calls %}\n<tool_call>\n"
+          "{{- tc.function | tojson }}\n</tool_call>{%- endfor %}{%- endif %}"
+          "{{- '<|im_end|>\\n' }}{%- endfor %}"
+          "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}\n")
+jinja("chatml", CHATML)
+jinja("chatml_own_vars", CHATML, {"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": False})
+jinja("whitespace", "a\n  {% if true %}\n  x\n  {%- endif %}\n{{- ' b ' -}}\n{%+ if 1 +%}\r\nc{# note #}{% endif %}\n{% raw %}{{ x }}{% endraw %}\n\n")
+jinja("literals", "{{ 'a\\nb\\x41\\u00e9\\101' \"q\" }}{{ 1_000 + 0x1f + 0o17 + 0b101 }}{{ 1.5e3 }}{{ [1, (2,), {'k': none}, True, false] }}")
+jinja("operators", "{{ 7 / 2 }}{{ 7 // 2 }}{{ -7 % 3 }}{{ 2 ** 10 }}{{ 'a' ~ 1 }}{{ 1 < 2 <= 2 }}{{ 2 in [1, 2] }}"
+      "{{ 3 not in [1] }}{{ not 0 and 1 or 2 }}{{ 'y' if n else 'n' }}{{ -f }}{{ +n }}")
+jinja("access", "{{ messages[0].role }}{{ messages[-1]['content'][0].text }}{{ tools.0.function.name }}"
+      "{{ messages[1:3] | length }}{{ 'hello'[::-1] }}{{ z.x }}{{ nothing }}")
+jinja("for_loop", "{% for m in messages if m.role != 'tool' %}{{ loop.index }}{{ loop.index0 }}{{ loop.revindex }}"
+      "{{ loop.revindex0 }}{{ loop.first }}{{ loop.last }}{{ loop.length }}[{% if not loop.first %}{{ loop.previtem.role }}{% endif %}|{{ loop.nextitem.role if not loop.last }}]"
+      "{{ loop.depth }}{{ loop.cycle('a', 'b') }}{{ loop.changed(m.role) }}{% else %}none{% endfor %}")
+jinja("for_break", "{% for i in range(10) %}{% if i is odd %}{% continue %}{% endif %}{% if i > 6 %}{% break %}{% endif %}"
+      "{{ i }}{% endfor %}{% for k, v in {'a': 1, 'b': 2}.items() %}{{ k }}={{ v }}{% endfor %}")
+jinja("set_namespace", "{% set x = 1 %}{% set a, b = 1, 2 %}{% set ns = namespace(t=0, last=none) %}"
+      "{% for m in messages %}{% set ns.t = ns.t + 1 %}{% set ns.last = m.role %}{% endfor %}{{ ns.t }}{{ ns.last }}{{ a + b + x }}"
+      "{% set blk | upper %}b{{ x }}{% endset %}{{ blk }}")
+jinja("macro", "{% macro m(a, b=2) -%}<{{ a }}{{ b }}{{ varargs }}{{ kwargs }}>{%- endmacro %}{{ m(1) }}{{ m(1, 2, 3, k=4) }}"
+      "{% macro w() %}[{{ caller(5) }}]{% endmacro %}{% call(v) w() %}c{{ v }}{% endcall %}")
+jinja("filter_with_generation", "{% filter upper %}up {{ 'x' }}{% endfilter %}{% with q = 3 %}{{ q }}{% endwith %}"
+      "{% generation %}gen{% endgeneration %}")
+jinja("raise", "{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}")
+jinja("strftime", "{{ strftime_now('%Y-%m-%d %H:%M:%S %a %b %d %B %j %p %%') }}")
+jinja("globals", "{{ range(3) | list }}{{ range(5, 0, -2) | list }}{{ dict(a=1, b=[2]) }}{% set c = cycler('x', 'y') %}"
+      "{{ c.next() }}{{ c.next() }}{{ c.current }}{% set j = joiner(', ') %}{{ j() }}a{{ j() }}b")
+FILTERS = [
+    "-3 | abs", "messages[0] | attr('role')", "[1, 2, 3, 4, 5] | batch(2, 0) | list", "'ab cd' | capitalize",
+    "'x' | center(9)", "[1, 2] | count", "nothing | default('d')", "z | d('e', true)", "{'b': 1, 'a': 2} | dictsort",
+    "'<a>&' | e", "'<b>' | escape", "[3, 4] | first", "'1.5' | float", "'<i>' | forceescape", "'%s-%d' | format('a', 3)",
+    "'a\\nb' | indent(2, true)", "'12' | int", "'ff' | int(base=16)", "{'k': 1} | items | list", "[1, 2] | join('-')",
+    "[1, 2] | last", "'abc' | length", "'xy' | list", "'AB' | lower", "messages | map(attribute='role') | list",
+    "['a'] | map('upper') | list", "[3, 1] | max", "[3, 1] | min", "[1, 2, 3] | reject('odd') | list",
+    "messages | rejectattr('role', 'equalto', 'user') | list | length", "'aXa' | replace('a', 'b', 1)",
+    "[1, 2] | reverse | list", "'ab' | reverse", "2.675 | round(2)", "2.5 | round(0, 'floor')", "'<s>' | safe",
+    "[1, 2, 3] | select('even') | list", "messages | selectattr('content', 'string') | list | length",
+    "[3, 1, 2] | sort(reverse=true)", "messages | sort(attribute='role') | map(attribute='role') | join",
+    "1 | string", "[1, 2] | sum(start=10)", "'ab cd' | title", "tools | tojson", "{'a': [1]} | tojson(indent=2)",
+    "'\\u00e9' | tojson(ensure_ascii=true)", "' x ' | trim", "[1, 1, 2] | unique | list", "'ab' | upper",
+    "'a b c' | wordcount", "{'b': 2} | dictsort(reverse=true)",
+]
+jinja("filters", "".join("{{ %s }}|" % f for f in FILTERS))
+TESTS = ["true is boolean", "range is callable", "x is defined", "4 is divisibleby 2", "1 is eq 1", "1 is equalto 1",
+         "1 is ne 2", "1 is lt 2", "1 is lessthan 2", "1 is le 1", "2 is gt 1", "2 is greaterthan 1", "2 is ge 2",
+         "'<' | e is escaped", "2 is even", "1 is odd", "false is false", "true is true", "'upper' is filter",
+         "'odd' is test", "1.0 is float", "1 is integer", "1 is number", "1 is in [1]", "'' is iterable",
+         "[] is sequence", "{} is mapping", "'' is string", "none is none", "1 is sameas 1", "'a' is lower",
+         "'A' is upper", "q is undefined", "1 is not string", "1 == 1"]
+jinja("tests", "".join("{{ %s }}," % t for t in TESTS))
+METHODS = ["'ab'.capitalize()", "'AB'.casefold()", "'a'.center(5, '*')", "'aab'.count('a')", "'ab'.endswith('b')",
+           "'ab'.find('b')", "'{}-{x}'.format(1, x=2)", "'ab'.index('b')", "'a1'.isalnum()", "'a'.isalpha()",
+           "'1'.isdigit()", "'a'.islower()", "' '.isspace()", "'A'.isupper()", "','.join(['a', 'b'])", "'a'.ljust(3)",
+           "'A'.lower()", "'  a'.lstrip()", "'a=b'.partition('=')", "'ab'.removeprefix('a')", "'ab'.removesuffix('b')",
+           "'aa'.replace('a', 'b')", "'aba'.rfind('a')", "'aba'.rindex('a')", "'a'.rjust(3)", "'a=b=c'.rpartition('=')",
+           "'a b c'.rsplit(' ', 1)", "'a  '.rstrip()", "'a,b'.split(',')", "'a\\nb\\r\\nc'.splitlines()",
+           "'ab'.startswith(('a', 'x'))", "' a '.strip()", "'aB'.swapcase()", "'ab cd'.title()", "'a'.upper()",
+           "'7'.zfill(3)", "[1, 1].count(1)", "[1, 2].index(2)", "{'a': 1}.get('a')", "{'a': 1}.get('b', 0)",
+           "{'a': 1}.items()", "{'a': 1}.keys()", "{'a': 1}.values()", "{'a': 1}.copy()"]
+jinja("methods", "".join("{{ %s }};" % m for m in METHODS))
+jinja("percent", "{{ '%s|%r|%d|%5.2f|%-4s|%x|%o|%e|%%' % ('a', 'b', 3, 1.5, 'c', 255, 8, 1e10) }}{{ '%(k)s' % {'k': 1} }}")
+jinja("calls", "{% macro m(a, b) %}{{ a }}{{ b }}{% endmacro %}{{ m(*[1, 2]) }}{{ m(**{'a': 3, 'b': 4}) }}"
+      "{{ dict(**{'x': 1}) }}")
+jinja("markup", "{{ ('<b>' | safe) + '<i>' }}{{ '<' ~ ('&' | safe) }}{{ ('%s' | safe) % '<' }}{{ ('a' | safe).upper() }}")
+jinja("unicode", "{{ 'Σίσυφος'.upper() }}{{ 'ÉCOLE' | lower }}{{ '日本語'[1] }}{{ '🎉x'.title() }}{{ 'ǅ'.swapcase() }}")
+jinja("errors_runtime", "{{ 1 + 'a' }}")
+jinja("error_syntax", "{% if x %}{% for %}")
+jinja("unsafe", "{{ messages.append(1) }}{{ messages.__class__ }}{{ ''._x }}")
+jinja("vars_nested", "{{ a | tojson }}{{ a }}", {"a": {"b": [[[[[{"c": [1.5, None, True, "\u0000"]}]]]]]}})
+jinja("vars_numbers", "{{ big + 1 }}{{ neg * 2 }}{{ fl }}{{ fl | round(3) }}", {"big": 9223372036854775806,
+                                                                                 "neg": -4611686018427387904, "fl": 1e300})
+# the limits' shapes, small (docs/chat.md "Limits")
+jinja("limit_recursion", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}")
+jinja("limit_loops", "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}")
+jinja("limit_repeat", "{{ 'x' * 1000000000 }}")
+jinja("limit_doubling", "{% set ns = namespace(s='ab', l=[1], d={}) %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}"
+      "{% set ns.l = ns.l + ns.l %}{% set ns.d = dict(ns.d, **{i | string: ns.l}) %}{% endfor %}")
+jinja("limit_nesting", "{{ " + "(" * 300 + "1" + ")" * 300 + " }}" + "{% if 1 %}" * 250 + "{% endif %}" * 250)

@@ -53,8 +53,12 @@ static jj_scope *scope_new(jctx *c, jj_scope *parent)
     return s;
 }
 
+/* Scopes are searched name by name: each search is charged by the names
+ * it passes (a template that sets thousands of names, or a macro of
+ * thousands of parameters, pays for its quadratic lookups) */
 static int scope_set(jctx *c, jj_scope *s, const char *name, size_t n, jv v)
 {
+    if (jj_cost(c, JJ_ITEMS(s->n))) return -1;
     for (size_t i = 0; i < s->n; i++)
         if (s->names[i].n == n && memcmp(s->names[i].p, name, n) == 0) {
             s->vals[i] = v;
@@ -80,21 +84,29 @@ static int scope_set(jctx *c, jj_scope *s, const char *name, size_t n, jv v)
     return 0;
 }
 
-static int scope_find(const jj_scope *s, const char *name, size_t n, jv *out)
+/* 1 found, 0 not, -1 over max_steps */
+static int scope_find(jctx *c, const jj_scope *s, const char *name, size_t n, jv *out)
 {
-    for (; s; s = s->parent)
+    uint64_t passed = 0;
+    int found = 0;
+    for (; s && !found; s = s->parent) {
         for (size_t i = s->n; i-- > 0;)
             if (s->names[i].n == n && memcmp(s->names[i].p, name, n) == 0) {
                 *out = s->vals[i];
-                return 1;
+                found = 1;
+                break;
             }
-    return 0;
+        passed += s->n + 1;
+    }
+    return jj_cost(c, JJ_ITEMS(passed)) ? -1 : found;
 }
 
 static int lookup(jctx *c, jj_scope *s, const jnode *e, jv *out)
 {
-    if (scope_find(s, e->name.p, e->name.n, out)) return 0;
-    if (jd_getn(c->vars.u.d, e->name.p, e->name.n, out)) return jj_cost(c, JJ_ITEMS(c->vars.u.d->n));
+    int f = scope_find(c, s, e->name.p, e->name.n, out);
+    if (f) return f < 0 ? -1 : 0;
+    if (jj_cost(c, JJ_ITEMS(c->vars.u.d->n))) return -1;
+    if (jd_getn(c->vars.u.d, e->name.p, e->name.n, out)) return 0;
     if (jl_global(e->name.p, e->name.n, out)) return 0;
     char *h = jj_alloc(&c->mem, e->name.n + 20);
     if (!h) return jj_nomem(c);
@@ -139,6 +151,7 @@ int jj_getattr(jctx *c, const jnode *at, const jv *obj, const char *name, size_t
         if (jd_getn(obj->u.d, name, n, out)) return 0;
         break;
     case JT_NS:
+        if (jj_cost(c, JJ_ITEMS(obj->u.d->n))) return -1;
         if (jd_getn(obj->u.d, name, n, out)) return 0;
         break;
     case JT_LOOP: return jl_loop_attr(c, obj, name, n, out);
@@ -169,6 +182,7 @@ int jj_getitem(jctx *c, const jnode *at, const jv *obj, const jv *key, jv *out)
         break;
     }
     case JT_NS:
+        if (jj_cost(c, JJ_ITEMS(obj->u.d->n))) return -1;
         if (key->t == JT_STR && jd_getn(obj->u.d, key->u.s.p, key->u.s.n, out)) return 0;
         break;
     case JT_LIST:
@@ -325,8 +339,9 @@ static int assign(jctx *c, jj_scope *s, const jnode *t, jv v)
     if (t->k == N_NAME) return scope_set(c, s, t->name.p, t->name.n, v);
     if (t->k == N_GETATTR) {
         jv ns;
-        if (!scope_find(s, t->a->name.p, t->a->name.n, &ns) && !jd_getn(c->vars.u.d, t->a->name.p, t->a->name.n, &ns))
-            ns.t = JT_UNDEF;
+        int f = scope_find(c, s, t->a->name.p, t->a->name.n, &ns);
+        if (f < 0 || (!f && jj_cost(c, JJ_ITEMS(c->vars.u.d->n)))) return -1;
+        if (!f && !jd_getn(c->vars.u.d, t->a->name.p, t->a->name.n, &ns)) ns.t = JT_UNDEF;
         if (ns.t != JT_NS) return jj_fail(c, t, "cannot assign attribute on non-namespace object");
         jv key = jv_strn(t->name.p, t->name.n);
         return jd_set(c, ns.u.d, key, v);
@@ -400,10 +415,13 @@ static int repeat(jctx *c, const jnode *at, const jv *seq, int64_t k, jv *out)
         return jb_take(c, &b, out);
     }
     size_t n = seq->u.l->n;
-    if (n && (uint64_t)k > (uint64_t)c->mem.limit / (n * sizeof(jv))) return jj_nomem(c);
+    if (!n) k = 0; /* [] * k is [] at once, whatever k */
+    if (n && (uint64_t)k > (uint64_t)c->mem.limit / (n * sizeof(jv))) {
+        c->mem.over = 1; /* the message names max_memory */
+        return jj_nomem(c);
+    }
     if (jj_cost(c, JJ_ITEMS((uint64_t)k * n)) || jv_newlist(c, (size_t)k * n, out)) return -1;
-    for (int64_t i = 0; i < k; i++)
-        if (n) memcpy(out->u.l->v + (size_t)i * n, seq->u.l->v, n * sizeof(jv));
+    for (int64_t i = 0; i < k; i++) memcpy(out->u.l->v + (size_t)i * n, seq->u.l->v, n * sizeof(jv));
     out->tuple = seq->tuple;
     (void)at;
     return 0;
@@ -630,7 +648,7 @@ static int eval_args(jctx *c, jj_scope *s, const jnode *e, jv *abuf, jj_kw *kbuf
         if (ev(c, s, (star || x->k == N_KWARG) ? x->a : x, &v)) return -1;
         if (x->k == N_STARKW) {
             if (v.t != JT_DICT) return jj_fail(c, x, "argument after ** must be a mapping, not %s", jv_typename(&v));
-            if (grow_kw(c, &K, &kcap, *nk + v.u.d->n, *nk)) return -1;
+            if (jj_cost(c, JJ_ITEMS(v.u.d->n)) || grow_kw(c, &K, &kcap, *nk + v.u.d->n, *nk)) return -1;
             for (size_t j = 0; j < v.u.d->n; j++) {
                 if (v.u.d->k[j].t != JT_STR) return jj_fail(c, x, "keywords must be strings");
                 K[*nk].name = v.u.d->k[j].u.s;
@@ -639,7 +657,7 @@ static int eval_args(jctx *c, jj_scope *s, const jnode *e, jv *abuf, jj_kw *kbuf
         } else if (x->k == N_STARARG) {
             jv *items;
             size_t n;
-            if (jj_iter(c, x, &v, &items, &n) || grow_args(c, &A, &acap, *na + n, *na)) return -1;
+            if (jj_iter(c, x, &v, &items, &n) || jj_cost(c, JJ_ITEMS(n)) || grow_args(c, &A, &acap, *na + n, *na)) return -1;
             for (size_t j = 0; j < n; j++) A[(*na)++] = items[j];
         } else if (x->k == N_KWARG) {
             if (grow_kw(c, &K, &kcap, *nk + 1, *nk)) return -1;
@@ -674,6 +692,8 @@ static int call_macro(jctx *c, const jnode *at, jj_macro *m, jv *args, size_t na
     const char *mname = def->k == N_MACRO ? def->name.p : "caller";
     int mlen = def->k == N_MACRO ? (int)def->name.n : 6;
     unsigned refs = def->op;
+    /* each keyword is looked for among the parameters, twice at most */
+    if (jj_cost(c, JJ_ITEMS((uint64_t)nk * def->n * 2) + JJ_ITEMS(na))) return -1;
     for (size_t j = 0; j < nk; j++) {
         size_t i;
         for (i = 0; i < def->n; i++)
@@ -750,6 +770,7 @@ __attribute__((noinline)) static int eval_call(jctx *c, jj_scope *s, const jnode
     jj_kw kbuf[SMALL_KW], *kw;
     size_t na, nk;
     if (ev(c, s, e->a, &fn) || eval_args(c, s, e, abuf, kbuf, &args, &na, &kw, &nk)) return -1;
+    if (nk > 1 && jj_cost(c, JJ_ITEMS((uint64_t)nk * (nk - 1) / 2))) return -1; /* the pairs compared below */
     for (size_t i = 0; i < nk; i++)
         for (size_t j = i + 1; j < nk; j++)
             if (kw[i].name.n == kw[j].name.n && memcmp(kw[i].name.p, kw[j].name.p, kw[i].name.n) == 0)
@@ -765,8 +786,9 @@ __attribute__((noinline)) static int eval_call(jctx *c, jj_scope *s, const jnode
 
 /* a filter's or test's repeated keyword: the last one counts (Jinja passes
  * them as a dict) */
-static void last_keyword_wins(jj_kw *kw, size_t *nk)
+static int last_keyword_wins(jctx *c, jj_kw *kw, size_t *nk)
 {
+    if (*nk > 1 && jj_cost(c, JJ_ITEMS((uint64_t)*nk * (*nk - 1) / 2))) return -1;
     size_t o = 0;
     for (size_t i = 0; i < *nk; i++) {
         size_t j;
@@ -775,6 +797,7 @@ static void last_keyword_wins(jj_kw *kw, size_t *nk)
         if (j == *nk) kw[o++] = kw[i];
     }
     *nk = o;
+    return 0;
 }
 
 __attribute__((noinline)) static int eval_filter(jctx *c, jj_scope *s, const jnode *e, const jv *body, jv *out)
@@ -791,8 +814,7 @@ __attribute__((noinline)) static int eval_filter(jctx *c, jj_scope *s, const jno
     } else {
         val = *body;
     }
-    if (eval_args(c, s, e, abuf, kbuf, &args, &na, &kw, &nk)) return -1;
-    last_keyword_wins(kw, &nk);
+    if (eval_args(c, s, e, abuf, kbuf, &args, &na, &kw, &nk) || last_keyword_wins(c, kw, &nk)) return -1;
     return jl_filter(c, e, e->op, &val, args, na, kw, nk, out);
 }
 
@@ -805,8 +827,7 @@ static int apply_chain(jctx *c, jj_scope *s, const jnode *f, jv *body, jv *out)
         jv abuf[SMALL_ARGS], *args;
         jj_kw kbuf[SMALL_KW], *kw;
         size_t na, nk;
-        if (eval_args(c, s, f, abuf, kbuf, &args, &na, &kw, &nk)) return -1;
-        last_keyword_wins(kw, &nk);
+        if (eval_args(c, s, f, abuf, kbuf, &args, &na, &kw, &nk) || last_keyword_wins(c, kw, &nk)) return -1;
         return jl_filter(c, f, f->op, &inner, args, na, kw, nk, out);
     }
     return eval_filter(c, s, f, body, out);
@@ -818,8 +839,8 @@ __attribute__((noinline)) static int eval_test(jctx *c, jj_scope *s, const jnode
     jj_kw kbuf[SMALL_KW], *kw;
     size_t na, nk;
     int r;
-    if (ev(c, s, e->a, &val) || eval_args(c, s, e, abuf, kbuf, &args, &na, &kw, &nk)) return -1;
-    last_keyword_wins(kw, &nk);
+    if (ev(c, s, e->a, &val) || eval_args(c, s, e, abuf, kbuf, &args, &na, &kw, &nk) || last_keyword_wins(c, kw, &nk))
+        return -1;
     if (jl_test(c, e, e->op, &val, args, na, kw, nk, &r)) return -1;
     *out = jv_bool(r);
     return 0;

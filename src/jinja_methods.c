@@ -162,6 +162,7 @@ static int str_format(jctx *c, const jnode *at, const jv *s, jv *args, size_t na
             v = args[idx];
         } else {
             size_t j;
+            if (jj_cost(c, JJ_ITEMS(nk))) return -1;
             for (j = 0; j < nk; j++)
                 if (kw[j].name.n == fl && !memcmp(kw[j].name.p, f, fl)) break;
             if (j == nk) return jj_fail(c, at, "KeyError: '%.*s'", (int)fl, f);
@@ -710,6 +711,23 @@ int jl_call_func(jctx *c, const jnode *at, int fnid, jv *args, size_t na, jj_kw 
 
 /* ------------------------------------------------- printf-style format */
 
+/* A numeric conversion's width or precision of n or more characters:
+ * checked before snprintf formats it, which would write every character
+ * of a '%999999999d' (and allocate them all for a '%.999999999f') only to
+ * find that they do not fit */
+static int spec_wider_than(const char *spec, int64_t n)
+{
+    const char *q = spec + 1;
+    int64_t w = 0, pr = 0;
+    while (*q && strchr("-+ 0#", *q)) q++;
+    while (*q >= '0' && *q <= '9') w = w * 10 + (*q++ - '0'); /* 13 digits at most: no overflow */
+    if (*q == '.') {
+        q++;
+        while (*q >= '0' && *q <= '9') pr = pr * 10 + (*q++ - '0');
+    }
+    return w >= n || pr >= n;
+}
+
 int jl_percent_format(jctx *c, const jnode *at, const jv *fmt, const jv *args, jv *out)
 {
     const char *p = fmt->u.s.p;
@@ -809,6 +827,7 @@ int jl_percent_format(jctx *c, const jnode *at, const jv *fmt, const jv *args, j
             sn += strlen(PRId64) - 1;
             spec[sn++] = conv == 'i' ? 'd' : conv;
             spec[sn] = 0;
+            if (spec_wider_than(spec, (int64_t)sizeof t)) return jj_fail(c, at, "format too wide");
             tn = snprintf(t, sizeof t, spec, iv);
             if (tn < 0 || (size_t)tn >= sizeof t) return jj_fail(c, at, "format too wide");
             if (jb_put(c, &b, t, (size_t)tn)) return -1;
@@ -824,6 +843,7 @@ int jl_percent_format(jctx *c, const jnode *at, const jv *fmt, const jv *args, j
             double d = v.t == JT_FLOAT ? v.u.f : (double)v.u.i;
             spec[sn++] = conv;
             spec[sn] = 0;
+            if (spec_wider_than(spec, (int64_t)sizeof t)) return jj_fail(c, at, "format too wide");
             tn = snprintf(t, sizeof t, spec, d);
             if (tn < 0 || (size_t)tn >= sizeof t) return jj_fail(c, at, "format too wide");
             /* the locale's decimal point is never Python's */

@@ -163,9 +163,20 @@ uint32_t jj_cp_lower(uint32_t c)
     return c;
 }
 
+/* the titlecase letters (Lt) of the ranges above: the digraphs' middle
+ * forms U+01C5 U+01C8 U+01CB U+01F2, neither upper nor lower for Python */
+static int is_title_cp(uint32_t c) { return c == 0x1C5 || c == 0x1C8 || c == 0x1CB || c == 0x1F2; }
+/* Python's titlecase mapping (capitalize, str.title): the digraphs' middle
+ * form, else the uppercase one */
+static uint32_t cp_title(uint32_t c)
+{
+    if ((c >= 0x1C4 && c <= 0x1CC) || (c >= 0x1F1 && c <= 0x1F3)) return jj_cp_upper(c) + 1;
+    return jj_cp_upper(c);
+}
+
 int jj_is_cased(uint32_t c) { return jj_cp_upper(c) != c || jj_cp_lower(c) != c || c == 0xDF; }
-int jj_is_upper_cp(uint32_t c) { return jj_cp_lower(c) != c; }
-int jj_is_lower_cp(uint32_t c) { return jj_cp_upper(c) != c || c == 0xDF; }
+int jj_is_upper_cp(uint32_t c) { return jj_cp_lower(c) != c && !is_title_cp(c); }
+int jj_is_lower_cp(uint32_t c) { return (jj_cp_upper(c) != c && !is_title_cp(c)) || c == 0xDF; }
 
 int jj_uclass(uint32_t cp)
 {
@@ -202,7 +213,10 @@ int jj_case_map(jctx *c, const jv *s, int mode, jv *out)
         }
         char e[8];
         size_t en;
-        if (up && cp == 0xDF) {
+        if (mode == 4 && !up && !jj_is_upper_cp(cp)) {
+            /* swapcase leaves what is neither upper nor lower (titlecase too) */
+            en = jj_u8enc(cp, e);
+        } else if (up && cp == 0xDF) {
             en = (size_t)snprintf(e, sizeof e, mode == 0 || mode == 4 ? "SS" : "Ss");
         } else if (!up && cp == 0x130) {
             en = jj_u8enc('i', e);
@@ -214,7 +228,7 @@ int jj_case_map(jctx *c, const jv *s, int mode, jv *out)
             r = (prev && jj_is_cased(prev) && !(nx && jj_is_cased(nx))) ? 0x3C2 : 0x3C3;
             en = jj_u8enc(r, e);
         } else {
-            r = up ? jj_cp_upper(cp) : jj_cp_lower(cp);
+            r = !up ? jj_cp_lower(cp) : mode == 2 || mode == 3 ? cp_title(cp) : jj_cp_upper(cp);
             en = jj_u8enc(r, e);
         }
         if (jb_put(c, &b, e, en)) return -1;
